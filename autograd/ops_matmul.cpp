@@ -1,0 +1,66 @@
+// matmul: a [..., M, K] @ b [..., K, N] -> [..., M, N], batch axes broadcast,
+// 1-D operands promoted as in NumPy (a [K] is [1, K], b [K] is [K, 1], and
+// the promoted axis is dropped from the result).
+//
+// Backward on the promoted shapes: da = g @ b^T, db = a^T @ g, each summed
+// over the batch axes its operand was broadcast along.
+#include <vector>
+
+#include "autograd/op_util.h"
+#include "autograd/ops.h"
+#include "core/ops.h"
+
+namespace headlab::autograd {
+
+using detail::checked;
+
+namespace {
+
+Tensor t_last2(const Tensor& t) { return t.transpose(-1, -2); }
+
+// The gradient of the result, shaped like the product of the promoted operands.
+Tensor promoted_grad(const Tensor& g, bool a_vec, bool b_vec) {
+  Tensor r = g;
+  if (a_vec) r = r.unsqueeze(r.dim() - (b_vec ? 0 : 1));  // the dropped M axis
+  if (b_vec) r = r.unsqueeze(r.dim());                    // the dropped N axis
+  return r;
+}
+
+}  // namespace
+
+Variable matmul(const Variable& a, const Variable& b) {
+  const Tensor& av = checked(a, "matmul", "a").value();
+  const Tensor& bv = checked(b, "matmul", "b").value();
+  Tensor y = core::matmul(av, bv);
+  return Variable::from_op(
+      std::move(y), {a, b},
+      [](std::vector<Variable>& in, const Tensor& g) {
+        const Tensor& a_val = in[0].value();
+        const Tensor& b_val = in[1].value();
+        const bool a_vec = a_val.dim() == 1, b_vec = b_val.dim() == 1;
+        const Tensor a2 = a_vec ? a_val.unsqueeze(0) : a_val;  // [..., M, K]
+        const Tensor b2 = b_vec ? b_val.unsqueeze(1) : b_val;  // [..., K, N]
+        const Tensor g2 = promoted_grad(g, a_vec, b_vec);      // [..., M, N]
+        if (in[0].requires_grad()) {
+          const Tensor da = detail::reduce_grad(core::matmul(g2, t_last2(b2)), a2.shape(), "matmul");
+          in[0].accumulate_grad(da.reshape(a_val.shape()));
+        }
+        if (in[1].requires_grad()) {
+          Tensor db;
+          if (b2.dim() == 2 && a2.dim() > 2) {
+            // A shared weight: fold the batch into M for one GEMM,
+            // [K, B*M] @ [B*M, N], instead of a batched product and a sum.
+            const int64_t k = a2.size(-1), n = g2.size(-1);
+            const Tensor a_rows = a2.reshape({-1, k});
+            const Tensor g_rows = g2.reshape({-1, n});  // g's batch is a's: b has none
+            db = core::matmul(t_last2(a_rows), g_rows);
+          } else {
+            db = detail::reduce_grad(core::matmul(t_last2(a2), g2), b2.shape(), "matmul");
+          }
+          in[1].accumulate_grad(db.reshape(b_val.shape()));
+        }
+      },
+      "matmul");
+}
+
+}  // namespace headlab::autograd

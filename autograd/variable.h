@@ -1,0 +1,110 @@
+// autograd::Variable: a cheap handle to a node of the computation graph.
+//
+// Copying a Variable copies a pointer; every copy sees the same value and
+// gradient. A node holds its value, its gradient, whether it requires one,
+// its inputs and a backward closure. The closure receives the inputs and the
+// output gradient as arguments and captures only what it saved (tensors,
+// shapes, scalars), never its own node, so the graph has no reference cycles.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace headlab::autograd {
+
+using core::DType;
+using core::Shape;
+using core::Tensor;
+
+class Variable;
+
+// Given the op's inputs and the gradient of its output, adds each input's
+// gradient with inputs[i].accumulate_grad(...) (only where requires_grad()).
+// The output gradient may be shared with other gradients: read it, never
+// write it in place.
+using BackwardFn = std::function<void(std::vector<Variable>& inputs, const Tensor& grad_output)>;
+
+struct Node {
+  Tensor value;
+  Tensor grad;  // undefined until a gradient arrives
+  bool requires_grad = false;
+  std::vector<Variable> inputs;  // empty for leaves
+  BackwardFn backward;           // empty for leaves
+  const char* op = "leaf";
+  bool freed = false;  // graph released by a backward without retain_graph
+
+  Node();  // counts live nodes (see live_node_count)
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();  // iterative, so that a long chain does not overflow the stack
+};
+
+class Variable {
+ public:
+  Variable() = default;  // undefined
+  explicit Variable(Tensor value, bool requires_grad = false);
+
+  // The result of an op. Records the graph only when grad mode is on and some
+  // input requires a gradient; otherwise a plain constant.
+  static Variable from_op(Tensor value, std::vector<Variable> inputs, BackwardFn backward, const char* op);
+
+  bool defined() const { return node_ != nullptr; }
+  const Tensor& value() const;
+  // The value may be written in place (optimizers do, under no-grad).
+  Tensor& mutable_value() const;
+  const Tensor& grad() const;  // undefined if no gradient arrived
+  bool has_grad() const { return node_ && node_->grad.defined(); }
+  void set_grad(Tensor grad) const;
+  // Adds g to the gradient; throws naming the op if shape or dtype differ.
+  void accumulate_grad(const Tensor& g) const;
+  void zero_grad() const;  // drops the gradient
+
+  bool requires_grad() const { return node_ && node_->requires_grad; }
+  void set_requires_grad(bool enabled) const;  // leaves only
+  bool is_leaf() const { return node_ && !node_->backward && !node_->freed; }
+  const char* op() const { return node_ ? node_->op : "undefined"; }
+
+  // Backpropagates from this variable: with no argument it must hold one
+  // element (gradient 1). Unless retain_graph, the graph is freed afterwards.
+  void backward(bool retain_graph = false) const;
+  void backward(const Tensor& grad_output, bool retain_graph = false) const;
+
+  Variable detach() const;  // same value, no history, no gradient
+
+  const Shape& shape() const { return value().shape(); }
+  DType dtype() const { return value().dtype(); }
+  int64_t dim() const { return value().dim(); }
+  int64_t size(int64_t axis) const { return value().size(axis); }
+  int64_t numel() const { return value().numel(); }
+
+  const Node* node() const { return node_.get(); }
+
+ private:
+  friend struct Node;  // ~Node unlinks chains iteratively
+  explicit Variable(std::shared_ptr<Node> node) : node_(std::move(node)) {}
+  std::shared_ptr<Node> node_;
+};
+
+// While alive, no op records a graph on this thread.
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+bool grad_enabled();
+
+// Nodes alive in this process (all threads): lets tests prove that a graph
+// is released after backward.
+int64_t live_node_count();
+
+}  // namespace headlab::autograd

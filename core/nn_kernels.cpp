@@ -1,0 +1,500 @@
+// Fused row kernels: softmax, log-softmax, cross-entropy, LayerNorm, GELU,
+// embedding gather/scatter. See nn_kernels.h for the shapes and contracts.
+#include "core/nn_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/threads.h"
+
+namespace headlab::core {
+namespace {
+
+// A tensor seen as rows x cols over its last axis.
+struct RowView {
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+RowView rows_of(const Tensor& x, const char* op) {
+  if (!x.defined()) throw std::invalid_argument(std::string(op) + ": the input tensor is undefined");
+  if (x.dim() < 1) throw std::invalid_argument(std::string(op) + ": needs at least one axis, got a scalar (shape [])");
+  RowView v;
+  v.cols = x.size(-1);
+  v.rows = v.cols == 0 ? 0 : x.numel() / v.cols;
+  return v;
+}
+
+void check_same(const Tensor& a, const Tensor& b, const char* op, const char* a_name, const char* b_name) {
+  if (!a.defined() || !b.defined())
+    throw std::invalid_argument(std::string(op) + ": " + a_name + " and " + b_name + " must both be defined");
+  if (a.shape() != b.shape())
+    throw std::invalid_argument(std::string(op) + ": " + a_name + " has shape " + to_string(a.shape()) + " but " +
+                                b_name + " has shape " + to_string(b.shape()) + "; they must be equal");
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(std::string(op) + ": " + a_name + " is " + to_string(a.dtype()) + " but " + b_name +
+                                " is " + to_string(b.dtype()) + "; they must be equal");
+}
+
+void check_vector(const Tensor& v, int64_t n, DType dtype, const char* op, const char* name) {
+  if (v.shape() != Shape{n})
+    throw std::invalid_argument(std::string(op) + ": " + name + " has shape " + to_string(v.shape()) +
+                                ", expected [" + std::to_string(n) + "] (the size of the last axis)");
+  v.check_dtype(dtype, op);
+}
+
+void check_targets(std::span<const int32_t> targets, RowView v, const char* op) {
+  if (static_cast<int64_t>(targets.size()) != v.rows)
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(targets.size()) + " targets for " +
+                                std::to_string(v.rows) + " rows of logits; give one target (or -1) per row");
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i] < -1 || targets[i] >= v.cols)
+      throw std::invalid_argument(std::string(op) + ": target " + std::to_string(targets[i]) + " at row " +
+                                  std::to_string(i) + " is out of range for " + std::to_string(v.cols) +
+                                  " classes (a target is in [0, " + std::to_string(v.cols) + ") or -1 for none)");
+  }
+}
+
+bool parallel(int64_t work) { return work >= kParallelGrain; }
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// --- softmax family: per row of C elements ---
+
+// y[c] = exp(x[c] - max) / sum; an all -inf row gives 0s. Returns the row's
+// max and log(sum) for the callers that need them (log-softmax, cross-entropy).
+template <class T>
+void softmax_row(const T* x, T* y, int64_t C, double& row_max, double& log_sum) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t c = 0; c < C; ++c) m = std::max(m, x[c]);
+  row_max = static_cast<double>(m);
+  if (row_max == -kInf) {
+    std::fill(y, y + C, T(0));
+    log_sum = -kInf;
+    return;
+  }
+  double s = 0.0;
+  for (int64_t c = 0; c < C; ++c) {
+    const T e = std::exp(x[c] - m);
+    y[c] = e;
+    s += static_cast<double>(e);
+  }
+  const T inv = static_cast<T>(1.0 / s);
+  for (int64_t c = 0; c < C; ++c) y[c] *= inv;
+  log_sum = std::log(s);
+}
+
+template <class T>
+void softmax_fwd(const T* x, T* y, RowView v) {
+#pragma omp parallel for schedule(static) if (parallel(v.rows * v.cols))
+  for (int64_t r = 0; r < v.rows; ++r) {
+    double m = 0.0, ls = 0.0;
+    softmax_row(x + r * v.cols, y + r * v.cols, v.cols, m, ls);
+  }
+}
+
+template <class T>
+void softmax_bwd(const T* y, const T* dy, T* dx, RowView v) {
+#pragma omp parallel for schedule(static) if (parallel(v.rows * v.cols))
+  for (int64_t r = 0; r < v.rows; ++r) {
+    const T* yr = y + r * v.cols;
+    const T* dyr = dy + r * v.cols;
+    T* dxr = dx + r * v.cols;
+    double dot = 0.0;
+    for (int64_t c = 0; c < v.cols; ++c) dot += static_cast<double>(dyr[c]) * static_cast<double>(yr[c]);
+    const T d = static_cast<T>(dot);
+    for (int64_t c = 0; c < v.cols; ++c) dxr[c] = yr[c] * (dyr[c] - d);
+  }
+}
+
+template <class T>
+void log_softmax_fwd(const T* x, T* y, RowView v) {
+#pragma omp parallel for schedule(static) if (parallel(v.rows * v.cols))
+  for (int64_t r = 0; r < v.rows; ++r) {
+    const T* xr = x + r * v.cols;
+    T* yr = y + r * v.cols;
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t c = 0; c < v.cols; ++c) m = std::max(m, xr[c]);
+    if (m == -std::numeric_limits<T>::infinity()) {
+      std::fill(yr, yr + v.cols, m);
+      continue;
+    }
+    double s = 0.0;
+    for (int64_t c = 0; c < v.cols; ++c) s += static_cast<double>(std::exp(xr[c] - m));
+    const double log_s = std::log(s);
+    // (x - m) first: exact for large logits, then the small log term.
+    for (int64_t c = 0; c < v.cols; ++c) yr[c] = static_cast<T>(static_cast<double>(xr[c] - m) - log_s);
+  }
+}
+
+template <class T>
+void log_softmax_bwd(const T* y, const T* dy, T* dx, RowView v) {
+#pragma omp parallel for schedule(static) if (parallel(v.rows * v.cols))
+  for (int64_t r = 0; r < v.rows; ++r) {
+    const T* yr = y + r * v.cols;
+    const T* dyr = dy + r * v.cols;
+    T* dxr = dx + r * v.cols;
+    double s = 0.0;
+    for (int64_t c = 0; c < v.cols; ++c) s += static_cast<double>(dyr[c]);
+    const T st = static_cast<T>(s);
+    for (int64_t c = 0; c < v.cols; ++c) dxr[c] = dyr[c] - std::exp(yr[c]) * st;
+  }
+}
+
+// Per-row loss: logsumexp(x) - x[t] = log_sum - (x[t] - max).
+template <class T>
+void cross_entropy_fwd(const T* x, T* p, std::span<const int32_t> targets, RowView v, std::vector<double>& losses) {
+#pragma omp parallel for schedule(static) if (parallel(v.rows * v.cols))
+  for (int64_t r = 0; r < v.rows; ++r) {
+    const T* xr = x + r * v.cols;
+    double m = 0.0, log_sum = 0.0;
+    softmax_row(xr, p + r * v.cols, v.cols, m, log_sum);
+    const int32_t t = targets[static_cast<std::size_t>(r)];
+    if (t < 0) continue;
+    // An all -inf row puts probability 0 on the target: infinite loss.
+    losses[static_cast<std::size_t>(r)] = m == -kInf ? kInf : log_sum - (static_cast<double>(xr[t]) - m);
+  }
+}
+
+template <class T>
+void cross_entropy_bwd(const T* p, T* dx, std::span<const int32_t> targets, RowView v, double scale) {
+  const T s = static_cast<T>(scale);
+#pragma omp parallel for schedule(static) if (parallel(v.rows * v.cols))
+  for (int64_t r = 0; r < v.rows; ++r) {
+    const T* pr = p + r * v.cols;
+    T* dxr = dx + r * v.cols;
+    const int32_t t = targets[static_cast<std::size_t>(r)];
+    if (t < 0) {
+      std::fill(dxr, dxr + v.cols, T(0));
+      continue;
+    }
+    for (int64_t c = 0; c < v.cols; ++c) dxr[c] = pr[c] * s;
+    dxr[t] = (pr[t] - T(1)) * s;
+  }
+}
+
+// --- LayerNorm: per row of D elements ---
+
+template <class T>
+void layer_norm_fwd(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, RowView v, double eps) {
+  const int64_t D = v.cols;
+#pragma omp parallel for schedule(static) if (parallel(v.rows * D))
+  for (int64_t r = 0; r < v.rows; ++r) {
+    const T* xr = x + r * D;
+    T* yr = y + r * D;
+    double s = 0.0;
+    for (int64_t c = 0; c < D; ++c) s += static_cast<double>(xr[c]);
+    const double mu = s / static_cast<double>(D);
+    double ss = 0.0;  // two passes: no cancellation for rows with a large mean
+    for (int64_t c = 0; c < D; ++c) {
+      const double d = static_cast<double>(xr[c]) - mu;
+      ss += d * d;
+    }
+    const double rs = 1.0 / std::sqrt(ss / static_cast<double>(D) + eps);
+    for (int64_t c = 0; c < D; ++c) {
+      double h = (static_cast<double>(xr[c]) - mu) * rs;
+      if (w) h *= static_cast<double>(w[c]);
+      if (b) h += static_cast<double>(b[c]);
+      yr[c] = static_cast<T>(h);
+    }
+    mean[r] = static_cast<T>(mu);
+    rstd[r] = static_cast<T>(rs);
+  }
+}
+
+// Rows per block of the dweight/dbias partial sums; fixed so the summation
+// order does not depend on the thread count.
+constexpr int64_t kLayerNormBlock = 32;
+
+template <class T>
+void layer_norm_bwd(const T* dy, const T* x, const T* w, const T* mean, const T* rstd, T* dx, T* dw, T* db,
+                    RowView v) {
+  const int64_t D = v.cols;
+  const int64_t blocks = (v.rows + kLayerNormBlock - 1) / kLayerNormBlock;
+  std::vector<double> part_w(static_cast<std::size_t>(blocks * D), 0.0);
+  std::vector<double> part_b(static_cast<std::size_t>(blocks * D), 0.0);
+  const double inv_d = 1.0 / static_cast<double>(D);
+#pragma omp parallel for schedule(static) if (parallel(v.rows * D))
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    double* pw = part_w.data() + blk * D;
+    double* pb = part_b.data() + blk * D;
+    const int64_t end = std::min(v.rows, (blk + 1) * kLayerNormBlock);
+    for (int64_t r = blk * kLayerNormBlock; r < end; ++r) {
+      const T* dyr = dy + r * D;
+      const T* xr = x + r * D;
+      T* dxr = dx + r * D;
+      const double mu = static_cast<double>(mean[r]);
+      const double rs = static_cast<double>(rstd[r]);
+      // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
+      double sum_g = 0.0, sum_gx = 0.0;
+      for (int64_t c = 0; c < D; ++c) {
+        const double xhat = (static_cast<double>(xr[c]) - mu) * rs;
+        const double g = static_cast<double>(dyr[c]) * (w ? static_cast<double>(w[c]) : 1.0);
+        sum_g += g;
+        sum_gx += g * xhat;
+        pw[c] += static_cast<double>(dyr[c]) * xhat;
+        pb[c] += static_cast<double>(dyr[c]);
+      }
+      const double mg = sum_g * inv_d, mgx = sum_gx * inv_d;
+      for (int64_t c = 0; c < D; ++c) {
+        const double xhat = (static_cast<double>(xr[c]) - mu) * rs;
+        const double g = static_cast<double>(dyr[c]) * (w ? static_cast<double>(w[c]) : 1.0);
+        dxr[c] = static_cast<T>(rs * (g - mg - xhat * mgx));
+      }
+    }
+  }
+  for (int64_t c = 0; c < D; ++c) {
+    double sw = 0.0, sb = 0.0;
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      sw += part_w[static_cast<std::size_t>(blk * D + c)];
+      sb += part_b[static_cast<std::size_t>(blk * D + c)];
+    }
+    if (dw) dw[c] = static_cast<T>(sw);
+    db[c] = static_cast<T>(sb);
+  }
+}
+
+// --- GELU, elementwise ---
+
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+template <class T>
+void gelu_fwd(const T* x, T* y, int64_t n) {
+#pragma omp parallel for schedule(static) if (parallel(n))
+  for (int64_t i = 0; i < n; ++i) {
+    const T xi = x[i];
+    y[i] = T(0.5) * xi * (T(1) + std::erf(xi * static_cast<T>(kInvSqrt2)));
+  }
+}
+
+template <class T>
+void gelu_bwd(const T* x, const T* dy, T* dx, int64_t n) {
+#pragma omp parallel for schedule(static) if (parallel(n))
+  for (int64_t i = 0; i < n; ++i) {
+    const T xi = x[i];
+    const T cdf = T(0.5) * (T(1) + std::erf(xi * static_cast<T>(kInvSqrt2)));
+    const T pdf = static_cast<T>(kInvSqrt2Pi) * std::exp(T(-0.5) * xi * xi);
+    dx[i] = dy[i] * (cdf + xi * pdf);
+  }
+}
+
+// --- embedding ---
+
+void check_ids(std::span<const int32_t> ids, int64_t vocab, const char* op) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab)
+      throw std::invalid_argument(std::string(op) + ": id " + std::to_string(ids[i]) + " at position " +
+                                  std::to_string(i) + " is out of range for a vocabulary of " + std::to_string(vocab) +
+                                  " rows (ids must be in [0, " + std::to_string(vocab) + "))");
+  }
+}
+
+}  // namespace
+
+Tensor softmax_forward(const Tensor& x) {
+  const RowView v = rows_of(x, "softmax_forward");
+  const Tensor xc = x.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_fwd<T>(xc.data<T>(), y.data<T>(), v);
+  });
+  return y;
+}
+
+Tensor softmax_backward(const Tensor& y, const Tensor& dy) {
+  check_same(y, dy, "softmax_backward", "y", "dy");
+  const RowView v = rows_of(y, "softmax_backward");
+  const Tensor yc = y.contiguous(), dyc = dy.contiguous();
+  Tensor dx = Tensor::empty(y.shape(), y.dtype());
+  dispatch(y.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_bwd<T>(yc.data<T>(), dyc.data<T>(), dx.data<T>(), v);
+  });
+  return dx;
+}
+
+Tensor log_softmax_forward(const Tensor& x) {
+  const RowView v = rows_of(x, "log_softmax_forward");
+  const Tensor xc = x.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    log_softmax_fwd<T>(xc.data<T>(), y.data<T>(), v);
+  });
+  return y;
+}
+
+Tensor log_softmax_backward(const Tensor& y, const Tensor& dy) {
+  check_same(y, dy, "log_softmax_backward", "y", "dy");
+  const RowView v = rows_of(y, "log_softmax_backward");
+  const Tensor yc = y.contiguous(), dyc = dy.contiguous();
+  Tensor dx = Tensor::empty(y.shape(), y.dtype());
+  dispatch(y.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    log_softmax_bwd<T>(yc.data<T>(), dyc.data<T>(), dx.data<T>(), v);
+  });
+  return dx;
+}
+
+CrossEntropyResult cross_entropy_forward(const Tensor& logits, std::span<const int32_t> targets) {
+  const RowView v = rows_of(logits, "cross_entropy_forward");
+  check_targets(targets, v, "cross_entropy_forward");
+  const Tensor xc = logits.contiguous();
+  CrossEntropyResult out;
+  out.probs = Tensor::empty(logits.shape(), logits.dtype());
+  std::vector<double> losses(static_cast<std::size_t>(v.rows), 0.0);
+  dispatch(logits.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_fwd<T>(xc.data<T>(), out.probs.data<T>(), targets, v, losses);
+  });
+  double total = 0.0;  // in row order: the same bits for any thread count
+  for (std::size_t r = 0; r < losses.size(); ++r) {
+    if (targets[r] < 0) continue;
+    total += losses[r];
+    ++out.count;
+  }
+  out.loss = out.count > 0 ? total / static_cast<double>(out.count) : 0.0;
+  return out;
+}
+
+Tensor cross_entropy_backward(const Tensor& probs, std::span<const int32_t> targets, int64_t count, double grad) {
+  const RowView v = rows_of(probs, "cross_entropy_backward");
+  check_targets(targets, v, "cross_entropy_backward");
+  if (count < 0) throw std::invalid_argument("cross_entropy_backward: count must be >= 0, got " + std::to_string(count));
+  const Tensor pc = probs.contiguous();
+  Tensor dx = Tensor::empty(probs.shape(), probs.dtype());
+  const double scale = count > 0 ? grad / static_cast<double>(count) : 0.0;
+  dispatch(probs.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_bwd<T>(pc.data<T>(), dx.data<T>(), targets, v, scale);
+  });
+  return dx;
+}
+
+LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "layer_norm_forward";
+  const RowView v = rows_of(x, op);
+  if (weight.defined()) check_vector(weight, v.cols, x.dtype(), op, "weight");
+  if (bias.defined()) check_vector(bias, v.cols, x.dtype(), op, "bias");
+  if (!(eps >= 0.0)) throw std::invalid_argument("layer_norm_forward: eps must be >= 0, got " + std::to_string(eps));
+  Shape stat_shape(x.shape().begin(), x.shape().end() - 1);
+  const Tensor xc = x.contiguous();
+  const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
+  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  LayerNormResult out{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(stat_shape, x.dtype()),
+                      Tensor::empty(stat_shape, x.dtype())};
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_fwd<T>(xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr, bc.defined() ? bc.data<T>() : nullptr,
+                      out.y.data<T>(), out.mean.data<T>(), out.rstd.data<T>(), v, eps);
+  });
+  return out;
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& rstd) {
+  const char* op = "layer_norm_backward";
+  check_same(dy, x, op, "dy", "x");
+  const RowView v = rows_of(x, op);
+  if (weight.defined()) check_vector(weight, v.cols, x.dtype(), op, "weight");
+  const Shape stat_shape(x.shape().begin(), x.shape().end() - 1);
+  for (const Tensor* t : {&mean, &rstd}) {
+    if (!t->defined() || t->shape() != stat_shape)
+      throw std::invalid_argument(std::string(op) + ": mean and rstd must have shape " + to_string(stat_shape) +
+                                  " (x's shape without its last axis)");
+    t->check_dtype(x.dtype(), op);
+  }
+  const Tensor dyc = dy.contiguous(), xc = x.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
+  const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
+  LayerNormGrads g{Tensor::empty(x.shape(), x.dtype()),
+                   weight.defined() ? Tensor::empty({v.cols}, x.dtype()) : Tensor(),
+                   Tensor::empty({v.cols}, x.dtype())};
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_bwd<T>(dyc.data<T>(), xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr, mc.data<T>(),
+                      rc.data<T>(), g.dx.data<T>(), g.dweight.defined() ? g.dweight.data<T>() : nullptr,
+                      g.dbias.data<T>(), v);
+  });
+  return g;
+}
+
+Tensor gelu_forward(const Tensor& x) {
+  if (!x.defined()) throw std::invalid_argument("gelu_forward: the input tensor is undefined");
+  const Tensor xc = x.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    gelu_fwd<T>(xc.data<T>(), y.data<T>(), x.numel());
+  });
+  return y;
+}
+
+Tensor gelu_backward(const Tensor& x, const Tensor& dy) {
+  check_same(x, dy, "gelu_backward", "x", "dy");
+  const Tensor xc = x.contiguous(), dyc = dy.contiguous();
+  Tensor dx = Tensor::empty(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    gelu_bwd<T>(xc.data<T>(), dyc.data<T>(), dx.data<T>(), x.numel());
+  });
+  return dx;
+}
+
+Tensor embedding_forward(const Tensor& weight, std::span<const int32_t> ids) {
+  const char* op = "embedding_forward";
+  if (!weight.defined() || weight.dim() != 2)
+    throw std::invalid_argument(std::string(op) + ": weight must be [V, D], got " +
+                                (weight.defined() ? to_string(weight.shape()) : std::string("undefined")));
+  const int64_t V = weight.size(0), D = weight.size(1);
+  check_ids(ids, V, op);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const Tensor wc = weight.contiguous();
+  Tensor out = Tensor::empty({n, D}, weight.dtype());
+  dispatch(weight.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* w = wc.data<T>();
+    T* o = out.data<T>();
+#pragma omp parallel for schedule(static) if (parallel(n * D))
+    for (int64_t i = 0; i < n; ++i) std::copy_n(w + ids[static_cast<std::size_t>(i)] * D, D, o + i * D);
+  });
+  return out;
+}
+
+Tensor embedding_backward(const Tensor& dout, std::span<const int32_t> ids, int64_t vocab) {
+  const char* op = "embedding_backward";
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (!dout.defined() || dout.dim() != 2 || dout.size(0) != n)
+    throw std::invalid_argument(std::string(op) + ": dout must be [" + std::to_string(n) + ", D] (one row per id), got " +
+                                (dout.defined() ? to_string(dout.shape()) : std::string("undefined")));
+  check_ids(ids, vocab, op);
+  const int64_t D = dout.size(1);
+  const Tensor gc = dout.contiguous();
+  Tensor dw = Tensor::zeros({vocab, D}, dout.dtype());
+  dispatch(dout.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = gc.data<T>();
+    T* w = dw.data<T>();
+    // Threads own column ranges and walk the ids in order: repeated ids add
+    // up in the same order whatever the thread count.
+    constexpr int64_t kCols = 16;
+    const int64_t col_blocks = (D + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (parallel(n * D) && col_blocks > 1)
+    for (int64_t cb = 0; cb < col_blocks; ++cb) {
+      const int64_t c0 = cb * kCols, c1 = std::min(D, c0 + kCols);
+      for (int64_t i = 0; i < n; ++i) {
+        T* wr = w + ids[static_cast<std::size_t>(i)] * D;
+        const T* gr = g + i * D;
+        for (int64_t c = c0; c < c1; ++c) wr[c] += gr[c];
+      }
+    }
+  });
+  return dw;
+}
+
+}  // namespace headlab::core

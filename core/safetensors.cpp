@@ -1,0 +1,418 @@
+#include "core/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
+
+namespace headlab::core {
+namespace {
+
+using json = nlohmann::json;
+
+// Tensor bytes are copied as they lie in memory; the format is little-endian.
+static_assert(std::endian::native == std::endian::little, "headlab's safetensors code assumes a little-endian host");
+
+// Python's safetensors refuses headers over 100 MB: a larger length means a
+// corrupt file, and trusting it would allocate whatever the file claims.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// A valid header nests three deep (root, entry, shape); deeper is never valid.
+constexpr int kMaxJsonDepth = 8;
+constexpr std::string_view kMetadataKey = "__metadata__";
+constexpr uint64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+
+[[noreturn]] void fail(const std::string& what) { throw SafetensorsError("safetensors: " + what); }
+
+std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string tensor_named(std::string_view name) { return "tensor " + in_quotes(name); }
+
+// A JSON value for an error message, cut short so a hostile header cannot
+// produce a megabyte-long message.
+std::string brief(const json& value) {
+  std::string text = value.dump();
+  constexpr std::size_t kMax = 60;
+  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
+  return text;
+}
+
+const char* dtype_name(DType dtype) { return dtype == DType::f32 ? "F32" : "F64"; }
+
+// ---------------------------------------------------------------- writing
+
+std::string json_string(const std::string& text, const std::string& what) {
+  try {
+    return json(text).dump();
+  } catch (const json::type_error&) {
+    throw std::invalid_argument("to_safetensors_bytes: " + what + " is not valid UTF-8");
+  }
+}
+
+void append_u64_le(std::vector<uint8_t>& out, uint64_t value) {
+  for (int byte = 0; byte < 8; ++byte) out.push_back(static_cast<uint8_t>(value >> (8 * byte)));
+}
+
+std::string shape_json(const Shape& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) text += ',';
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+std::string metadata_json(const Metadata& metadata) {
+  std::string text = "\"__metadata__\":{";
+  bool first = true;
+  for (const auto& [key, value] : metadata) {
+    if (!first) text += ',';
+    first = false;
+    text += json_string(key, "metadata key " + in_quotes(key)) + ":" +
+            json_string(value, "metadata value for key " + in_quotes(key));
+  }
+  return text + "}";
+}
+
+// ---------------------------------------------------------------- parsing
+
+uint64_t read_u64_le(const uint8_t* bytes) {
+  uint64_t value = 0;
+  for (int byte = 7; byte >= 0; --byte) value = (value << 8) | bytes[byte];
+  return value;
+}
+
+struct Header {
+  json root;
+  std::vector<std::string> names;  // top-level keys in file order
+};
+
+// Parses the JSON, refusing duplicate keys (nlohmann would silently keep the
+// last one) and absurd nesting, and remembering the top-level key order.
+Header parse_header(std::span<const uint8_t> text) {
+  Header header;
+  std::vector<std::set<std::string>> open_objects;  // keys seen so far in each object being parsed
+  auto watch = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxJsonDepth) fail("the header nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+    if (event == json::parse_event_t::object_end) open_objects.pop_back();
+    if (event == json::parse_event_t::key) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      const bool top = depth == 1;  // a key of the root object
+      if (!open_objects.back().insert(key).second) {
+        if (top) fail("the header lists " + in_quotes(key) + " twice");
+        std::string where = "a nested object";  // only when the root is not an object
+        if (!header.names.empty())
+          where = header.names.back() == kMetadataKey ? "__metadata__"
+                                                      : "the entry of " + tensor_named(header.names.back());
+        fail("key " + in_quotes(key) + " appears twice in " + where);
+      }
+      if (top) header.names.push_back(key);
+    }
+    return true;
+  };
+  try {
+    header.root = json::parse(text.begin(), text.end(), watch);
+  } catch (const json::parse_error& e) {
+    if (e.byte > text.size()) fail("the header is not valid JSON (it ends too early)");
+    fail("the header is not valid JSON (error at byte " + std::to_string(e.byte) + " of " +
+         std::to_string(text.size()) + ")");
+  } catch (const json::exception&) {  // e.g. a number too large for a double
+    fail("the header is not valid JSON (a number is out of range)");
+  }
+  if (!header.root.is_object()) fail("the header is not a JSON object but " + brief(header.root));
+  return header;
+}
+
+Metadata read_metadata(const json& value) {
+  Metadata metadata;
+  if (value.is_null()) return metadata;  // Python's reader accepts null: no metadata
+  if (!value.is_object()) fail("__metadata__ is not an object of strings but " + brief(value));
+  for (const auto& [key, item] : value.items()) {
+    if (!item.is_string()) fail("__metadata__ value for key " + in_quotes(key) + " is not a string but " + brief(item));
+    metadata.emplace(key, item.get<std::string>());
+  }
+  return metadata;
+}
+
+bool non_negative_integer(const json& value, uint64_t& out) {
+  if (value.is_number_unsigned()) {
+    out = value.get<uint64_t>();
+    return true;
+  }
+  if (value.is_number_integer() && value.get<int64_t>() == 0) {  // "-0"
+    out = 0;
+    return true;
+  }
+  return false;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+const json& field(const json& entry, const char* key, const std::string& name) {
+  const auto it = entry.find(key);
+  if (it == entry.end()) fail(tensor_named(name) + " has no \"" + key + "\" field");
+  return *it;
+}
+
+DType read_dtype(const json& value, const std::string& name) {
+  if (!value.is_string()) fail(tensor_named(name) + ": \"dtype\" is not a string but " + brief(value));
+  const auto& text = value.get_ref<const std::string&>();
+  if (text == "F32") return DType::f32;
+  if (text == "F64") return DType::f64;
+  fail(tensor_named(name) + " has dtype " + brief(value) + "; headlab reads only F32 and F64");
+}
+
+// Every product of axis sizes (zero-length axes counted as one, since
+// contiguous strides are such products), times the dtype's size, fits int64.
+Shape read_shape(const json& value, const std::string& name, DType dtype) {
+  if (!value.is_array()) fail(tensor_named(name) + ": \"shape\" is not an array but " + brief(value));
+  Shape shape;
+  shape.reserve(value.size());
+  uint64_t extent = dtype_size(dtype);
+  for (const json& axis : value) {
+    uint64_t size = 0;
+    if (!non_negative_integer(axis, size))
+      fail(tensor_named(name) + " has shape " + brief(value) + " with an entry " + brief(axis) +
+           " that is not a non-negative integer");
+    const uint64_t factor = std::max<uint64_t>(size, 1);
+    if (size > kMaxInt64 || extent > kMaxInt64 / factor)
+      fail(tensor_named(name) + " has shape " + brief(value) + " whose element count overflows 64 bits");
+    extent *= factor;
+    shape.push_back(static_cast<int64_t>(size));
+  }
+  return shape;
+}
+
+Entry read_entry(const std::string& name, const json& value, uint64_t buffer_size) {
+  if (!value.is_object()) fail(tensor_named(name) + ": the entry is not a JSON object but " + brief(value));
+  Entry entry{name, read_dtype(field(value, "dtype", name), name), {}, 0, 0};
+  entry.shape = read_shape(field(value, "shape", name), name, entry.dtype);
+  const json& offsets = field(value, "data_offsets", name);
+  if (!offsets.is_array() || offsets.size() != 2 || !non_negative_integer(offsets[0], entry.begin) ||
+      !non_negative_integer(offsets[1], entry.end))
+    fail(tensor_named(name) + ": \"data_offsets\" is not [begin, end] of non-negative integers but " + brief(offsets));
+  const std::string range = "data_offsets [" + std::to_string(entry.begin) + ", " + std::to_string(entry.end) + "]";
+  if (entry.begin > entry.end) fail(tensor_named(name) + " has " + range + " that end before they begin");
+  if (entry.end > buffer_size)
+    fail(tensor_named(name) + " has " + range + " beyond the data buffer of " + std::to_string(buffer_size) + " bytes");
+  const uint64_t needed = static_cast<uint64_t>(numel_of(entry.shape)) * dtype_size(entry.dtype);
+  if (entry.end - entry.begin != needed)
+    fail(tensor_named(name) + " has " + range + " spanning " + std::to_string(entry.end - entry.begin) +
+         " bytes, but dtype " + dtype_name(entry.dtype) + " and shape " + to_string(entry.shape) + " need " +
+         std::to_string(needed) + " bytes");
+  return entry;
+}
+
+// Like Python's reader: the tensors must tile the buffer exactly, no
+// overlap (two tensors aliasing bytes) and no holes (bytes nobody reads).
+void check_tiling(const std::vector<Entry>& sorted, uint64_t buffer_size) {
+  uint64_t covered = 0;
+  const Entry* previous = nullptr;
+  for (const Entry& entry : sorted) {
+    if (entry.begin < covered)
+      fail(tensor_named(entry.name) + " overlaps " + tensor_named(previous->name) + ": it starts at byte " +
+           std::to_string(entry.begin) + ", before byte " + std::to_string(covered) + " where the other ends");
+    if (entry.begin > covered)
+      fail("bytes [" + std::to_string(covered) + ", " + std::to_string(entry.begin) +
+           ") of the data buffer belong to no tensor (a hole before " + tensor_named(entry.name) + ")");
+    covered = entry.end;
+    previous = &entry;
+  }
+  if (covered != buffer_size)
+    fail("bytes [" + std::to_string(covered) + ", " + std::to_string(buffer_size) +
+         ") at the end of the data buffer belong to no tensor");
+}
+
+// ---------------------------------------------------------------- files
+
+struct FileDescriptor {
+  int fd;
+  ~FileDescriptor() { ::close(fd); }
+};
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  const std::string where = "load_safetensors: " + in_quotes(path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(where + " cannot be opened: " + errno_text());
+  const FileDescriptor guard{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) throw std::runtime_error(where + " cannot be examined: " + errno_text());
+  if (!S_ISREG(info.st_mode)) throw std::runtime_error(where + " is not a regular file");
+  // The size is only a hint: read until end of file.
+  std::vector<uint8_t> bytes(static_cast<std::size_t>(info.st_size) + 1);
+  std::size_t filled = 0;
+  for (;;) {
+    if (filled == bytes.size()) bytes.resize(bytes.size() * 2);
+    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw std::runtime_error(where + " cannot be read: " + errno_text());
+    if (got == 0) break;
+    filled += static_cast<std::size_t>(got);
+  }
+  bytes.resize(filled);
+  return bytes;
+}
+
+// Makes the rename itself durable. Best effort: the file's content is
+// already on disk, and some file systems refuse fsync on a directory.
+void sync_directory_of(const std::string& path) {
+  std::string folder = std::filesystem::path(path).parent_path().string();
+  if (folder.empty()) folder = ".";
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+const Tensor& SafetensorsFile::get(const std::string& name) const {
+  for (const auto& [key, tensor] : tensors)
+    if (key == name) return tensor;
+  if (tensors.empty())
+    throw SafetensorsError("SafetensorsFile::get: no tensor named " + in_quotes(name) + ": the file holds no tensors");
+  std::string names;
+  for (std::size_t i = 0; i < tensors.size() && i < 8; ++i) {
+    if (i > 0) names += ", ";
+    names += in_quotes(tensors[i].first);
+  }
+  if (tensors.size() > 8) names += ", ...";
+  throw SafetensorsError("SafetensorsFile::get: no tensor named " + in_quotes(name) + " among the file's " +
+                         std::to_string(tensors.size()) + " tensors (" + names + ")");
+}
+
+bool SafetensorsFile::contains(const std::string& name) const {
+  return std::any_of(tensors.begin(), tensors.end(), [&](const auto& item) { return item.first == name; });
+}
+
+std::vector<uint8_t> to_safetensors_bytes(const NamedTensors& tensors, const Metadata& metadata) {
+  std::set<std::string_view> seen;
+  std::vector<Tensor> contiguous;
+  contiguous.reserve(tensors.size());
+  std::string header = "{";
+  if (!metadata.empty()) header += metadata_json(metadata);
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    if (!tensor.defined())
+      throw std::invalid_argument("to_safetensors_bytes: tensor " + in_quotes(name) + " is undefined");
+    if (name == kMetadataKey)
+      throw std::invalid_argument("to_safetensors_bytes: the name __metadata__ is reserved for the metadata");
+    if (!seen.insert(name).second)
+      throw std::invalid_argument("to_safetensors_bytes: the name " + in_quotes(name) + " appears twice");
+    const Tensor& data = contiguous.emplace_back(tensor.contiguous());
+    const uint64_t nbytes = static_cast<uint64_t>(data.numel()) * dtype_size(data.dtype());
+    if (header.size() > 1) header += ',';
+    header += json_string(name, "tensor name " + in_quotes(name)) + ":{\"dtype\":\"" + dtype_name(data.dtype()) +
+              "\",\"shape\":" + shape_json(data.shape()) + ",\"data_offsets\":[" + std::to_string(offset) + "," +
+              std::to_string(offset + nbytes) + "]}";
+    offset += nbytes;
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');  // so the data starts 8-byte aligned, as Python pads
+
+  std::vector<uint8_t> bytes;
+  bytes.reserve(8 + header.size() + offset);
+  append_u64_le(bytes, header.size());
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  for (const Tensor& data : contiguous) {
+    const auto* first = static_cast<const uint8_t*>(data.raw_data());
+    bytes.insert(bytes.end(), first, first + static_cast<std::size_t>(data.numel()) * dtype_size(data.dtype()));
+  }
+  return bytes;
+}
+
+SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 8)
+    fail("the file is " + std::to_string(bytes.size()) + " bytes long, shorter than the 8-byte header length");
+  const uint64_t header_size = read_u64_le(bytes.data());
+  const uint64_t after_length = bytes.size() - 8;
+  if (header_size > kMaxHeaderBytes)
+    fail("the header length " + std::to_string(header_size) + " is absurd (over the limit of " +
+         std::to_string(kMaxHeaderBytes) + " bytes)");
+  if (header_size > after_length)
+    fail("the header length " + std::to_string(header_size) + " is larger than the " + std::to_string(after_length) +
+         " bytes that follow it in the file");
+  const Header header = parse_header(bytes.subspan(8, header_size));
+  const std::span<const uint8_t> buffer = bytes.subspan(8 + header_size);
+
+  SafetensorsFile file;
+  std::vector<Entry> entries;
+  for (const std::string& name : header.names) {
+    const json& value = header.root.at(name);
+    if (name == kMetadataKey)
+      file.metadata = read_metadata(value);
+    else
+      entries.push_back(read_entry(name, value, buffer.size()));
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  check_tiling(entries, buffer.size());
+
+  file.tensors.reserve(entries.size());
+  for (Entry& entry : entries) {
+    Tensor tensor = Tensor::empty(entry.shape, entry.dtype);
+    if (entry.end > entry.begin) std::memcpy(tensor.raw_data(), buffer.data() + entry.begin, entry.end - entry.begin);
+    file.tensors.emplace_back(std::move(entry.name), std::move(tensor));
+  }
+  return file;
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+  const std::vector<uint8_t> bytes = to_safetensors_bytes(tensors, metadata);
+  // Same folder as the target, so that the rename stays on one file system.
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  auto failure = [&](const std::string& step) {
+    return std::runtime_error("save_safetensors: cannot write " + in_quotes(path) + " (" + step + " " +
+                              in_quotes(temporary) + "): " + errno_text());
+  };
+  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  if (file == nullptr) throw failure("creating");
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size() && std::fflush(file) == 0 &&
+                       ::fsync(::fileno(file)) == 0;
+  if (!written) {
+    const auto error = failure("writing");
+    std::fclose(file);
+    std::remove(temporary.c_str());
+    throw error;
+  }
+  if (std::fclose(file) != 0) {
+    const auto error = failure("closing");
+    std::remove(temporary.c_str());
+    throw error;
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const auto error = failure("renaming");
+    std::remove(temporary.c_str());
+    throw error;
+  }
+  sync_directory_of(path);
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  const std::vector<uint8_t> bytes = read_file(path);
+  try {
+    return parse_safetensors(bytes);
+  } catch (const SafetensorsError& e) {
+    throw SafetensorsError("load_safetensors: " + in_quotes(path) + ": " + e.what());
+  }
+}
+
+}  // namespace headlab::core

@@ -1,0 +1,46 @@
+// Reading and writing safetensors files (the format of Hugging Face's
+// `safetensors`): an 8-byte little-endian header length N, N bytes of JSON
+// mapping each tensor name to {dtype, shape, data_offsets} plus an optional
+// "__metadata__" object of string values, then the raw little-endian data.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace headlab::core {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using Metadata = std::map<std::string, std::string>;
+
+struct SafetensorsFile {
+  NamedTensors tensors;  // in file order of their data
+  Metadata metadata;
+  const Tensor& get(const std::string& name) const;  // throws naming the missing tensor
+  bool contains(const std::string& name) const;
+};
+
+// Thrown for any malformed file; the message says what is wrong and where.
+struct SafetensorsError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Serializes to bytes (F32 / F64 tensors, names unique).
+std::vector<uint8_t> to_safetensors_bytes(const NamedTensors& tensors, const Metadata& metadata);
+// Parses and checks everything: header length, JSON, dtypes, shapes,
+// offsets, sizes, overlaps. Never trusts a declared size.
+SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes);
+
+// Writes to `path` atomically: a temporary file in the same folder, flushed
+// and fsync'ed, then renamed over `path`. Throws std::runtime_error on failure
+// and leaves any previous file untouched.
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata);
+SafetensorsFile load_safetensors(const std::string& path);
+
+}  // namespace headlab::core

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang in build-fuzz, then runs each one.
+#
+#   fuzz/run.sh [SECONDS]    each fuzzer for SECONDS (default 60)
+#
+# The seeds in fuzz/corpus/NAME are only read; inputs the fuzzer finds go to
+# build-fuzz/corpus/NAME. A crash leaves its input in build-fuzz/artifacts/
+# and makes this script fail. Reproduce one with:
+#   build-fuzz/fuzz/NAME_fuzz build-fuzz/artifacts/NAME-crash-...
+set -euo pipefail
+seconds="${1:-60}"
+if ! [[ "$seconds" =~ ^[0-9]+$ ]]; then
+  echo "usage: fuzz/run.sh [SECONDS]" >&2
+  exit 2
+fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="$root/build-fuzz"
+fuzzers=(safetensors)
+
+cmake -S "$root" -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DHEADLAB_FUZZ=ON -DHEADLAB_TESTS=OFF >/dev/null
+cmake --build "$build" -j 2 --target "${fuzzers[@]/%/_fuzz}"
+
+for name in "${fuzzers[@]}"; do
+  mkdir -p "$build/corpus/$name" "$build/artifacts"
+  echo "== $name: ${seconds}s"
+  "$build/fuzz/${name}_fuzz" "$build/corpus/$name" "$root/fuzz/corpus/$name" \
+    -dict="$root/fuzz/$name.dict" -max_total_time="$seconds" -timeout=10 \
+    -artifact_prefix="$build/artifacts/$name-" -print_final_stats=1
+done

@@ -1,0 +1,98 @@
+// Multi-head attention, exactly as DESIGN.md section 3 states it.
+//
+// X [B, T, d_model]; h heads of width d_k = d_model / h. Q = X W_Q^T + b_Q
+// (likewise K, V) with fused weights [d_model, d_model]: rows i*d_k ..
+// (i+1)*d_k - 1 are head i's own projection W_Q^i. Per head,
+//   A_i = softmax(mask(Q_i K_i^T / sqrt(d_k))),  head_i = gate_i * A_i V_i,
+// then out = concat(head_1..head_h) W_O^T + b_O.
+//
+// The forward pass is composed from autograd ops; no hand-written backward.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "core/random.h"
+#include "layers/linear.h"
+#include "layers/module.h"
+
+namespace headlab::layers {
+
+struct MultiHeadAttentionOptions {
+  MultiHeadAttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
+  MultiHeadAttentionOptions& d_model(int64_t v) { d_model_ = v; return *this; }
+  MultiHeadAttentionOptions& heads(int64_t v) { heads_ = v; return *this; }
+  // Causal: query t never sees keys after t. Otherwise bidirectional.
+  MultiHeadAttentionOptions& causal(bool v) { causal_ = v; return *this; }
+  int64_t d_model() const { return d_model_; }
+  int64_t heads() const { return heads_; }
+  bool causal() const { return causal_; }
+
+ private:
+  int64_t d_model_;
+  int64_t heads_;
+  bool causal_ = true;
+};
+
+class MultiHeadAttention : public Module {
+ public:
+  enum class Projection { Q, K, V };
+
+  // Submodules "q", "k", "v", "o", each Linear(d_model -> d_model). Throws
+  // std::invalid_argument naming d_model and heads unless heads divides d_model.
+  MultiHeadAttention(const MultiHeadAttentionOptions& options, core::Generator& gen, DType dtype = DType::f32);
+
+  // x [B, T, d_model] -> [B, T, d_model]. padding_mask [B, T] (any dtype):
+  // nonzero = real token, 0 = pad; pad keys get no attention. A query that
+  // can see no key at all (a fully masked row) attends to nothing: its row of
+  // A is all zeros and its head output is 0.
+  Variable forward(const Variable& x, const Tensor* padding_mask = nullptr);
+
+  const MultiHeadAttentionOptions& options() const { return options_; }
+  int64_t heads() const { return options_.heads(); }
+  int64_t d_k() const { return options_.d_model() / options_.heads(); }
+
+  // Head `head`'s own projection: a VIEW [d_k, d_model] of rows head*d_k ..
+  // (head+1)*d_k - 1 of the fused weight, read and written in place.
+  Tensor head_weight(Projection which, int64_t head) const;
+  // The matching VIEW [d_k] of the fused bias.
+  Tensor head_bias(Projection which, int64_t head) const;
+  // Head `head`'s slice of W_O: a VIEW [d_model, d_k] of columns head*d_k ..
+  // (head+1)*d_k - 1 (the part of the output that reads head i's values).
+  Tensor head_output_weight(int64_t head) const;
+
+  // A [B, h, T, T] of the last forward pass (undefined before one). It is the
+  // probabilities' value, outside the graph: treat it as read-only.
+  const Tensor& last_attention() const { return last_attention_; }
+  // Puts back a cache saved from last_attention(), so that an analysis that
+  // runs forward passes can leave the layer as it found it.
+  void restore_last_attention(Tensor attention) { last_attention_ = std::move(attention); }
+
+  // Per-head gates [h], 1 by default, multiplied into each head's output
+  // before W_O. Not a parameter (never in named_parameters or checkpoints):
+  // set a value to 0 to ablate a head; set requires_grad for dL/dgate.
+  const Variable& gates() const { return gates_; }
+  // Uses `gates` (a [h] variable of the layer's dtype) from now on, e.g. a
+  // gradcheck's leaf. Throws std::invalid_argument on a wrong shape or dtype.
+  void set_gates(const Variable& gates);
+
+  Linear& q() const { return *q_; }
+  Linear& k() const { return *k_; }
+  Linear& v() const { return *v_; }
+  Linear& o() const { return *o_; }
+
+ private:
+  void check_head(int64_t head, const char* who) const;
+  Linear& projection(Projection which) const;
+  // 1 where a score must be masked: [1|B, 1, T, T], or undefined if nothing is.
+  // Sets `alive` [B, 1, T, 1] (1 = row sees some key) if some row sees none.
+  Tensor build_mask(int64_t batch, int64_t seq_len, const Tensor* padding_mask, Tensor& alive) const;
+
+  MultiHeadAttentionOptions options_;
+  std::shared_ptr<Linear> q_, k_, v_, o_;
+  Variable gates_;
+  Tensor last_attention_;
+};
+
+}  // namespace headlab::layers

@@ -1,0 +1,39 @@
+// LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias.
+#pragma once
+
+#include <cstdint>
+
+#include "core/random.h"
+#include "layers/module.h"
+
+namespace headlab::layers {
+
+struct LayerNormOptions {
+  explicit LayerNormOptions(int64_t normalized_size) : size_(normalized_size) {}
+  LayerNormOptions& normalized_size(int64_t v) { size_ = v; return *this; }
+  LayerNormOptions& eps(double v) { eps_ = v; return *this; }
+  int64_t normalized_size() const { return size_; }
+  double eps() const { return eps_; }
+
+ private:
+  int64_t size_;
+  double eps_ = 1e-5;
+};
+
+class LayerNorm : public Module {
+ public:
+  // Parameters: "weight" [D] = 1, "bias" [D] = 0. Draws nothing from gen.
+  LayerNorm(const LayerNormOptions& options, core::Generator& gen, DType dtype = DType::f32);
+
+  // x [..., D] -> [..., D]
+  Variable forward(const Variable& x) const;
+
+  const LayerNormOptions& options() const { return options_; }
+  Variable weight() const { return own_parameter("weight"); }
+  Variable bias() const { return own_parameter("bias"); }
+
+ private:
+  LayerNormOptions options_;
+};
+
+}  // namespace headlab::layers

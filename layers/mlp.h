@@ -1,0 +1,43 @@
+// The transformer's feed-forward block: fc2(GELU(fc1(x))), GELU in exact erf form.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/random.h"
+#include "layers/linear.h"
+#include "layers/module.h"
+
+namespace headlab::layers {
+
+struct MLPOptions {
+  MLPOptions(int64_t d_model, int64_t d_ff) : d_model_(d_model), d_ff_(d_ff) {}
+  MLPOptions& d_model(int64_t v) { d_model_ = v; return *this; }
+  MLPOptions& d_ff(int64_t v) { d_ff_ = v; return *this; }
+  int64_t d_model() const { return d_model_; }
+  int64_t d_ff() const { return d_ff_; }
+
+ private:
+  int64_t d_model_;
+  int64_t d_ff_;
+};
+
+class MLP : public Module {
+ public:
+  // Submodules: "fc1" Linear(d_model -> d_ff), "fc2" Linear(d_ff -> d_model).
+  MLP(const MLPOptions& options, core::Generator& gen, DType dtype = DType::f32);
+
+  // x [..., d_model] -> [..., d_model]
+  Variable forward(const Variable& x) const;
+
+  const MLPOptions& options() const { return options_; }
+  Linear& fc1() const { return *fc1_; }
+  Linear& fc2() const { return *fc2_; }
+
+ private:
+  MLPOptions options_;
+  std::shared_ptr<Linear> fc1_;
+  std::shared_ptr<Linear> fc2_;
+};
+
+}  // namespace headlab::layers

@@ -1,0 +1,32 @@
+// Softmax over one axis, as a module (no parameters).
+#pragma once
+
+#include <cstdint>
+
+#include "layers/module.h"
+
+namespace headlab::layers {
+
+struct SoftmaxOptions {
+  explicit SoftmaxOptions(int64_t axis = -1) : axis_(axis) {}
+  SoftmaxOptions& axis(int64_t v) { axis_ = v; return *this; }
+  int64_t axis() const { return axis_; }
+
+ private:
+  int64_t axis_;
+};
+
+class Softmax : public Module {
+ public:
+  explicit Softmax(const SoftmaxOptions& options = SoftmaxOptions()) : options_(options) {}
+
+  // x -> exp(x) / sum(exp(x)) along the axis; entries of -inf give exactly 0.
+  Variable forward(const Variable& x) const;
+
+  const SoftmaxOptions& options() const { return options_; }
+
+ private:
+  SoftmaxOptions options_;
+};
+
+}  // namespace headlab::layers

@@ -1,0 +1,286 @@
+// The decoder-only Transformer: parameter names and shapes (the checkpoint
+// contract in docs/model.md), options, forward errors, masking end to end.
+#include "layers/transformer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "core/ops.h"
+#include "core/random.h"
+
+namespace headlab::layers {
+namespace {
+
+using autograd::Variable;
+using core::DType;
+using core::Shape;
+using core::Tensor;
+using NamedShapes = std::vector<std::pair<std::string, Shape>>;
+
+// V=7 tokens in, C=3 classes out, T<=6, d=8, h=2, d_ff=16.
+TransformerOptions small_options() {
+  return TransformerOptions().vocab(7).classes(3).max_seq_len(6).layers(2).heads(2).d_model(8).d_ff(16);
+}
+
+NamedShapes names_and_shapes(const Module& m) {
+  NamedShapes out;
+  for (auto& [name, p] : m.named_parameters()) out.emplace_back(name, p.shape());
+  return out;
+}
+
+TEST(Transformer, NamedParametersAreTheDocumentedList) {
+  core::Generator gen(0);
+  Transformer model(small_options(), gen);
+  const NamedShapes expected = {
+      {"tok_emb.weight", {7, 8}},          {"pos_emb.weight", {6, 8}},
+      {"blocks.0.ln1.weight", {8}},        {"blocks.0.ln1.bias", {8}},
+      {"blocks.0.attn.q.weight", {8, 8}},  {"blocks.0.attn.q.bias", {8}},
+      {"blocks.0.attn.k.weight", {8, 8}},  {"blocks.0.attn.k.bias", {8}},
+      {"blocks.0.attn.v.weight", {8, 8}},  {"blocks.0.attn.v.bias", {8}},
+      {"blocks.0.attn.o.weight", {8, 8}},  {"blocks.0.attn.o.bias", {8}},
+      {"blocks.0.ln2.weight", {8}},        {"blocks.0.ln2.bias", {8}},
+      {"blocks.0.mlp.fc1.weight", {16, 8}}, {"blocks.0.mlp.fc1.bias", {16}},
+      {"blocks.0.mlp.fc2.weight", {8, 16}}, {"blocks.0.mlp.fc2.bias", {8}},
+      {"blocks.1.ln1.weight", {8}},        {"blocks.1.ln1.bias", {8}},
+      {"blocks.1.attn.q.weight", {8, 8}},  {"blocks.1.attn.q.bias", {8}},
+      {"blocks.1.attn.k.weight", {8, 8}},  {"blocks.1.attn.k.bias", {8}},
+      {"blocks.1.attn.v.weight", {8, 8}},  {"blocks.1.attn.v.bias", {8}},
+      {"blocks.1.attn.o.weight", {8, 8}},  {"blocks.1.attn.o.bias", {8}},
+      {"blocks.1.ln2.weight", {8}},        {"blocks.1.ln2.bias", {8}},
+      {"blocks.1.mlp.fc1.weight", {16, 8}}, {"blocks.1.mlp.fc1.bias", {16}},
+      {"blocks.1.mlp.fc2.weight", {8, 16}}, {"blocks.1.mlp.fc2.bias", {8}},
+      {"ln_f.weight", {8}},                {"ln_f.bias", {8}},
+      {"head.weight", {3, 8}},             {"head.bias", {3}},
+  };
+  EXPECT_EQ(names_and_shapes(model), expected);
+  int64_t count = 0;
+  for (auto& [name, shape] : expected) count += core::numel_of(shape);
+  EXPECT_EQ(model.num_parameters(), count);
+}
+
+TEST(Transformer, AttentionOnlyModelHasNoLn2AndNoMlp) {
+  core::Generator gen(0);
+  Transformer model(small_options().attn_only(true), gen);
+  const NamedShapes expected = {
+      {"tok_emb.weight", {7, 8}},         {"pos_emb.weight", {6, 8}},
+      {"blocks.0.ln1.weight", {8}},       {"blocks.0.ln1.bias", {8}},
+      {"blocks.0.attn.q.weight", {8, 8}}, {"blocks.0.attn.q.bias", {8}},
+      {"blocks.0.attn.k.weight", {8, 8}}, {"blocks.0.attn.k.bias", {8}},
+      {"blocks.0.attn.v.weight", {8, 8}}, {"blocks.0.attn.v.bias", {8}},
+      {"blocks.0.attn.o.weight", {8, 8}}, {"blocks.0.attn.o.bias", {8}},
+      {"blocks.1.ln1.weight", {8}},       {"blocks.1.ln1.bias", {8}},
+      {"blocks.1.attn.q.weight", {8, 8}}, {"blocks.1.attn.q.bias", {8}},
+      {"blocks.1.attn.k.weight", {8, 8}}, {"blocks.1.attn.k.bias", {8}},
+      {"blocks.1.attn.v.weight", {8, 8}}, {"blocks.1.attn.v.bias", {8}},
+      {"blocks.1.attn.o.weight", {8, 8}}, {"blocks.1.attn.o.bias", {8}},
+      {"ln_f.weight", {8}},               {"ln_f.bias", {8}},
+      {"head.weight", {3, 8}},            {"head.bias", {3}},
+  };
+  EXPECT_EQ(names_and_shapes(model), expected);
+}
+
+TEST(Transformer, ModelWithoutLayerNormHasNoLayerNormParameters) {
+  core::Generator gen(0);
+  Transformer model(small_options().layers(1).layernorm(false), gen);
+  const NamedShapes expected = {
+      {"tok_emb.weight", {7, 8}},          {"pos_emb.weight", {6, 8}},
+      {"blocks.0.attn.q.weight", {8, 8}},  {"blocks.0.attn.q.bias", {8}},
+      {"blocks.0.attn.k.weight", {8, 8}},  {"blocks.0.attn.k.bias", {8}},
+      {"blocks.0.attn.v.weight", {8, 8}},  {"blocks.0.attn.v.bias", {8}},
+      {"blocks.0.attn.o.weight", {8, 8}},  {"blocks.0.attn.o.bias", {8}},
+      {"blocks.0.mlp.fc1.weight", {16, 8}}, {"blocks.0.mlp.fc1.bias", {16}},
+      {"blocks.0.mlp.fc2.weight", {8, 16}}, {"blocks.0.mlp.fc2.bias", {8}},
+      {"head.weight", {3, 8}},             {"head.bias", {3}},
+  };
+  EXPECT_EQ(names_and_shapes(model), expected);
+}
+
+TEST(Transformer, AttentionOnlyWithoutLayerNormIsEmbeddingsAttentionAndHead) {
+  core::Generator gen(0);
+  Transformer model(small_options().layers(1).attn_only(true).layernorm(false), gen);
+  std::vector<std::string> names;
+  for (auto& [name, p] : model.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"tok_emb.weight", "pos_emb.weight", "blocks.0.attn.q.weight",
+                                             "blocks.0.attn.q.bias", "blocks.0.attn.k.weight", "blocks.0.attn.k.bias",
+                                             "blocks.0.attn.v.weight", "blocks.0.attn.v.bias", "blocks.0.attn.o.weight",
+                                             "blocks.0.attn.o.bias", "head.weight", "head.bias"}));
+}
+
+TEST(Transformer, ClassesDefaultToTheVocabulary) {
+  EXPECT_EQ(TransformerOptions().vocab(11).classes(), 11);
+  EXPECT_EQ(TransformerOptions().vocab(11).classes(4).classes(), 4);
+  EXPECT_EQ(TransformerOptions().d_model(32).d_ff(), 128);
+  EXPECT_EQ(TransformerOptions().d_model(32).heads(4).d_k(), 8);
+}
+
+TEST(Transformer, ValidateRejectsNonsenseNamingTheOption) {
+  auto expect_error_naming = [](const TransformerOptions& options, const std::vector<std::string>& words) {
+    try {
+      options.validate();
+      ADD_FAILURE() << "expected std::invalid_argument naming " << words.front();
+    } catch (const std::invalid_argument& e) {
+      for (const auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
+    }
+  };
+  expect_error_naming(small_options().vocab(0), {"vocab", "0"});
+  expect_error_naming(small_options().classes(-2), {"classes", "-2"});
+  expect_error_naming(small_options().max_seq_len(0), {"max_seq_len"});
+  expect_error_naming(small_options().layers(0), {"layers"});
+  expect_error_naming(small_options().heads(0), {"heads"});
+  expect_error_naming(small_options().d_model(-8), {"d_model", "-8"});
+  expect_error_naming(small_options().d_ff(0), {"d_ff"});
+  expect_error_naming(small_options().d_model(10).heads(4), {"10", "4"});
+  EXPECT_NO_THROW(small_options().validate());
+  EXPECT_NO_THROW(small_options().attn_only(true).d_ff(0).validate());
+  core::Generator gen(0);
+  EXPECT_THROW(Transformer(small_options().d_model(10).heads(4), gen), std::invalid_argument);
+}
+
+TEST(Transformer, ForwardGivesLogitsBatchByTimeByClasses) {
+  core::Generator gen(1);
+  Transformer model(small_options(), gen);
+  const std::vector<int32_t> tokens{0, 1, 2, 3, 4, 5, 6, 0, 1, 2};
+  const Variable logits = model.forward(tokens, 2, 5);
+  EXPECT_EQ(logits.shape(), (Shape{2, 5, 3}));
+  EXPECT_EQ(logits.dtype(), DType::f32);
+}
+
+TEST(Transformer, SeqLenBeyondMaxIsAnErrorNamingBoth) {
+  core::Generator gen(1);
+  Transformer model(small_options(), gen);
+  const std::vector<int32_t> tokens(7, 1);
+  try {
+    model.forward(tokens, 1, 7);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("7"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("6"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Transformer, TokenOutOfVocabularyIsAnErrorNamingIt) {
+  core::Generator gen(1);
+  Transformer model(small_options(), gen);
+  const std::vector<int32_t> tokens{1, 2, 9, 3};
+  try {
+    model.forward(tokens, 2, 2);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("9"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("7"), std::string::npos) << e.what();
+  }
+  const std::vector<int32_t> negative{1, -1};
+  EXPECT_THROW(model.forward(negative, 1, 2), std::invalid_argument);
+  EXPECT_THROW(model.forward(tokens, 1, 3), std::invalid_argument);  // 4 tokens for [1, 3]
+  EXPECT_THROW(model.forward(tokens, 0, 4), std::invalid_argument);
+}
+
+TEST(Transformer, CausalLogitsAtTDoNotChangeWhenLaterTokensChange) {
+  core::Generator gen(2);
+  Transformer model(small_options(), gen, DType::f64);
+  for (auto& p : model.parameters()) p.mutable_value().copy_(gen.normal(p.shape(), 0.0, 0.5, DType::f64));
+  const std::vector<int32_t> a{1, 2, 3, 4, 5, 6};
+  const Tensor la = model.forward(a, 1, 6).value();
+  for (int64_t t = 0; t + 1 < 6; ++t) {
+    std::vector<int32_t> b = a;
+    for (std::size_t i = static_cast<std::size_t>(t) + 1; i < b.size(); ++i) b[i] = 0;
+    const Tensor lb = model.forward(b, 1, 6).value();
+    EXPECT_EQ(core::max_abs_diff(la.slice(1, 0, t + 1), lb.slice(1, 0, t + 1)), 0.0) << "t=" << t;
+    EXPECT_GT(core::max_abs_diff(la.slice(1, t + 1, 6), lb.slice(1, t + 1, 6)), 1e-9) << "t=" << t;
+  }
+}
+
+TEST(Transformer, BidirectionalLogitsSeeLaterTokens) {
+  core::Generator gen(2);
+  Transformer model(small_options().causal(false), gen, DType::f64);
+  for (auto& p : model.parameters()) p.mutable_value().copy_(gen.normal(p.shape(), 0.0, 0.5, DType::f64));
+  const std::vector<int32_t> a{1, 2, 3, 4}, b{1, 2, 3, 0};
+  const Tensor la = model.forward(a, 1, 4).value(), lb = model.forward(b, 1, 4).value();
+  EXPECT_GT(core::max_abs_diff(la.slice(1, 0, 1), lb.slice(1, 0, 1)), 1e-9);
+}
+
+TEST(Transformer, PaddedPositionsDoNotAffectRealOnes) {
+  core::Generator gen(3);
+  Transformer model(small_options().causal(false), gen, DType::f64);
+  for (auto& p : model.parameters()) p.mutable_value().copy_(gen.normal(p.shape(), 0.0, 0.5, DType::f64));
+  const Tensor pad = Tensor::from_vector({1, 1, 1, 0, 0}, {1, 5});
+  const std::vector<int32_t> a{1, 2, 3, 4, 5}, b{1, 2, 3, 6, 0}, real{1, 2, 3};
+  const Tensor la = model.forward(a, 1, 5, &pad).value(), lb = model.forward(b, 1, 5, &pad).value();
+  const Tensor alone = model.forward(real, 1, 3).value();
+  EXPECT_EQ(core::max_abs_diff(la.slice(1, 0, 3), lb.slice(1, 0, 3)), 0.0);
+  EXPECT_LT(core::max_abs_diff(la.slice(1, 0, 3), alone), 1e-12);
+}
+
+TEST(Transformer, SameSeedGivesTheSameModelAndDifferentSeedADifferentOne) {
+  core::Generator g1(5), g2(5), g3(6);
+  Transformer a(small_options(), g1), b(small_options(), g2), c(small_options(), g3);
+  const auto pa = a.parameters(), pb = b.parameters(), pc = c.parameters();
+  double diff_same = 0, diff_other = 0;
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    diff_same += core::max_abs_diff(pa[i].value(), pb[i].value());
+    diff_other += core::max_abs_diff(pa[i].value(), pc[i].value());
+  }
+  EXPECT_EQ(diff_same, 0.0);
+  EXPECT_GT(diff_other, 0.0);
+}
+
+TEST(Transformer, InitializationIsTheDocumentedOne) {
+  core::Generator gen(9);
+  Transformer model(TransformerOptions().vocab(64).max_seq_len(64).layers(1).heads(4).d_model(64), gen, DType::f64);
+  for (auto& [name, p] : model.named_parameters()) {
+    const bool is_ln = name.find("ln") != std::string::npos;
+    const bool is_bias = name.ends_with(".bias");
+    if (is_ln && !is_bias) {
+      EXPECT_EQ(core::max_abs_diff(p.value(), Tensor::ones(p.shape(), DType::f64)), 0.0) << name;
+    } else if (is_bias) {
+      EXPECT_EQ(core::max_abs_diff(p.value(), Tensor::zeros(p.shape(), DType::f64)), 0.0) << name;
+    } else {
+      const double std = std::sqrt(core::mean(core::pow(p.value(), 2.0)).item());
+      EXPECT_NEAR(std, 0.02, 0.002) << name;
+    }
+  }
+}
+
+TEST(Transformer, TrainAndEvalReachEveryAttentionLayer) {
+  core::Generator gen(0);
+  Transformer model(small_options(), gen);
+  model.eval();
+  for (int64_t i = 0; i < model.num_layers(); ++i) EXPECT_FALSE(model.attention(i).is_training());
+  EXPECT_FALSE(model.block(1).mlp()->fc2().is_training());
+  model.train();
+  for (int64_t i = 0; i < model.num_layers(); ++i) EXPECT_TRUE(model.attention(i).is_training());
+}
+
+TEST(Transformer, AttentionAccessorReachesTheNamedLayer) {
+  core::Generator gen(0);
+  Transformer model(small_options(), gen);
+  EXPECT_EQ(model.num_layers(), 2);
+  EXPECT_EQ(model.attention(1).q().weight().node(), model.parameter("blocks.1.attn.q.weight").node());
+  EXPECT_EQ(model.attention(0).d_k(), 4);
+  EXPECT_THROW(model.attention(2), std::invalid_argument);
+  const std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6};
+  model.forward(tokens, 2, 3);
+  EXPECT_EQ(model.attention(1).last_attention().shape(), (Shape{2, 2, 3, 3}));
+}
+
+TEST(Transformer, CrossEntropyLossReachesEveryParameter) {
+  core::Generator gen(0);
+  Transformer model(small_options(), gen);
+  const std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6};
+  const std::vector<int32_t> targets{0, 1, 2, -1, 2, 1};
+  const Variable logits = model.forward(tokens, 2, 3);
+  autograd::cross_entropy(logits, targets).backward();
+  for (auto& [name, p] : model.named_parameters()) {
+    ASSERT_TRUE(p.has_grad()) << name;
+    EXPECT_EQ(p.grad().shape(), p.shape()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace headlab::layers

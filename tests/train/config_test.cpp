@@ -1,0 +1,95 @@
+// TrainConfig: validation messages, JSON round trip, unknown keys.
+#include "train/config.h"
+
+#include <gtest/gtest.h>
+
+#include "train/errors.h"
+
+namespace headlab::train {
+namespace {
+
+std::string error_of(const TrainConfig& c) {
+  try {
+    c.validate();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainConfig, DefaultsAreTheLessonDemo) {
+  const TrainConfig c;
+  EXPECT_EQ(c.task, "first-prev-pair");
+  EXPECT_EQ(c.layers, 1);
+  EXPECT_EQ(c.heads, 2);
+  EXPECT_EQ(c.d_model, 64);
+  EXPECT_EQ(c.optimizer, "adamw");
+  EXPECT_EQ(error_of(c), "");
+}
+
+TEST(TrainConfig, IndivisibleDModelNamesBothNumbers) {
+  TrainConfig c;
+  c.d_model = 30;
+  c.heads = 4;
+  const std::string m = error_of(c);
+  EXPECT_NE(m.find("--d-model 30"), std::string::npos) << m;
+  EXPECT_NE(m.find("--heads 4"), std::string::npos) << m;
+}
+
+TEST(TrainConfig, EveryBadValueIsAUsageError) {
+  const std::vector<std::function<void(TrainConfig&)>> bad = {
+      [](TrainConfig& c) { c.layers = 0; },        [](TrainConfig& c) { c.heads = -1; },
+      [](TrainConfig& c) { c.batch = 0; },         [](TrainConfig& c) { c.steps = -5; },
+      [](TrainConfig& c) { c.lr = 0; },            [](TrainConfig& c) { c.lr = -1e-3; },
+      [](TrainConfig& c) { c.clip = -1; },         [](TrainConfig& c) { c.optimizer = "lion"; },
+      [](TrainConfig& c) { c.schedule = "wavy"; }, [](TrainConfig& c) { c.log_every = 0; },
+      [](TrainConfig& c) { c.threads = -2; },      [](TrainConfig& c) { c.min_lr = 1.0; },
+      [](TrainConfig& c) { c.d_model = 1 << 20; }, [](TrainConfig& c) { c.eval_batch = 0; },
+  };
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    TrainConfig c;
+    bad[i](c);
+    EXPECT_NE(error_of(c), "") << "case " << i;
+  }
+}
+
+TEST(TrainConfig, JsonRoundTripKeepsEveryField) {
+  TrainConfig c;
+  c.task = "induction";
+  c.heads = 4;
+  c.lr = 3e-4;
+  c.attn_only = true;
+  c.seed = 12345678901234ULL;
+  TrainConfig d;
+  apply_json(d, to_json(c), "test");
+  EXPECT_EQ(to_json(d), to_json(c));
+  EXPECT_TRUE(to_json(c).contains("d-model"));  // keys are the flag names
+}
+
+TEST(TrainConfig, UnknownKeyAndWrongTypeNameTheKey) {
+  TrainConfig c;
+  try {
+    apply_json(c, nlohmann::json{{"d_modle", 3}}, "cfg.json");
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("d_modle"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("cfg.json"), std::string::npos);
+  }
+  EXPECT_THROW(apply_json(c, nlohmann::json{{"heads", "two"}}, "cfg.json"), UsageError);
+  EXPECT_THROW(apply_json(c, nlohmann::json{{"heads", 2.5}}, "cfg.json"), UsageError);
+  EXPECT_THROW(apply_json(c, nlohmann::json::array(), "cfg.json"), UsageError);
+}
+
+TEST(TrainConfig, ModelOptionsFollowTheFlags) {
+  TrainConfig c;
+  c.bidirectional = true;
+  c.no_layernorm = true;
+  const auto o = c.model_options(8, 64, 6);
+  EXPECT_FALSE(o.causal());
+  EXPECT_FALSE(o.layernorm());
+  EXPECT_EQ(o.d_ff(), 256);
+  EXPECT_EQ(o.classes(), 64);
+}
+
+}  // namespace
+}  // namespace headlab::train

@@ -1,0 +1,301 @@
+#include "train/data_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "train/errors.h"
+
+namespace headlab::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh file per test under the system temp folder, removed afterwards.
+class DataFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("headlab-data-" + std::to_string(getpid()) + "-" + test->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& content, const std::string& name = "data.jsonl") {
+    const fs::path path = dir_ / name;
+    std::ofstream(path, std::ios::binary) << content;
+    return path.string();
+  }
+
+  // The UsageError message of loading `content` into a model with vocab 8, 8
+  // classes and seq-len 6.
+  std::string error_of(const std::string& content) {
+    const std::string path = write(content);
+    try {
+      DataFile data(path, 8, 8, 6);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no UsageError for:\n" << content;
+    return "";
+  }
+
+  fs::path dir_;
+};
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::vector<int32_t> row_tokens(const Batch& batch, int64_t row) {
+  const auto begin = batch.tokens.begin() + static_cast<std::ptrdiff_t>(row * batch.seq_len);
+  return {begin, begin + batch.seq_len};
+}
+
+std::vector<int32_t> row_targets(const Batch& batch, int64_t row) {
+  const auto begin = batch.targets.begin() + static_cast<std::ptrdiff_t>(row * batch.seq_len);
+  return {begin, begin + batch.seq_len};
+}
+
+// A file of n sequences whose first token is the sequence's index, so that a
+// batch row says which sequence it came from.
+std::string numbered(int n) {
+  std::string content;
+  for (int i = 0; i < n; ++i) content += "{\"tokens\": [" + std::to_string(i) + ", 1]}\n";
+  return content;
+}
+
+TEST_F(DataFileTest, ReadsTokensAndExplicitTargetsAndPadsToTheModelSeqLen) {
+  DataFile data(write("{\"tokens\": [1, 2, 3], \"targets\": [-1, 5, 0]}\n"), 8, 8, 6);
+  EXPECT_EQ(data.size(), 1);
+  EXPECT_EQ(data.vocab(), 8);
+  EXPECT_EQ(data.num_classes(), 8);
+  EXPECT_EQ(data.seq_len(), 6);
+  core::Generator gen(0);
+  const Batch batch = data.sample(1, gen);
+  EXPECT_EQ(batch.batch, 1);
+  EXPECT_EQ(batch.seq_len, 6);
+  EXPECT_EQ(batch.tokens, (std::vector<int32_t>{1, 2, 3, 0, 0, 0}));
+  EXPECT_EQ(batch.targets, (std::vector<int32_t>{-1, 5, 0, -1, -1, -1}));
+}
+
+TEST_F(DataFileTest, WithoutTargetsTheTargetsAreNextTokenAndTheLastPositionHasNone) {
+  DataFile data(write("{\"tokens\": [4, 6, 2, 7]}\n"), 8, 8, 6);
+  core::Generator gen(0);
+  const Batch batch = data.sample(1, gen);
+  EXPECT_EQ(batch.tokens, (std::vector<int32_t>{4, 6, 2, 7, 0, 0}));
+  EXPECT_EQ(batch.targets, (std::vector<int32_t>{6, 2, 7, -1, -1, -1}));
+}
+
+TEST_F(DataFileTest, SkipsBlankLinesAndAcceptsWindowsLineEndingsAndAFullLengthSequence) {
+  DataFile data(write("\n{\"tokens\": [1, 2]}\r\n   \n\t\n{\"targets\": [0,0,0,0,0,0], \"tokens\": [0,1,2,3,4,5]}"), 8,
+                8, 6);
+  EXPECT_EQ(data.size(), 2);
+  const Batch all = data.rows(0, 2);
+  EXPECT_EQ(row_tokens(all, 0), (std::vector<int32_t>{1, 2, 0, 0, 0, 0}));
+  EXPECT_EQ(row_tokens(all, 1), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(row_targets(all, 1), (std::vector<int32_t>{0, 0, 0, 0, 0, 0}));
+}
+
+TEST_F(DataFileTest, BatchesFollowFileOrderAndWrapAround) {
+  DataFile data(write(numbered(3)), 8, 8, 2);
+  core::Generator gen(5);
+  const auto state = gen.state();
+  const Batch first = data.sample(2, gen);
+  const Batch second = data.sample(4, gen);
+  EXPECT_EQ(first.tokens, (std::vector<int32_t>{0, 1, 1, 1}));
+  EXPECT_EQ(second.tokens, (std::vector<int32_t>{2, 1, 0, 1, 1, 1, 2, 1}));
+  EXPECT_EQ(gen.state(), state) << "file order draws nothing from the generator";
+}
+
+TEST_F(DataFileTest, NameSaysItIsADataFile) {
+  const std::string path = write(numbered(1));
+  EXPECT_EQ(DataFile(path, 8, 8, 6).name(), "data:" + path);
+}
+
+std::vector<int32_t> firsts_of(const Batch& batch) {
+  std::vector<int32_t> firsts;
+  for (int64_t row = 0; row < batch.batch; ++row) firsts.push_back(row_tokens(batch, row)[0]);
+  return firsts;
+}
+
+// The first tokens of `count` sequences drawn in batches of `batch`.
+std::vector<int32_t> stream(DataFile& data, core::Generator& gen, int64_t batch, int64_t count) {
+  std::vector<int32_t> out;
+  while (static_cast<int64_t>(out.size()) < count) {
+    const auto firsts = firsts_of(data.sample(batch, gen));
+    out.insert(out.end(), firsts.begin(), firsts.end());
+  }
+  out.resize(static_cast<std::size_t>(count));
+  return out;
+}
+
+TEST_F(DataFileTest, ShuffleCoversEverySequenceOncePerEpochInADifferentOrderEachEpoch) {
+  const int n = 50;
+  DataFile data(write(numbered(n)), 64, 64, 2, /*shuffle=*/true);
+  core::Generator gen(9);
+  // Batches of 7 straddle the epoch boundaries.
+  const auto order = stream(data, gen, 7, 3 * n);
+  std::vector<int32_t> identity(n);
+  for (int i = 0; i < n; ++i) identity[static_cast<std::size_t>(i)] = i;
+  std::vector<std::vector<int32_t>> epochs;
+  for (int e = 0; e < 3; ++e) {
+    std::vector<int32_t> epoch(order.begin() + e * n, order.begin() + (e + 1) * n);
+    EXPECT_NE(epoch, identity) << "epoch " << e << " is shuffled";
+    epochs.push_back(epoch);
+    std::sort(epoch.begin(), epoch.end());
+    EXPECT_EQ(epoch, identity) << "epoch " << e << " holds every sequence exactly once";
+  }
+  EXPECT_NE(epochs[0], epochs[1]);
+  EXPECT_NE(epochs[1], epochs[2]);
+}
+
+TEST_F(DataFileTest, ShuffleIsDeterministicGivenTheSeedAndDiffersAcrossSeeds) {
+  const std::string path = write(numbered(40));
+  DataFile a(path, 64, 64, 2, true), b(path, 64, 64, 2, true), c(path, 64, 64, 2, true);
+  core::Generator gen_a(1), gen_b(1), gen_c(2);
+  const auto from_a = stream(a, gen_a, 16, 100);
+  EXPECT_EQ(from_a, stream(b, gen_b, 16, 100));
+  EXPECT_NE(from_a, stream(c, gen_c, 16, 100));
+}
+
+TEST_F(DataFileTest, RestoringThePositionAndGeneratorContinuesTheStreamExactly) {
+  const std::string path = write(numbered(13));
+  DataFile data(path, 64, 64, 2, true);
+  core::Generator gen(4);
+  stream(data, gen, 5, 20);  // mid-way through the second epoch
+  const auto position = data.position();
+  const auto state = gen.state();
+  const auto expected = stream(data, gen, 5, 40);
+
+  DataFile resumed(path, 64, 64, 2, true);
+  resumed.set_position(position);
+  core::Generator resumed_gen(0);
+  resumed_gen.set_state(state);
+  EXPECT_EQ(stream(resumed, resumed_gen, 5, 40), expected);
+  EXPECT_THROW(resumed.set_position({0, 14}), std::invalid_argument);
+  EXPECT_THROW(resumed.set_position({0, -1}), std::invalid_argument);
+}
+
+TEST_F(DataFileTest, RowsReadsTheFileInOrderWithoutMovingTheStream) {
+  DataFile data(write(numbered(5)), 8, 8, 3, true);
+  core::Generator gen(0), same(0);
+  EXPECT_EQ(firsts_of(data.rows(1, 3)), (std::vector<int32_t>{1, 2, 3}));
+  DataFile fresh(write(numbered(5), "copy.jsonl"), 8, 8, 3, true);
+  EXPECT_EQ(firsts_of(data.sample(5, gen)), firsts_of(fresh.sample(5, same)));
+  EXPECT_THROW(data.rows(4, 2), std::invalid_argument);
+  EXPECT_THROW(data.rows(0, 0), std::invalid_argument);
+  EXPECT_THROW(data.rows(-1, 1), std::invalid_argument);
+}
+
+TEST_F(DataFileTest, SampleRejectsANonPositiveBatch) {
+  DataFile data(write(numbered(2)), 8, 8, 2);
+  core::Generator gen(0);
+  EXPECT_THROW(data.sample(0, gen), std::invalid_argument);
+}
+
+TEST_F(DataFileTest, MissingFileIsAUsageErrorNamingIt) {
+  const std::string path = (dir_ / "absent.jsonl").string();
+  try {
+    DataFile data(path, 8, 8, 6);
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(contains(e.what(), path)) << e.what();
+    EXPECT_TRUE(contains(e.what(), "No such file")) << e.what();
+  }
+}
+
+TEST_F(DataFileTest, DirectoryIsAUsageError) {
+  try {
+    DataFile data(dir_.string(), 8, 8, 6);
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(contains(e.what(), "is a directory")) << e.what();
+  }
+}
+
+TEST_F(DataFileTest, EmptyFileAndBlankOnlyFileAreUsageErrors) {
+  EXPECT_TRUE(contains(error_of(""), "no sequences")) << error_of("");
+  EXPECT_TRUE(contains(error_of("\n  \n\n"), "no sequences"));
+}
+
+TEST_F(DataFileTest, InvalidJsonNamesFileAndLine) {
+  const std::string message = error_of("{\"tokens\": [1, 2]}\n\n{\"tokens\": [1, 2}\n");
+  EXPECT_TRUE(contains(message, "data.jsonl:3: invalid JSON")) << message;
+  EXPECT_TRUE(contains(message, "at column 17")) << message;
+  EXPECT_FALSE(contains(message, "json.exception")) << message;
+  EXPECT_FALSE(contains(message, "line 1")) << "the only line number is the file's: " << message;
+}
+
+TEST_F(DataFileTest, ALineThatIsNotAnObjectIsAUsageError) {
+  EXPECT_TRUE(contains(error_of("[1, 2, 3]\n"), "data.jsonl:1: expected a JSON object")) << error_of("[1, 2, 3]\n");
+  EXPECT_TRUE(contains(error_of("7\n"), "expected a JSON object"));
+}
+
+TEST_F(DataFileTest, MissingOrMalformedTokensAreUsageErrors) {
+  EXPECT_TRUE(contains(error_of("{\"targets\": [1]}"), ":1: missing \"tokens\"")) << error_of("{\"targets\": [1]}");
+  EXPECT_TRUE(contains(error_of("{\"tokens\": 3}"), "\"tokens\" must be an array"));
+  EXPECT_TRUE(contains(error_of("{\"tokens\": []}"), "\"tokens\" is empty"));
+}
+
+TEST_F(DataFileTest, UnknownKeyIsAUsageErrorSoATypoCannotMeanNextToken) {
+  const std::string message = error_of("{\"tokens\": [1, 2], \"target\": [2, -1]}");
+  EXPECT_TRUE(contains(message, "unknown key \"target\"")) << message;
+}
+
+TEST_F(DataFileTest, NonIntegerTokenIsAUsageErrorNamingTheValue) {
+  const std::string message = error_of("{\"tokens\": [1, 2]}\n{\"tokens\": [1, 2.5]}");
+  EXPECT_TRUE(contains(message, "data.jsonl:2: token 2.5 (tokens[1]) is not an integer")) << message;
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [\"a\"]}"), "token \"a\" (tokens[0]) is not an integer"));
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [true]}"), "is not an integer"));
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [null]}"), "is not an integer"));
+}
+
+TEST_F(DataFileTest, OutOfVocabTokenIsAUsageErrorNamingTheValueAndTheVocab) {
+  const std::string message = error_of("{\"tokens\": [1, 8]}");
+  EXPECT_TRUE(contains(message, "data.jsonl:1: token 8 (tokens[1]) is out of the vocab")) << message;
+  EXPECT_TRUE(contains(message, "[0, 8)")) << message;
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [-1]}"), "token -1 (tokens[0]) is out of the vocab"));
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [18446744073709551615]}"), "token 18446744073709551615"));
+}
+
+TEST_F(DataFileTest, SequenceLongerThanTheModelSeqLenIsAUsageError) {
+  const std::string message = error_of("{\"tokens\": [1, 2, 3, 4, 5, 6, 7]}");
+  EXPECT_TRUE(contains(message, "data.jsonl:1: 7 tokens, longer than the model's seq-len 6")) << message;
+}
+
+TEST_F(DataFileTest, TargetsOfTheWrongLengthAreAUsageError) {
+  const std::string message = error_of("{\"tokens\": [1, 2, 3], \"targets\": [1, 2]}");
+  EXPECT_TRUE(contains(message, "data.jsonl:1: 2 targets for 3 tokens")) << message;
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [1], \"targets\": 1}"), "\"targets\" must be an array"));
+}
+
+TEST_F(DataFileTest, TargetOutOfRangeIsAUsageError) {
+  const std::string high = error_of("{\"tokens\": [1, 2], \"targets\": [8, -1]}");
+  EXPECT_TRUE(contains(high, "target 8 (targets[0]) is out of range")) << high;
+  EXPECT_TRUE(contains(high, "[0, 8)")) << high;
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [1, 2], \"targets\": [-2, 1]}"), "target -2 (targets[0])"));
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [1, 2], \"targets\": [0.5, 1]}"), "target 0.5 (targets[0]) is not"));
+}
+
+TEST_F(DataFileTest, NextTokenTargetBeyondTheModelClassesIsAUsageError) {
+  const std::string path = write("{\"tokens\": [1, 9]}");
+  try {
+    DataFile data(path, 10, 5, 6);
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(contains(e.what(), "next-token target 9 (tokens[1]) is out of range")) << e.what();
+  }
+}
+
+TEST_F(DataFileTest, AFileWithoutAnyTargetIsAUsageError) {
+  EXPECT_TRUE(
+      contains(error_of("{\"tokens\": [1]}\n{\"tokens\": [2], \"targets\": [-1]}"), "no position has a target"));
+}
+
+}  // namespace
+}  // namespace headlab::train

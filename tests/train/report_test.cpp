@@ -1,0 +1,179 @@
+// The terminal rendering and report.html of a head analysis.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "train/head_labels.h"
+#include "train/head_report_text.h"
+#include "train/report_html.h"
+
+namespace headlab::train {
+namespace {
+
+using core::DType;
+using core::Tensor;
+
+// One layer, two heads on T = 6: head 0 previous-token, head 1 first-token.
+RunAnalysis planted_run() {
+  const int64_t len = 6;
+  std::vector<double> v;
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t q = 0; q < len; ++q)
+      for (int64_t k = 0; k < len; ++k) v.push_back(k == (h == 0 ? (q > 0 ? q - 1 : 0) : 0) ? 1.0 : 0.0);
+  const std::vector<int32_t> tokens = {5, 3, 8, 1, 9, 2};
+  RunAnalysis run = analyze_attention({Tensor::from_vector(v, {1, 2, len, len}, DType::f64)}, tokens, true);
+  run.loss = 0.05;
+  run.accuracy = 0.98;
+  run.at(0, 0).ablation_delta_acc = -0.6;
+  run.at(0, 1).ablation_delta_acc = -0.4;
+  run.at(0, 0).importance = 0.3;
+  relabel(run);
+  return run;
+}
+
+std::vector<nlohmann::json> history() {
+  std::vector<nlohmann::json> h;
+  for (int step = 0; step <= 400; step += 100) {
+    const double prev = step >= 200 ? 0.9 : 0.1;
+    h.push_back({{"step", step},
+                 {"loss", 2.0 - step / 250.0},
+                 {"accuracy", step / 400.0},
+                 {"lr", 1e-3},
+                 {"heads", {{"L0H0", {{"label", "mixed"}, {"previous_token", prev}}},
+                            {"L0H1", {{"label", "mixed"}, {"first_token", 0.3}}}}}});
+  }
+  return h;
+}
+
+// The JSON document the page reads.
+nlohmann::json page_data_of(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"headlab-data\">";
+  const auto begin = html.find(open);
+  EXPECT_NE(begin, std::string::npos);
+  const auto start = begin + open.size();
+  return nlohmann::json::parse(html.substr(start, html.find("</script>", start) - start));
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(LayerSummary, NamesEachHeadsLabelScoreAndTheLayersJs) {
+  EXPECT_EQ(layer_summary(planted_run(), 0), "L0H0 previous-token 1.00 | L0H1 first-token 1.00 | JS 0.80");
+}
+
+TEST(HeadTable, HasOneRowPerHeadWithLabelScoresAndAblation) {
+  const std::string table = head_table(planted_run());
+  EXPECT_NE(table.find("ablation Δacc"), std::string::npos);
+  EXPECT_NE(table.find("previous-token   prev 1.00"), std::string::npos) << table;
+  EXPECT_NE(table.find("-60.0 pts"), std::string::npos);
+  EXPECT_NE(table.find("0.3000"), std::string::npos);
+  EXPECT_EQ(count(table, "\n"), 4u);  // header, rule, two heads
+  EXPECT_EQ(table.find("\x1b["), std::string::npos) << "no colour unless asked";
+}
+
+TEST(Heatmap, ShadesEachCellAndLabelsTheAxes) {
+  RunAnalysis run = planted_run();
+  const std::string map = attention_heatmap(run, 0, 0);
+  EXPECT_NE(map.find("L0H0 previous-token 1.00"), std::string::npos);
+  EXPECT_NE(map.find("  2 8    · ██"), std::string::npos) << map;  // query 2 (token 8) on key 1
+  EXPECT_EQ(map.find("\x1b["), std::string::npos);
+  TextOptions color;
+  color.color = true;
+  EXPECT_NE(attention_heatmap(run, 0, 0, color).find("\x1b["), std::string::npos);
+  EXPECT_THROW(attention_heatmap(run, 1, 0), std::invalid_argument);
+}
+
+TEST(Heatmap, ControlCharactersInTokenLabelsCannotReachTheTerminal) {
+  RunAnalysis run = planted_run();
+  run.example.token_labels = {"\x1b[2J", "b", "c", "d", "e", "f"};
+  const std::string text = text_report(run);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_NE(text.find("?[2"), std::string::npos);
+}
+
+TEST(Heatmap, ShowsOnlyTheFirstPositionsWhenAsked) {
+  TextOptions few;
+  few.max_positions = 3;
+  const std::string map = attention_heatmap(planted_run(), 0, 1, few);
+  EXPECT_NE(map.find("(first 3 of 6 positions)"), std::string::npos);
+  EXPECT_EQ(map.find("  3 "), std::string::npos);
+}
+
+TEST(VerdictText, StatesTheVerdictAndEveryReason) {
+  const RunAnalysis run = planted_run();
+  const std::string text = verdict_text(run);
+  EXPECT_EQ(text.rfind("Verdict: heads specialized", 0), 0u);
+  for (const std::string& r : run.verdict.reasons) EXPECT_NE(text.find(r), std::string::npos);
+}
+
+TEST(HtmlEscape, EscapesTheFiveSpecialCharacters) {
+  EXPECT_EQ(html_escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+}
+
+TEST(ReportHtml, IsSelfContainedWithNoNetworkReferences) {
+  const std::string html = report_html(planted_run(), history(), {{"task", "first-prev-pair"}});
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(html.find("http"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(html.find("@import"), std::string::npos);
+  EXPECT_EQ(html.find("url("), std::string::npos);
+  EXPECT_EQ(count(html, "<script"), 2u);  // the data and the code, both inline
+  EXPECT_NE(html.find("Heads specialized"), std::string::npos) << "the verdict shows without JavaScript";
+}
+
+TEST(ReportHtml, MaliciousStringsStayDataAndRoundTrip) {
+  RunAnalysis run = planted_run();
+  const std::string evil = "</script><script>alert(1)</script><img src=x onerror=alert(2)>";
+  run.example.token_labels = {evil, "b", "c", "d", "e", "f"};
+  ReportOptions options;
+  options.title = "<b>run</b>";
+  const std::string html = report_html(run, history(), {{"task", evil}}, options);
+  EXPECT_EQ(html.find("alert(1)</script>"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_EQ(html.find("<b>run"), std::string::npos);
+  EXPECT_NE(html.find("<title>&lt;b&gt;run&lt;/b&gt;</title>"), std::string::npos);
+  EXPECT_EQ(count(html, "<script"), 2u);
+  const nlohmann::json data = page_data_of(html);
+  EXPECT_EQ(data.at("run").at("example").at("token_labels")[0], evil);
+  EXPECT_EQ(data.at("config").at("task"), evil);
+}
+
+TEST(ReportHtml, InvalidUtf8InALabelIsReplacedNotFatal) {
+  RunAnalysis run = planted_run();
+  run.example.token_labels = {std::string("\xff\xfe"), "b", "c", "d", "e", "f"};
+  EXPECT_NO_THROW(page_data_of(report_html(run, {}, nlohmann::json())));
+}
+
+TEST(ReportHtml, CarriesTheAnalysisHistoryAndEmergenceSteps) {
+  ReportOptions options;
+  options.max_positions = 4;
+  const nlohmann::json data = page_data_of(report_html(planted_run(), history(), {}, options));
+  EXPECT_EQ(data.at("run").at("heads")[0].at("label"), "previous-token");
+  EXPECT_EQ(data.at("history").size(), 5u);
+  EXPECT_EQ(data.at("heads_extra")[0].at("pattern"), "previous_token");
+  EXPECT_EQ(data.at("heads_extra")[0].at("emerged"), 200);
+  EXPECT_TRUE(data.at("heads_extra")[1].at("emerged").is_null());  // first-token stays at 0.3
+  const nlohmann::json& maps = data.at("run").at("example").at("attention");
+  EXPECT_EQ(maps[0][0].size(), 4u);
+  EXPECT_EQ(maps[0][0][0].size(), 4u);
+  EXPECT_EQ(data.at("options").at("score_threshold"), 0.5);
+}
+
+TEST(EmergenceStep, IsTheStartOfTheLastRunAtOrAboveTheThreshold) {
+  std::vector<nlohmann::json> h;
+  const double scores[] = {0.1, 0.6, 0.4, 0.55, 0.7};
+  for (int i = 0; i < 5; ++i) h.push_back({{"step", 10 * i}, {"heads", {{"L0H0", {{"self", scores[i]}}}}}});
+  h.push_back({{"step", 50}, {"loss", 0.1}});  // a line without head metrics changes nothing
+  EXPECT_EQ(emergence_step(h, "L0H0", "self", 0.5), 30);
+  EXPECT_EQ(emergence_step(h, "L0H0", "self", 0.05), 0);
+  EXPECT_FALSE(emergence_step(h, "L0H0", "self", 0.8).has_value());
+  EXPECT_FALSE(emergence_step(h, "L0H1", "self", 0.5).has_value());
+}
+
+}  // namespace
+}  // namespace headlab::train

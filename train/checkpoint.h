@@ -1,0 +1,62 @@
+// Checkpoints: one safetensors file per DESIGN.md section 5.
+//
+// Tensors: the model's parameters under their dotted names (PyTorch layouts)
+// and the optimizer's state ("optimizer.<param>.<slot>"). __metadata__:
+//   format          "headlab-checkpoint"
+//   format_version  "1"
+//   model           JSON of the architecture (vocab, classes, max_seq_len, ...)
+//   config          JSON of the whole TrainConfig (flag names as keys)
+//   task            the task name, or "data:<file>"
+//   step            completed training steps
+//   rng.data        JSON array: the data generator's state
+//   data.position   JSON {epoch_seed, next} when training on a data file
+//   optimizer.*     the optimizer's own metadata (kind, step counts, lr)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/random.h"
+#include "core/safetensors.h"
+#include "layers/transformer.h"
+#include "optim/optimizer.h"
+#include "train/config.h"
+#include "train/data_file.h"
+
+namespace headlab::train {
+
+inline constexpr const char* kCheckpointFormat = "headlab-checkpoint";
+inline constexpr const char* kCheckpointVersion = "1";
+
+struct CheckpointInfo {
+  TrainConfig config;
+  std::string task;
+  int64_t step = 0;
+  core::Generator::State data_rng{};
+  std::optional<DataFile::Position> data_position;
+};
+
+nlohmann::json model_json(const layers::TransformerOptions& options);
+layers::TransformerOptions model_from_json(const nlohmann::json& j);
+
+// Writes atomically (temporary file, fsync, rename); `optimizer` may be null.
+void save_checkpoint(const std::string& path, const layers::Transformer& model, const optim::Optimizer* optimizer,
+                     const CheckpointInfo& info);
+
+struct Checkpoint {
+  core::SafetensorsFile file;
+  layers::TransformerOptions model;
+  CheckpointInfo info;
+};
+// Reads and checks the file and its metadata; throws UsageError saying what
+// is wrong (a checkpoint is user input).
+Checkpoint read_checkpoint(const std::string& path);
+
+// Copies the weights into `model`: every parameter must be present with its
+// exact shape; a missing or unexpected parameter tensor is a UsageError.
+void load_weights(layers::Transformer& model, const core::SafetensorsFile& file, const std::string& source);
+
+}  // namespace headlab::train

@@ -1,0 +1,50 @@
+// The `headlab` command line: one CLI11 app, one file per subcommand.
+//
+// Each subcommand registers its options with add_*() and returns a callable
+// that runs it and returns the exit status. Errors are exceptions: a
+// UsageError (or a CLI11 parse error) exits 2, anything else exits 1, always
+// as one line on stderr.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "train/config.h"
+
+namespace headlab::cli {
+
+using Command = std::function<int()>;
+
+Command add_train(CLI::App& app);
+Command add_eval(CLI::App& app);
+Command add_analyze(CLI::App& app);
+Command add_tasks(CLI::App& app);
+Command add_gradcheck(CLI::App& app);
+
+// Binds every TrainConfig field to a flag of `app` (--d-model ...). After
+// parsing, apply() writes onto a config only the flags the user gave, so a
+// --config file's values survive unless a flag overrides them.
+class ConfigFlags {
+ public:
+  // `only`: if non-empty, bind just these flag names.
+  explicit ConfigFlags(CLI::App& app, std::vector<std::string> only = {});
+  void apply(train::TrainConfig& config) const;
+  // Flag names the user gave on the command line.
+  std::vector<std::string> given() const;
+
+ private:
+  CLI::App& app_;
+  std::shared_ptr<train::TrainConfig> values_;
+  std::vector<std::string> names_;
+};
+
+// Reads --config FILE.json onto `config` (UsageError on any problem).
+void apply_config_file(train::TrainConfig& config, const std::string& path);
+
+bool stdout_is_terminal();
+bool stderr_is_terminal();
+
+}  // namespace headlab::cli

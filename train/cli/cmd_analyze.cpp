@@ -1,0 +1,92 @@
+// `headlab analyze RUN_DIR|CHECKPOINT`: the head analysis of a trained model
+// on its run's evaluation batch (or another task): the terminal table and
+// heatmaps, heads.json and report.html.
+#include <filesystem>
+#include <iostream>
+
+#include "core/threads.h"
+#include "train/checkpoint.h"
+#include "train/cli/cli.h"
+#include "train/errors.h"
+#include "train/head_report_text.h"
+#include "train/session.h"
+#include "train/trainer.h"
+
+namespace headlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct AnalyzeArgs {
+  std::string target, task, out;
+  int64_t batch = 0, example = 0;
+  int threads = 0;
+  bool json = false, no_color = false;
+  train::LabelOptions labels;
+};
+
+int run_analyze(const AnalyzeArgs& args) {
+  const bool is_dir = fs::is_directory(args.target);
+  const std::string ck_path = is_dir ? args.target + "/checkpoint.safetensors" : args.target;
+  if (!fs::exists(ck_path)) throw train::UsageError(args.target + ": no such run folder or checkpoint");
+  if (args.threads < 0) throw train::UsageError("--threads must be 0 (all cores) or more");
+  if (args.batch < 0) throw train::UsageError("--batch must be at least 1");
+  train::Checkpoint ck = train::read_checkpoint(ck_path);
+  core::set_num_threads(args.threads);
+  if (!args.task.empty()) {
+    ck.info.config.task = args.task;
+    ck.info.config.data.clear();
+  }
+  if (args.batch > 0) ck.info.config.eval_batch = args.batch;
+  train::Session session(ck);
+  if (args.example >= session.eval_batch().batch)
+    throw train::UsageError("--example " + std::to_string(args.example) + " is beyond the " +
+                            std::to_string(session.eval_batch().batch) + " sequences of the batch");
+  train::AnalysisOptions options;
+  options.labels = args.labels;
+  options.example = args.example;
+  const train::RunAnalysis analysis = train::analyze_model(session.model(), session.eval_batch(), options);
+
+  const std::string out = !args.out.empty() ? args.out : is_dir ? args.target : fs::path(ck_path).parent_path().string();
+  std::error_code ec;
+  fs::create_directories(out.empty() ? "." : out, ec);
+  train::RunFolder folder{out.empty() ? "." : out};
+  train::write_analysis_files(folder, analysis, train::to_json(session.config()));
+  if (args.json) {
+    nlohmann::json j;
+    train::to_json(j, analysis);
+    std::cout << j.dump(2) << '\n';
+  } else {
+    train::TextOptions text;
+    text.color = stdout_is_terminal() && !args.no_color;
+    std::cout << train::text_report(analysis, text) << "\nreport: " << folder.report() << "\nheads:  "
+              << folder.heads() << '\n';
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_analyze(CLI::App& app) {
+  auto args = std::make_shared<AnalyzeArgs>();
+  app.add_option("target", args->target, "a run folder or a checkpoint.safetensors")->required();
+  app.add_option("--task", args->task, "analyze on this task's batch (default: the run's task)");
+  app.add_option("--batch", args->batch, "sequences in the analysis batch (default: the run's eval batch)");
+  app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
+  app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");
+  app.add_option("--threads", args->threads, "threads (0: all cores)");
+  app.add_flag("--json", args->json, "print heads.json instead of the table");
+  app.add_flag("--no-color", args->no_color, "no ANSI colours");
+  app.add_option("--threshold", args->labels.score_threshold, "a label's score must reach this")
+      ->default_val(args->labels.score_threshold);
+  app.add_option("--margin", args->labels.margin, "... and beat the runner-up pattern by this")
+      ->default_val(args->labels.margin);
+  app.add_option("--diffuse-entropy", args->labels.diffuse_entropy, "normalized entropy above which a head is diffuse")
+      ->default_val(args->labels.diffuse_entropy);
+  app.add_option("--sink-delta-loss", args->labels.sink_max_delta_loss,
+                 "a first-token head whose ablation costs less loss than this is a sink")
+      ->default_val(args->labels.sink_max_delta_loss);
+  return [args] { return run_analyze(*args); };
+}
+
+}  // namespace headlab::cli

@@ -1,0 +1,129 @@
+// `headlab eval CHECKPOINT`: loss and accuracy on a task batch or a whole
+// data file, with optional safetensors dumps of the logits and of the
+// gradient of the mean loss with respect to every parameter.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include "autograd/ops.h"
+#include "core/safetensors.h"
+#include "core/threads.h"
+#include "train/checkpoint.h"
+#include "train/cli/cli.h"
+#include "train/data_file.h"
+#include "train/errors.h"
+#include "train/session.h"
+
+namespace headlab::cli {
+namespace {
+
+struct EvalArgs {
+  std::string checkpoint, task, data, dump_logits, dump_grads;
+  int64_t batch = 0;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  int threads = 0;
+  bool json = false;
+};
+
+int run_eval(const EvalArgs& args) {
+  if (!args.task.empty() && !args.data.empty()) throw train::UsageError("give --task or --data, not both");
+  if (args.batch < 0) throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
+  if (args.threads < 0) throw train::UsageError("--threads must be 0 (all cores) or more");
+  const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
+  core::set_num_threads(args.threads);
+  train::TrainConfig config = ck.info.config;
+  if (!args.data.empty()) {
+    config.data = args.data;
+  } else if (!args.task.empty()) {
+    config.task = args.task;
+    config.data.clear();
+  }
+  if (args.seed_given) config.seed = args.seed;
+  if (args.batch > 0) config.eval_batch = args.batch;
+  // The task must fit the model: same vocabulary, classes and at most its length.
+  const auto task = train::make_task_for(config);
+  if (task->vocab() > ck.model.vocab() || task->num_classes() != ck.model.classes() ||
+      task->seq_len() > ck.model.max_seq_len())
+    throw train::UsageError("task " + task->name() + " (vocab " + std::to_string(task->vocab()) + ", classes " +
+                            std::to_string(task->num_classes()) + ", seq-len " + std::to_string(task->seq_len()) +
+                            ") does not fit the checkpoint's model (vocab " + std::to_string(ck.model.vocab()) +
+                            ", classes " + std::to_string(ck.model.classes()) + ", max seq-len " +
+                            std::to_string(ck.model.max_seq_len()) + ")");
+  core::Generator init(0);
+  layers::Transformer model(ck.model, init);
+  train::load_weights(model, ck.file, args.checkpoint);
+  model.eval();
+
+  train::Batch batch;
+  if (auto* data = dynamic_cast<train::DataFile*>(task.get())) {
+    batch = data->rows(0, data->size());  // the whole file
+  } else {
+    core::Generator gen(config.seed ^ 0x6576616c00000000ULL);  // the trainer's eval stream
+    batch = task->sample(config.eval_batch, gen);
+  }
+
+  const bool want_grads = !args.dump_grads.empty();
+  autograd::Variable logits, loss;
+  {
+    std::optional<autograd::NoGradGuard> no_grad;
+    if (!want_grads) no_grad.emplace();
+    logits = model.forward(batch.tokens, batch.batch, batch.seq_len);
+    loss = autograd::cross_entropy(logits, batch.targets);
+  }
+  const train::EvalResult r = train::score_logits(logits.value(), batch.targets);
+  if (!args.dump_logits.empty()) {
+    core::Tensor tokens = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
+    core::Tensor targets = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
+    for (std::size_t i = 0; i < batch.tokens.size(); ++i) {
+      tokens.data<double>()[i] = batch.tokens[i];
+      targets.data<double>()[i] = batch.targets[i];
+    }
+    core::save_safetensors(args.dump_logits, {{"logits", logits.value()}, {"tokens", tokens}, {"targets", targets}},
+                           {{"checkpoint", args.checkpoint}, {"task", task->name()}});
+  }
+  if (want_grads) {
+    loss.backward();
+    core::NamedTensors grads;
+    for (const auto& [name, p] : model.named_parameters())
+      grads.emplace_back(name, p.has_grad() ? p.grad() : core::Tensor::zeros_like(p.value()));
+    core::save_safetensors(args.dump_grads, grads,
+                           {{"checkpoint", args.checkpoint}, {"task", task->name()},
+                            {"loss", std::to_string(r.loss)}, {"positions", std::to_string(r.count)}});
+  }
+  if (args.json) {
+    std::cout << nlohmann::json{{"task", task->name()}, {"sequences", batch.batch}, {"positions", r.count},
+                                {"loss", r.loss}, {"accuracy", r.accuracy}}
+                     .dump()
+              << '\n';
+  } else {
+    std::printf("%s: %lld sequences, %lld target positions\nloss %.6f  accuracy %.2f%%\n", task->name().c_str(),
+                static_cast<long long>(batch.batch), static_cast<long long>(r.count), r.loss, 100 * r.accuracy);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_eval(CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  app.add_option("checkpoint", args->checkpoint, "a checkpoint.safetensors (or a run folder)")->required();
+  app.add_option("--task", args->task, "evaluate on this task (default: the checkpoint's)");
+  app.add_option("--data", args->data, "evaluate on every sequence of this JSONL file");
+  app.add_option("--batch", args->batch, "sequences sampled from the task (default: the run's eval batch)");
+  app.add_option("--seed", args->seed, "seed of the sampled batch (default: the run's)")
+      ->each([args](const std::string&) { args->seed_given = true; });
+  app.add_option("--threads", args->threads, "threads (0: all cores)");
+  app.add_option("--dump-logits", args->dump_logits, "write the logits [N, T, C] (and tokens, targets) as safetensors");
+  app.add_option("--dump-grads", args->dump_grads,
+                 "write d(mean loss)/d(parameter) for every parameter, under the parameter names, as safetensors");
+  app.add_flag("--json", args->json, "print one JSON object");
+  return [args] {
+    EvalArgs a = *args;
+    if (std::filesystem::is_directory(a.checkpoint)) a.checkpoint += "/checkpoint.safetensors";
+    return run_eval(a);
+  };
+}
+
+}  // namespace headlab::cli

@@ -1,0 +1,41 @@
+// `headlab gradcheck`: the float64 finite-difference check of every op and
+// layer, as a table; exit status 1 if any fails.
+#include <cstdio>
+
+#include "autograd/gradcheck.h"
+#include "layers/gradcheck_cases.h"
+#include "train/cli/cli.h"
+#include "train/errors.h"
+
+namespace headlab::cli {
+
+Command add_gradcheck(CLI::App& app) {
+  auto filter = std::make_shared<std::string>();
+  app.add_option("--filter", *filter, "only the checks whose name contains this text");
+  return [filter] {
+    std::vector<autograd::GradcheckCase> cases = autograd::op_gradcheck_cases();
+    for (const auto& c : layers::layers_gradcheck_cases()) cases.push_back(c);
+    int failed = 0, run = 0;
+    std::printf("%-44s %12s %12s  %s\n", "check", "max abs err", "max rel err", "result");
+    for (const auto& c : cases) {
+      if (!filter->empty() && c.name.find(*filter) == std::string::npos) continue;
+      ++run;
+      autograd::GradcheckResult r;
+      try {
+        r = c.run();
+      } catch (const std::exception& e) {
+        r.ok = false;
+        r.message = e.what();
+      }
+      failed += !r.ok;
+      std::printf("%-44s %12.3e %12.3e  %s\n", c.name.c_str(), r.max_abs_err, r.max_rel_err, r.ok ? "pass" : "FAIL");
+      if (!r.ok && !r.message.empty()) std::printf("    %s\n", r.message.c_str());
+    }
+    if (run == 0) throw train::UsageError("--filter '" + *filter + "' matches no check");
+    std::printf("\n%d checks, %d passed, %d failed (float64, eps 1e-6, atol 1e-5, rtol 1e-3)\n", run, run - failed,
+                failed);
+    return failed ? 1 : 0;
+  };
+}
+
+}  // namespace headlab::cli

@@ -1,0 +1,23 @@
+// `headlab tasks`: the synthetic tasks, their definitions and expected heads.
+#include <iostream>
+
+#include "train/cli/cli.h"
+#include "train/tasks.h"
+
+namespace headlab::cli {
+
+Command add_tasks(CLI::App& app) {
+  app.footer("Train one with: headlab train --task NAME");
+  return [] {
+    for (const train::TaskInfo& t : train::task_catalog()) {
+      std::cout << t.name << "  (default --vocab " << t.default_vocab << " --seq-len " << t.default_seq_len << ")\n"
+                << "  " << t.definition << "\n"
+                << "  expected heads: " << t.expected_heads << "\n\n";
+    }
+    std::cout << "--data FILE.jsonl: your own sequences, one {\"tokens\": [...], \"targets\": [...]} per line\n"
+                 "  (targets optional: next-token prediction); needs --vocab and --seq-len.\n";
+    return 0;
+  };
+}
+
+}  // namespace headlab::cli

@@ -1,0 +1,107 @@
+// `headlab train`: a new run, a resumed one (--resume DIR) or one started
+// from given weights (--init CHECKPOINT).
+#include <filesystem>
+#include <iostream>
+
+#include "core/threads.h"
+#include "train/checkpoint.h"
+#include "train/cli/cli.h"
+#include "train/cli/logging.h"
+#include "train/errors.h"
+#include "train/signals.h"
+#include "train/trainer.h"
+
+namespace headlab::cli {
+namespace {
+
+struct TrainArgs {
+  std::string config_file, out, resume, init;
+  bool force = false;
+};
+
+// Flags a resumed run may change: how long and how it reports, never what it trains.
+const std::vector<std::string> kResumeFlags = {"steps", "threads", "log-every", "analyze-every", "checkpoint-every"};
+
+int run_train(const TrainArgs& args, const ConfigFlags& flags) {
+  train::RunFolder folder;
+  std::unique_ptr<train::Session> session;
+  int64_t target = 0;
+  if (!args.resume.empty()) {
+    if (!args.out.empty() || !args.init.empty() || !args.config_file.empty() || args.force)
+      throw train::UsageError("--resume continues a run in its own folder: it takes no --out, --init, --config or --force");
+    for (const std::string& flag : flags.given())
+      if (std::find(kResumeFlags.begin(), kResumeFlags.end(), flag) == kResumeFlags.end())
+        throw train::UsageError("--" + flag + " cannot change when resuming (the run's config.json fixes it); "
+                                "only --steps, --threads, --log-every, --analyze-every and --checkpoint-every can");
+    folder = train::open_run_folder(args.resume);
+    train::Checkpoint ck = train::read_checkpoint(folder.checkpoint());
+    flags.apply(ck.info.config);
+    ck.info.config.validate();
+    core::set_num_threads(ck.info.config.threads);
+    session = std::make_unique<train::Session>(ck);
+    target = session->config().steps;
+    if (target < session->steps_done())
+      throw train::UsageError("--steps " + std::to_string(target) + " is below the " +
+                              std::to_string(session->steps_done()) + " steps the run has already done");
+  } else {
+    train::TrainConfig config;
+    if (!args.config_file.empty()) apply_config_file(config, args.config_file);
+    flags.apply(config);
+    config.validate();
+    core::set_num_threads(config.threads);
+    session = std::make_unique<train::Session>(config);  // validates the task and model before anything is written
+    if (!args.init.empty()) {
+      const train::Checkpoint ck = train::read_checkpoint(args.init);
+      train::load_weights(session->model(), ck.file, "--init " + args.init);
+    }
+    target = config.steps;
+    folder = train::create_run_folder(args.out.empty() ? train::default_run_dir(config.data.empty() ? config.task : "data")
+                                                       : args.out,
+                                      args.force);
+    train::write_file_atomic(folder.config(), train::to_json(config).dump(2) + "\n");
+  }
+
+  auto log = make_run_logger(folder.log(), stdout_is_terminal());
+  const train::TrainConfig& config = session->config();
+  const auto& m = session->model().options();
+  log->info("{} {} in {}: {} layer(s), {} heads, d_model {}, d_k {}, {} parameters, {} thread(s)",
+            args.resume.empty() ? "training" : "resuming", session->task().name(), folder.dir, m.layers(), m.heads(),
+            m.d_model(), m.d_k(), session->model().num_parameters(), core::num_threads());
+  log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, config.batch, m.max_seq_len(),
+            config.optimizer, config.lr, config.seed);
+
+  train::TrainerOptions options;
+  options.target_steps = target;
+  options.progress_bar = stderr_is_terminal();
+  options.color = stdout_is_terminal();
+  train::Trainer trainer(*session, folder, log, options);
+  train::install_stop_handlers();
+  int status = 0;
+  try {
+    status = trainer.run();
+  } catch (const std::exception& e) {
+    log->error("{}; the last checkpoint ({}) is kept", e.what(), folder.checkpoint());
+    throw;
+  }
+  if (status == 0) trainer.finish_report();
+  return status;
+}
+
+}  // namespace
+
+Command add_train(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  app.add_option("--config", args->config_file, "a JSON file of settings; keys are the flag names (\"d-model\": 64)")
+      ->check(CLI::ExistingFile);
+  auto flags = std::make_shared<ConfigFlags>(app);
+  app.add_option("--out", args->out, "the run folder (default: a fresh folder under runs/)");
+  app.add_flag("--force", args->force, "overwrite the run files in an existing --out folder");
+  app.add_option("--resume", args->resume, "continue the run in this folder (to --steps, by default its own target)");
+  app.add_option("--init", args->init, "start from this checkpoint's weights");
+  app.footer(
+      "With no flags: the default demo (first-prev-pair, vocabulary 8, 6 tokens, 1 layer, 2 heads,\n"
+      "d_model 64), which should give one previous-token head and one first-token head.");
+  return [args, flags] { return run_train(*args, *flags); };
+}
+
+}  // namespace headlab::cli

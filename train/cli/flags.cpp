@@ -1,0 +1,60 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "train/cli/cli.h"
+#include "train/errors.h"
+
+namespace headlab::cli {
+
+ConfigFlags::ConfigFlags(CLI::App& app, std::vector<std::string> only)
+    : app_(app), values_(std::make_shared<train::TrainConfig>()) {
+  train::TrainConfig::visit_fields(*values_, [&](const char* name, auto& field, const char* help) {
+    if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) return;
+    names_.emplace_back(name);
+    const std::string flag = "--" + std::string(name);
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
+      app.add_flag(flag, field, help);
+    } else {
+      app.add_option(flag, field, help)->default_val(field);
+    }
+  });
+}
+
+std::vector<std::string> ConfigFlags::given() const {
+  std::vector<std::string> out;
+  for (const std::string& name : names_)
+    if (app_.get_option("--" + name)->count() > 0) out.push_back(name);
+  return out;
+}
+
+void ConfigFlags::apply(train::TrainConfig& config) const {
+  const std::vector<std::string> flags = given();
+  const train::TrainConfig& src = *values_;
+  // Copy field by field: visit both configs in lockstep.
+  train::TrainConfig::visit_fields(config, [&](const char* name, auto& dst, const char*) {
+    if (std::find(flags.begin(), flags.end(), name) == flags.end()) return;
+    train::TrainConfig::visit_fields(src, [&](const char* other, const auto& value, const char*) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(dst)>, std::decay_t<decltype(value)>>)
+        if (std::string(other) == name) dst = value;
+    });
+  });
+}
+
+void apply_config_file(train::TrainConfig& config, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw train::UsageError("--config " + path + ": cannot read the file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw train::UsageError("--config " + path + ": invalid JSON (" + e.what() + ")");
+  }
+  train::apply_json(config, j, "--config " + path);
+}
+
+bool stdout_is_terminal() { return isatty(STDOUT_FILENO) != 0; }
+bool stderr_is_terminal() { return isatty(STDERR_FILENO) != 0; }
+
+}  // namespace headlab::cli

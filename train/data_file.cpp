@@ -1,0 +1,218 @@
+#include "train/data_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+
+#include "train/errors.h"
+
+namespace headlab::train {
+namespace {
+
+using nlohmann::json;
+
+// The integer a JSON value holds, or nothing if it is not an integer (floats,
+// strings, booleans...). Unsigned values beyond int64 saturate: they are out of
+// any vocab anyway, and messages quote the JSON text, not this number.
+std::optional<int64_t> integer_of(const json& value) {
+  if (value.is_number_unsigned()) {
+    const auto u = value.get<uint64_t>();
+    return u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                          : static_cast<int64_t>(u);
+  }
+  if (value.is_number_integer()) return value.get<int64_t>();
+  return std::nullopt;
+}
+
+// nlohmann's messages start with "[json.exception.parse_error.101] " and count
+// lines within the one line it was given; the user needs the rest, and the
+// file's line number comes from us.
+std::string parse_problem(const std::string& what) {
+  std::string text = what;
+  const auto close = text.find("] ");
+  if (text.starts_with("[json.exception.") && close != std::string::npos) text = text.substr(close + 2);
+  const std::string inner_line = "at line 1, column";
+  if (const auto at = text.find(inner_line); at != std::string::npos) text.replace(at, inner_line.size(), "at column");
+  return text;
+}
+
+bool is_blank(const std::string& line) { return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos; }
+
+}  // namespace
+
+DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle)
+    : path_(std::move(path)), vocab_(vocab), num_classes_(num_classes), seq_len_(seq_len), shuffle_(shuffle) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (vocab < 1 || vocab > kMax || num_classes < 1 || num_classes > kMax || seq_len < 1) {
+    throw std::invalid_argument("DataFile: vocab " + std::to_string(vocab) + ", num_classes " +
+                                std::to_string(num_classes) + " and seq_len " + std::to_string(seq_len) +
+                                " must be positive (vocab and num_classes at most 2^31-1)");
+  }
+  std::error_code error;
+  if (std::filesystem::is_directory(path_, error)) {
+    throw UsageError("cannot read data file '" + path_ + "': it is a directory");
+  }
+  std::ifstream in(path_);
+  if (!in) throw UsageError("cannot read data file '" + path_ + "': " + std::strerror(errno));
+
+  std::string line;
+  int64_t line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (!is_blank(line)) parse_line(line, line_number);
+  }
+  if (in.bad())
+    throw UsageError("cannot read data file '" + path_ + "': read error after line " + std::to_string(line_number));
+  if (sequences_.empty()) {
+    throw UsageError(path_ + ": no sequences (the file is empty or holds only blank lines)");
+  }
+  const bool any_target = std::any_of(sequences_.begin(), sequences_.end(), [](const Sequence& s) {
+    return std::any_of(s.targets.begin(), s.targets.end(), [](int32_t t) { return t >= 0; });
+  });
+  if (!any_target) {
+    throw UsageError(path_ +
+                     ": no position has a target (all targets are -1, or every sequence is a single "
+                     "token without \"targets\"), so there is nothing to learn or score");
+  }
+  position_.next = size();  // the first sample() starts the first epoch
+}
+
+void DataFile::parse_line(const std::string& line, int64_t line_number) {
+  const std::string where = path_ + ":" + std::to_string(line_number) + ": ";
+  json object;
+  try {
+    object = json::parse(line);
+  } catch (const json::parse_error& e) {
+    throw UsageError(where + "invalid JSON: " + parse_problem(e.what()));
+  }
+  if (!object.is_object()) {
+    throw UsageError(where + "expected a JSON object {\"tokens\": [...]}, got " + std::string(object.type_name()));
+  }
+  for (const auto& item : object.items()) {
+    if (item.key() != "tokens" && item.key() != "targets") {
+      throw UsageError(where + "unknown key \"" + item.key() + "\" (expected \"tokens\" and optionally \"targets\")");
+    }
+  }
+  const auto tokens = object.find("tokens");
+  if (tokens == object.end()) throw UsageError(where + "missing \"tokens\"");
+  if (!tokens->is_array()) throw UsageError(where + "\"tokens\" must be an array of integers");
+  if (tokens->empty()) throw UsageError(where + "\"tokens\" is empty");
+  const auto length = static_cast<int64_t>(tokens->size());
+  if (length > seq_len_) {
+    throw UsageError(where + std::to_string(length) + " tokens, longer than the model's seq-len " +
+                     std::to_string(seq_len_));
+  }
+
+  Sequence sequence;
+  for (std::size_t i = 0; i < tokens->size(); ++i) {
+    const json& value = (*tokens)[i];
+    const auto token = integer_of(value);
+    const std::string what = "token " + value.dump() + " (tokens[" + std::to_string(i) + "])";
+    if (!token) throw UsageError(where + what + " is not an integer");
+    if (*token < 0 || *token >= vocab_) {
+      throw UsageError(where + what + " is out of the vocab: tokens must be in [0, " + std::to_string(vocab_) + ")");
+    }
+    sequence.tokens.push_back(static_cast<int32_t>(*token));
+  }
+
+  const auto check_target = [&](int64_t target, const std::string& what) {
+    if (target < -1 || target >= num_classes_) {
+      throw UsageError(where + what + " is out of range: targets must be -1 (none) or in [0, " +
+                       std::to_string(num_classes_) + ")");
+    }
+  };
+  const auto targets = object.find("targets");
+  if (targets == object.end()) {
+    // Next-token targets; the last position has no next token.
+    for (std::size_t i = 0; i + 1 < sequence.tokens.size(); ++i) {
+      check_target(sequence.tokens[i + 1], "next-token target " + std::to_string(sequence.tokens[i + 1]) + " (tokens[" +
+                                               std::to_string(i + 1) + "])");
+      sequence.targets.push_back(sequence.tokens[i + 1]);
+    }
+    sequence.targets.push_back(-1);
+  } else {
+    if (!targets->is_array()) throw UsageError(where + "\"targets\" must be an array of integers");
+    if (targets->size() != tokens->size()) {
+      throw UsageError(where + std::to_string(targets->size()) + " targets for " + std::to_string(length) +
+                       " tokens: \"targets\" must be as long as \"tokens\"");
+    }
+    for (std::size_t i = 0; i < targets->size(); ++i) {
+      const json& value = (*targets)[i];
+      const auto target = integer_of(value);
+      const std::string what = "target " + value.dump() + " (targets[" + std::to_string(i) + "])";
+      if (!target) throw UsageError(where + what + " is not an integer");
+      check_target(*target, what);
+      sequence.targets.push_back(static_cast<int32_t>(*target));
+    }
+  }
+  sequences_.push_back(std::move(sequence));
+}
+
+void DataFile::fill_row(Batch& out, int64_t row, const Sequence& sequence) const {
+  const auto begin = static_cast<std::ptrdiff_t>(row * seq_len_);
+  std::copy(sequence.tokens.begin(), sequence.tokens.end(), out.tokens.begin() + begin);
+  std::copy(sequence.targets.begin(), sequence.targets.end(), out.targets.begin() + begin);
+}
+
+Batch DataFile::rows(int64_t first, int64_t count) const {
+  if (first < 0 || count < 1 || count > size() - first) {
+    throw std::invalid_argument("DataFile::rows: rows [" + std::to_string(first) + ", " +
+                                std::to_string(first + count) + ") are not a non-empty range within the " +
+                                std::to_string(size()) + " sequences of " + path_);
+  }
+  const auto n = static_cast<std::size_t>(count * seq_len_);
+  Batch out{count, seq_len_, std::vector<int32_t>(n, 0), std::vector<int32_t>(n, -1)};
+  for (int64_t row = 0; row < count; ++row) fill_row(out, row, sequences_[static_cast<std::size_t>(first + row)]);
+  return out;
+}
+
+Batch DataFile::sample(int64_t batch, core::Generator& gen) {
+  if (batch < 1 || batch > std::numeric_limits<int32_t>::max() / seq_len_) {
+    throw std::invalid_argument("DataFile::sample: batch " + std::to_string(batch) + " must be in [1, " +
+                                std::to_string(std::numeric_limits<int32_t>::max() / seq_len_) + "] at seq-len " +
+                                std::to_string(seq_len_));
+  }
+  const auto n = static_cast<std::size_t>(batch * seq_len_);
+  Batch out{batch, seq_len_, std::vector<int32_t>(n, 0), std::vector<int32_t>(n, -1)};
+  for (int64_t row = 0; row < batch; ++row) {
+    if (position_.next == size()) {
+      const uint64_t seed = shuffle_ ? gen.next_u64() : 0;
+      start_epoch(seed);
+      position_ = {seed, 0};
+    }
+    const int64_t index = order_[static_cast<std::size_t>(position_.next++)];
+    fill_row(out, row, sequences_[static_cast<std::size_t>(index)]);
+  }
+  return out;
+}
+
+void DataFile::start_epoch(uint64_t epoch_seed) {
+  order_.resize(sequences_.size());
+  std::iota(order_.begin(), order_.end(), int64_t{0});
+  if (!shuffle_) return;
+  // A generator of its own, so that a checkpoint needs only the seed to rebuild
+  // the epoch's permutation (Fisher-Yates).
+  core::Generator epoch(epoch_seed);
+  for (std::size_t i = order_.size() - 1; i > 0; --i) {
+    std::swap(order_[i], order_[static_cast<std::size_t>(epoch.integer(0, static_cast<int64_t>(i) + 1))]);
+  }
+}
+
+void DataFile::set_position(const Position& position) {
+  if (position.next < 0 || position.next > size()) {
+    throw std::invalid_argument("DataFile::set_position: next " + std::to_string(position.next) + " is out of [0, " +
+                                std::to_string(size()) + "] for " + path_);
+  }
+  start_epoch(position.epoch_seed);
+  position_ = position;
+}
+
+}  // namespace headlab::train

@@ -1,0 +1,75 @@
+// DataFile: a Task that serves sequences read from a JSONL file (`--data`).
+//
+// Format: one JSON object per line, {"tokens": [...], "targets": [...]}.
+//   - "tokens": a non-empty array of integers in [0, vocab), at most seq-len long.
+//   - "targets" (optional): an array of the same length, each -1 (no target) or
+//     in [0, num_classes). Without it the targets are next-token: target[i] =
+//     tokens[i+1], and the last position has none (-1).
+//   - No other keys (a misspelt "target" would otherwise silently mean
+//     next-token). Blank lines are skipped.
+// Every problem is a UsageError naming FILE:LINE and what is wrong.
+//
+// Batches: sequences in file order, wrapping around after the last one; with
+// shuffle, each epoch is a fresh permutation drawn from the generator passed to
+// sample(). Every row is padded to the model's seq-len with token 0 and target -1,
+// so the padding never counts in the loss; under causal attention it cannot
+// change the real positions either (it only comes after them).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
+#include "train/tasks.h"
+
+namespace headlab::train {
+
+class DataFile final : public Task {
+ public:
+  // vocab, num_classes and seq_len are the model's. Reads and checks the whole
+  // file; throws UsageError on any problem.
+  DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle = false);
+
+  std::string name() const override { return "data:" + path_; }
+  int64_t vocab() const override { return vocab_; }
+  int64_t num_classes() const override { return num_classes_; }
+  int64_t seq_len() const override { return seq_len_; }
+
+  // The next `batch` sequences of the epoch order (wrapping into the next epoch).
+  // Draws from gen only at the start of each epoch, and only when shuffling.
+  Batch sample(int64_t batch, core::Generator& gen) override;
+
+  int64_t size() const { return static_cast<int64_t>(sequences_.size()); }
+  // Sequences [first, first + count) in file order, without touching the epoch
+  // position: for evaluation over the whole file.
+  Batch rows(int64_t first, int64_t count) const;
+
+  // Where sample() is in the stream, for checkpoints: with the generator's state
+  // it makes the next batches exactly reproducible. The epoch's permutation is
+  // regenerated from epoch_seed.
+  struct Position {
+    uint64_t epoch_seed = 0;  // seeds the current epoch's shuffle (unused without shuffle)
+    int64_t next = 0;         // index into the epoch order; size() = epoch finished
+  };
+  Position position() const { return position_; }
+  void set_position(const Position& position);  // throws std::invalid_argument if next is out of [0, size()]
+
+ private:
+  struct Sequence {
+    std::vector<int32_t> tokens, targets;
+  };
+
+  void parse_line(const std::string& line, int64_t line_number);
+  void fill_row(Batch& out, int64_t row, const Sequence& sequence) const;
+  void start_epoch(uint64_t epoch_seed);
+
+  std::string path_;
+  int64_t vocab_, num_classes_, seq_len_;
+  bool shuffle_;
+  std::vector<Sequence> sequences_;
+  std::vector<int64_t> order_;  // the current epoch's order of sequences_
+  Position position_;
+};
+
+}  // namespace headlab::train

@@ -1,0 +1,13 @@
+// The CLI's two kinds of failure: a usage error (bad flag, value, file or
+// option; exit status 2) and everything else (exit status 1).
+#pragma once
+
+#include <stdexcept>
+
+namespace headlab::train {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace headlab::train

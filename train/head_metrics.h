@@ -1,0 +1,61 @@
+// Per-head attention scores (DESIGN section 6; formulas in docs/head-metrics.md).
+//
+// Pure functions over attention probabilities: one layer's A is a tensor
+// [B, h, T, T] (f32 or f64) whose rows sum to 1 over keys. Causal models have
+// zeros above the diagonal (query q sees keys 0..q); bidirectional ones see all
+// T keys. Nothing here reads or changes a model or its cached attention.
+//
+// Every batch score is the mean of the per-example scores, so a batch of one
+// example gives that example's score and a batch's score is the mean over its
+// examples (induction and duplicate-token: the mean over the examples where the
+// score exists).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace headlab::train {
+
+struct HeadScores {
+  double previous_token = 0;  // mean over q >= 2 of A[q, q-1]
+  double first_token = 0;     // mean over q >= 2 of A[q, 0]
+  double self = 0;            // mean over q >= 2 of A[q, q]
+  // Over the queries q with an earlier copy of their token at some j <= q - 3
+  // (nearer copies are left out: their keys j, j + 1 would be the previous
+  // token or q itself). Absent when no query has one, or no tokens are given.
+  std::optional<double> induction;        // mean over such q of sum_j A[q, j+1]
+  std::optional<double> duplicate_token;  // mean over such q of sum_j A[q, j]
+  double entropy = 0;   // mean over q with >= 2 visible keys of H(A[q,:]) / log(keys)
+  double distance = 0;  // mean over all q of sum_k A[q, k] |q - k|, in positions
+};
+
+// Checks that `attn` is one layer's attention [B, h, T, T] with T >= 3 and
+// rows that are probabilities (non-negative, sum 1 within 1e-3; causal: zero
+// above the diagonal within 1e-6), and that `tokens` is empty or has B*T
+// entries. Throws std::invalid_argument naming `op` and what is wrong.
+void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal, const char* op);
+
+// Scores of every head of one layer over the batch: result[head].
+// tokens: row-major [B, T], or empty (then induction/duplicate are absent).
+std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal);
+
+// Scores of every head on example `b` alone: result[head].
+std::vector<HeadScores> example_head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
+                                            int64_t b);
+
+// Jensen-Shannon divergence in bits (base-2 logs), so 0 for equal rows and 1
+// for rows with disjoint support. p and q are probability rows of equal length.
+double js_divergence(std::span<const double> p, std::span<const double> q);
+
+// The head-to-head distance matrix over all heads of all layers, in the order
+// (layer 0 head 0, layer 0 head 1, ..., layer 1 head 0, ...): entry (a, b) is
+// the mean JS divergence (bits) between heads a and b over the same (example,
+// query) pairs, queries q >= 1 when causal (row 0 is forced to [1, 0, ...]) and
+// all queries when bidirectional. Every layer must have the same B and T.
+std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tensor>& layers, bool causal);
+
+}  // namespace headlab::train

@@ -1,0 +1,267 @@
+#include "train/head_report_text.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace headlab::train {
+namespace {
+
+std::string fixed(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
+// Columns a UTF-8 string takes: one per code point (no wide characters here).
+int64_t columns(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string pad_right(const std::string& s, int64_t width) {
+  return s + std::string(static_cast<std::size_t>(std::max<int64_t>(0, width - columns(s))), ' ');
+}
+std::string pad_left(const std::string& s, int64_t width) {
+  return std::string(static_cast<std::size_t>(std::max<int64_t>(0, width - columns(s))), ' ') + s;
+}
+
+// Printable and at most `width` columns: control characters become '?', a
+// longer label is cut with '…'.
+std::string sanitize(const std::string& s, int64_t width) {
+  std::string clean;
+  for (unsigned char c : s) clean += (c < 0x20 || c == 0x7F) ? '?' : static_cast<char>(c);
+  if (columns(clean) <= width) return clean;
+  std::string cut;
+  int64_t n = 0;
+  for (unsigned char c : clean) {
+    const bool starts = (c & 0xC0) != 0x80;
+    if (starts && ++n > width - 1) break;
+    cut += static_cast<char>(c);
+  }
+  return cut + "…";
+}
+
+// The code points of a UTF-8 string, one string each.
+std::vector<std::string> code_points(const std::string& s) {
+  std::vector<std::string> out;
+  for (char c : s) {
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80 || out.empty()) out.emplace_back();
+    out.back() += c;
+  }
+  return out;
+}
+
+std::string short_name(Label l) {
+  switch (l) {
+    case Label::previous_token: return "prev";
+    case Label::first_token: return "first";
+    case Label::induction: return "ind";
+    case Label::duplicate_token: return "dup";
+    default: return label_name(l);
+  }
+}
+
+// ANSI SGR code of a label's colour: patterns in colour, the rest grey.
+const char* label_colour(Label l) {
+  switch (l) {
+    case Label::previous_token: return "38;5;75";
+    case Label::first_token: return "38;5;215";
+    case Label::self: return "38;5;114";
+    case Label::induction: return "38;5;177";
+    case Label::duplicate_token: return "38;5;80";
+    case Label::sink: return "38;5;179";
+    default: return "38;5;245";
+  }
+}
+
+std::string paint(const std::string& s, const char* sgr, bool color) {
+  return color ? "\x1b[" + std::string(sgr) + "m" + s + "\x1b[0m" : s;
+}
+
+// "previous-token 0.95", "mixed (prev 0.41)", "diffuse (H 0.93)".
+std::string label_with_score(const HeadAnalysis& h) {
+  const PatternScore top = ranked_patterns(h.scores)[0];
+  if (h.label == Label::diffuse) return "diffuse (H " + fixed(h.scores.entropy, 2) + ")";
+  if (h.label == Label::mixed) return "mixed (" + short_name(top.pattern) + " " + fixed(top.score, 2) + ")";
+  return label_name(h.label) + " " + fixed(top.score, 2);
+}
+
+constexpr const char* kShades[] = {"·", "░", "▒", "▓", "█"};
+
+int shade_level(double p) {
+  if (p < 0.05) return 0;
+  if (p < 0.25) return 1;
+  if (p < 0.5) return 2;
+  if (p < 0.75) return 3;
+  return 4;
+}
+
+// A 256-colour blue ramp from dark (level 0) to bright (level 4).
+constexpr const char* kShadeColours[] = {"38;5;238", "38;5;24", "38;5;31", "38;5;39", "38;5;81"};
+
+// The heatmap's lines; every line has the same number of columns.
+std::vector<std::string> heatmap_lines(const RunAnalysis& run, int64_t layer, int64_t head,
+                                       const TextOptions& options) {
+  const HeadAnalysis& h = run.at(layer, head);
+  const AttentionExample& ex = run.example;
+  const int64_t len = ex.length();
+  const auto& maps = ex.attention;
+  if (static_cast<std::size_t>(layer) >= maps.size() || static_cast<std::size_t>(head) >= maps[layer].size() ||
+      static_cast<int64_t>(maps[layer][head].size()) != len * len)
+    throw std::invalid_argument("attention_heatmap: the example has no " + std::to_string(len) + "x" +
+                                std::to_string(len) + " map for " + head_name(layer, head));
+  const std::vector<double>& a = maps[layer][head];
+  const int64_t shown = std::min(len, std::max<int64_t>(1, options.max_positions));
+  constexpr int64_t kRowLabel = 9;  // "pos label " before the cells
+
+  std::vector<std::string> lines;
+  lines.push_back(paint(head_name(layer, head), "1", options.color) + " " +
+                  paint(label_with_score(h), label_colour(h.label), options.color));
+  // Key labels run downwards, one character per line, so that each fits its
+  // two-column cell: "12" over "13" stays readable where "1213" would not.
+  std::vector<std::vector<std::string>> keys;
+  std::size_t depth = 1;
+  for (int64_t k = 0; k < shown; ++k) {
+    keys.push_back(code_points(sanitize(ex.token_label(k), 3)));
+    depth = std::max(depth, keys.back().size());
+  }
+  for (std::size_t i = 0; i < depth; ++i) {
+    std::string header(kRowLabel, ' ');
+    for (const auto& key : keys) header += pad_right(i < key.size() ? key[i] : "", 2);
+    lines.push_back(header);
+  }
+  for (int64_t q = 0; q < shown; ++q) {
+    std::string row = pad_left(std::to_string(q), 3) + " " + pad_right(sanitize(ex.token_label(q), 4), 4) + " ";
+    for (int64_t k = 0; k < shown; ++k) {
+      if (run.causal && k > q) {
+        row += "  ";
+        continue;
+      }
+      const int level = shade_level(a[static_cast<std::size_t>(q * len + k)]);
+      const std::string cell = level == 0 ? std::string(kShades[0]) + " " : std::string(kShades[level]) + kShades[level];
+      row += paint(cell, kShadeColours[level], options.color);
+    }
+    lines.push_back(row);
+  }
+  if (shown < len) lines.push_back("(first " + std::to_string(shown) + " of " + std::to_string(len) + " positions)");
+  // Equal widths so that heatmaps can sit side by side (colour codes take no columns).
+  const int64_t width = std::max<int64_t>(kRowLabel + 2 * shown, 24);
+  for (std::string& l : lines) {
+    std::string plain;
+    bool in_escape = false;
+    for (char c : l) {
+      if (c == '\x1b') in_escape = true;
+      if (!in_escape) plain += c;
+      if (in_escape && c == 'm') in_escape = false;
+    }
+    l += std::string(static_cast<std::size_t>(std::max<int64_t>(0, width - columns(plain))), ' ');
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::string layer_summary(const RunAnalysis& run, int64_t layer) {
+  std::string line;
+  for (int64_t h = 0; h < run.num_heads; ++h)
+    line += (h ? " | " : "") + head_name(layer, h) + " " + label_with_score(run.at(layer, h));
+  if (const auto js = layer_mean_js(run, layer)) line += " | JS " + fixed(*js, 2);
+  return line;
+}
+
+std::string verdict_text(const RunAnalysis& run, const TextOptions& options) {
+  std::string out = run.verdict.specialized ? paint("Verdict: heads specialized", "1;32", options.color)
+                                            : paint("Verdict: heads did not specialize", "1;31", options.color);
+  if (run.loss || run.accuracy) {
+    out += "  (";
+    if (run.loss) out += "loss " + fixed(*run.loss, 4);
+    if (run.loss && run.accuracy) out += ", ";
+    if (run.accuracy) out += "accuracy " + fixed(100.0 * *run.accuracy, 1) + "%";
+    out += ")";
+  }
+  out += "\n";
+  for (const std::string& r : run.verdict.reasons) out += "  - " + r + "\n";
+  return out;
+}
+
+std::string head_table(const RunAnalysis& run, const TextOptions& options) {
+  const std::vector<std::pair<std::string, int64_t>> cols = {
+      {"layer", 5}, {"head", 4},    {"label", 15},    {"top scores", 22},
+      {"entropy", 7}, {"distance", 8}, {"ablation Δacc", 13}, {"importance", 10}};
+  std::ostringstream out;
+  std::string header, rule;
+  for (std::size_t i = 0; i < cols.size(); ++i) {
+    const bool left = i == 2 || i == 3;
+    header += (i ? "  " : "") + (left ? pad_right(cols[i].first, cols[i].second) : pad_left(cols[i].first, cols[i].second));
+    rule += (i ? "  " : "") + std::string(static_cast<std::size_t>(cols[i].second), '-');
+  }
+  out << paint(header, "1", options.color) << "\n" << rule << "\n";
+  for (const HeadAnalysis& h : run.heads) {
+    const std::vector<PatternScore> ranked = ranked_patterns(h.scores);
+    std::string top;
+    for (std::size_t i = 0; i < std::min<std::size_t>(2, ranked.size()); ++i)
+      top += (i ? "  " : "") + short_name(ranked[i].pattern) + " " + fixed(ranked[i].score, 2);
+    const std::string abl = h.ablation_delta_acc ? fixed(100.0 * *h.ablation_delta_acc, 1) + " pts" : "-";
+    const std::string imp = h.importance ? fixed(*h.importance, 4) : "-";
+    out << pad_left(std::to_string(h.layer), 5) << "  " << pad_left(std::to_string(h.head), 4) << "  "
+        << paint(pad_right(label_name(h.label), 15), label_colour(h.label), options.color) << "  "
+        << pad_right(top, 22) << "  " << pad_left(fixed(h.scores.entropy, 2), 7) << "  "
+        << pad_left(fixed(h.scores.distance, 2), 8) << "  " << pad_left(abl, 13) << "  " << pad_left(imp, 10) << "\n";
+  }
+  return out.str();
+}
+
+std::string attention_heatmap(const RunAnalysis& run, int64_t layer, int64_t head, const TextOptions& options) {
+  std::string out;
+  for (const std::string& l : heatmap_lines(run, layer, head, options)) {
+    std::string trimmed = l;
+    trimmed.erase(trimmed.find_last_not_of(' ') + 1);
+    out += trimmed + "\n";
+  }
+  return out;
+}
+
+std::string attention_heatmaps(const RunAnalysis& run, const TextOptions& options) {
+  std::string out;
+  for (int64_t l = 0; l < run.num_layers; ++l) {
+    // Greedily fill rows of side-by-side heatmaps up to the width.
+    std::vector<std::vector<std::string>> row;
+    std::vector<int64_t> widths;  // each block's columns (its header line has no colour)
+    int64_t used = 0;
+    auto flush = [&] {
+      std::size_t height = 0;
+      for (const auto& b : row) height = std::max(height, b.size());
+      for (std::size_t i = 0; i < height; ++i) {
+        std::string line;
+        for (std::size_t b = 0; b < row.size(); ++b)
+          line += (b ? "    " : "") + (i < row[b].size() ? row[b][i] : std::string(static_cast<std::size_t>(widths[b]), ' '));
+        line.erase(line.find_last_not_of(' ') + 1);
+        out += line + "\n";
+      }
+      out += "\n";
+      row.clear();
+      widths.clear();
+      used = 0;
+    };
+    for (int64_t h = 0; h < run.num_heads; ++h) {
+      std::vector<std::string> block = heatmap_lines(run, l, h, options);
+      const int64_t w = columns(block[1]);
+      if (!row.empty() && used + 4 + w > options.width) flush();
+      used += (row.empty() ? 0 : 4) + w;
+      row.push_back(std::move(block));
+      widths.push_back(w);
+    }
+    if (!row.empty()) flush();
+  }
+  return out;
+}
+
+std::string text_report(const RunAnalysis& run, const TextOptions& options) {
+  return verdict_text(run, options) + "\n" + head_table(run, options) + "\n" + attention_heatmaps(run, options);
+}
+
+}  // namespace headlab::train

@@ -1,0 +1,152 @@
+#include "train/report_html.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "train/report_html_assets.h"
+
+namespace headlab::train {
+namespace {
+
+// The compact record's key of a pattern: "previous-token" -> "previous_token".
+std::string pattern_key(Label pattern) {
+  std::string key = label_name(pattern);
+  for (char& c : key)
+    if (c == '-') c = '_';
+  return key;
+}
+
+double round4(double v) { return std::round(v * 1e4) / 1e4; }
+
+// The example's attention cut to the first `n` positions and rounded, as
+// nested [layer][head][q][k] rows: the page does not need more.
+nlohmann::json example_maps(const AttentionExample& ex, int64_t n) {
+  const int64_t len = ex.length();
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& layer : ex.attention) {
+    nlohmann::json maps = nlohmann::json::array();
+    for (const std::vector<double>& map : layer) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (int64_t q = 0; q < n && (q + 1) * len <= static_cast<int64_t>(map.size()); ++q) {
+        nlohmann::json row = nlohmann::json::array();
+        for (int64_t k = 0; k < n; ++k) row.push_back(round4(map[static_cast<std::size_t>(q * len + k)]));
+        rows.push_back(std::move(row));
+      }
+      maps.push_back(std::move(rows));
+    }
+    layers.push_back(std::move(maps));
+  }
+  return layers;
+}
+
+// JSON that is safe inside <script type="application/json">: no '<', '>' or
+// '&' (so no "</script>" or "<!--"), invalid UTF-8 replaced instead of throwing.
+std::string script_json(const nlohmann::json& j) {
+  const std::string raw = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out;
+  out.reserve(raw.size());
+  for (char c : raw) {
+    if (c == '<')
+      out += "\\u003c";
+    else if (c == '>')
+      out += "\\u003e";
+    else if (c == '&')
+      out += "\\u0026";
+    else
+      out += c;
+  }
+  return out;
+}
+
+// What the page draws, in one document.
+nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::json>& history,
+                         const nlohmann::json& config, const ReportOptions& options) {
+  const int64_t shown = std::min<int64_t>(run.example.length(), std::max<int64_t>(1, options.max_positions));
+  nlohmann::json r = run;
+  r["example"]["attention"] = example_maps(run.example, shown);
+
+  nlohmann::json extra = nlohmann::json::array();
+  for (const HeadAnalysis& h : run.heads) {
+    const Label pattern = ranked_patterns(h.scores)[0].pattern;
+    const std::string name = head_name(h.layer, h.head);
+    const auto emerged = emergence_step(history, name, pattern_key(pattern), options.labels.score_threshold);
+    extra.push_back({{"name", name},
+                     {"pattern", pattern_key(pattern)},
+                     {"pattern_label", label_name(pattern)},
+                     {"emerged", emerged ? nlohmann::json(*emerged) : nlohmann::json()}});
+  }
+  const LabelOptions& l = options.labels;
+  return {{"title", options.title},
+          {"run", std::move(r)},
+          {"heads_extra", std::move(extra)},
+          {"history", history},
+          {"config", config.is_null() ? nlohmann::json::object() : config},
+          {"options",
+           {{"score_threshold", l.score_threshold},
+            {"margin", l.margin},
+            {"diffuse_entropy", l.diffuse_entropy},
+            {"sink_max_delta_loss", l.sink_max_delta_loss},
+            {"min_distinct_labels", l.min_distinct_labels},
+            {"min_js", l.min_js},
+            {"min_ablation_acc_drop", l.min_ablation_acc_drop},
+            {"max_positions", shown}}}};
+}
+
+}  // namespace
+
+std::string html_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
+                                      const std::string& pattern, double threshold) {
+  std::optional<int64_t> since;
+  for (const nlohmann::json& line : history) {
+    if (!line.is_object() || !line.contains("heads") || !line.contains("step")) continue;
+    const nlohmann::json& heads = line.at("heads");
+    if (!heads.is_object() || !heads.contains(head) || !heads.at(head).is_object()) continue;
+    const nlohmann::json& h = heads.at(head);
+    if (!h.contains(pattern) || !h.at(pattern).is_number() || !line.at("step").is_number()) continue;
+    if (h.at(pattern).get<double>() >= threshold) {
+      if (!since) since = line.at("step").get<int64_t>();
+    } else {
+      since.reset();
+    }
+  }
+  return since;
+}
+
+std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json>& history,
+                        const nlohmann::json& config, const ReportOptions& options) {
+  std::string html;
+  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  html += "<title>" + html_escape(options.title) + "</title>\n<style>\n";
+  html += kReportCss;
+  html += "</style>\n</head>\n<body>\n<main id=\"app\">\n<noscript><div class=\"noscript\">\n";
+  // Without JavaScript the page still states the verdict.
+  html += "<h1>" + html_escape(options.title) + "</h1>\n<p><strong>" +
+          std::string(run.verdict.specialized ? "Heads specialized" : "Heads did not specialize") +
+          "</strong></p>\n<ul>\n";
+  for (const std::string& reason : run.verdict.reasons) html += "<li>" + html_escape(reason) + "</li>\n";
+  html += "</ul>\n<p>The charts of this report are drawn by JavaScript.</p>\n</div></noscript>\n</main>\n";
+  html += "<script type=\"application/json\" id=\"headlab-data\">" +
+          script_json(page_data(run, history, config, options)) + "</script>\n<script>\n";
+  html += kReportJs;
+  html += "</script>\n</body>\n</html>\n";
+  return html;
+}
+
+}  // namespace headlab::train

@@ -1,0 +1,48 @@
+// report.html: one self-contained page (inline CSS, inline JS drawing inline
+// SVG, no fonts, scripts or images from anywhere) showing a run's head analysis:
+// the verdict, a layer-by-head grid of attention heatmaps on a real example
+// (hover for values, click for a large view), metric curves over training with
+// the step where each head's pattern emerged, the JS-divergence matrix and the
+// head table with ablation. Every chart can be saved as an SVG file.
+//
+// All data reach the page as one JSON document inside a <script
+// type="application/json"> whose '<', '>' and '&' are \u-escaped, and the page
+// builds its DOM with textContent, so no string from the run (token labels,
+// config values) is ever parsed as HTML.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train/head_labels.h"
+
+namespace headlab::train {
+
+struct ReportOptions {
+  std::string title = "headlab report";
+  LabelOptions labels;         // the thresholds the report draws and states
+  int64_t max_positions = 48;  // heatmaps show at most this many (the first) positions
+};
+
+// `history`: metrics.jsonl lines, e.g. {"step", "loss", "accuracy", "lr",
+// "heads": {"L0H0": {"label", "score", "previous_token", ...}}} (the "heads"
+// object is compact_json(...)["heads"]; lines without it just add to the loss
+// and accuracy curves). `config`: the run's config.json (shown as given).
+std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json>& history,
+                        const nlohmann::json& config, const ReportOptions& options = {});
+
+// The first logged step from which `head`'s score for `pattern` (a key of the
+// compact record, e.g. "previous_token") stays at or above `threshold` in every
+// later line that has it; absent if the last such line is below it.
+std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
+                                      const std::string& pattern, double threshold);
+
+// &, <, >, " and ' as character references, for text and attribute values.
+std::string html_escape(std::string_view text);
+
+}  // namespace headlab::train

@@ -1,0 +1,639 @@
+// The stylesheet and script of report.html (see report_html.h), kept apart
+// from the C++ that assembles the page. The script reads one JSON document
+// from <script id="headlab-data"> and builds the DOM with textContent and
+// setAttribute only, never innerHTML with data, so no run string becomes markup.
+#pragma once
+
+namespace headlab::train {
+
+inline constexpr const char* kReportCss = R"CSS(
+:root {
+  --bg: #f4f5f7; --card: #ffffff; --ink: #0f172a; --ink2: #334155; --muted: #64748b;
+  --line: #e2e8f0; --line2: #f1f5f9; --good: #15803d; --bad: #b91c1c;
+  --font: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Liberation Sans", Arial, sans-serif;
+  --mono: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace;
+}
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--ink); font: 14px/1.5 var(--font); }
+main { max-width: 1240px; margin: 0 auto; padding: 28px 28px 48px; }
+h1 { font-size: 25px; margin: 2px 0 0; letter-spacing: -0.015em; font-weight: 700; }
+h2 { font-size: 16px; margin: 0 0 2px; font-weight: 650; }
+.brand { color: var(--muted); font-size: 11px; text-transform: uppercase; letter-spacing: .1em; font-weight: 700; }
+.sub { color: var(--muted); margin: 0 0 14px; font-size: 13px; max-width: 860px; }
+.chips { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 10px; }
+.kv { background: #fff; border: 1px solid var(--line); border-radius: 999px; padding: 1px 10px; font-size: 12px; color: var(--muted); }
+.kv b { color: var(--ink); font-weight: 600; }
+section.card { background: var(--card); border: 1px solid var(--line); border-radius: 12px; padding: 20px 22px;
+  margin-top: 18px; box-shadow: 0 1px 2px rgba(15, 23, 42, .04); }
+.verdict { display: grid; grid-template-columns: minmax(0, 1fr) auto; gap: 24px; border-left: 6px solid var(--bad); }
+.verdict.good { border-left-color: var(--good); }
+.status { display: flex; align-items: center; gap: 10px; font-weight: 700; font-size: 21px; letter-spacing: -0.01em; }
+.status .badge { font-size: 11px; text-transform: uppercase; letter-spacing: .08em; color: #fff; background: var(--bad);
+  border-radius: 999px; padding: 2px 10px; }
+.verdict.good .status .badge { background: var(--good); }
+.headline { color: var(--ink2); margin: 4px 0 0; }
+.reasons { margin: 10px 0 0; padding-left: 18px; color: var(--ink2); font-size: 13px; }
+.reasons li { margin: 3px 0; }
+.stats { display: grid; grid-template-columns: repeat(2, minmax(110px, auto)); gap: 12px 28px; align-content: start; }
+.stat .v { font-size: 23px; font-weight: 650; font-variant-numeric: tabular-nums; line-height: 1.2; }
+.stat .k { font-size: 11px; color: var(--muted); text-transform: uppercase; letter-spacing: .06em; }
+.chip { display: inline-block; padding: 1px 9px; border-radius: 999px; font-size: 12px; font-weight: 600; color: #fff;
+  white-space: nowrap; line-height: 1.6; }
+.seq { display: flex; flex-wrap: wrap; gap: 4px; margin: 0 0 16px; }
+.tok { font-family: var(--mono); font-size: 12px; background: var(--line2); border: 1px solid var(--line); border-radius: 5px;
+  padding: 0 6px; white-space: pre; }
+.tok i { color: var(--muted); font-style: normal; font-size: 10px; margin-right: 5px; }
+.grid { display: grid; gap: 14px; align-items: start; }
+.colhead { font-size: 12px; color: var(--muted); font-weight: 600; text-align: center; }
+.rowhead { writing-mode: vertical-rl; transform: rotate(180deg); font-size: 12px; color: var(--muted); font-weight: 600;
+  text-align: center; align-self: center; }
+.head-card { border: 1px solid var(--line); border-radius: 10px; padding: 10px 12px 8px; cursor: zoom-in; background: #fff;
+  transition: box-shadow .15s, border-color .15s; min-width: 0; }
+.head-card:hover, .head-card:focus-visible { border-color: #94a3b8; box-shadow: 0 6px 18px rgba(15, 23, 42, .08); outline: none; }
+.head-top { display: flex; flex-wrap: wrap; align-items: center; gap: 4px 8px; margin-bottom: 6px; }
+.head-top .chip { max-width: 100%; overflow: hidden; text-overflow: ellipsis; }
+.hname { font-weight: 700; font-family: var(--mono); font-size: 13px; }
+.head-top .score { margin-left: auto; font-variant-numeric: tabular-nums; font-weight: 650; white-space: nowrap; }
+.head-foot { font-size: 12px; color: var(--muted); margin-top: 4px; font-variant-numeric: tabular-nums; }
+svg.heatmap { display: block; max-width: 100%; height: auto; margin: 0 auto; }
+.legend-inline { display: flex; gap: 10px; flex-wrap: wrap; font-size: 12px; color: var(--muted); align-items: center; margin-top: 12px; }
+.ramp { width: 140px; height: 10px; border-radius: 3px; border: 1px solid var(--line); }
+.charts { display: grid; grid-template-columns: 1fr 1fr; gap: 18px 26px; }
+.chart { min-width: 0; }
+.chart.wide { grid-column: 1 / -1; }
+.chart-head { display: flex; align-items: baseline; gap: 10px; }
+.chart-head h3 { font-size: 13px; margin: 0; font-weight: 650; }
+.chart-head .btn { margin-left: auto; }
+.chart svg { display: block; width: 100%; height: auto; }
+.caption { font-size: 12px; color: var(--muted); margin-top: 4px; }
+.row2 { display: grid; grid-template-columns: minmax(0, auto) minmax(260px, 1fr); gap: 28px; align-items: start; }
+.row2 svg { max-width: 100%; height: auto; }
+.pairs { font-size: 13px; color: var(--ink2); }
+.pairs ol { padding-left: 18px; margin: 6px 0; }
+.pairs li { margin: 2px 0; font-variant-numeric: tabular-nums; }
+.table-wrap { overflow-x: auto; }
+table.heads { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 13px; }
+table.heads th { text-align: right; font-size: 11px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted);
+  font-weight: 600; padding: 6px 8px; border-bottom: 1px solid var(--line); white-space: nowrap; }
+table.heads td { text-align: right; padding: 6px 8px; border-bottom: 1px solid var(--line2); white-space: nowrap; }
+table.heads th:nth-child(-n+2), table.heads td:nth-child(-n+2) { text-align: left; }
+table.heads tbody tr { cursor: zoom-in; }
+table.heads tbody tr:hover td { background: #f8fafc; }
+td.top { font-weight: 700; }
+.neg { color: var(--bad); }
+.muted { color: var(--muted); }
+.tip { position: fixed; pointer-events: none; z-index: 30; background: #0f172a; color: #e2e8f0; padding: 6px 10px;
+  border-radius: 7px; font-size: 12px; line-height: 1.45; box-shadow: 0 8px 24px rgba(0, 0, 0, .2); display: none;
+  max-width: 340px; font-variant-numeric: tabular-nums; white-space: pre; }
+.tip b { color: #fff; }
+.modal { position: fixed; inset: 0; background: rgba(15, 23, 42, .55); display: flex; align-items: center;
+  justify-content: center; z-index: 20; padding: 24px; }
+.panel { background: #fff; border-radius: 14px; max-width: 1120px; width: 100%; max-height: 100%; overflow: auto;
+  padding: 20px 24px 22px; display: grid; grid-template-columns: minmax(0, 1fr) 290px; gap: 8px 26px;
+  box-shadow: 0 24px 60px rgba(0, 0, 0, .3); }
+.panel .title { grid-column: 1 / -1; display: flex; align-items: center; gap: 10px; margin-bottom: 8px; }
+.panel .title .hname { font-size: 17px; }
+.panel .btns { margin-left: auto; display: flex; gap: 6px; }
+.btn { border: 1px solid var(--line); background: #fff; border-radius: 7px; padding: 3px 10px; font: inherit; font-size: 12px;
+  cursor: pointer; color: var(--ink2); }
+.btn:hover { background: var(--line2); }
+.bars .b { display: grid; grid-template-columns: 96px 1fr 42px; align-items: center; gap: 8px; font-size: 12px; margin: 5px 0; }
+.bars .track { height: 8px; background: var(--line2); border-radius: 4px; overflow: hidden; }
+.bars .fill { height: 100%; border-radius: 4px; }
+.bars .num { text-align: right; font-variant-numeric: tabular-nums; }
+dl.facts { display: grid; grid-template-columns: auto 1fr; gap: 4px 12px; font-size: 13px; margin: 16px 0 0; }
+dl.facts dt { color: var(--muted); }
+dl.facts dd { margin: 0; text-align: right; font-variant-numeric: tabular-nums; }
+details.config summary { cursor: pointer; color: var(--muted); font-size: 13px; }
+details.config pre { background: #f8fafc; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px;
+  font: 12px/1.45 var(--mono); overflow: auto; max-height: 360px; }
+.defs { display: grid; grid-template-columns: 1fr 1fr; gap: 6px 32px; font-size: 13px; color: var(--ink2); margin-top: 8px; }
+.defs b { color: var(--ink); }
+.empty { color: var(--muted); font-style: italic; }
+footer { color: var(--muted); font-size: 12px; margin-top: 24px; text-align: center; }
+.noscript { background: #fff; border: 1px solid var(--line); border-radius: 12px; padding: 20px; }
+@media (max-width: 900px) {
+  .charts, .row2, .defs, .verdict, .panel { grid-template-columns: 1fr; }
+}
+@media print {
+  .modal, .tip, .btn { display: none !important; }
+  section.card { break-inside: avoid; box-shadow: none; }
+  body { background: #fff; }
+}
+)CSS";
+
+inline constexpr const char* kReportJs = R"JS(
+(function () {
+  'use strict';
+  const D = JSON.parse(document.getElementById('headlab-data').textContent);
+  const run = D.run, opt = D.options, extra = D.heads_extra, logLines = D.history || [];
+  const heads = run.heads, L = run.layers, H = run.heads_per_layer;
+  const ex = run.example, N = opt.max_positions, T = ex.tokens.length;
+  // The SVG namespace, taken from the parser rather than spelled out.
+  const SVGNS = (() => { const d = document.createElement('div'); d.innerHTML = '<svg></svg>'; return d.firstChild.namespaceURI; })();
+  const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Liberation Sans", Arial, sans-serif';
+  const MONO = 'ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace';
+
+  const LABEL_COLOR = {
+    'previous-token': '#2563eb', 'first-token': '#ea580c', 'self': '#16a34a', 'induction': '#9333ea',
+    'duplicate-token': '#0891b2', 'sink': '#a16207', 'diffuse': '#94a3b8', 'mixed': '#64748b'
+  };
+  const PATTERNS = [['previous_token', 'previous-token', 'prev'], ['first_token', 'first-token', 'first'],
+    ['self', 'self', 'self'], ['induction', 'induction', 'ind'], ['duplicate_token', 'duplicate-token', 'dup']];
+  const DEFS = [
+    ['previous-token', 'mean attention of a query on the token just before it (queries q ≥ 2).'],
+    ['first-token', 'mean attention of a query on position 0 (queries q ≥ 2).'],
+    ['self', 'mean attention of a query on itself (queries q ≥ 2).'],
+    ['induction', 'attention on the token right after an earlier copy of the current token.'],
+    ['duplicate-token', 'attention on earlier copies of the current token.'],
+    ['entropy', 'mean entropy of a query’s attention divided by log(keys it can see): 0 = one key, 1 = uniform.'],
+    ['distance', 'mean |query − key| weighted by attention, in positions.'],
+    ['JS divergence', 'mean Jensen–Shannon divergence between two heads’ attention rows, in bits: 0 = same, 1 = disjoint.'],
+    ['ablation Δ', 'change in loss / accuracy when the head’s gate (before W_O) is 0.'],
+    ['importance', 'mean |∂loss/∂gate| over the batch (Michel et al., 2019).'],
+    ['sink', 'a first-token head whose ablation barely changes the loss.'],
+    ['diffuse / mixed', 'no pattern clears the threshold and margin; diffuse when entropy is high.']
+  ];
+
+  // --- DOM helpers: text goes through text nodes only ---
+  function el(tag, attrs, ...kids) { return build(document.createElement(tag), attrs, kids); }
+  function sv(tag, attrs, ...kids) { return build(document.createElementNS(SVGNS, tag), attrs, kids); }
+  function build(e, attrs, kids) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === 'text') e.textContent = String(v);
+      else if (k === 'class') e.setAttribute('class', v);
+      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, String(v));
+    }
+    for (const c of kids.flat()) if (c !== null && c !== undefined && c !== false) e.append(c);
+    return e;
+  }
+  const isNum = (v) => typeof v === 'number' && isFinite(v);
+  const fmt = (v, d = 2) => (isNum(v) ? v.toFixed(d) : '–');
+  const pts = (v) => (isNum(v) ? (v > 0 ? '+' : '') + (100 * v).toFixed(1) : '–');
+  const signed = (v, d = 3) => (isNum(v) ? (v > 0 ? '+' : '') + v.toFixed(d) : '–');
+  const fmtImportance = (v) => (isNum(v) ? (v === 0 || Math.abs(v) >= 1e-3 ? v.toFixed(4) : v.toExponential(2)) : '–');
+  const clamp = (x, a, b) => Math.max(a, Math.min(b, x));
+  const headName = (l, h) => 'L' + l + 'H' + h;
+  const headAt = (l, h) => heads[l * H + h];
+  const colorOf = (label) => LABEL_COLOR[label] || '#64748b';
+  const chip = (label) => el('span', { class: 'chip', style: 'background:' + colorOf(label), text: label });
+  function tokenLabel(i) {
+    const t = ex.token_labels;
+    return t && i < t.length ? String(t[i]) : String(ex.tokens[i]);
+  }
+  function clip(s, n) { const c = Array.from(s); return c.length <= n ? s : c.slice(0, n - 1).join('') + '…'; }
+  function topPattern(hd) {
+    let best = null;
+    for (const [key, label, short] of PATTERNS) {
+      const v = hd.scores[key];
+      if (isNum(v) && (best === null || v > best.v)) best = { key, label, short, v };
+    }
+    return best;
+  }
+
+  // Attention colour: white to deep blue, linear in probability.
+  const RAMP = [[0, [255, 255, 255]], [0.1, [224, 236, 248]], [0.3, [160, 200, 228]], [0.55, [70, 143, 199]],
+    [0.8, [32, 98, 168]], [1, [10, 47, 107]]];
+  function ramp(p, stops) {
+    stops = stops || RAMP;
+    p = clamp(isNum(p) ? p : 0, 0, 1);
+    for (let i = 1; i < stops.length; ++i) {
+      if (p <= stops[i][0]) {
+        const [a, ca] = stops[i - 1], [b, cb] = stops[i], t = (p - a) / (b - a);
+        return 'rgb(' + ca.map((c, j) => Math.round(c + t * (cb[j] - c))).join(',') + ')';
+      }
+    }
+    return 'rgb(' + stops[stops.length - 1][1].join(',') + ')';
+  }
+  const JS_RAMP = [[0, [255, 255, 255]], [0.25, [233, 226, 247]], [0.5, [188, 168, 229]], [0.75, [124, 89, 196]],
+    [1, [67, 32, 140]]];
+  const gradientCss = (stops) => 'linear-gradient(90deg,' + stops.map(([p, c]) => 'rgb(' + c.join(',') + ') ' + (100 * p) + '%').join(',') + ')';
+
+  // --- tooltip ---
+  const tip = el('div', { class: 'tip', role: 'status' });
+  document.body.append(tip);
+  function showTip(ev, title, lines) {
+    tip.replaceChildren(el('b', { text: title }), ...lines.map((l) => '\n' + l));
+    tip.style.display = 'block';
+    const w = tip.offsetWidth, h = tip.offsetHeight;
+    let x = ev.clientX + 14, y = ev.clientY + 14;
+    if (x + w > window.innerWidth - 8) x = ev.clientX - w - 14;
+    if (y + h > window.innerHeight - 8) y = ev.clientY - h - 14;
+    tip.style.left = x + 'px';
+    tip.style.top = y + 'px';
+  }
+  const hideTip = () => { tip.style.display = 'none'; };
+
+  // --- export ---
+  function saveSvg(svg, name) {
+    const clone = svg.cloneNode(true);
+    const text = new XMLSerializer().serializeToString(clone);
+    const a = el('a', { download: name, href: URL.createObjectURL(new Blob([text], { type: 'image/svg+xml' })) });
+    document.body.append(a);
+    a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 0);
+  }
+  const saveButton = (getSvg, name) => el('button', { class: 'btn', type: 'button', text: 'Save SVG', title: 'Download this chart as an SVG file',
+    onclick: (e) => { e.stopPropagation(); saveSvg(getSvg(), name); } });
+
+  // --- attention heatmap of one head: queries down, keys across ---
+  function heatmap(l, h, cell, withValues) {
+    const A = ex.attention[l][h];
+    const n = Math.min(N, A.length);
+    const fs = clamp(Math.round(cell * 0.62), 9, 13);
+    const maxChars = cell >= 30 ? 10 : 6;
+    const labels = [];
+    for (let i = 0; i < n; ++i) labels.push(clip(tokenLabel(i), maxChars));
+    const longest = Math.max(1, ...labels.map((s) => Array.from(s).length));
+    const charW = fs * 0.62;
+    // Cells too small for text get no axis labels (hover still names them).
+    const axes = cell >= 8;
+    const rotate = longest * charW > cell - 2;
+    const left = axes ? Math.ceil(longest * charW + 10) : 1;
+    const top = !axes ? 1 : rotate ? left : fs + 10;
+    const W = left + n * cell + 2, Hh = top + n * cell + 2;
+    const svg = sv('svg', { class: 'heatmap', viewBox: '0 0 ' + W + ' ' + Hh, width: W, height: Hh,
+      'font-family': FONT, 'font-size': fs, role: 'img', 'aria-label': 'attention of ' + headName(l, h) });
+    svg.append(sv('rect', { x: left, y: top, width: n * cell, height: n * cell, fill: '#eef1f5' }));
+    const cells = sv('g', { stroke: cell >= 10 ? '#ffffff' : 'none', 'stroke-width': cell >= 10 ? 1 : 0 });
+    const values = sv('g', { 'text-anchor': 'middle', 'dominant-baseline': 'central', 'font-size': clamp(cell * 0.34, 8, 12) });
+    for (let q = 0; q < n; ++q) {
+      for (let k = 0; k < n; ++k) {
+        if (run.causal && k > q) continue;
+        const p = A[q][k];
+        cells.append(sv('rect', { x: left + k * cell, y: top + q * cell, width: cell, height: cell, fill: ramp(p),
+          'data-q': q, 'data-k': k, 'data-p': p }));
+        if (withValues && cell >= 26 && p >= 0.005)
+          values.append(sv('text', { x: left + k * cell + cell / 2, y: top + q * cell + cell / 2,
+            fill: p > 0.45 ? '#ffffff' : '#334155', 'pointer-events': 'none', text: p.toFixed(2).replace(/^0/, '') }));
+      }
+    }
+    svg.append(cells, values);
+    const axis = sv('g', { fill: '#475569', 'font-family': MONO });
+    for (let i = 0; i < n && axes; ++i) {
+      axis.append(sv('text', { x: left - 5, y: top + i * cell + cell / 2, 'text-anchor': 'end', 'dominant-baseline': 'central', text: labels[i] }));
+      if (rotate)
+        axis.append(sv('text', { transform: 'translate(' + (left + i * cell + cell / 2) + ',' + (top - 5) + ') rotate(-90)',
+          'text-anchor': 'start', 'dominant-baseline': 'central', text: labels[i] }));
+      else
+        axis.append(sv('text', { x: left + i * cell + cell / 2, y: top - 5, 'text-anchor': 'middle', text: labels[i] }));
+    }
+    svg.append(axis);
+    svg.addEventListener('mousemove', (ev) => {
+      const t = ev.target;
+      if (!t.dataset || t.dataset.q === undefined) return hideTip();
+      const q = +t.dataset.q, k = +t.dataset.k;
+      showTip(ev, headName(l, h) + '  ' + (+t.dataset.p).toFixed(3),
+        ['query ' + q + '  “' + tokenLabel(q) + '”', 'key   ' + k + '  “' + tokenLabel(k) + '”']);
+    });
+    svg.addEventListener('mouseleave', hideTip);
+    return svg;
+  }
+
+  // --- nice axis ticks ---
+  function ticks(lo, hi, count) {
+    if (!(hi > lo)) return [lo];
+    const raw = (hi - lo) / count, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) || 10 * mag;
+    const out = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toPrecision(12));
+    return out;
+  }
+  function logTicks(lo, hi) {
+    const out = [];
+    for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); ++e)
+      for (const m of [1, 2, 5]) { const v = m * Math.pow(10, e); if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v); }
+    return out;
+  }
+  const fmtTick = (v) => (Math.abs(v) >= 1000 ? (v / 1000).toFixed(v % 1000 ? 1 : 0) + 'k' : String(+v.toPrecision(4)));
+
+  // --- line chart over training steps ---
+  // cfg: {series: [{name, color, dash, points: [[x, y]]}], yMin, yMax, log, yFmt, hlines: [{y, label}], marks: [{x, y, color}], height}
+  function lineChart(cfg) {
+    const W = cfg.width || 600, Ht = cfg.height || 240, m = { l: 50, r: 14, t: 12, b: 30 };
+    const legendRows = [];
+    let row = [], used = 0;
+    for (const s of cfg.series) {
+      const w = 26 + s.name.length * 6.6 + 14;
+      if (row.length && used + w > W - m.l - m.r) { legendRows.push(row); row = []; used = 0; }
+      row.push({ s, x: used }); used += w;
+    }
+    if (row.length) legendRows.push(row);
+    m.t += legendRows.length * 16;
+    const svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + Ht, width: W, height: Ht, 'font-family': FONT, 'font-size': 11, role: 'img' });
+    const all = cfg.series.flatMap((s) => s.points);
+    if (!all.length) return null;
+    const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
+    const x0 = Math.min(...xs), x1 = Math.max(...xs) > x0 ? Math.max(...xs) : x0 + 1;
+    let y0 = cfg.yMin !== undefined ? cfg.yMin : Math.min(0, ...ys);
+    let y1 = cfg.yMax !== undefined ? cfg.yMax : Math.max(...ys) * 1.05;
+    const log = cfg.log && Math.min(...ys) > 0;
+    if (log) { y0 = Math.min(...ys) / 1.3; y1 = Math.max(...ys) * 1.3; }
+    if (!(y1 > y0)) y1 = y0 + 1;
+    const X = (x) => m.l + (x - x0) / (x1 - x0) * (W - m.l - m.r);
+    const Y = log ? (y) => m.t + (Math.log(y1) - Math.log(y)) / (Math.log(y1) - Math.log(y0)) * (Ht - m.t - m.b)
+      : (y) => m.t + (y1 - y) / (y1 - y0) * (Ht - m.t - m.b);
+    const yFmt = cfg.yFmt || fmtTick;
+    const grid = sv('g', {});
+    for (const t of (log ? logTicks(y0, y1) : ticks(y0, y1, 5))) {
+      grid.append(sv('line', { x1: m.l, x2: W - m.r, y1: Y(t), y2: Y(t), stroke: '#e2e8f0' }));
+      grid.append(sv('text', { x: m.l - 6, y: Y(t), 'text-anchor': 'end', 'dominant-baseline': 'central', fill: '#64748b', text: yFmt(t) }));
+    }
+    for (const t of ticks(x0, x1, 6)) {
+      grid.append(sv('line', { x1: X(t), x2: X(t), y1: Ht - m.b, y2: Ht - m.b + 4, stroke: '#94a3b8' }));
+      grid.append(sv('text', { x: X(t), y: Ht - m.b + 16, 'text-anchor': 'middle', fill: '#64748b', text: fmtTick(t) }));
+    }
+    grid.append(sv('line', { x1: m.l, x2: W - m.r, y1: Ht - m.b, y2: Ht - m.b, stroke: '#94a3b8' }));
+    grid.append(sv('text', { x: W - m.r, y: Ht - 3, 'text-anchor': 'end', fill: '#94a3b8', text: 'step' }));
+    svg.append(grid);
+    for (const hl of cfg.hlines || []) {
+      svg.append(sv('line', { x1: m.l, x2: W - m.r, y1: Y(hl.y), y2: Y(hl.y), stroke: '#64748b', 'stroke-dasharray': '4 4' }));
+      svg.append(sv('text', { x: W - m.r - 2, y: Y(hl.y) - 5, 'text-anchor': 'end', fill: '#64748b', text: hl.label }));
+    }
+    for (const s of cfg.series) {
+      if (!s.points.length) continue;
+      const d = s.points.map((p, i) => (i ? 'L' : 'M') + X(p[0]).toFixed(1) + ' ' + Y(p[1]).toFixed(1)).join('');
+      svg.append(sv('path', { d, fill: 'none', stroke: s.color, 'stroke-width': 2, 'stroke-linejoin': 'round', 'stroke-dasharray': s.dash || null }));
+      if (s.points.length === 1) svg.append(sv('circle', { cx: X(s.points[0][0]), cy: Y(s.points[0][1]), r: 3, fill: s.color }));
+    }
+    for (const mk of cfg.marks || [])
+      svg.append(sv('circle', { cx: X(mk.x), cy: Y(mk.y), r: 4.5, fill: '#fff', stroke: mk.color, 'stroke-width': 2 }));
+    legendRows.forEach((r, i) => r.forEach(({ s, x }) => {
+      const y = 10 + i * 16;
+      svg.append(sv('line', { x1: m.l + x, x2: m.l + x + 18, y1: y, y2: y, stroke: s.color, 'stroke-width': 2.5, 'stroke-dasharray': s.dash || null }));
+      svg.append(sv('text', { x: m.l + x + 23, y, 'dominant-baseline': 'central', fill: '#334155', text: s.name }));
+    }));
+    // Hover: a guide at the nearest logged step and every series' value there.
+    const guide = sv('line', { y1: m.t, y2: Ht - m.b, stroke: '#0f172a', 'stroke-opacity': 0.35, visibility: 'hidden' });
+    svg.append(guide);
+    const hit = sv('rect', { x: m.l, y: m.t, width: W - m.l - m.r, height: Ht - m.t - m.b, fill: 'transparent' });
+    svg.append(hit);
+    const steps = [...new Set(xs)].sort((a, b) => a - b);
+    hit.addEventListener('mousemove', (ev) => {
+      const box = svg.getBoundingClientRect();
+      const sx = (ev.clientX - box.left) * W / box.width;
+      const xv = x0 + (sx - m.l) / (W - m.l - m.r) * (x1 - x0);
+      let best = steps[0];
+      for (const s of steps) if (Math.abs(s - xv) < Math.abs(best - xv)) best = s;
+      guide.setAttribute('x1', X(best)); guide.setAttribute('x2', X(best)); guide.setAttribute('visibility', 'visible');
+      const lines = [];
+      for (const s of cfg.series) {
+        const p = s.points.find((q) => q[0] === best);
+        if (p) lines.push(s.name + '  ' + (cfg.tipFmt || yFmt)(p[1]));
+      }
+      showTip(ev, 'step ' + best, lines);
+    });
+    hit.addEventListener('mouseleave', () => { hideTip(); guide.setAttribute('visibility', 'hidden'); });
+    return svg;
+  }
+  function chartBox(title, svg, file, wide, caption) {
+    return el('div', { class: 'chart' + (wide ? ' wide' : '') },
+      el('div', { class: 'chart-head' }, el('h3', { text: title }), svg ? saveButton(() => svg, file) : null),
+      svg || el('p', { class: 'empty', text: 'Not in the metrics history.' }),
+      caption ? el('div', { class: 'caption', text: caption }) : null);
+  }
+  function seriesOf(key) {
+    const pts = [];
+    for (const line of logLines) if (line && isNum(line.step) && isNum(line[key])) pts.push([line.step, line[key]]);
+    return pts;
+  }
+
+  // --- sections ---
+  const app = document.getElementById('app');
+  app.replaceChildren();
+  const section = (title, sub, ...kids) => el('section', { class: 'card' }, el('h2', { text: title }), sub ? el('p', { class: 'sub', text: sub }) : null, ...kids);
+
+  function header() {
+    const chips = [];
+    for (const [k, v] of Object.entries(D.config || {})) {
+      if (v === null || typeof v === 'object') continue;
+      chips.push(el('span', { class: 'kv' }, k + ' ', el('b', { text: String(v) })));
+      if (chips.length >= 14) break;
+    }
+    return el('header', {},
+      el('div', { class: 'brand', text: 'headlab · attention-head analysis' }),
+      el('h1', { text: D.title }),
+      el('div', { class: 'chips' }, el('span', { class: 'kv' }, 'model ', el('b', { text: L + ' layer' + (L > 1 ? 's' : '') + ' × ' + H + ' head' + (H > 1 ? 's' : '') })),
+        el('span', { class: 'kv' }, 'attention ', el('b', { text: run.causal ? 'causal' : 'bidirectional' })), ...chips));
+  }
+
+  function verdict() {
+    const v = run.verdict, good = v.specialized;
+    const counted = heads.filter((hd) => !['mixed', 'diffuse', 'sink'].includes(hd.label) &&
+      !(isNum(hd.ablation_delta_accuracy) && -hd.ablation_delta_accuracy < opt.min_ablation_acc_drop));
+    const roles = [...new Set(counted.map((hd) => hd.label))];
+    const headline = good
+      ? 'Heads took distinct roles: ' + roles.join(', ') + '.'
+      : 'No clear division of labour between heads under the thresholds below.';
+    const stat = (k, val) => el('div', { class: 'stat' }, el('div', { class: 'v', text: val }), el('div', { class: 'k', text: k }));
+    return el('section', { class: 'card verdict' + (good ? ' good' : '') },
+      el('div', {},
+        el('div', { class: 'status' }, el('span', { class: 'badge', text: 'verdict' }), good ? 'Heads specialized' : 'Heads did not specialize'),
+        el('p', { class: 'headline', text: headline }),
+        el('ul', { class: 'reasons' }, ...(v.reasons || []).map((r) => el('li', { text: r })))),
+      el('div', { class: 'stats' },
+        stat('loss', fmt(run.loss, 4)),
+        stat('accuracy', isNum(run.accuracy) ? (100 * run.accuracy).toFixed(1) + '%' : '–'),
+        stat('heads with a role', v.counted_heads + ' / ' + heads.length),
+        stat('min JS between roles', isNum(v.min_js) ? v.min_js.toFixed(2) + ' bits' : '–')));
+  }
+
+  function gridSection() {
+    const seq = el('div', { class: 'seq', 'aria-label': 'the example' });
+    for (let i = 0; i < T; ++i) seq.append(el('span', { class: 'tok', title: 'position ' + i + ', token id ' + ex.tokens[i] }, el('i', { text: String(i) }), tokenLabel(i)));
+    const grid = el('div', { class: 'grid', style: 'grid-template-columns: auto repeat(' + H + ', minmax(0, 1fr))' });
+    grid.append(el('div', {}));
+    for (let h = 0; h < H; ++h) grid.append(el('div', { class: 'colhead', text: 'head ' + h }));
+    const n = Math.min(N, T);
+    const cell = clamp(Math.floor(Math.min(440, 1080 / H) / (n + 3)), 5, 22);
+    for (let l = 0; l < L; ++l) {
+      grid.append(el('div', { class: 'rowhead', text: 'layer ' + l }));
+      for (let h = 0; h < H; ++h) {
+        const hd = headAt(l, h), top = topPattern(hd);
+        const card = el('div', { class: 'head-card', tabindex: 0, role: 'button', 'aria-label': 'enlarge ' + headName(l, h),
+          onclick: () => openModal(l * H + h), onkeydown: (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); openModal(l * H + h); } } },
+          el('div', { class: 'head-top' }, el('span', { class: 'hname', text: headName(l, h) }), chip(hd.label),
+            el('span', { class: 'score', title: top.label + ' score', text: top.short + ' ' + fmt(top.v) })),
+          heatmap(l, h, cell, false),
+          el('div', { class: 'head-foot', text: 'entropy ' + fmt(hd.scores.entropy) + ' · distance ' + fmt(hd.scores.distance, 1) +
+            (isNum(hd.ablation_delta_accuracy) ? ' · ablation Δacc ' + pts(hd.ablation_delta_accuracy) + ' pts' : '') }));
+        grid.append(card);
+      }
+    }
+    const legend = el('div', { class: 'legend-inline' }, 'attention', el('span', { text: '0' }),
+      el('span', { class: 'ramp', style: 'background:' + gradientCss(RAMP) }), el('span', { text: '1' }),
+      run.causal ? el('span', { text: '· grey: masked (a query never sees later keys)' }) : null,
+      n < T ? el('span', { text: '· first ' + n + ' of ' + T + ' positions shown' }) : null);
+    return section('Attention on one example',
+      'Each map is one head on the example below: queries down, keys across, darker = more attention. Hover a cell for its value; click a map for a large view with all of the head’s numbers.',
+      seq, grid, legend);
+  }
+
+  function curvesSection() {
+    const charts = el('div', { class: 'charts' });
+    const loss = [['loss', '#0f172a'], ['eval_loss', '#2563eb']].map(([k, c]) => ({ name: k.replace('_', ' '), color: c, points: seriesOf(k) })).filter((s) => s.points.length);
+    const lossPts = loss.flatMap((s) => s.points.map((p) => p[1]));
+    const useLog = lossPts.length && Math.min(...lossPts) > 0 && Math.max(...lossPts) / Math.min(...lossPts) > 30;
+    const lossSvg = loss.length ? lineChart({ series: loss, log: useLog, tipFmt: (v) => v.toFixed(4) }) : null;
+    charts.append(chartBox('Loss' + (useLog ? ' (log scale)' : ''), lossSvg, 'loss.svg', false));
+    const acc = [['accuracy', '#15803d'], ['eval_accuracy', '#0891b2']].map(([k, c]) => ({ name: k.replace('_', ' '), color: c, points: seriesOf(k) })).filter((s) => s.points.length);
+    const accSvg = acc.length ? lineChart({ series: acc, yMin: 0, yMax: 1, yFmt: (v) => Math.round(100 * v) + '%', tipFmt: (v) => (100 * v).toFixed(1) + '%' }) : null;
+    charts.append(chartBox('Accuracy', accSvg, 'accuracy.svg', false));
+
+    // Each head's score for the pattern it ends with, over training.
+    const used = {};
+    const series = [], marks = [], emerged = [];
+    heads.forEach((hd, i) => {
+      const x = extra[i], name = x.name;
+      const pts = [];
+      for (const line of logLines) {
+        const r = line && line.heads && line.heads[name];
+        if (r && isNum(line.step) && isNum(r[x.pattern])) pts.push([line.step, r[x.pattern]]);
+      }
+      if (!pts.length) return;
+      const labelled = !['mixed', 'diffuse', 'sink'].includes(hd.label);
+      const color = labelled ? colorOf(hd.label) : (hd.label === 'sink' ? colorOf('sink') : '#94a3b8');
+      const k = used[color] = (used[color] || 0) + 1;
+      const dash = [null, '7 4', '2 3', '9 3 2 3'][(k - 1) % 4];
+      series.push({ name: name + ' ' + x.pattern_label, color, dash, points: pts });
+      if (isNum(x.emerged)) {
+        const p = pts.find((q) => q[0] === x.emerged);
+        if (p) marks.push({ x: p[0], y: p[1], color });
+        emerged.push(name + ' ' + x.pattern_label + ' at step ' + x.emerged);
+      }
+    });
+    const th = opt.score_threshold;
+    const headSvg = series.length ? lineChart({ series, width: 1200, yMin: 0, yMax: 1, height: 320, marks, hlines: [{ y: th, label: 'label threshold ' + th.toFixed(2) }], tipFmt: (v) => v.toFixed(3) }) : null;
+    const caption = series.length
+      ? (emerged.length ? 'Emerged (score stays ≥ ' + th.toFixed(2) + ' from then on, circled): ' + emerged.join(' · ') + '.' : 'No head’s score stays above the threshold ' + th.toFixed(2) + '.')
+      : 'No per-head records in the metrics history (train with --analyze-every).';
+    charts.append(chartBox('Head scores over training (each head’s final top pattern)', headSvg, 'head-scores.svg', true, caption));
+    return section('Training', 'Loss and accuracy as logged, and when each head’s pattern appeared.', charts);
+  }
+
+  function jsSection() {
+    const n = heads.length, M = run.js_divergence;
+    const cell = clamp(Math.floor(440 / n), 14, 54), fs = 12;
+    const names = heads.map((hd) => headName(hd.layer, hd.head));
+    const left = 66, top = 60, W = left + n * cell + 2, Ht = top + n * cell + 2;
+    const svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + Ht, width: W, height: Ht, 'font-family': FONT, 'font-size': fs, role: 'img', 'aria-label': 'JS divergence between heads' });
+    for (let i = 0; i < n; ++i) {
+      const c = colorOf(heads[i].label);
+      svg.append(sv('text', { x: left - 8, y: top + i * cell + cell / 2, 'text-anchor': 'end', 'dominant-baseline': 'central', fill: '#334155', 'font-family': MONO, text: names[i] }));
+      svg.append(sv('rect', { x: left - 5, y: top + i * cell + 2, width: 3, height: cell - 4, fill: c }));
+      svg.append(sv('text', { transform: 'translate(' + (left + i * cell + cell / 2) + ',' + (top - 8) + ') rotate(-90)', 'dominant-baseline': 'central', fill: '#334155', 'font-family': MONO, text: names[i] }));
+      svg.append(sv('rect', { x: left + i * cell + 2, y: top - 5, width: cell - 4, height: 3, fill: c }));
+      for (let j = 0; j < n; ++j) {
+        const v = M[i][j];
+        svg.append(sv('rect', { x: left + j * cell, y: top + i * cell, width: cell, height: cell, fill: i === j ? '#eef1f5' : ramp(v, JS_RAMP), stroke: '#fff', 'data-i': i, 'data-j': j }));
+        if (cell >= 30 && i !== j)
+          svg.append(sv('text', { x: left + j * cell + cell / 2, y: top + i * cell + cell / 2, 'text-anchor': 'middle', 'dominant-baseline': 'central', 'font-size': 11, 'pointer-events': 'none', fill: v > 0.55 ? '#fff' : '#334155', text: v.toFixed(2) }));
+      }
+    }
+    svg.addEventListener('mousemove', (ev) => {
+      const t = ev.target;
+      if (!t.dataset || t.dataset.i === undefined) return hideTip();
+      const i = +t.dataset.i, j = +t.dataset.j;
+      showTip(ev, names[i] + ' ↔ ' + names[j], ['JS divergence ' + M[i][j].toFixed(3) + ' bits', heads[i].label + ' / ' + heads[j].label]);
+    });
+    svg.addEventListener('mouseleave', hideTip);
+    const pairs = [];
+    for (let i = 0; i < n; ++i) for (let j = i + 1; j < n; ++j) pairs.push([M[i][j], i, j]);
+    pairs.sort((a, b) => a[0] - b[0]);
+    const list = el('ol', {}, ...pairs.slice(0, 6).map(([v, i, j]) => el('li', { text: names[i] + ' – ' + names[j] + ':  ' + v.toFixed(2) + ' bits  (' + heads[i].label + ', ' + heads[j].label + ')' })));
+    return section('Head-to-head distance', 'Mean Jensen–Shannon divergence between two heads’ attention rows over the same queries, in bits: 0 = they attend alike, 1 = never to the same keys.',
+      el('div', { class: 'row2' },
+        el('div', {}, svg, el('div', { class: 'legend-inline' }, '0', el('span', { class: 'ramp', style: 'background:' + gradientCss(JS_RAMP) }), '1 bit', saveButton(() => svg, 'js-divergence.svg'))),
+        el('div', { class: 'pairs' }, el('b', { text: 'Most similar pairs' }), pairs.length ? list : el('p', { class: 'empty', text: 'One head only.' }),
+          el('p', { class: 'muted', text: 'Heads with different labels count as distinct roles when they differ by at least ' + opt.min_js.toFixed(2) + ' bits.' }))));
+  }
+
+  function tableSection() {
+    const cols = ['head', 'label', 'prev', 'first', 'self', 'induction', 'dup', 'entropy', 'distance', 'Δ loss', 'Δ acc (pts)', 'importance', 'emerged at'];
+    const body = el('tbody', {});
+    heads.forEach((hd, i) => {
+      const s = hd.scores, top = topPattern(hd);
+      const score = (key) => {
+        const isTop = key === top.key;
+        return el('td', { class: isTop ? 'top' : null, style: isTop ? 'color:' + colorOf(PATTERNS.find((p) => p[0] === key)[1]) : null, text: fmt(s[key]) });
+      };
+      body.append(el('tr', { onclick: () => openModal(i) },
+        el('td', { class: 'hname', text: headName(hd.layer, hd.head) }), el('td', {}, chip(hd.label)),
+        ...PATTERNS.map((p) => score(p[0])),
+        el('td', { text: fmt(s.entropy) }), el('td', { text: fmt(s.distance, 2) }),
+        el('td', { text: signed(hd.ablation_delta_loss) }),
+        el('td', { class: isNum(hd.ablation_delta_accuracy) && hd.ablation_delta_accuracy <= -opt.min_ablation_acc_drop ? 'neg' : null, text: pts(hd.ablation_delta_accuracy) }),
+        el('td', { text: fmtImportance(hd.importance) }),
+        el('td', { text: isNum(extra[i].emerged) ? 'step ' + extra[i].emerged : '–' })));
+    });
+    const table = el('table', { class: 'heads' }, el('thead', {}, el('tr', {}, ...cols.map((c) => el('th', { text: c })))), body);
+    return section('Heads', 'Pattern scores (bold: the highest), entropy, distance, and what ablating the head (gate 0, before W_O) does to loss and accuracy. Click a row for its attention map.',
+      el('div', { class: 'table-wrap' }, table));
+  }
+
+  function defsSection() {
+    const th = 'Labels: a pattern names a head when its score is ≥ ' + opt.score_threshold.toFixed(2) + ' and beats the runner-up by ≥ ' + opt.margin.toFixed(2) +
+      '; otherwise diffuse (entropy ≥ ' + opt.diffuse_entropy.toFixed(2) + ') or mixed. Sink: first-token head with ablation Δ loss ≤ ' + opt.sink_max_delta_loss +
+      '. Verdict: ≥ ' + opt.min_distinct_labels + ' distinct roles, ≥ ' + opt.min_js.toFixed(2) + ' bits apart, each costing ≥ ' + (100 * opt.min_ablation_acc_drop).toFixed(1) + ' pts accuracy when ablated.';
+    return section('What the numbers mean', th,
+      el('div', { class: 'defs' }, ...DEFS.map(([k, v]) => el('div', {}, el('b', { text: k }), ' — ' + v))),
+      el('details', { class: 'config' }, el('summary', { text: 'Run configuration (config.json)' }), el('pre', { text: JSON.stringify(D.config, null, 2) })));
+  }
+
+  // --- large view of one head ---
+  let modal = null;
+  // The open head is in the address (#L0H1), so a view can be linked or reloaded.
+  function setHash(hash) { try { window.history.replaceState(null, '', hash || location.pathname + location.search); } catch (e) { /* some viewers forbid it */ } }
+  function closeModal() { if (modal) { modal.remove(); modal = null; hideTip(); setHash(''); } }
+  function openModal(i) {
+    closeModal();
+    i = (i + heads.length) % heads.length;
+    const hd = heads[i], l = hd.layer, h = hd.head, n = Math.min(N, T);
+    const cell = clamp(Math.floor(700 / (n + 4)), 8, 44);
+    const svg = heatmap(l, h, cell, true);
+    svg.style.maxHeight = '74vh';
+    const bars = el('div', { class: 'bars' });
+    for (const [key, label] of PATTERNS) {
+      const v = hd.scores[key];
+      bars.append(el('div', { class: 'b' }, el('span', { text: label }),
+        el('div', { class: 'track' }, el('div', { class: 'fill', style: 'width:' + (isNum(v) ? clamp(v, 0, 1) * 100 : 0) + '%;background:' + colorOf(label) })),
+        el('span', { class: 'num', text: fmt(v) })));
+    }
+    const fact = (k, v) => [el('dt', { text: k }), el('dd', { text: v })];
+    const facts = el('dl', { class: 'facts' },
+      ...fact('entropy', fmt(hd.scores.entropy, 3)), ...fact('distance', fmt(hd.scores.distance, 2) + ' positions'),
+      ...fact('ablation Δ loss', signed(hd.ablation_delta_loss)), ...fact('ablation Δ accuracy', isNum(hd.ablation_delta_accuracy) ? pts(hd.ablation_delta_accuracy) + ' pts' : '–'),
+      ...fact('importance', fmtImportance(hd.importance)),
+      ...fact('emerged', isNum(extra[i].emerged) ? 'step ' + extra[i].emerged : '–'));
+    modal = el('div', { class: 'modal', onclick: (e) => { if (e.target === modal) closeModal(); } },
+      el('div', { class: 'panel', role: 'dialog', 'aria-modal': 'true', 'aria-label': headName(l, h) },
+        el('div', { class: 'title' }, el('span', { class: 'hname', text: headName(l, h) }), chip(hd.label),
+          el('div', { class: 'btns' },
+            el('button', { class: 'btn', type: 'button', text: '← previous', onclick: () => openModal(i - 1) }),
+            el('button', { class: 'btn', type: 'button', text: 'next →', onclick: () => openModal(i + 1) }),
+            saveButton(() => svg, headName(l, h) + '-attention.svg'),
+            el('button', { class: 'btn', type: 'button', text: 'close ✕', onclick: closeModal }))),
+        el('div', { style: 'min-width:0;display:flex;justify-content:center' }, svg),
+        el('div', {}, el('div', { class: 'muted', text: 'pattern scores' }), bars, facts,
+          el('p', { class: 'muted', style: 'font-size:12px;margin-top:14px', text: 'Rows are queries, columns keys; each row sums to 1. Arrow keys: previous / next head; Esc: close.' }))));
+    document.body.append(modal);
+    setHash('#' + headName(l, h));
+  }
+  document.addEventListener('keydown', (e) => {
+    if (!modal) return;
+    const i = heads.findIndex((hd) => modal.querySelector('.panel').getAttribute('aria-label') === headName(hd.layer, hd.head));
+    if (e.key === 'Escape') closeModal();
+    else if (e.key === 'ArrowRight') openModal(i + 1);
+    else if (e.key === 'ArrowLeft') openModal(i - 1);
+  });
+
+  app.append(header(), verdict(), gridSection(), curvesSection(), jsSection(), tableSection(), defsSection(),
+    el('footer', { text: 'Generated by headlab · one self-contained file: no network, no external fonts or scripts.' }));
+  const linked = /^#L(\d+)H(\d+)$/.exec(location.hash);
+  if (linked && +linked[1] < L && +linked[2] < H) openModal(+linked[1] * H + +linked[2]);
+})();
+)JS";
+
+}  // namespace headlab::train

@@ -1,0 +1,153 @@
+#include "train/session.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "autograd/ops.h"
+#include "core/ops.h"
+#include "optim/clip.h"
+#include "optim/factory.h"
+#include "optim/param_groups.h"
+#include "train/data_file.h"
+#include "train/errors.h"
+
+namespace headlab::train {
+namespace {
+
+// Independent streams for initialization, training batches and the eval batch.
+constexpr uint64_t kDataStream = 0x6461746100000000ULL;  // "data"
+constexpr uint64_t kEvalStream = 0x6576616c00000000ULL;  // "eval"
+
+}  // namespace
+
+std::unique_ptr<Task> make_task_for(const TrainConfig& config) {
+  if (!config.data.empty()) {
+    if (config.vocab <= 0 || config.seq_len <= 0)
+      throw UsageError("--data " + config.data + " needs --vocab and --seq-len (the file's token range and the longest sequence)");
+    return std::make_unique<DataFile>(config.data, config.vocab, config.vocab, config.seq_len, config.shuffle);
+  }
+  const TaskInfo& info = task_info(config.task);
+  return make_task(config.task, config.vocab > 0 ? config.vocab : info.default_vocab,
+                   config.seq_len > 0 ? config.seq_len : info.default_seq_len);
+}
+
+EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets) {
+  const int64_t classes = logits.size(-1);
+  const core::Tensor flat = logits.reshape({-1, classes});
+  if (flat.size(0) != static_cast<int64_t>(targets.size()))
+    throw std::invalid_argument("score_logits: " + std::to_string(flat.size(0)) + " rows of logits for " +
+                                std::to_string(targets.size()) + " targets");
+  EvalResult r;
+  const core::Tensor pred = core::argmax(flat, 1);
+  int64_t correct = 0;
+  double loss = 0;
+  const core::Tensor logp = core::sub(flat, core::max(flat, {1}, true));
+  const core::Tensor lse = core::log(core::sum(core::exp(logp), {1}));
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const int32_t t = targets[i];
+    if (t < 0) continue;
+    const auto row = static_cast<int64_t>(i);
+    ++r.count;
+    loss += lse.at({row}) - logp.at({row, t});
+    correct += static_cast<int64_t>(pred.at({row})) == t;
+  }
+  if (r.count > 0) {
+    r.loss = loss / static_cast<double>(r.count);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.count);
+  }
+  return r;
+}
+
+EvalResult evaluate(layers::Transformer& model, const Batch& batch) {
+  autograd::NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  const autograd::Variable logits = model.forward(batch.tokens, batch.batch, batch.seq_len);
+  model.train(was_training);
+  return score_logits(logits.value(), batch.targets);
+}
+
+Session::Session(const TrainConfig& config) : config_(config) {
+  config_.validate();
+  build();
+}
+
+Session::Session(const Checkpoint& checkpoint) : config_(checkpoint.info.config) {
+  config_.validate();
+  build();
+  const std::string source = "checkpoint (" + checkpoint.info.task + ")";
+  load_weights(*model_, checkpoint.file, source);
+  try {
+    optimizer_->import_state(checkpoint.file.tensors, checkpoint.file.metadata);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("cannot resume the optimizer: ") + e.what());
+  }
+  data_gen_.set_state(checkpoint.info.data_rng);
+  if (auto* data = dynamic_cast<DataFile*>(task_.get()); data && checkpoint.info.data_position)
+    data->set_position(*checkpoint.info.data_position);
+  step_ = checkpoint.info.step;
+}
+
+void Session::build() {
+  task_ = make_task_for(config_);
+  const auto options = config_.model_options(task_->vocab(), task_->num_classes(), task_->seq_len());
+  try {
+    options.validate();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  core::Generator init_gen(config_.seed);
+  model_ = std::make_unique<layers::Transformer>(options, init_gen);
+  const double wd = config_.weight_decay >= 0 ? config_.weight_decay : (config_.optimizer == "adamw" ? 0.01 : 0.0);
+  optimizer_ = optim::make_optimizer(config_.optimizer, optim::make_param_groups(model_->named_parameters(), wd, false),
+                                     config_.lr);
+  schedule_ = std::make_unique<optim::Schedule>(config_.schedule_options());
+  data_gen_.reseed(config_.seed ^ kDataStream);
+  if (auto* data = dynamic_cast<DataFile*>(task_.get())) {
+    eval_batch_ = data->rows(0, std::min(config_.eval_batch, data->size()));
+  } else {
+    core::Generator eval_gen(config_.seed ^ kEvalStream);
+    eval_batch_ = task_->sample(config_.eval_batch, eval_gen);
+  }
+}
+
+StepResult Session::step() {
+  const Batch batch = task_->sample(config_.batch, data_gen_);
+  StepResult r;
+  r.lr = schedule_->lr_at(step_);
+  optimizer_->set_lr(r.lr);
+  optimizer_->zero_grad();
+  const autograd::Variable logits = model_->forward(batch.tokens, batch.batch, batch.seq_len);
+  const autograd::Variable loss = autograd::cross_entropy(logits, batch.targets);
+  const EvalResult scored = score_logits(logits.value(), batch.targets);
+  r.loss = loss.value().item();
+  r.accuracy = scored.accuracy;
+  r.tokens = scored.count;
+  if (!std::isfinite(r.loss))
+    throw std::runtime_error("the loss is " + std::to_string(r.loss) + " at step " + std::to_string(step_ + 1) +
+                             " (try a lower --lr or --clip)");
+  loss.backward();
+  const auto params = optimizer_->parameters();
+  r.grad_norm = config_.clip > 0 ? optim::clip_grad_norm(params, config_.clip) : optim::grad_norm(params);
+  if (!std::isfinite(r.grad_norm))
+    throw std::runtime_error("the gradient norm is " + std::to_string(r.grad_norm) + " at step " +
+                             std::to_string(step_ + 1) + " (try a lower --lr or --clip)");
+  optimizer_->step();
+  ++step_;
+  return r;
+}
+
+CheckpointInfo Session::checkpoint_info() const {
+  CheckpointInfo info;
+  info.config = config_;
+  info.task = task_->name();
+  info.step = step_;
+  info.data_rng = data_gen_.state();
+  if (const auto* data = dynamic_cast<const DataFile*>(task_.get())) info.data_position = data->position();
+  return info;
+}
+
+void Session::save(const std::string& path) const { save_checkpoint(path, *model_, optimizer_.get(), checkpoint_info()); }
+
+}  // namespace headlab::train

@@ -1,0 +1,76 @@
+// A training session: the task, the model, the optimizer and the random
+// state of one run, and the training step itself. The Trainer (trainer.h)
+// drives it; bench and analyze use it too.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/random.h"
+#include "layers/transformer.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/tasks.h"
+
+namespace headlab::train {
+
+struct StepResult {
+  double loss = 0, accuracy = 0, grad_norm = 0, lr = 0;
+  int64_t tokens = 0;  // target positions in the batch
+};
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  int64_t count = 0;  // positions with a target
+};
+
+// The task a config names (or its data file), with sizes resolved.
+std::unique_ptr<Task> make_task_for(const TrainConfig& config);
+
+// Mean cross-entropy and accuracy of `logits` [B, T, C] against targets.
+EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets);
+
+// Loss and accuracy of the model on a batch, without recording a graph.
+EvalResult evaluate(layers::Transformer& model, const Batch& batch);
+
+class Session {
+ public:
+  // A new run: validates the config (UsageError), builds everything from the seed.
+  explicit Session(const TrainConfig& config);
+  // Continues a checkpoint: the model, optimizer and random state as saved.
+  explicit Session(const Checkpoint& checkpoint);
+
+  // One training step on a fresh batch: forward, backward, clipping, update.
+  // Throws std::runtime_error naming the step if the loss or the gradient
+  // norm is not finite (the model is then left unchanged).
+  StepResult step();
+
+  const TrainConfig& config() const { return config_; }
+  TrainConfig& config() { return config_; }
+  Task& task() { return *task_; }
+  layers::Transformer& model() { return *model_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  int64_t steps_done() const { return step_; }
+  // The fixed held-out batch that evaluation and head analysis use.
+  const Batch& eval_batch() const { return eval_batch_; }
+
+  CheckpointInfo checkpoint_info() const;
+  void save(const std::string& path) const;
+
+ private:
+  void build();  // task, model, optimizer and eval batch from config_
+
+  TrainConfig config_;
+  std::unique_ptr<Task> task_;
+  std::unique_ptr<layers::Transformer> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::Schedule> schedule_;
+  core::Generator data_gen_;
+  Batch eval_batch_;
+  int64_t step_ = 0;
+};
+
+}  // namespace headlab::train

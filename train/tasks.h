@@ -1,0 +1,76 @@
+// Synthetic tasks: seeded sources of (tokens, targets) batches.
+//
+// Every task draws all of its randomness from the core::Generator passed to
+// sample(), so a generator state gives the same batch on every machine and at
+// every thread count. A target of -1 means "no target at this position"; the
+// loss and the accuracy skip it.
+//
+// The tasks (V = vocab, T = seq-len, x_i the token at position i):
+//   first-prev-pair   x_i uniform in [0, V); target at i >= 1 is x_0 * V + x_{i-1}
+//                     (one class of V*V per ordered pair).
+//   first-prev-sum    as above; target at i >= 1 is (x_0 + x_{i-1}) mod V.
+//   previous          target at i >= 1 is x_{i-1}.
+//   first             target at i >= 1 is x_0.
+//   induction         L = T/2 distinct tokens, then the same L tokens again; at
+//                     i in [L, T-2] the target is the next token x_{i+1} =
+//                     x_{i+1-L}: the token that followed the earlier occurrence
+//                     of x_i. The prefix is distinct so that the earlier
+//                     occurrence is unique (hence V >= T/2).
+//   sort              n = (T-1)/2 tokens uniform in [0, V-1), the separator V-1,
+//                     then the same tokens in ascending order; the separator and
+//                     each sorted position except the last predict the next
+//                     token (positions n .. 2n-1 predict x_{n+1} .. x_{2n}).
+//   modular-addition  [a, b, =] with p = V-1, a and b uniform in [0, p), '=' the
+//                     token p; the only target, at '=', is (a + b) mod p.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
+
+namespace headlab::train {
+
+// Row-major [batch, seq_len] tokens and targets; target -1 = no target.
+struct Batch {
+  int64_t batch = 0, seq_len = 0;
+  std::vector<int32_t> tokens, targets;
+};
+
+// A source of batches.
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual std::string name() const = 0;
+  virtual int64_t vocab() const = 0;        // input tokens are in [0, vocab)
+  virtual int64_t num_classes() const = 0;  // targets are in [0, num_classes) or -1
+  virtual int64_t seq_len() const = 0;
+  // Deterministic given the generator's state (and, for stateful sources such as
+  // DataFile, their own position). Throws std::invalid_argument unless
+  // 1 <= batch and batch * seq_len < 2^31.
+  virtual Batch sample(int64_t batch, core::Generator& gen) = 0;
+};
+
+struct TaskInfo {
+  std::string name;
+  std::string definition;      // one line
+  std::string expected_heads;  // one line: the head pattern training should produce
+  int64_t default_vocab = 0;
+  int64_t default_seq_len = 0;
+};
+
+// Every synthetic task, in the order `headlab tasks` lists them.
+const std::vector<TaskInfo>& task_catalog();
+
+// The catalog entry of `name`; throws UsageError listing the valid names.
+const TaskInfo& task_info(const std::string& name);
+
+// Builds a task. vocab and seq_len are always explicit (take the catalog's
+// defaults when the user gave none). Throws UsageError for an unknown name (the
+// message lists the valid ones) and for a vocab or seq-len the task cannot use
+// (the message says what would fit).
+std::unique_ptr<Task> make_task(const std::string& name, int64_t vocab, int64_t seq_len);
+
+}  // namespace headlab::train
