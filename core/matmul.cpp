@@ -131,7 +131,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
       gemm<T>(A.trans, B.trans, rows, n, k, pa + a_off[0], A.ld, pb + b_off[0], B.ld, pc, n);
       return;
     }
-    const bool parallel = m * n * k < (1 << 18);
+    // Threads only pay off when the whole batch is real work and each product is
+    // too small for BLAS to split well on its own.
+    const bool parallel = m * n * k < (1 << 18) && batch_count * m * n * k >= kParallelGrain;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t i = 0; i < batch_count; ++i)
       gemm<T>(A.trans, B.trans, m, n, k, pa + a_off[i], A.ld, pb + b_off[i], B.ld, pc + i * m * n, n);

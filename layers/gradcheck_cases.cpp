@@ -48,7 +48,8 @@ class Registry {
       for (std::size_t i = 0; i < names.size(); ++i) module->replace_parameter(names[i], x[n_inputs + i]);
       return forward(*module, Vars(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n_inputs)));
     };
-    cases_.push_back({std::move(name), [f = std::move(f), in = std::move(inputs)] { return autograd::gradcheck(f, in); }});
+    auto run = [f = std::move(f), in = std::move(inputs)] { return autograd::gradcheck(f, in); };
+    cases_.push_back({std::move(name), std::move(run)});
   }
   Tensor normal(const Shape& shape) { return core::Generator(++seed_).normal(shape, 0.0, 1.0, f64); }
   core::Generator& gen() { return gen_; }  // for the layers' (overwritten) init

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "core/random.h"
 #include "layers/module.h"
 
 namespace headlab::layers {
@@ -19,6 +20,9 @@ struct SoftmaxOptions {
 class Softmax : public Module {
  public:
   explicit Softmax(const SoftmaxOptions& options = SoftmaxOptions()) : options_(options) {}
+  // The constructor every layer has; Softmax has no parameters to draw or type.
+  Softmax(const SoftmaxOptions& options, core::Generator& /*gen*/, DType /*dtype*/ = DType::f32)
+      : options_(options) {}
 
   // x -> exp(x) / sum(exp(x)) along the axis; entries of -inf give exactly 0.
   Variable forward(const Variable& x) const;

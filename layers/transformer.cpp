@@ -48,7 +48,9 @@ Transformer::Transformer(const TransformerOptions& options, core::Generator& gen
   for (int64_t i = 0; i < options.layers(); ++i) {
     blocks_.push_back(blocks->push_back(std::make_shared<TransformerBlock>(block_options, gen, dtype)));
   }
-  if (options.layernorm()) ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(LayerNormOptions(d), gen, dtype));
+  if (options.layernorm()) {
+    ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(LayerNormOptions(d), gen, dtype));
+  }
   head_ = register_module("head", std::make_shared<Linear>(LinearOptions(d, options.classes()), gen, dtype));
 }
 

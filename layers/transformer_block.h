@@ -15,7 +15,8 @@
 namespace headlab::layers {
 
 struct TransformerBlockOptions {
-  TransformerBlockOptions(int64_t d_model, int64_t heads, int64_t d_ff) : d_model_(d_model), heads_(heads), d_ff_(d_ff) {}
+  TransformerBlockOptions(int64_t d_model, int64_t heads, int64_t d_ff)
+      : d_model_(d_model), heads_(heads), d_ff_(d_ff) {}
   TransformerBlockOptions& d_model(int64_t v) { d_model_ = v; return *this; }
   TransformerBlockOptions& heads(int64_t v) { heads_ = v; return *this; }
   TransformerBlockOptions& d_ff(int64_t v) { d_ff_ = v; return *this; }

@@ -261,6 +261,26 @@ TEST(MultiHeadAttention, GateGradientIsTheLossChangePerUnitGate) {
   }
 }
 
+TEST(MultiHeadAttention, SetGatesAcceptsOnlyAnHElementVariableOfTheLayersDtype) {
+  auto mha = make_attention(4, true);
+  const Variable mine(Tensor::from_vector({1, 0, 1, 1}, {4}, DType::f64));
+  mha->set_gates(mine);
+  EXPECT_EQ(mha->gates().node(), mine.node());
+  EXPECT_THROW(mha->set_gates(Variable(Tensor::ones({3}, DType::f64))), std::invalid_argument);
+  EXPECT_THROW(mha->set_gates(Variable(Tensor::ones({4}, DType::f32))), std::invalid_argument);
+}
+
+TEST(MultiHeadAttention, RestoreLastAttentionPutsBackASavedCache) {
+  auto mha = make_attention(2, true);
+  mha->forward(Variable(random_input(14)));
+  const Tensor saved = mha->last_attention();
+  const Tensor copy = saved.clone();
+  mha->forward(Variable(random_input(15)));
+  EXPECT_GT(core::max_abs_diff(mha->last_attention(), copy), 0.0);
+  mha->restore_last_attention(saved);
+  EXPECT_EQ(core::max_abs_diff(mha->last_attention(), copy), 0.0);
+}
+
 TEST(MultiHeadAttention, HeadWeightIsAViewOfThatHeadsRows) {
   auto mha = make_attention(4, true);
   const int64_t dk = mha->d_k();

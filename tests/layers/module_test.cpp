@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "core/random.h"
+#include "layers/linear.h"
 #include "layers/module_list.h"
 
 namespace headlab::layers {
@@ -122,6 +124,39 @@ TEST(Module, ZeroGradDropsEveryGradient) {
   for (auto& p : tree.parameters()) ASSERT_TRUE(p.has_grad());
   tree.zero_grad();
   for (auto& [name, p] : tree.named_parameters()) EXPECT_FALSE(p.has_grad()) << name;
+}
+
+TEST(Module, ReplaceParameterRebindsTheDottedName) {
+  Tree tree;
+  const Variable replacement(Tensor::ones({2, 3}), true);
+  tree.replace_parameter("list.1.a", replacement);
+  EXPECT_EQ(tree.parameter("list.1.a").node(), replacement.node());
+  EXPECT_NE(tree.parameter("list.0.a").node(), replacement.node());
+}
+
+TEST(Module, ReplacedParameterIsWhatTheLayerComputesWith) {
+  core::Generator gen(0);
+  Linear lin(LinearOptions(2, 1).bias(false), gen, core::DType::f64);
+  const Variable w(Tensor::from_vector({3, 4}, {1, 2}, core::DType::f64), true);
+  lin.replace_parameter("weight", w);
+  const Variable y = lin.forward(Variable(Tensor::from_vector({1, 1}, {1, 2}, core::DType::f64)));
+  EXPECT_EQ(y.value().item(), 7.0);
+  autograd::sum(y).backward();
+  EXPECT_TRUE(w.has_grad());
+}
+
+TEST(Module, ReplaceParameterRejectsUnknownNamesAndOtherShapes) {
+  Tree tree;
+  EXPECT_THROW(tree.replace_parameter("left.z", Variable(Tensor::zeros({2, 3}))), std::invalid_argument);
+  EXPECT_THROW(tree.replace_parameter("nope.a", Variable(Tensor::zeros({2, 3}))), std::invalid_argument);
+  try {
+    tree.replace_parameter("left.a", Variable(Tensor::zeros({3, 2})));
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[3, 2]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(tree.replace_parameter("left.a", Variable(Tensor::zeros({2, 3}, core::DType::f64))),
+               std::invalid_argument);
 }
 
 }  // namespace

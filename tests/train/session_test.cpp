@@ -84,8 +84,11 @@ TEST(Session, NonFiniteLossStopsNamingTheStepAndLeavesTheModel) {
   // The failed step did not touch the weights (they may be huge, but not NaN from it).
   const auto after = flat_weights(s.model());
   ASSERT_EQ(after.size(), before.size());
-  for (std::size_t i = 0; i < after.size(); ++i)
-    if (!std::isnan(before[i])) EXPECT_EQ(after[i], before[i]);
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    if (!std::isnan(before[i])) {
+      EXPECT_EQ(after[i], before[i]);
+    }
+  }
 }
 
 TEST(Session, BadTaskSettingsAreUsageErrors) {

@@ -23,6 +23,8 @@ Command add_eval(CLI::App& app);
 Command add_analyze(CLI::App& app);
 Command add_tasks(CLI::App& app);
 Command add_gradcheck(CLI::App& app);
+Command add_sweep(CLI::App& app);
+Command add_bench(CLI::App& app);
 
 // Binds every TrainConfig field to a flag of `app` (--d-model ...). After
 // parsing, apply() writes onto a config only the flags the user gave, so a

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   add("train", "train a model; writes a run folder (--out DIR)", cli::add_train);
   add("eval", "loss and accuracy of a checkpoint; optional logits and gradient dumps", cli::add_eval);
   add("analyze", "head analysis of a run or checkpoint: table, heads.json, report.html", cli::add_analyze);
+  add("sweep", "train many seeds and head counts; how often heads specialize", cli::add_sweep);
+  add("bench", "training-step throughput, GFLOP/s, MFU and peak memory", cli::add_bench);
   add("tasks", "the synthetic tasks and the heads each should produce", cli::add_tasks);
   add("gradcheck", "float64 finite-difference check of every op and layer", cli::add_gradcheck);
 

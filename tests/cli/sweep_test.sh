@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# `headlab sweep` end to end: a small sweep writes one run folder per (heads,
+# seed) and a sweep.json whose counts add up; bad arguments exit 2 and create
+# nothing; an existing --out needs --force; SIGTERM stops every run and exits 143.
+#
+#   tests/cli/sweep_test.sh [HEADLAB]     (default: $HEADLAB_BUILD_DIR/headlab, else build/headlab)
+#
+# Needs python3 to read the JSON (exit 77, skipped, without it). Takes ~10 s.
+set -uo pipefail
+
+headlab=${1:-${HEADLAB_BUILD_DIR:-$(dirname "$0")/../../build}/headlab}
+[[ -x $headlab ]] || { echo "sweep_test: no headlab binary at $headlab" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "sweep_test: python3 not found; skipped" >&2; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# A model small enough to train in about a second per run.
+small=(--steps 150 --d-model 32 --eval-batch 128 --log-every 50)
+
+echo "== a 2 x 2 sweep writes its run folders and sweep.json"
+"$headlab" sweep --seeds 0-1 --heads 1,2 "${small[@]}" --jobs 2 --out "$tmp/sweep" >"$tmp/out.txt" 2>"$tmp/err.txt"
+status=$?
+[[ $status -eq 0 ]] || fail "the sweep exited $status: $(cat "$tmp/err.txt")"
+for run in h1-s0 h1-s1 h2-s0 h2-s1; do
+  for f in heads.json stdout.log checkpoint.safetensors; do
+    [[ -f $tmp/sweep/$run/$f ]] || fail "no $run/$f"
+  done
+done
+[[ $(grep -c '^\[[1-4]/4\] h[12] s[01]: acc ' "$tmp/err.txt") -eq 4 ]] || fail "not one progress line per run: $(cat "$tmp/err.txt")"
+grep -q '^heads  runs  failed  acc >= 99.0%' "$tmp/out.txt" || fail "no summary table: $(cat "$tmp/out.txt")"
+python3 - "$tmp/sweep/sweep.json" <<'EOF' || fail "sweep.json is not as expected"
+import json, sys
+s = json.load(open(sys.argv[1]))
+def check(ok, what):
+    if not ok:
+        print("sweep.json:", what, file=sys.stderr)
+        sys.exit(1)
+check(s["format"] == "headlab-sweep/1", "format")
+check(s["task"] == "first-prev-pair" and s["seeds"] == [0, 1] and s["heads"] == [1, 2], "task, seeds, heads")
+check(s["planned_runs"] == 4 and len(s["runs"]) == 4 and not s["interrupted"], "4 runs, not interrupted")
+check(s["config"]["threads"] == 1 and s["config"]["analyze-every"] == 0 and s["config"]["d-model"] == 32, "config")
+for r in s["runs"]:
+    check(r["status"] == "done" and r["exit_code"] == 0, "run status")
+    check(r["dir"] == "h%d-s%d" % (r["heads"], r["seed"]), "run dir")
+    check(len(r["head_results"]) == r["heads"], "one result per head")
+    check(0 <= r["accuracy"] <= 1 and r["reached_target"] == (r["accuracy"] >= 0.99), "accuracy")
+    heads_json = json.load(open(sys.argv[1].replace("sweep.json", r["dir"] + "/heads.json")))
+    check(r["specialized"] == heads_json["verdict"]["specialized"], "verdict copied from heads.json")
+    check([h["label"] for h in r["head_results"]] == [h["label"] for h in heads_json["heads"]], "labels")
+check([c["heads"] for c in s["configs"]] == [1, 2], "one config per head count")
+for c in s["configs"]:
+    runs = [r for r in s["runs"] if r["heads"] == c["heads"]]
+    check(c["runs"] == 2 and c["failed"] == 0, "config runs")
+    check(c["specialized"] == sum(r["specialized"] for r in runs), "specialized count")
+    check(c["reached_target"] == sum(r["reached_target"] for r in runs), "reached count")
+    check(abs(c["specialized_share"] - c["specialized"] / 2) < 1e-12, "specialized share")
+    check(len(c["labels"]) == 8, "every label listed")
+    check(sum(l["heads"] for l in c["labels"].values()) == 2 * c["heads"], "label counts add up to the heads")
+EOF
+
+echo "== an existing sweep folder needs --force"
+"$headlab" sweep --seeds 0 --heads 1 "${small[@]}" --out "$tmp/sweep" >/dev/null 2>"$tmp/err.txt"
+status=$?
+[[ $status -eq 2 ]] || fail "a non-empty --out without --force exited $status, not 2"
+grep -q 'is not empty; pass --force' "$tmp/err.txt" || fail "no --force hint: $(cat "$tmp/err.txt")"
+"$headlab" sweep --seeds 0 --heads 1 "${small[@]}" --out "$tmp/sweep" --force >/dev/null 2>&1 ||
+  fail "--force over an existing sweep failed"
+
+echo "== bad arguments exit 2, name the value and create nothing"
+bad() {  # expected message, then arguments
+  local want=$1
+  shift
+  "$headlab" sweep "$@" --out "$tmp/bad" >/dev/null 2>"$tmp/err.txt"
+  local status=$?
+  [[ $status -eq 2 ]] || fail "sweep $* exited $status, not 2"
+  grep -qF -- "$want" "$tmp/err.txt" || fail "sweep $*: expected '$want' in: $(cat "$tmp/err.txt")"
+  [[ ! -e $tmp/bad ]] || { fail "sweep $* created --out"; rm -rf "$tmp/bad"; }
+}
+bad "--seeds '5-3': the range 5-3 runs backwards" --seeds 5-3
+bad "--seeds '': the list is empty" --seeds ""
+bad "--seeds '-1': -1 is negative" --seeds=-1
+bad "--seeds '1,x': 'x' is not a whole number" --seeds 1,x
+bad "--seeds '0-2,1': 1 is listed twice" --seeds 0-2,1
+bad "--heads '0': every value must be at least 1, got 0" --heads 0
+bad "--heads '1,': an empty item" --heads 1,
+bad "--d-model 32 is not divisible by --heads 3" --heads 1,3 --d-model 32
+bad "--target-accuracy must be a fraction in (0, 1], like 0.99; got 99" --target-accuracy 99
+bad "--jobs must be 0 (one per core) or more, got -1" --jobs -1
+bad "unknown task 'nope'" --task nope
+bad "--seed" --seed 3  # per-run flags are the sweep's: --seeds, --heads
+bad "--threads" --threads 2
+
+echo "== SIGTERM stops every run and exits 143"
+"$headlab" sweep --seeds 0-3 --heads 2 --steps 1000000 --d-model 32 --jobs 2 --out "$tmp/stop" \
+  >"$tmp/out.txt" 2>"$tmp/err.txt" &
+pid=$!
+for _ in $(seq 100); do  # until both runs have started training (their train.log exists)
+  [[ $(ls "$tmp"/stop/h2-s*/train.log 2>/dev/null | wc -l) -ge 2 ]] && break
+  sleep 0.1
+done
+sleep 0.5
+kill -TERM "$pid"
+wait "$pid"
+status=$?
+[[ $status -eq 143 ]] || fail "after SIGTERM the sweep exited $status, not 143: $(cat "$tmp/err.txt")"
+python3 - "$tmp/stop/sweep.json" <<'EOF' || fail "the stopped sweep's sweep.json is not as expected"
+import json, sys
+s = json.load(open(sys.argv[1]))
+ok = s["interrupted"] and s["planned_runs"] == 4 and len(s["runs"]) == 2 \
+    and all(r["status"] == "interrupted" and r["exit_code"] == 143 for r in s["runs"])
+sys.exit(0 if ok else 1)
+EOF
+for run in h2-s0 h2-s1; do
+  [[ -f $tmp/stop/$run/checkpoint.safetensors ]] || fail "the stopped run $run saved no checkpoint"
+done
+[[ ! -e $tmp/stop/h2-s2 ]] || fail "a run started after the stop signal"
+
+if ((failures)); then
+  echo "sweep_test: $failures failure(s)" >&2
+  exit 1
+fi
+echo "sweep_test: all passed"

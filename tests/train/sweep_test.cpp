@@ -1,0 +1,196 @@
+// `headlab sweep`'s arithmetic: seed and head lists, per-run results read
+// from an analysis, the aggregates per head count, and sweep.json's parts.
+// (The processes themselves are tested end to end by tests/cli/sweep_test.sh.)
+#include "train/sweep.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "train/errors.h"
+
+namespace headlab::train {
+namespace {
+
+// The UsageError message of parse_int_list, or "" if it parsed.
+std::string parse_error(const std::string& text, int64_t min_value = 0) {
+  try {
+    (void)parse_int_list(text, "--seeds", min_value, 100);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ParseIntList, ExpandsRangesAndListsInTheOrderGiven) {
+  EXPECT_EQ(parse_int_list("0-3", "--seeds", 0), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(parse_int_list("0,3,5-7", "--seeds", 0), (std::vector<int64_t>{0, 3, 5, 6, 7}));
+  EXPECT_EQ(parse_int_list("4, 1 ,2", "--heads", 1), (std::vector<int64_t>{4, 1, 2}));
+  EXPECT_EQ(parse_int_list("7", "--seeds", 0), (std::vector<int64_t>{7}));
+  EXPECT_EQ(parse_int_list("5-5", "--seeds", 0), (std::vector<int64_t>{5}));
+}
+
+TEST(ParseIntList, RejectsBadListsNamingTheFlagAndTheValue) {
+  EXPECT_NE(parse_error("").find("--seeds '': the list is empty"), std::string::npos);
+  EXPECT_NE(parse_error("5-3").find("the range 5-3 runs backwards (write 3-5)"), std::string::npos);
+  EXPECT_NE(parse_error("-1").find("-1 is negative"), std::string::npos);
+  EXPECT_NE(parse_error("1,-2").find("-2 is negative"), std::string::npos);
+  EXPECT_NE(parse_error("a").find("'a' is not a whole number"), std::string::npos);
+  EXPECT_NE(parse_error("1.5").find("'1.5' is not a whole number"), std::string::npos);
+  EXPECT_NE(parse_error("1-").find("'' is not a whole number"), std::string::npos);
+  EXPECT_NE(parse_error("1,,2").find("an empty item"), std::string::npos);
+  EXPECT_NE(parse_error("1,").find("an empty item"), std::string::npos);
+  EXPECT_NE(parse_error("0-3,2").find("2 is listed twice"), std::string::npos);
+  EXPECT_NE(parse_error("0,1", 1).find("at least 1, got 0"), std::string::npos);
+  EXPECT_NE(parse_error("0-100").find("more than 100 values"), std::string::npos);
+  EXPECT_NE(parse_error("99999999999999999999").find("too large"), std::string::npos);
+  EXPECT_EQ(parse_error("0-99"), "");
+}
+
+SweepHead head(const char* name, Label label, double score, double prev, double first) {
+  return {name, label, score, prev, first};
+}
+
+SweepRun done_run(int64_t heads, int64_t seed, double accuracy, bool specialized, std::vector<SweepHead> results) {
+  SweepRun r;
+  r.heads = heads;
+  r.seed = seed;
+  r.dir = run_dir_name(heads, seed);
+  r.status = RunStatus::done;
+  r.accuracy = accuracy;
+  r.loss = 0.01;
+  r.specialized = specialized;
+  r.head_results = std::move(results);
+  r.seconds = 2.0;
+  return r;
+}
+
+TEST(RecordAnalysis, TakesAccuracyVerdictAndEachHeadsLabelAndTopScore) {
+  RunAnalysis a;
+  a.num_layers = 1;
+  a.num_heads = 2;
+  a.accuracy = 0.995;
+  a.loss = 0.02;
+  a.verdict.specialized = true;
+  HeadAnalysis prev;
+  prev.head = 0;
+  prev.label = Label::previous_token;
+  prev.scores.previous_token = 0.95;
+  prev.scores.first_token = 0.03;
+  HeadAnalysis mixed;
+  mixed.head = 1;
+  mixed.label = Label::mixed;
+  mixed.scores.previous_token = 0.45;
+  mixed.scores.first_token = 0.52;
+  a.heads = {prev, mixed};
+
+  SweepRun r;
+  r.heads = 2;
+  r.seed = 4;
+  r.dir = run_dir_name(2, 4);
+  r.seconds = 3.14;
+  record_analysis(r, a);
+  EXPECT_EQ(r.dir, "h2-s4");
+  EXPECT_EQ(r.status, RunStatus::done);
+  EXPECT_EQ(r.accuracy, 0.995);
+  EXPECT_TRUE(r.specialized);
+  ASSERT_EQ(r.head_results.size(), 2u);
+  EXPECT_EQ(r.head_results[0].name, "L0H0");
+  EXPECT_EQ(r.head_results[0].label, Label::previous_token);
+  EXPECT_DOUBLE_EQ(r.head_results[0].score, 0.95);
+  EXPECT_DOUBLE_EQ(r.head_results[1].score, 0.52);  // a mixed head's best pattern: first-token
+  EXPECT_EQ(run_line(r),
+            "h2 s4: acc 99.5%, specialized, L0H0 previous-token 0.95, L0H1 mixed (prev 0.45, first 0.52) (3.1 s)");
+}
+
+TEST(RunLine, SaysWhyARunFailed) {
+  SweepRun r;
+  r.heads = 1;
+  r.seed = 2;
+  r.status = RunStatus::failed;
+  r.error = "exit status 1: boom";
+  EXPECT_EQ(run_line(r), "h1 s2: failed: exit status 1: boom (0.0 s)");
+}
+
+TEST(ReachedTarget, CountsAnAccuracyEqualToTheTargetAndNeverAFailedRun) {
+  EXPECT_TRUE(reached_target(done_run(2, 0, 0.99, true, {}), 0.99));
+  EXPECT_FALSE(reached_target(done_run(2, 0, 0.9899, true, {}), 0.99));
+  SweepRun failed = done_run(2, 0, 1.0, true, {});
+  failed.status = RunStatus::failed;
+  EXPECT_FALSE(reached_target(failed, 0.99));
+}
+
+TEST(Summarize, CountsRunsSharesAndLabelsPerHeadCount) {
+  std::vector<SweepRun> runs = {
+      done_run(2, 0, 1.0, true,
+               {head("L0H0", Label::previous_token, 0.96, 0.96, 0.01),
+                head("L0H1", Label::first_token, 0.80, 0.10, 0.80)}),
+      done_run(2, 1, 1.0, true,
+               {head("L0H0", Label::first_token, 0.90, 0.02, 0.90),
+                head("L0H1", Label::previous_token, 0.94, 0.94, 0.03)}),
+      done_run(2, 2, 0.5, false,
+               {head("L0H0", Label::mixed, 0.5, 0.5, 0.4), head("L0H1", Label::mixed, 0.6, 0.3, 0.6)}),
+      done_run(1, 0, 1.0, false, {head("L0H0", Label::mixed, 0.55, 0.45, 0.55)}),
+  };
+  SweepRun failed = done_run(2, 3, 0, false, {});
+  failed.status = RunStatus::failed;
+  runs.push_back(failed);
+  SweepRun stopped = done_run(2, 4, 0, false, {});
+  stopped.status = RunStatus::interrupted;
+  runs.push_back(stopped);
+
+  const std::vector<int64_t> heads = {1, 2, 4};
+  const std::vector<ConfigSummary> s = summarize(runs, heads, 0.99);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[1].heads, 2);
+  EXPECT_EQ(s[1].runs, 3);  // failed and interrupted runs are not in the denominator
+  EXPECT_EQ(s[1].failed, 1);
+  EXPECT_EQ(s[1].interrupted, 1);
+  EXPECT_EQ(s[1].reached_target, 2);
+  EXPECT_EQ(s[1].specialized, 2);
+  EXPECT_DOUBLE_EQ(s[1].specialized_share(), 2.0 / 3.0);
+  EXPECT_EQ(s[1].labels.at(Label::previous_token).heads, 2);
+  EXPECT_DOUBLE_EQ(s[1].labels.at(Label::previous_token).score, 0.95);
+  EXPECT_EQ(s[1].labels.at(Label::first_token).heads, 2);
+  EXPECT_DOUBLE_EQ(s[1].labels.at(Label::first_token).score, 0.85);
+  EXPECT_EQ(s[1].labels.at(Label::mixed).heads, 2);
+  EXPECT_EQ(s[1].labels.at(Label::sink).heads, 0);
+  EXPECT_DOUBLE_EQ(s[1].mean_seconds, 2.0);
+
+  EXPECT_EQ(s[0].runs, 1);
+  EXPECT_EQ(s[0].specialized, 0);
+  EXPECT_DOUBLE_EQ(s[0].labels.at(Label::mixed).first_token, 0.55);
+  EXPECT_EQ(s[2].runs, 0);  // no runs with 4 heads: zero shares, no division by zero
+  EXPECT_EQ(s[2].reached_share(), 0.0);
+
+  const std::string text = summary_text(s, 0.99);
+  EXPECT_NE(text.find("acc >= 99.0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("previous-token 2, first-token 2, mixed 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("h2   previous-token      2 heads  top 0.95"), std::string::npos) << text;
+  EXPECT_NE(text.find("(1 run(s) stopped by a signal are not counted)"), std::string::npos) << text;
+}
+
+TEST(SweepJson, HoldsEveryLabelAndTheSharesPerHeadCount) {
+  const std::vector<SweepRun> runs = {done_run(1, 0, 1.0, true, {head("L0H0", Label::previous_token, 0.9, 0.9, 0.1)})};
+  const std::vector<int64_t> heads = {1};
+  const nlohmann::json c = config_json(summarize(runs, heads, 0.99)[0]);
+  EXPECT_EQ(c["runs"], 1);
+  EXPECT_EQ(c["specialized_share"], 1.0);
+  EXPECT_EQ(c["labels"].size(), 8u);
+  EXPECT_EQ(c["labels"]["previous-token"]["heads"], 1);
+  EXPECT_EQ(c["labels"]["mixed"]["heads"], 0);
+
+  const nlohmann::json r = run_json(runs[0], 0.99);
+  EXPECT_EQ(r["dir"], "h1-s0");
+  EXPECT_EQ(r["status"], "done");
+  EXPECT_EQ(r["reached_target"], true);
+  EXPECT_EQ(r["head_results"][0]["label"], "previous-token");
+  SweepRun failed = runs[0];
+  failed.status = RunStatus::failed;
+  failed.accuracy.reset();
+  EXPECT_TRUE(run_json(failed, 0.99)["accuracy"].is_null());
+}
+
+}  // namespace
+}  // namespace headlab::train

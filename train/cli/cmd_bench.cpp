@@ -1,0 +1,153 @@
+// `headlab bench`: training-step throughput of a model, against the
+// machine's own sgemm peak measured in the same process.
+//
+// FLOPs per training token (forward + backward): 6 N + 12 L T d, with N the
+// number of Linear weights including the output head (the attention scores
+// and their products add the second term).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "core/ops.h"
+#include "core/random.h"
+#include "core/threads.h"
+#include "train/cli/cli.h"
+#include "train/errors.h"
+#include "train/session.h"
+
+namespace headlab::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchArgs {
+  std::string preset = "tiny";
+  int64_t warmup = 5, steps = 20, runs = 5;
+  bool json = false;
+};
+
+// Presets of issue 8: all pre-LN with d_ff = 4d, AdamW, the `previous` task.
+train::TrainConfig preset_config(const std::string& name) {
+  train::TrainConfig c;
+  c.task = "previous";
+  c.analyze_every = 0;
+  c.eval_batch = 1;
+  struct P {
+    const char* name;
+    int64_t vocab, seq_len, batch, d_model, heads, layers;
+  };
+  static const P presets[] = {{"tiny", 16, 8, 64, 64, 2, 1}, {"small", 64, 32, 32, 128, 4, 2},
+                              {"medium", 256, 128, 16, 256, 8, 4}};
+  for (const P& p : presets) {
+    if (name != p.name) continue;
+    c.vocab = p.vocab;
+    c.seq_len = p.seq_len;
+    c.batch = p.batch;
+    c.d_model = p.d_model;
+    c.heads = p.heads;
+    c.layers = p.layers;
+    return c;
+  }
+  throw train::UsageError("--preset must be tiny, small or medium, got '" + name + "'");
+}
+
+// Best of a few large sgemms, in GFLOP/s: what this machine's BLAS can do.
+double sgemm_peak_gflops() {
+  constexpr int64_t n = 1024;
+  core::Generator gen(1);
+  const core::Tensor a = gen.normal({n, n}, 0, 1), b = gen.normal({n, n}, 0, 1);
+  double best = 0;
+  for (int rep = 0; rep < 6; ++rep) {
+    const auto t0 = Clock::now();
+    const core::Tensor c = core::matmul(a, b);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * n / s / 1e9);
+  }
+  return best;
+}
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
+  if (args.warmup < 0 || args.steps < 1 || args.runs < 1)
+    throw train::UsageError("--warmup-steps must be >= 0, --bench-steps and --runs >= 1");
+  train::TrainConfig config = preset_config(args.preset);
+  flags.apply(config);
+  config.validate();
+  core::set_num_threads(config.threads);
+  train::Session session(config);
+  const auto& m = session.model().options();
+
+  int64_t linear_weights = 0;
+  for (const auto& [name, p] : session.model().named_parameters())
+    if (p.dim() == 2 && name.find("emb") == std::string::npos) linear_weights += p.numel();
+  const double tokens = static_cast<double>(config.batch * m.max_seq_len());
+  const double flops_per_step =
+      tokens * (6.0 * static_cast<double>(linear_weights) +
+                12.0 * static_cast<double>(m.layers() * m.max_seq_len() * m.d_model()));
+
+  for (int64_t i = 0; i < args.warmup; ++i) session.step();
+  std::vector<double> ms;
+  for (int64_t r = 0; r < args.runs; ++r) {
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < args.steps; ++i) session.step();
+    ms.push_back(1000 * std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(args.steps));
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  const double gflops = flops_per_step / (median / 1000) / 1e9;
+  const double peak = sgemm_peak_gflops();
+  const nlohmann::json result = {{"preset", args.preset},
+                                 {"threads", core::num_threads()},
+                                 {"parameters", session.model().num_parameters()},
+                                 {"ms_per_step", median},
+                                 {"ms_per_step_min", ms.front()},
+                                 {"ms_per_step_max", ms.back()},
+                                 {"tokens_per_s", tokens / (median / 1000)},
+                                 {"gflops", gflops},
+                                 {"sgemm_peak_gflops", peak},
+                                 {"mfu", gflops / peak},
+                                 {"peak_rss_mib", peak_rss_mib()}};
+  if (args.json) {
+    std::cout << result.dump() << '\n';
+    return 0;
+  }
+  std::printf("%s: %lld layer(s), d_model %lld, %lld heads, batch %lld x %lld tokens, %lld parameters, %d thread(s)\n",
+              args.preset.c_str(), static_cast<long long>(m.layers()), static_cast<long long>(m.d_model()),
+              static_cast<long long>(m.heads()), static_cast<long long>(config.batch),
+              static_cast<long long>(m.max_seq_len()), static_cast<long long>(session.model().num_parameters()),
+              core::num_threads());
+  std::printf("  %.3f ms/step (median of %lld runs of %lld steps; min %.3f, max %.3f)\n", median,
+              static_cast<long long>(args.runs), static_cast<long long>(args.steps), ms.front(), ms.back());
+  std::printf("  %.0f tokens/s, %.2f GFLOP/s, MFU %.1f%% of a %.1f GFLOP/s sgemm peak, peak RSS %.1f MiB\n",
+              tokens / (median / 1000), gflops, 100 * gflops / peak, peak, peak_rss_mib());
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  app.add_option("--preset", args->preset,
+                 "tiny (V16 T8 B64 d64 h2 L1), small (V64 T32 B32 d128 h4 L2) or medium (V256 T128 B16 d256 h8 L4)")
+      ->default_val(args->preset);
+  app.add_option("--warmup-steps", args->warmup, "untimed steps first")->default_val(args->warmup);
+  app.add_option("--bench-steps", args->steps, "timed steps per run")->default_val(args->steps);
+  app.add_option("--runs", args->runs, "timed runs; the median is reported")->default_val(args->runs);
+  app.add_flag("--json", args->json, "print one JSON object");
+  auto flags = std::make_shared<ConfigFlags>(
+      app, std::vector<std::string>{"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
+                                    "no-layernorm", "bidirectional", "batch", "lr", "optimizer", "weight-decay",
+                                    "clip", "seed", "threads"});
+  app.footer("Model flags override the preset. FLOPs per token: 6 N + 12 L T d (N: Linear weights incl. the head).");
+  return [args, flags] { return run_bench(*args, *flags); };
+}
+
+}  // namespace headlab::cli

@@ -1,0 +1,414 @@
+// `headlab sweep`: one `headlab train` process per (head count, seed), up to
+// --jobs at a time, each in its own run folder; then how often the heads
+// specialized, per head count, on stdout and in sweep.json.
+//
+// Runs are processes, not threads: each trains single-threaded and
+// independently of the others, a crash stays in its folder, and SIGINT or
+// SIGTERM reach every run through the same path as `headlab train`'s own.
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "train/cli/cli.h"
+#include "train/errors.h"
+#include "train/run_folder.h"
+#include "train/session.h"
+#include "train/signals.h"
+#include "train/sweep.h"
+
+namespace headlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct SweepArgs {
+  std::string config_file, seeds = "0-9", heads, out;
+  int jobs = 0;
+  double target_accuracy = 0.99;
+  bool force = false;
+};
+
+// Training flags the sweep sets for every run itself.
+const std::vector<std::string> kPerRunFlags = {"seed", "heads", "threads", "analyze-every"};
+
+std::vector<std::string> forwarded_flag_names() {
+  std::vector<std::string> names;
+  train::TrainConfig config;
+  train::TrainConfig::visit_fields(config, [&](const char* name, auto&, const char*) {
+    if (std::find(kPerRunFlags.begin(), kPerRunFlags.end(), name) == kPerRunFlags.end()) names.emplace_back(name);
+  });
+  return names;
+}
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+std::string join(const std::vector<int64_t>& values) {
+  std::string out;
+  for (const int64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
+
+std::string shortest(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", value);
+  return buf;
+}
+
+std::string format_seconds(double seconds) {
+  char buf[32];
+  if (seconds >= 60)
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(seconds / 60), static_cast<int>(seconds) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+  return buf;
+}
+
+// The last non-empty line of a run's log: `headlab train` reports a failure
+// there as one line.
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  if (last.size() > 300) last = last.substr(0, 300) + "...";
+  return last;
+}
+
+// A new sweep folder: refuses one that holds anything unless --force.
+void prepare_sweep_folder(const std::string& dir, bool force) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) throw train::UsageError("--out " + dir + " exists and is not a folder");
+    if (!fs::is_empty(dir, ec) && !force)
+      throw train::UsageError("--out " + dir + " is not empty; pass --force to run the sweep there anyway "
+                              "(its runs' folders are overwritten)");
+  }
+  fs::create_directories(dir, ec);
+  if (ec) throw train::UsageError("cannot create --out " + dir + ": " + ec.message());
+  if (access(dir.c_str(), W_OK) != 0)
+    throw train::UsageError("cannot write to --out " + dir + ": " + std::strerror(errno));
+}
+
+// The signals the sweep waits for with sigtimedwait. They are blocked in the
+// sweep (threads started later inherit the mask) and unblocked in each child
+// before exec.
+sigset_t waited_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+class SignalMask {
+ public:
+  SignalMask() {
+    const sigset_t set = waited_signals();
+    pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  // A pending SIGCHLD is then discarded, a pending SIGINT or SIGTERM goes to the stop handler.
+  ~SignalMask() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  SignalMask(const SignalMask&) = delete;
+  SignalMask& operator=(const SignalMask&) = delete;
+  const sigset_t& old() const { return old_; }
+
+ private:
+  sigset_t old_;
+};
+
+// Starts `argv` as a child with stdin from /dev/null and stdout and stderr
+// into `log_path`, under the signal mask `mask`.
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, const sigset_t& mask) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("sweep: cannot start a training process: ") + std::strerror(errno));
+  if (pid == 0) {
+    // The child: only async-signal-safe calls until exec.
+    const int out = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (out < 0 || in < 0 || dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
+        dup2(out, STDERR_FILENO) < 0)
+      _exit(127);
+    pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+    // This very program, even if the file was replaced since it started.
+    execv("/proc/self/exe", args.data());
+    constexpr char kMessage[] = "headlab sweep: cannot execute /proc/self/exe\n";
+    (void)!write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+    _exit(127);
+  }
+  return pid;
+}
+
+// The running children; whatever happens to the sweep, none outlives it.
+class Children {
+ public:
+  struct Child {
+    pid_t pid;
+    std::size_t run;  // index into the plan
+    Clock::time_point start;
+  };
+
+  ~Children() {
+    signal_all(SIGTERM);
+    for (const Child& c : running_) {
+      int status = 0;
+      while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+
+  void add(pid_t pid, std::size_t run) { running_.push_back({pid, run, Clock::now()}); }
+  std::size_t size() const { return running_.size(); }
+  void signal_all(int sig) const {
+    for (const Child& c : running_) kill(c.pid, sig);
+  }
+
+  // Reaps the children that have exited: calls done(child, wait status).
+  template <class F>
+  void reap(F&& done) {
+    for (std::size_t i = 0; i < running_.size();) {
+      int status = 0;
+      if (waitpid(running_[i].pid, &status, WNOHANG) == running_[i].pid) {
+        const Child c = running_[i];
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+        done(c, status);
+      } else {
+        ++i;
+      }
+    }
+  }
+
+ private:
+  std::vector<Child> running_;
+};
+
+struct Sweep {
+  std::string dir;
+  std::vector<int64_t> seeds, heads;
+  train::TrainConfig config;  // shared by every run; seed and heads vary
+  double target_accuracy = 0.99;
+  int jobs = 1;
+};
+
+std::vector<std::string> train_argv(const Sweep& sweep, const train::SweepRun& run) {
+  return {"headlab",         "train",  "--config",  sweep.dir + "/config.json",
+          "--out",           sweep.dir + "/" + run.dir,
+          "--force",  // the sweep folder was checked; the run folder holds the sweep's stdout.log
+          "--seed",          std::to_string(run.seed),
+          "--heads",         std::to_string(run.heads),
+          "--threads",       "1",
+          "--analyze-every", "0"};
+}
+
+// Reads a finished child's results into `run`.
+void finish_run(const Sweep& sweep, train::SweepRun& run, int status) {
+  const std::string folder = sweep.dir + "/" + run.dir;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+  if (run.exit_code == 0) {
+    try {
+      std::ifstream in(folder + "/heads.json");
+      if (!in) throw std::runtime_error("no heads.json");
+      const train::RunAnalysis analysis = nlohmann::json::parse(in).get<train::RunAnalysis>();
+      train::record_analysis(run, analysis);
+    } catch (const std::exception& e) {
+      run.status = train::RunStatus::failed;
+      run.error = std::string("cannot read ") + folder + "/heads.json: " + e.what();
+    }
+  } else if (run.exit_code == 128 + SIGINT || run.exit_code == 128 + SIGTERM) {
+    run.status = train::RunStatus::interrupted;
+  } else {
+    run.status = train::RunStatus::failed;
+    const std::string why = last_line(folder + "/stdout.log");
+    run.error = "exit status " + std::to_string(run.exit_code) + (why.empty() ? "" : ": " + why) + " (see " +
+                folder + "/stdout.log)";
+  }
+}
+
+// Runs the plan, `sweep.jobs` at a time. Returns the first stop signal, or 0.
+int run_all(const Sweep& sweep, std::vector<train::SweepRun>& plan, std::vector<bool>& started,
+            const SignalMask& mask) {
+  Children children;
+  std::size_t next = 0, finished = 0;
+  int stop = 0;
+  const auto request_stop = [&](int sig) {
+    if (stop == 0) {
+      stop = sig;
+      std::fprintf(stderr, "headlab sweep: signal %d: stopping the %zu running run(s); no new ones start\n", sig,
+                   children.size());
+    }
+    children.signal_all(sig);
+  };
+  const sigset_t waited = waited_signals();
+  while (true) {
+    children.reap([&](const Children::Child& c, int status) {
+      train::SweepRun& run = plan[c.run];
+      run.seconds = std::chrono::duration<double>(Clock::now() - c.start).count();
+      finish_run(sweep, run, status);
+      ++finished;
+      std::fprintf(stderr, "[%zu/%zu] %s\n", finished, plan.size(), train::run_line(run).c_str());
+    });
+    // A signal that reached a thread without the mask went to the stop handler.
+    if (stop == 0 && train::stop_signal() != 0) request_stop(train::stop_signal());
+    while (stop == 0 && next < plan.size() && children.size() < static_cast<std::size_t>(sweep.jobs)) {
+      train::SweepRun& run = plan[next];
+      const std::string folder = sweep.dir + "/" + run.dir;
+      std::error_code ec;
+      fs::create_directories(folder, ec);
+      if (ec) throw std::runtime_error("sweep: cannot create " + folder + ": " + ec.message());
+      fs::remove(folder + "/heads.json", ec);  // a stale one from an earlier sweep must not count
+      children.add(spawn(train_argv(sweep, run), folder + "/stdout.log", mask.old()), next);
+      started[next++] = true;
+    }
+    if (children.size() == 0) break;
+    // Wakes on a child's exit or a stop signal; the timeout is a safety net.
+    timespec timeout{0, 250'000'000};
+    const int sig = sigtimedwait(&waited, nullptr, &timeout);
+    if (sig == SIGINT || sig == SIGTERM) request_stop(sig);
+  }
+  return stop;
+}
+
+nlohmann::ordered_json sweep_json(const Sweep& sweep, const std::vector<train::SweepRun>& runs,
+                          const std::vector<train::ConfigSummary>& configs, std::size_t planned, double seconds,
+                          bool interrupted) {
+  nlohmann::ordered_json run_list = nlohmann::ordered_json::array(), config_list = nlohmann::ordered_json::array();
+  for (const train::SweepRun& r : runs) run_list.push_back(train::run_json(r, sweep.target_accuracy));
+  for (const train::ConfigSummary& c : configs) config_list.push_back(train::config_json(c));
+  return {{"format", "headlab-sweep/1"},
+          {"task", sweep.config.data.empty() ? sweep.config.task : "data"},
+          {"seeds", sweep.seeds},
+          {"heads", sweep.heads},
+          {"target_accuracy", sweep.target_accuracy},
+          {"jobs", sweep.jobs},
+          {"planned_runs", planned},
+          {"seconds", seconds},
+          {"interrupted", interrupted},
+          {"config", nlohmann::ordered_json(train::to_json(sweep.config))},
+          {"runs", run_list},
+          {"configs", config_list}};
+}
+
+int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
+  // First of all, before any thread exists: see waited_signals().
+  const SignalMask mask;
+  train::install_stop_handlers();
+
+  Sweep sweep;
+  if (!args.config_file.empty()) apply_config_file(sweep.config, args.config_file);
+  flags.apply(sweep.config);
+  sweep.config.threads = 1;
+  sweep.config.analyze_every = 0;
+  if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
+    throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
+                            shortest(args.target_accuracy));
+  sweep.target_accuracy = args.target_accuracy;
+  if (args.jobs < 0) throw train::UsageError("--jobs must be 0 (one per core) or more, got " + std::to_string(args.jobs));
+  sweep.seeds = train::parse_int_list(args.seeds, "--seeds", 0);
+  sweep.heads = args.heads.empty() ? std::vector<int64_t>{sweep.config.heads}
+                                   : train::parse_int_list(args.heads, "--heads", 1, 1024);
+  // Every configuration must be one `headlab train` accepts, before anything runs.
+  for (const int64_t h : sweep.heads) {
+    train::TrainConfig c = sweep.config;
+    c.heads = h;
+    c.validate();
+    (void)train::Session(c);  // the task, its sizes and the model
+  }
+  std::vector<train::SweepRun> plan;
+  for (const int64_t h : sweep.heads)
+    for (const int64_t s : sweep.seeds) {
+      train::SweepRun run;
+      run.heads = h;
+      run.seed = s;
+      run.dir = train::run_dir_name(h, s);
+      plan.push_back(run);
+    }
+  sweep.jobs = std::min<int>(args.jobs > 0 ? args.jobs : available_cores(), static_cast<int>(plan.size()));
+
+  const std::string task = sweep.config.data.empty() ? sweep.config.task : "data";
+  sweep.dir = args.out.empty() ? train::default_run_dir("sweep-" + task) : args.out;
+  while (sweep.dir.size() > 1 && sweep.dir.back() == '/') sweep.dir.pop_back();
+  prepare_sweep_folder(sweep.dir, args.force);
+  train::write_file_atomic(sweep.dir + "/config.json", train::to_json(sweep.config).dump(2) + "\n");
+
+  std::fprintf(stderr, "sweep: %zu runs of %s (heads %s x seeds %s, %lld steps each), %d at a time -> %s\n",
+               plan.size(), task.c_str(), join(sweep.heads).c_str(), args.seeds.c_str(),
+               static_cast<long long>(sweep.config.steps), sweep.jobs, sweep.dir.c_str());
+  const auto start = Clock::now();
+  std::vector<bool> started(plan.size(), false);
+  const int stop = run_all(sweep, plan, started, mask);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  std::vector<train::SweepRun> runs;
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    if (started[i]) runs.push_back(plan[i]);
+  const std::vector<train::ConfigSummary> configs = train::summarize(runs, sweep.heads, sweep.target_accuracy);
+  const std::string json_path = sweep.dir + "/sweep.json";
+  train::write_file_atomic(json_path,
+                           sweep_json(sweep, runs, configs, plan.size(), seconds, stop != 0).dump(2) + "\n");
+
+  std::cout << '\n'
+            << task << ": " << runs.size() << " of " << plan.size() << " runs in " << format_seconds(seconds) << " ("
+            << sweep.jobs << " at a time, " << sweep.config.steps << " steps each"
+            << (stop != 0 ? "; stopped by signal " + std::to_string(stop) : std::string()) << ")\n\n"
+            << train::summary_text(configs, sweep.target_accuracy) << "\nsweep.json: " << json_path << '\n';
+  std::cout.flush();
+
+  if (stop != 0) return 128 + stop;
+  std::size_t failed = 0;
+  for (const train::SweepRun& r : runs) failed += r.status == train::RunStatus::done ? 0 : 1;
+  if (failed > 0) {
+    std::fprintf(stderr, "headlab sweep: %zu of %zu runs failed; their stdout.log says why\n", failed, runs.size());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_sweep(CLI::App& app) {
+  auto args = std::make_shared<SweepArgs>();
+  app.add_option("--seeds", args->seeds, "seeds to train, as numbers and ranges: 0-9, 0,3,5-7")
+      ->capture_default_str();
+  app.add_option("--heads", args->heads, "head counts to train, e.g. 1,2,4 (default: --config's, else 2)");
+  app.add_option("--jobs", args->jobs, "runs at a time, each on one thread (0: one per core)")->capture_default_str();
+  app.add_option("--target-accuracy", args->target_accuracy,
+                 "evaluation accuracy a run must reach to count as trained (a fraction)")
+      ->capture_default_str();
+  app.add_option("--out", args->out, "the sweep folder (default: a fresh folder under runs/)");
+  app.add_flag("--force", args->force, "run in an existing, non-empty --out folder, overwriting its runs");
+  app.add_option("--config", args->config_file, "a JSON file of training settings, as for `headlab train`")
+      ->check(CLI::ExistingFile);
+  auto flags = std::make_shared<ConfigFlags>(app, forwarded_flag_names());
+  app.footer(
+      "Trains one run per (head count, seed) as a separate `headlab train` process with --threads 1 and\n"
+      "the training flags given here, into OUT/h{heads}-s{seed}/ (its output in stdout.log there), and\n"
+      "prints a line per finished run. Then, per head count: the runs that finished, the share that\n"
+      "reached --target-accuracy, the share whose heads specialized (the verdict of heads.json), the\n"
+      "labels of all their heads and the mean scores per label. OUT/sweep.json holds all of it.\n"
+      "SIGINT/SIGTERM stop every run (each saves a checkpoint) and exit 130/143.\n\n"
+      "Example: headlab sweep --task first-prev-pair --seeds 0-9 --heads 1,2,4 --steps 300");
+  return [args, flags] { return run_sweep(*args, *flags); };
+}
+
+}  // namespace headlab::cli

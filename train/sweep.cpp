@@ -1,0 +1,269 @@
+#include "train/sweep.h"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <string_view>
+
+#include "train/errors.h"
+
+namespace headlab::train {
+namespace {
+
+constexpr std::array<Label, 8> kLabels = {Label::previous_token, Label::first_token, Label::self,
+                                          Label::induction,      Label::duplicate_token, Label::diffuse,
+                                          Label::mixed,          Label::sink};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::string fixed(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
+double rounded(double value, double scale) { return std::round(value * scale) / scale; }
+
+const LabelStats& stats_of(const ConfigSummary& c, Label label) {
+  static const LabelStats kNone;
+  const auto it = c.labels.find(label);
+  return it == c.labels.end() ? kNone : it->second;
+}
+
+nlohmann::ordered_json optional_json(const std::optional<double>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
+}
+
+std::string percent(int64_t count, int64_t total) {
+  return "(" + fixed(total > 0 ? 100.0 * static_cast<double>(count) / static_cast<double>(total) : 0.0, 0) + "%)";
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag, int64_t min_value,
+                                    std::size_t max_items) {
+  const auto fail = [&](const std::string& why) { throw UsageError(flag + " '" + text + "': " + why); };
+  const auto number = [&](std::string_view part) -> int64_t {
+    part = trim(part);
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (ec == std::errc::result_out_of_range) fail(std::string(part) + " is too large");
+    if (part.empty() || ec != std::errc() || end != part.data() + part.size())
+      fail("'" + std::string(part) + "' is not a whole number (write numbers and ranges, like 0-9 or 0,3,5-7)");
+    if (value < min_value)
+      fail("every value must be at least " + std::to_string(min_value) + ", got " + std::to_string(value));
+    return value;
+  };
+
+  if (trim(text).empty()) fail("the list is empty (write numbers and ranges, like 0-9 or 0,3,5-7)");
+  std::vector<int64_t> out;
+  std::set<int64_t> seen;
+  std::string_view rest = text;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = trim(rest.substr(0, comma));
+    if (item.empty()) fail("an empty item (a comma at an end, or two in a row)");
+    if (item.front() == '-')
+      fail(std::string(item) + " is negative; every value must be at least " + std::to_string(min_value));
+    const std::size_t dash = item.find('-');
+    const int64_t lo = number(item.substr(0, dash));
+    const int64_t hi = dash == std::string_view::npos ? lo : number(item.substr(dash + 1));
+    if (hi < lo)
+      fail("the range " + std::string(item) + " runs backwards (write " + std::to_string(hi) + "-" +
+           std::to_string(lo) + ")");
+    const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);  // values - 1
+    if (span >= max_items - out.size()) fail("more than " + std::to_string(max_items) + " values");
+    for (uint64_t i = 0; i <= span; ++i) {
+      const int64_t v = lo + static_cast<int64_t>(i);
+      if (!seen.insert(v).second) fail(std::to_string(v) + " is listed twice");
+      out.push_back(v);
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::string status_name(RunStatus status) {
+  switch (status) {
+    case RunStatus::done: return "done";
+    case RunStatus::failed: return "failed";
+    case RunStatus::interrupted: return "interrupted";
+  }
+  return "failed";
+}
+
+std::string run_dir_name(int64_t heads, int64_t seed) {
+  return "h" + std::to_string(heads) + "-s" + std::to_string(seed);
+}
+
+void record_analysis(SweepRun& run, const RunAnalysis& analysis) {
+  run.status = RunStatus::done;
+  run.error.clear();
+  run.loss = analysis.loss;
+  run.accuracy = analysis.accuracy;
+  run.specialized = analysis.verdict.specialized;
+  run.head_results.clear();
+  for (const HeadAnalysis& h : analysis.heads)
+    run.head_results.push_back({head_name(h.layer, h.head), h.label, ranked_patterns(h.scores).front().score,
+                                h.scores.previous_token, h.scores.first_token});
+}
+
+bool reached_target(const SweepRun& run, double target_accuracy) {
+  // Accuracy is a ratio of counts; the slack keeps 0.99 from missing 0.99.
+  return run.status == RunStatus::done && run.accuracy && *run.accuracy >= target_accuracy - 1e-9;
+}
+
+std::string run_line(const SweepRun& run) {
+  std::string line = "h" + std::to_string(run.heads) + " s" + std::to_string(run.seed) + ": ";
+  const std::string time = " (" + fixed(run.seconds, 1) + " s)";
+  if (run.status == RunStatus::interrupted) return line + "interrupted" + time;
+  if (run.status == RunStatus::failed) return line + "failed: " + run.error + time;
+  line += "acc " + (run.accuracy ? fixed(100 * *run.accuracy, 1) + "%" : std::string("-"));
+  line += run.specialized ? ", specialized" : ", not specialized";
+  for (const SweepHead& h : run.head_results) {
+    line += ", " + h.name + " " + label_name(h.label);
+    if (is_pattern(h.label) || h.label == Label::sink)
+      line += " " + fixed(h.score, 2);
+    else
+      line += " (prev " + fixed(h.previous_token, 2) + ", first " + fixed(h.first_token, 2) + ")";
+  }
+  return line + time;
+}
+
+double ConfigSummary::reached_share() const {
+  return runs > 0 ? static_cast<double>(reached_target) / static_cast<double>(runs) : 0.0;
+}
+
+double ConfigSummary::specialized_share() const {
+  return runs > 0 ? static_cast<double>(specialized) / static_cast<double>(runs) : 0.0;
+}
+
+std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<const int64_t> heads,
+                                     double target_accuracy) {
+  std::vector<ConfigSummary> out;
+  for (const int64_t h : heads) {
+    ConfigSummary c;
+    c.heads = h;
+    for (const Label l : kLabels) c.labels[l] = {};
+    double seconds = 0;
+    for (const SweepRun& r : runs) {
+      if (r.heads != h) continue;
+      if (r.status != RunStatus::done) {
+        ++(r.status == RunStatus::interrupted ? c.interrupted : c.failed);
+        continue;
+      }
+      ++c.runs;
+      seconds += r.seconds;
+      if (reached_target(r, target_accuracy)) ++c.reached_target;
+      if (r.specialized) ++c.specialized;
+      for (const SweepHead& head : r.head_results) {
+        LabelStats& s = c.labels[head.label];
+        ++s.heads;
+        s.score += head.score;
+        s.previous_token += head.previous_token;
+        s.first_token += head.first_token;
+      }
+    }
+    for (auto& [label, s] : c.labels) {
+      if (s.heads == 0) continue;
+      const auto n = static_cast<double>(s.heads);
+      s.score /= n;
+      s.previous_token /= n;
+      s.first_token /= n;
+    }
+    if (c.runs > 0) c.mean_seconds = seconds / static_cast<double>(c.runs);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string summary_text(std::span<const ConfigSummary> configs, double target_accuracy) {
+  const std::string acc_head = "acc >= " + fixed(100 * target_accuracy, 1) + "%";
+  std::string out;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "heads  runs  failed  %-13s  specialized  s/run  labels\n", acc_head.c_str());
+  out += buf;
+  for (const ConfigSummary& c : configs) {
+    std::string labels;
+    for (const Label l : kLabels) {
+      const int64_t n = stats_of(c, l).heads;
+      if (n == 0) continue;
+      labels += (labels.empty() ? "" : ", ") + label_name(l) + " " + std::to_string(n);
+    }
+    std::snprintf(buf, sizeof buf, "%5lld  %4lld  %6lld  %5lld %-7s  %5lld %-6s  %5.1f  %s\n",
+                  static_cast<long long>(c.heads), static_cast<long long>(c.runs), static_cast<long long>(c.failed),
+                  static_cast<long long>(c.reached_target), percent(c.reached_target, c.runs).c_str(),
+                  static_cast<long long>(c.specialized), percent(c.specialized, c.runs).c_str(), c.mean_seconds,
+                  labels.empty() ? "-" : labels.c_str());
+    out += buf;
+  }
+  int64_t interrupted = 0;
+  std::string scores;
+  for (const ConfigSummary& c : configs) {
+    interrupted += c.interrupted;
+    for (const Label l : kLabels) {
+      const LabelStats& s = stats_of(c, l);
+      if (s.heads == 0) continue;
+      std::snprintf(buf, sizeof buf, "  h%-3lld %-16s %4lld heads  top %.2f  prev %.2f  first %.2f\n",
+                    static_cast<long long>(c.heads), label_name(l).c_str(), static_cast<long long>(s.heads), s.score,
+                    s.previous_token, s.first_token);
+      scores += buf;
+    }
+  }
+  if (interrupted > 0) out += "(" + std::to_string(interrupted) + " run(s) stopped by a signal are not counted)\n";
+  if (!scores.empty())
+    out += "\nmean scores per label (top pattern score; attention on the previous and on the first token):\n" + scores;
+  return out;
+}
+
+nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy) {
+  nlohmann::ordered_json heads = nlohmann::ordered_json::array();
+  for (const SweepHead& h : run.head_results)
+    heads.push_back({{"name", h.name},
+                     {"label", label_name(h.label)},
+                     {"score", rounded(h.score, 1e4)},
+                     {"previous_token", rounded(h.previous_token, 1e4)},
+                     {"first_token", rounded(h.first_token, 1e4)}});
+  return {{"heads", run.heads},
+          {"seed", run.seed},
+          {"dir", run.dir},
+          {"status", status_name(run.status)},
+          {"exit_code", run.exit_code},
+          {"error", run.error},
+          {"seconds", rounded(run.seconds, 1e3)},
+          {"loss", optional_json(run.loss)},
+          {"accuracy", optional_json(run.accuracy)},
+          {"reached_target", reached_target(run, target_accuracy)},
+          {"specialized", run.specialized},
+          {"head_results", heads}};
+}
+
+nlohmann::ordered_json config_json(const ConfigSummary& c) {
+  nlohmann::ordered_json labels = nlohmann::ordered_json::object();
+  for (const Label l : kLabels) {
+    const LabelStats& s = stats_of(c, l);
+    labels[label_name(l)] = nlohmann::ordered_json{{"heads", s.heads},
+                             {"score", rounded(s.score, 1e4)},
+                             {"previous_token", rounded(s.previous_token, 1e4)},
+                             {"first_token", rounded(s.first_token, 1e4)}};
+  }
+  return {{"heads", c.heads},
+          {"runs", c.runs},
+          {"failed", c.failed},
+          {"interrupted", c.interrupted},
+          {"reached_target", c.reached_target},
+          {"reached_target_share", c.reached_share()},
+          {"specialized", c.specialized},
+          {"specialized_share", c.specialized_share()},
+          {"mean_seconds", rounded(c.mean_seconds, 1e3)},
+          {"labels", labels}};
+}
+
+}  // namespace headlab::train

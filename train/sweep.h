@@ -1,0 +1,113 @@
+// `headlab sweep`: what is measured across many training runs of one task --
+// the seed and head-count lists it takes, each run's result as read from its
+// heads.json, the aggregates per head count, and sweep.json.
+//
+// Launching the runs (one `headlab train` process each) is the CLI's job
+// (train/cli/cmd_sweep.cpp); everything here is plain data and arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train/head_labels.h"
+
+namespace headlab::train {
+
+// "0-9", "0,3,5-7", "2": comma-separated numbers and inclusive ranges, in the
+// order given. A UsageError names `flag` and the offending text when the list
+// is empty, an item is not a number, a range runs backwards, a value is below
+// `min_value`, a value repeats, or the list expands to more than `max_items`.
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag, int64_t min_value,
+                                    std::size_t max_items = 10000);
+
+// One head of a finished run.
+struct SweepHead {
+  std::string name;  // "L0H1"
+  Label label = Label::mixed;
+  double score = 0;  // the top pattern score (for a pattern label, that pattern's)
+  double previous_token = 0, first_token = 0;
+};
+
+enum class RunStatus { done, failed, interrupted };
+std::string status_name(RunStatus status);  // "done", "failed", "interrupted"
+
+// One training run of the sweep.
+struct SweepRun {
+  int64_t heads = 0;
+  int64_t seed = 0;
+  std::string dir;  // the run folder, relative to the sweep folder: "h2-s4"
+  RunStatus status = RunStatus::failed;
+  int exit_code = 0;   // of the `headlab train` process; 128 + signal when killed
+  std::string error;   // why a run failed (empty when done)
+  double seconds = 0;  // wall time of the process
+  // Read from heads.json (status done only):
+  std::optional<double> loss, accuracy;
+  bool specialized = false;
+  std::vector<SweepHead> head_results;
+};
+
+// The name of a run's folder: "h2-s4".
+std::string run_dir_name(int64_t heads, int64_t seed);
+
+// Fills a run's results from its analysis and marks it done.
+void record_analysis(SweepRun& run, const RunAnalysis& analysis);
+
+// "h2 s4: acc 100.0%, specialized, L0H0 previous-token 0.95, L0H1 first-token 0.83 (3.1 s)",
+// or the reason a run failed.
+std::string run_line(const SweepRun& run);
+
+struct LabelStats {
+  int64_t heads = 0;  // heads with this label, over the configuration's runs
+  // Means over those heads (0 when there are none).
+  double score = 0, previous_token = 0, first_token = 0;
+};
+
+// The aggregate of all runs with one head count.
+struct ConfigSummary {
+  int64_t heads = 0;
+  int64_t runs = 0;            // runs that finished with results: the denominator of the shares
+  int64_t failed = 0;          // runs that failed
+  int64_t interrupted = 0;     // runs stopped by a signal
+  int64_t reached_target = 0;  // finished runs whose accuracy >= the target
+  int64_t specialized = 0;     // finished runs whose verdict is specialized
+  std::map<Label, LabelStats> labels;  // every label, zero counts included
+  double mean_seconds = 0;             // over the finished runs
+
+  double reached_share() const;      // reached_target / runs (0 without runs)
+  double specialized_share() const;  // specialized / runs (0 without runs)
+};
+
+// Whether a run's accuracy reaches the target (a fraction, e.g. 0.99).
+bool reached_target(const SweepRun& run, double target_accuracy);
+
+// One summary per entry of `heads` (in that order) over the runs with that head count.
+std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<const int64_t> heads,
+                                     double target_accuracy);
+
+// The table printed at the end of a sweep: per head count, the runs, the share
+// that reached the target, the share that specialized and the labels; then the
+// mean scores per label.
+std::string summary_text(std::span<const ConfigSummary> configs, double target_accuracy);
+
+// The parts of sweep.json. The whole file (written by the CLI):
+//   {"format": "headlab-sweep/1", "task": ..., "seeds": [...], "heads": [...],
+//    "target_accuracy": 0.99, "jobs": 2, "seconds": 41.2, "interrupted": false,
+//    "config": {the training config shared by every run; seed and heads vary},
+//    "runs": [run_json...], "configs": [config_json...]}
+// run_json: {"heads", "seed", "dir", "status", "exit_code", "seconds", "error",
+//   "loss", "accuracy" (null unless done), "reached_target", "specialized",
+//   "head_results": [{"name", "label", "score", "previous_token", "first_token"}]}
+// config_json: {"heads", "runs", "failed", "interrupted", "reached_target", "reached_target_share",
+//   "specialized", "specialized_share", "mean_seconds",
+//   "labels": {"previous-token": {"heads", "score", "previous_token", "first_token"}, ...}}
+// Keys keep the order above (ordered_json).
+nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy);
+nlohmann::ordered_json config_json(const ConfigSummary& config);
+
+}  // namespace headlab::train
