@@ -34,23 +34,28 @@ std::unique_ptr<Task> make_task_for(const TrainConfig& config) {
 
 EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets) {
   const int64_t classes = logits.size(-1);
-  const core::Tensor flat = logits.reshape({-1, classes});
-  if (flat.size(0) != static_cast<int64_t>(targets.size()))
-    throw std::invalid_argument("score_logits: " + std::to_string(flat.size(0)) + " rows of logits for " +
+  const core::Tensor flat = logits.reshape({-1, classes}).contiguous().to(core::DType::f64);
+  const int64_t rows = flat.size(0);
+  if (rows != static_cast<int64_t>(targets.size()))
+    throw std::invalid_argument("score_logits: " + std::to_string(rows) + " rows of logits for " +
                                 std::to_string(targets.size()) + " targets");
   EvalResult r;
-  const core::Tensor pred = core::argmax(flat, 1);
   int64_t correct = 0;
   double loss = 0;
-  const core::Tensor logp = core::sub(flat, core::max(flat, {1}, true));
-  const core::Tensor lse = core::log(core::sum(core::exp(logp), {1}));
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    const int32_t t = targets[i];
+  const double* p = flat.data<double>();
+  for (int64_t i = 0; i < rows; ++i) {
+    const int32_t t = targets[static_cast<std::size_t>(i)];
     if (t < 0) continue;
-    const auto row = static_cast<int64_t>(i);
+    const double* row = p + i * classes;
+    // Log-sum-exp shifted by the row's max; the prediction is its first argmax.
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; ++c)
+      if (row[c] > row[best]) best = c;
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - row[best]);
+    loss += std::log(sum) - (row[t] - row[best]);
+    correct += best == t;
     ++r.count;
-    loss += lse.at({row}) - logp.at({row, t});
-    correct += static_cast<int64_t>(pred.at({row})) == t;
   }
   if (r.count > 0) {
     r.loss = loss / static_cast<double>(r.count);
