@@ -183,6 +183,25 @@ void nn_cases(Registry& r) {
         return matmul(softmax(masked_fill(scores, causal, -inf)), x[2]);
       },
         {r.normal({2, 3, 4}), r.normal({2, 3, 4}), r.normal({2, 3, 4})});
+  r.add("linear [2,3,4] -> 5 with bias", [](const Vars& x) { return linear(x[0], x[1], x[2]) * x[3]; },
+        {r.normal({2, 3, 4}), r.normal({5, 4}), r.normal({5}), r.normal({2, 3, 5})});
+  r.add("linear of transposed, no bias", [](const Vars& x) { return linear(transpose(x[0], 0, 1), x[1], {}); },
+        {r.normal({4, 3}), r.normal({2, 4})});
+  // Fused attention, 2 heads of d_k 2: causal; then bidirectional with padded
+  // keys (batch 1 has a single real key) and gates that need a gradient.
+  r.add("attention causal, 2 heads", [](const Vars& x) { return attention(x[0], x[1], x[2], 2, true, 0.5) * x[3]; },
+        {r.normal({2, 3, 4}), r.normal({2, 3, 4}), r.normal({2, 3, 4}), r.normal({2, 3, 4})});
+  const Tensor padding = mask_of({1, 1, 0, 0, 1, 0}, {2, 3});
+  r.add("attention bidirectional, key padding, gates", [padding](const Vars& x) {
+        return attention(x[0], x[1], x[2], 2, false, 0.7, padding, x[3]) * x[4];
+      },
+        {r.normal({2, 3, 4}), r.normal({2, 3, 4}), r.normal({2, 3, 4}), r.normal({2}), r.normal({2, 3, 4})});
+  // Causal with key 0 padded: query 0 sees no key, its row is zeros.
+  const Tensor first_padded = mask_of({0, 1, 1, 1, 1, 1}, {2, 3});
+  r.add("attention causal, a query that sees no key", [first_padded](const Vars& x) {
+        return attention(x[0], x[1], x[2], 1, true, 0.5, first_padded) * x[3];
+      },
+        {r.normal({2, 3, 2}), r.normal({2, 3, 2}), r.normal({2, 3, 2}), r.normal({2, 3, 2})});
 }
 
 std::vector<GradcheckCase> build() {

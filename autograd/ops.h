@@ -40,6 +40,21 @@ Variable max(const Variable& x, int64_t axis, bool keepdim = false);  // gradien
 // --- matmul: a [..., M, K] @ b [..., K, N], batch axes broadcast ---
 Variable matmul(const Variable& a, const Variable& b);
 
+// --- fused layers ---
+// PyTorch's Linear: x [..., in], weight [out, in], bias [out] (or undefined:
+// none) -> [..., out] = x weight^T + bias, one GEMM forward; backward
+// dx = g weight, dweight = g^T x, dbias = the column sums of g.
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
+
+// Fused multi-head attention (core/attention_kernels.h): q, k, v [B, T, d]
+// with head i in columns i*d_k .. (i+1)*d_k - 1 -> [B, T, d], per head
+// gate_i * softmax(mask(scale * Q_i K_i^T)) V_i. key_padding: undefined or
+// [B, T] (0 = pad). gates: undefined (all 1) or [h]; its gradient is computed
+// only when it requires one. If `probs` is given it receives the attention
+// probabilities [B, h, T, T] (the tensor backward saves: read-only).
+Variable attention(const Variable& q, const Variable& k, const Variable& v, int64_t heads, bool causal, double scale,
+                   const Tensor& key_padding = Tensor(), const Variable& gates = Variable(), Tensor* probs = nullptr);
+
 // --- shape (forward is a view; backward maps the gradient back) ---
 Variable reshape(const Variable& x, const Shape& shape);
 Variable transpose(const Variable& x, int64_t a, int64_t b);

@@ -4,6 +4,8 @@
 //
 // Backward on the promoted shapes: da = g @ b^T, db = a^T @ g, each summed
 // over the batch axes its operand was broadcast along.
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "autograd/op_util.h"
@@ -61,6 +63,29 @@ Variable matmul(const Variable& a, const Variable& b) {
         }
       },
       "matmul");
+}
+
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  const Tensor& xv = checked(x, "linear", "x").value();
+  const Tensor& w = checked(weight, "linear", "weight").value();
+  if (xv.dim() < 1 || w.dim() != 2 || xv.size(-1) != w.size(1))
+    throw std::invalid_argument("linear: x " + core::to_string(xv.shape()) + " and weight " +
+                                core::to_string(w.shape()) + " do not fit; expected x [..., in] and weight [out, in]");
+  const int64_t in = w.size(1), out = w.size(0);
+  Shape out_shape = xv.shape();
+  out_shape.back() = out;
+  Tensor y = core::linear(xv.reshape({-1, in}), w, bias.defined() ? bias.value() : Tensor()).reshape(out_shape);
+  return Variable::from_op(
+      std::move(y), {x, weight, bias},
+      [in, out](std::vector<Variable>& inputs, const Tensor& g) {
+        const Tensor g2 = g.reshape({-1, out});  // [N, out]
+        if (inputs[0].requires_grad())           // dx = g W: [N, out] @ [out, in]
+          inputs[0].accumulate_grad(core::matmul(g2, inputs[1].value()).reshape(inputs[0].shape()));
+        if (inputs[1].requires_grad())  // dW = g^T x: [out, N] @ [N, in]
+          inputs[1].accumulate_grad(core::matmul(g2.transpose(0, 1), inputs[0].value().reshape({-1, in})));
+        if (inputs[2].requires_grad()) inputs[2].accumulate_grad(core::sum(g2, {0}));  // db: [out]
+      },
+      "linear");
 }
 
 }  // namespace headlab::autograd

@@ -5,12 +5,11 @@
 // operand (the Linear layer's case) becomes a single GEMM over batch * M rows.
 // Many small products run in parallel across the batch; there OpenBLAS's
 // OpenMP build sees it is inside a parallel region and stays single-threaded.
-#include <cblas.h>
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
+#include "core/blas.h"
 #include "core/ops.h"
 #include "core/strided.h"
 
@@ -54,19 +53,7 @@ Operand prepare(const Tensor& t, const Shape& batch) {
   return op;
 }
 
-template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-          int64_t ldc) {
-  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, TA, TB, static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),
-                1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
-                static_cast<blasint>(ldc));
-  } else {
-    cblas_dgemm(CblasRowMajor, TA, TB, static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),
-                1.0, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0, c, static_cast<blasint>(ldc));
-  }
-}
+using detail::gemm;
 
 // Offsets of each batch element of an operand (row-major over the batch axes).
 std::vector<int64_t> batch_offsets(const Tensor& t, int64_t batch_rank) {
@@ -131,15 +118,43 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
       gemm<T>(A.trans, B.trans, rows, n, k, pa + a_off[0], A.ld, pb + b_off[0], B.ld, pc, n);
       return;
     }
-    // Threads only pay off when the whole batch is real work and each product is
-    // too small for BLAS to split well on its own.
-    const bool parallel = m * n * k < (1 << 18) && batch_count * m * n * k >= kParallelGrain;
+    // One parallel region over the batch, each product single-threaded inside
+    // it, costs one fork instead of one per product (BLAS would fork for each
+    // product big enough to split). Each product is computed whole by one
+    // thread: the bits do not depend on the thread count.
+    const bool parallel = batch_count * m * n * k >= kParallelGemmWork;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t i = 0; i < batch_count; ++i)
       gemm<T>(A.trans, B.trans, m, n, k, pa + a_off[i], A.ld, pb + b_off[i], B.ld, pc + i * m * n, n);
   });
   if (a_vec) out = out.squeeze(-2);
   if (b_vec) out = out.squeeze(-1);
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!x.defined() || !weight.defined()) throw std::invalid_argument("linear: x and weight must be defined");
+  if (x.dim() != 2 || weight.dim() != 2 || x.size(1) != weight.size(1))
+    throw std::invalid_argument("linear: x " + to_string(x.shape()) + " and weight " + to_string(weight.shape()) +
+                                " do not fit; expected x [N, in] and weight [out, in]");
+  if (x.dtype() != weight.dtype()) throw std::invalid_argument("linear: x and weight dtypes differ");
+  const int64_t rows = x.size(0), in = x.size(1), out_features = weight.size(0);
+  if (bias.defined() && (bias.shape() != Shape{out_features} || bias.dtype() != x.dtype()))
+    throw std::invalid_argument("linear: bias " + to_string(bias.shape()) + " " + to_string(bias.dtype()) +
+                                " does not fit; expected [" + std::to_string(out_features) + "] " +
+                                to_string(x.dtype()));
+  Tensor out = Tensor::empty({rows, out_features}, x.dtype());
+  if (rows == 0 || out_features == 0) return out;
+  if (in == 0) return bias.defined() ? out.copy_(bias) : out.fill_(0.0);
+  // op(A) = x [N, in], op(B) = weight^T [in, out]: read weight as transposed.
+  const Operand A = prepare(x, {}), W = prepare(weight.transpose(0, 1), {});
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* pc = out.data<T>();
+    if (bias.defined()) out.copy_(bias);  // rows start as the bias; GEMM adds x W^T (beta = 1)
+    gemm<T>(A.trans, W.trans, rows, out_features, in, A.t.data<T>(), A.ld, W.t.data<T>(), W.ld, pc, out_features,
+            T(1), bias.defined() ? T(1) : T(0));
+  });
   return out;
 }
 

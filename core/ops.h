@@ -65,6 +65,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // transposes, without a copy.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// x [N, in] @ weight [out, in]^T + bias [out] -> [N, out], PyTorch's Linear
+// in one GEMM (the bias is its starting C). bias may be undefined (none).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
 // --- operators ---
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

@@ -77,6 +77,36 @@ ReducePlan plan(const Tensor& x, std::vector<int64_t> axes, bool keepdim, const 
   return p;
 }
 
+// Whether outputs are the columns of x seen as [count, M]: x contiguous,
+// the reduced axes leading (a bias gradient, a broadcast over the batch).
+bool reduces_leading_rows(const Tensor& x, const ReducePlan& p) {
+  const auto m_count = static_cast<int64_t>(p.outer.size());
+  return x.is_contiguous() && p.inner_is_row && m_count > 1 && p.inner_stride == m_count &&
+         p.outer.front() == 0 && p.outer.back() == m_count - 1;
+}
+
+// x [count, M] -> out [M], out[m] = finish(fold over rows r in order): the
+// same folds, in the same order, as the general loop below, but walking x
+// row by row, so the inner loop is contiguous and vectorizes. Threads own
+// column blocks.
+template <class T, class Acc, class Fold, class Finish>
+void reduce_leading_rows(const T* x, T* o, int64_t count, int64_t M, Acc init, Fold fold, Finish finish) {
+  constexpr int64_t kCols = 256;
+  const int64_t blocks = (M + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (blocks > 1 && count * M >= kParallelGrain)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t c0 = blk * kCols, n = std::min(kCols, M - c0);
+    Acc acc[kCols];
+    for (int64_t c = 0; c < n; ++c) acc[c] = init;
+    for (int64_t r = 0; r < count; ++r) {
+      const T* row = x + r * M + c0;
+#pragma omp simd
+      for (int64_t c = 0; c < n; ++c) acc[c] = fold(acc[c], row[c]);
+    }
+    for (int64_t c = 0; c < n; ++c) o[c0 + c] = static_cast<T>(finish(acc[c], count));
+  }
+}
+
 // out[m] = finish(fold(init, x[outer[m] + inner[r]] for r), count)
 template <class T, class Acc, class Fold, class Finish>
 Tensor reduce(const Tensor& x, const ReducePlan& p, Acc init, Fold fold, Finish finish) {
@@ -84,6 +114,10 @@ Tensor reduce(const Tensor& x, const ReducePlan& p, Acc init, Fold fold, Finish 
   T* o = out.data<T>();
   const T* base = x.data<T>();
   const auto m_count = static_cast<int64_t>(p.outer.size());
+  if (reduces_leading_rows(x, p)) {
+    reduce_leading_rows<T>(base, o, p.count, m_count, init, fold, finish);
+    return out;
+  }
   const bool parallel = m_count > 1 && m_count * p.count >= kParallelGrain;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t m = 0; m < m_count; ++m) {

@@ -78,6 +78,7 @@ void for_each_row(const Layout<N>& layout, Row&& row) {
   };
 
   const int64_t total = rows * inner;
+  if (total == 0) return;  // a zero-size tensor has no rows (and its odometer would divide by 0)
   if (total < kParallelGrain || rows == 1) {
     if (rows == 1 && total >= kParallelGrain) {
       // One long row: split it instead.

@@ -11,5 +11,7 @@ int hardware_threads();
 
 // Below this many elements a kernel runs on one thread: forking costs more.
 constexpr long kParallelGrain = 1 << 15;
+// Below this many multiply-adds a batch of small GEMMs runs on one thread.
+constexpr long kParallelGemmWork = 1 << 18;
 
 }  // namespace headlab::core

@@ -1,11 +1,8 @@
 #include "layers/attention.h"
 
-#include <algorithm>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "autograd/ops.h"
 
@@ -45,47 +42,6 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options,
   gates_ = Variable(Tensor::ones({options.heads()}, dtype), /*requires_grad=*/false);
 }
 
-Tensor MultiHeadAttention::build_mask(int64_t batch, int64_t seq_len, const Tensor* padding_mask,
-                                      Tensor& alive) const {
-  const bool causal = options_.causal();
-  if (!causal && padding_mask == nullptr) return {};
-  std::vector<double> real;  // 1 = real token, per [b, t]
-  if (padding_mask != nullptr) {
-    if (padding_mask->shape() != Shape{batch, seq_len}) {
-      throw std::invalid_argument("MultiHeadAttention::forward: padding mask " +
-                                  core::to_string(padding_mask->shape()) + " does not match the input's [B, T] = " +
-                                  core::to_string(Shape{batch, seq_len}));
-    }
-    real = padding_mask->to_vector();
-  }
-  const int64_t mb = padding_mask != nullptr ? batch : 1;
-  const auto n = static_cast<std::size_t>(seq_len);
-  std::vector<double> mask(static_cast<std::size_t>(mb) * n * n, 0.0);
-  std::vector<double> alive_rows(static_cast<std::size_t>(mb) * n, 1.0);
-  bool any_dead = false;
-  for (std::size_t b = 0; b < static_cast<std::size_t>(mb); ++b) {
-    for (std::size_t q = 0; q < n; ++q) {
-      double* row = mask.data() + (b * n + q) * n;
-      bool sees_some_key = false;
-      for (std::size_t k = 0; k < n; ++k) {
-        const bool hidden = (causal && k > q) || (!real.empty() && real[b * n + k] == 0.0);
-        row[k] = hidden ? 1.0 : 0.0;
-        sees_some_key = sees_some_key || !hidden;
-      }
-      if (!sees_some_key) {
-        // softmax of an all -inf row is 0/0; leave the row unmasked and zero
-        // its probabilities afterwards instead.
-        std::fill(row, row + n, 0.0);
-        alive_rows[b * n + q] = 0.0;
-        any_dead = true;
-      }
-    }
-  }
-  const DType dtype = q_->weight().dtype();
-  if (any_dead) alive = Tensor::from_vector(alive_rows, {mb, 1, seq_len, 1}, dtype);
-  return Tensor::from_vector(mask, {mb, 1, seq_len, seq_len}, dtype);
-}
-
 Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_mask) {
   using namespace autograd;
   const int64_t d_model = options_.d_model();
@@ -102,29 +58,23 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
   }
   const int64_t batch = x.size(0);
   const int64_t seq_len = x.size(1);
-
-  // [B, T, d_model] -> [B, h, T, d_k]: head i reads columns i*d_k .. (i+1)*d_k - 1.
-  auto split_heads = [&](const Variable& y) { return permute(reshape(y, {batch, seq_len, h, dk}), {0, 2, 1, 3}); };
-  const Variable q = split_heads(q_->forward(x));
-  const Variable k = split_heads(k_->forward(x));
-  const Variable v = split_heads(v_->forward(x));
-
-  // scores_i = Q_i K_i^T / sqrt(d_k), with the per-head d_k (never d_model): [B, h, T, T]
-  Variable scores = matmul(q, transpose(k, 2, 3)) * (1.0 / std::sqrt(static_cast<double>(dk)));
-  Tensor alive;
-  const Tensor mask = build_mask(batch, seq_len, padding_mask, alive);
-  if (mask.defined()) scores = masked_fill(scores, mask, -std::numeric_limits<double>::infinity());
-  Variable attn = softmax(scores, -1);
-  if (alive.defined()) attn = attn * Variable(alive);
-  last_attention_ = attn.value();
-
-  Variable heads_out = matmul(attn, v);  // [B, h, T, d_k]
-  // Multiplying by all-ones gates changes no bit, so it is skipped unless a
-  // gate differs from 1 or its gradient is wanted.
-  if (gates_.requires_grad() || !all_ones(gates_.value())) heads_out = heads_out * reshape(gates_, {1, h, 1, 1});
-
-  // concat(head_1..head_h): [B, h, T, d_k] -> [B, T, d_model]
-  const Variable concat = reshape(permute(heads_out, {0, 2, 1, 3}), {batch, seq_len, d_model});
+  if (padding_mask != nullptr && padding_mask->shape() != Shape{batch, seq_len}) {
+    throw std::invalid_argument("MultiHeadAttention::forward: padding mask " + core::to_string(padding_mask->shape()) +
+                                " does not match the input's [B, T] = " + core::to_string(Shape{batch, seq_len}));
+  }
+  // Q, K, V stay [B, T, d_model]: head i reads columns i*d_k .. (i+1)*d_k - 1.
+  // The fused op computes, per head, A_i = softmax(mask(Q_i K_i^T / sqrt(d_k)))
+  // with the per-head d_k (never d_model), and gate_i * A_i V_i written into
+  // head i's columns, which is concat(head_1..head_h) [B, T, d_model].
+  const Variable q = q_->forward(x);
+  const Variable k = k_->forward(x);
+  const Variable v = v_->forward(x);
+  // All-ones gates change no bit, so they enter the op only when a gate
+  // differs from 1 or its gradient is wanted.
+  const bool gated = gates_.requires_grad() || !all_ones(gates_.value());
+  const Variable concat =
+      attention(q, k, v, h, options_.causal(), 1.0 / std::sqrt(static_cast<double>(dk)),
+                padding_mask != nullptr ? *padding_mask : Tensor(), gated ? gates_ : Variable(), &last_attention_);
   return o_->forward(concat);
 }
 

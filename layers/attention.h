@@ -6,7 +6,9 @@
 //   A_i = softmax(mask(Q_i K_i^T / sqrt(d_k))),  head_i = gate_i * A_i V_i,
 // then out = concat(head_1..head_h) W_O^T + b_O.
 //
-// The forward pass is composed from autograd ops; no hand-written backward.
+// The scores, mask, softmax and both products run as one fused op
+// (autograd::attention, core/attention_kernels.h) with its own backward,
+// checked against the composed equations in the tests and by gradcheck.
 #pragma once
 
 #include <cstdint>
@@ -85,9 +87,6 @@ class MultiHeadAttention : public Module {
  private:
   void check_head(int64_t head, const char* who) const;
   Linear& projection(Projection which) const;
-  // 1 where a score must be masked: [1|B, 1, T, T], or undefined if nothing is.
-  // Sets `alive` [B, 1, T, 1] (1 = row sees some key) if some row sees none.
-  Tensor build_mask(int64_t batch, int64_t seq_len, const Tensor* padding_mask, Tensor& alive) const;
 
   MultiHeadAttentionOptions options_;
   std::shared_ptr<Linear> q_, k_, v_, o_;

@@ -26,13 +26,8 @@ Variable Linear::forward(const Variable& x) const {
                                 " does not end in in_features=" + std::to_string(in) + " (expected [..., " +
                                 std::to_string(in) + "])");
   }
-  // One GEMM over all leading axes: [N, in] @ [in, out].
-  Shape out_shape = x.shape();
-  out_shape.back() = options_.out_features();
-  Variable flat = autograd::reshape(x, {x.numel() / in, in});
-  Variable y = autograd::matmul(flat, autograd::transpose(weight(), 0, 1));
-  if (options_.bias()) y = autograd::add(y, bias());
-  return autograd::reshape(y, out_shape);
+  // One GEMM over all leading axes, [N, in] @ [in, out], starting from the bias.
+  return autograd::linear(x, weight(), options_.bias() ? bias() : Variable());
 }
 
 }  // namespace headlab::layers

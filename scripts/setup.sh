@@ -34,10 +34,5 @@ fi
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   cmake -S . -B "$build_dir" "${cmake_args[@]}" >/dev/null
 fi
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
 echo "setup.sh: building in $build_dir/" >&2
-if ! cmake --build "$build_dir" -j "$(nproc)" >"$log" 2>&1; then
-  cat "$log" >&2
-  exit 1
-fi
+cmake --build "$build_dir" -j "$(nproc)"

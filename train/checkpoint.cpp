@@ -21,17 +21,31 @@ nlohmann::json model_json(const layers::TransformerOptions& o) {
 }
 
 layers::TransformerOptions model_from_json(const nlohmann::json& j) {
+  // Strict types: nlohmann would convert 1e300 to an int64 (undefined behaviour).
+  auto integer = [&](const char* key) {
+    const nlohmann::json& v = j.at(key);
+    if (!v.is_number_integer())
+      throw std::invalid_argument(std::string("\"") + key + "\" must be an integer, got " + v.dump().substr(0, 40));
+    return v.get<int64_t>();
+  };
+  auto boolean = [&](const char* key) {
+    const nlohmann::json& v = j.at(key);
+    if (!v.is_boolean())
+      throw std::invalid_argument(std::string("\"") + key + "\" must be true or false, got " + v.dump().substr(0, 40));
+    return v.get<bool>();
+  };
+  if (!j.is_object()) throw std::invalid_argument("the model must be a JSON object, got " + j.dump().substr(0, 40));
   layers::TransformerOptions o;
-  o.vocab(j.at("vocab").get<int64_t>())
-      .classes(j.at("classes").get<int64_t>())
-      .max_seq_len(j.at("max_seq_len").get<int64_t>())
-      .layers(j.at("layers").get<int64_t>())
-      .heads(j.at("heads").get<int64_t>())
-      .d_model(j.at("d_model").get<int64_t>())
-      .d_ff(j.at("d_ff").get<int64_t>())
-      .attn_only(j.at("attn_only").get<bool>())
-      .layernorm(j.at("layernorm").get<bool>())
-      .causal(j.at("causal").get<bool>());
+  o.vocab(integer("vocab"))
+      .classes(integer("classes"))
+      .max_seq_len(integer("max_seq_len"))
+      .layers(integer("layers"))
+      .heads(integer("heads"))
+      .d_model(integer("d_model"))
+      .d_ff(integer("d_ff"))
+      .attn_only(boolean("attn_only"))
+      .layernorm(boolean("layernorm"))
+      .causal(boolean("causal"));
   return o;
 }
 
@@ -60,6 +74,14 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
 
 namespace {
 
+// nlohmann's messages start with "[json.exception.type_error.302] "; the
+// user needs only what follows.
+std::string json_problem(const std::exception& e) {
+  const std::string text = e.what();
+  const auto close = text.find("] ");
+  return text.starts_with("[json.exception.") && close != std::string::npos ? text.substr(close + 2) : text;
+}
+
 const std::string& meta_at(const core::Metadata& meta, const std::string& key, const std::string& path) {
   const auto it = meta.find(key);
   if (it == meta.end())
@@ -71,8 +93,66 @@ nlohmann::json parse_meta_json(const core::Metadata& meta, const std::string& ke
   try {
     return nlohmann::json::parse(meta_at(meta, key, path));
   } catch (const nlohmann::json::exception& e) {
-    throw UsageError(path + ": metadata \"" + key + "\" is not valid JSON (" + e.what() + ")");
+    throw UsageError(path + ": metadata \"" + key + "\" is not valid JSON (" + json_problem(e) + ")");
   }
+}
+
+// A step count: decimal digits only, within int64 (std::stoll would accept
+// "12abc" and say only "stoll" on failure).
+int64_t parse_step(const std::string& text, const std::string& path) {
+  int64_t step = 0;
+  const bool digits = !text.empty() && text.size() <= 18 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+  if (digits) step = std::stoll(text);
+  if (!digits) throw UsageError(path + ": metadata \"step\" is \"" + text + "\", not a step count");
+  return step;
+}
+
+core::Generator::State parse_rng(const nlohmann::json& j, const std::string& path) {
+  core::Generator::State state{};
+  if (!j.is_array() || j.size() != state.size())
+    throw UsageError(path + ": metadata \"rng.data\" must be an array of " + std::to_string(state.size()) +
+                     " unsigned integers, got " + j.dump().substr(0, 80));
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    if (!j[i].is_number_unsigned())
+      throw UsageError(path + ": metadata \"rng.data\"[" + std::to_string(i) + "] is " + j[i].dump().substr(0, 40) +
+                       ", not an unsigned integer");
+    state[i] = j[i].get<uint64_t>();
+  }
+  return state;
+}
+
+std::string shape_text(const core::Shape& shape) { return core::to_string(shape); }
+
+// The "model" metadata must describe the tensors the file holds before
+// anything is built from it: a corrupt size would otherwise allocate whatever
+// it claims. Checks the tensors that fix each size; load_weights later checks
+// every parameter.
+void check_model_matches_tensors(const layers::TransformerOptions& m, const core::SafetensorsFile& file,
+                                 const std::string& path) {
+  const std::string described = "the model metadata (vocab " + std::to_string(m.vocab()) + ", classes " +
+                                std::to_string(m.classes()) + ", max_seq_len " + std::to_string(m.max_seq_len()) +
+                                ", layers " + std::to_string(m.layers()) + ", d_model " + std::to_string(m.d_model()) +
+                                ", d_ff " + std::to_string(m.d_ff()) + ")";
+  auto expect = [&](const std::string& name, const core::Shape& shape) {
+    if (!file.contains(name)) throw UsageError(path + ": the checkpoint has no tensor \"" + name + "\", which " + described + " needs");
+    const core::Shape& got = file.get(name).shape();
+    if (got != shape)
+      throw UsageError(path + ": tensor \"" + name + "\" has shape " + shape_text(got) + ", but " + described +
+                       " needs " + shape_text(shape));
+  };
+  const int64_t d = m.d_model();
+  expect("tok_emb.weight", {m.vocab(), d});
+  expect("pos_emb.weight", {m.max_seq_len(), d});
+  expect("head.weight", {m.classes(), d});
+  const std::string last = "blocks." + std::to_string(m.layers() - 1) + ".";
+  expect(last + "attn.q.weight", {d, d});
+  if (!m.attn_only()) expect("blocks.0.mlp.fc1.weight", {m.d_ff(), d});
+  const std::string beyond = "blocks." + std::to_string(m.layers()) + ".";
+  for (const auto& [name, t] : file.tensors)
+    if (name.starts_with(beyond))
+      throw UsageError(path + ": tensor \"" + name + "\" belongs to a layer beyond the " + std::to_string(m.layers()) +
+                       " of " + described);
 }
 
 }  // namespace
@@ -93,20 +173,24 @@ Checkpoint read_checkpoint(const std::string& path) {
   try {
     ck.model = model_from_json(parse_meta_json(meta, "model", path));
     ck.model.validate();
-    apply_json(ck.info.config, parse_meta_json(meta, "config", path), path + " (config)");
-    ck.info.task = meta_at(meta, "task", path);
-    ck.info.step = std::stoll(meta_at(meta, "step", path));
-    ck.info.data_rng = parse_meta_json(meta, "rng.data", path).get<core::Generator::State>();
-    if (meta.count("data.position")) {
-      const nlohmann::json p = parse_meta_json(meta, "data.position", path);
-      ck.info.data_position = DataFile::Position{p.at("epoch_seed").get<uint64_t>(), p.at("next").get<int64_t>()};
-    }
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {
-    throw UsageError(path + ": invalid checkpoint metadata: " + e.what());
+    throw UsageError(path + ": invalid metadata \"model\": " + json_problem(e));
   }
-  if (ck.info.step < 0) throw UsageError(path + ": negative step " + std::to_string(ck.info.step));
+  check_model_matches_tensors(ck.model, ck.file, path);
+  apply_json(ck.info.config, parse_meta_json(meta, "config", path), path + " (config)");
+  ck.info.task = meta_at(meta, "task", path);
+  ck.info.step = parse_step(meta_at(meta, "step", path), path);
+  ck.info.data_rng = parse_rng(parse_meta_json(meta, "rng.data", path), path);
+  if (meta.count("data.position")) {
+    const nlohmann::json p = parse_meta_json(meta, "data.position", path);
+    if (!p.is_object() || !p.contains("epoch_seed") || !p.contains("next") || !p["epoch_seed"].is_number_unsigned() ||
+        !p["next"].is_number_integer())
+      throw UsageError(path + ": metadata \"data.position\" must be {\"epoch_seed\": unsigned, \"next\": integer}, got " +
+                       p.dump().substr(0, 80));
+    ck.info.data_position = DataFile::Position{p["epoch_seed"].get<uint64_t>(), p["next"].get<int64_t>()};
+  }
   return ck;
 }
 

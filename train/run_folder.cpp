@@ -1,5 +1,6 @@
 #include "train/run_folder.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,11 +49,32 @@ RunFolder create_run_folder(const std::string& dir, bool force) {
   return run;
 }
 
+namespace {
+
+// A run killed while writing leaves FILE.tmp.PID behind (the atomic writes'
+// temporary files); those of processes that no longer exist are litter.
+void remove_stale_temporaries(const RunFolder& run) {
+  std::error_code ec;
+  for (const std::string& file : {run.checkpoint(), run.metrics(), run.config(), run.heads(), run.report()}) {
+    const std::string prefix = fs::path(file).filename().string() + ".tmp.";
+    for (const auto& entry : fs::directory_iterator(run.dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (!name.starts_with(prefix)) continue;
+      const std::string pid = name.substr(prefix.size());
+      if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) fs::remove(entry.path(), ec);
+    }
+  }
+}
+
+}  // namespace
+
 RunFolder open_run_folder(const std::string& dir) {
   RunFolder run{dir};
   if (!fs::is_directory(dir)) throw UsageError("--resume " + dir + ": no such run folder");
   if (!fs::exists(run.checkpoint()))
     throw UsageError("--resume " + dir + ": the folder has no checkpoint.safetensors to resume from");
+  remove_stale_temporaries(run);
   return run;
 }
 

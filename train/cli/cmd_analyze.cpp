@@ -1,6 +1,7 @@
 // `headlab analyze RUN_DIR|CHECKPOINT`: the head analysis of a trained model
 // on its run's evaluation batch (or another task): the terminal table and
 // heatmaps, heads.json and report.html.
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -21,23 +22,37 @@ struct AnalyzeArgs {
   std::string target, task, out;
   int64_t batch = 0, example = 0;
   int threads = 0;
-  bool json = false, no_color = false;
+  bool json = false, no_color = false, batch_given = false;
   train::LabelOptions labels;
 };
+
+// Scores, entropies and JS divergences are fractions in [0, 1]; a loss change is any finite number.
+void check_label_options(const train::LabelOptions& o) {
+  const std::pair<const char*, double> fractions[] = {
+      {"--threshold", o.score_threshold}, {"--margin", o.margin}, {"--diffuse-entropy", o.diffuse_entropy}};
+  for (const auto& [flag, value] : fractions)
+    if (!(value >= 0 && value <= 1))
+      throw train::UsageError(std::string(flag) + " must be between 0 and 1, got " + std::to_string(value));
+  if (!std::isfinite(o.sink_max_delta_loss) || o.sink_max_delta_loss < 0)
+    throw train::UsageError("--sink-delta-loss must be 0 or more, got " + std::to_string(o.sink_max_delta_loss));
+}
 
 int run_analyze(const AnalyzeArgs& args) {
   const bool is_dir = fs::is_directory(args.target);
   const std::string ck_path = is_dir ? args.target + "/checkpoint.safetensors" : args.target;
   if (!fs::exists(ck_path)) throw train::UsageError(args.target + ": no such run folder or checkpoint");
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (all cores) or more");
-  if (args.batch < 0) throw train::UsageError("--batch must be at least 1");
+  if (args.batch_given && args.batch < 1)
+    throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
+  if (args.example < 0) throw train::UsageError("--example must be 0 or more, got " + std::to_string(args.example));
+  check_label_options(args.labels);
   train::Checkpoint ck = train::read_checkpoint(ck_path);
   core::set_num_threads(args.threads);
   if (!args.task.empty()) {
     ck.info.config.task = args.task;
     ck.info.config.data.clear();
   }
-  if (args.batch > 0) ck.info.config.eval_batch = args.batch;
+  if (args.batch_given) ck.info.config.eval_batch = args.batch;
   train::Session session(ck);
   if (args.example >= session.eval_batch().batch)
     throw train::UsageError("--example " + std::to_string(args.example) + " is beyond the " +
@@ -50,6 +65,7 @@ int run_analyze(const AnalyzeArgs& args) {
   const std::string out = !args.out.empty() ? args.out : is_dir ? args.target : fs::path(ck_path).parent_path().string();
   std::error_code ec;
   fs::create_directories(out.empty() ? "." : out, ec);
+  if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
   train::RunFolder folder{out.empty() ? "." : out};
   train::write_analysis_files(folder, analysis, train::to_json(session.config()));
   if (args.json) {
@@ -71,7 +87,8 @@ Command add_analyze(CLI::App& app) {
   auto args = std::make_shared<AnalyzeArgs>();
   app.add_option("target", args->target, "a run folder or a checkpoint.safetensors")->required();
   app.add_option("--task", args->task, "analyze on this task's batch (default: the run's task)");
-  app.add_option("--batch", args->batch, "sequences in the analysis batch (default: the run's eval batch)");
+  app.add_option("--batch", args->batch, "sequences in the analysis batch (default: the run's eval batch)")
+      ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
   app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");
   app.add_option("--threads", args->threads, "threads (0: all cores)");

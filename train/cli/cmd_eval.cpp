@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <optional>
 
 #include "autograd/ops.h"
@@ -22,26 +23,30 @@ struct EvalArgs {
   std::string checkpoint, task, data, dump_logits, dump_grads;
   int64_t batch = 0;
   uint64_t seed = 0;
-  bool seed_given = false;
+  bool seed_given = false, batch_given = false;
   int threads = 0;
   bool json = false;
 };
 
 int run_eval(const EvalArgs& args) {
   if (!args.task.empty() && !args.data.empty()) throw train::UsageError("give --task or --data, not both");
-  if (args.batch < 0) throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
+  if (args.batch_given && args.batch < 1)
+    throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (all cores) or more");
   const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
   core::set_num_threads(args.threads);
   train::TrainConfig config = ck.info.config;
   if (!args.data.empty()) {
+    // The file is read with the model's own sizes (eval has no --vocab or --seq-len).
     config.data = args.data;
+    config.vocab = ck.model.vocab();
+    config.seq_len = ck.model.max_seq_len();
   } else if (!args.task.empty()) {
     config.task = args.task;
     config.data.clear();
   }
   if (args.seed_given) config.seed = args.seed;
-  if (args.batch > 0) config.eval_batch = args.batch;
+  if (args.batch_given) config.eval_batch = args.batch;
   // The task must fit the model: same vocabulary, classes and at most its length.
   const auto task = train::make_task_for(config);
   if (task->vocab() > ck.model.vocab() || task->num_classes() != ck.model.classes() ||
@@ -60,6 +65,11 @@ int run_eval(const EvalArgs& args) {
   if (auto* data = dynamic_cast<train::DataFile*>(task.get())) {
     batch = data->rows(0, data->size());  // the whole file
   } else {
+    const int64_t max_batch = std::numeric_limits<int32_t>::max() / task->seq_len();
+    if (config.eval_batch > max_batch)
+      throw train::UsageError("--batch " + std::to_string(config.eval_batch) + ": that many sequences of " +
+                              std::to_string(task->seq_len()) + " tokens exceed 2^31-1 tokens (at most " +
+                              std::to_string(max_batch) + ")");
     core::Generator gen(config.seed ^ 0x6576616c00000000ULL);  // the trainer's eval stream
     batch = task->sample(config.eval_batch, gen);
   }
@@ -111,8 +121,15 @@ Command add_eval(CLI::App& app) {
   app.add_option("checkpoint", args->checkpoint, "a checkpoint.safetensors (or a run folder)")->required();
   app.add_option("--task", args->task, "evaluate on this task (default: the checkpoint's)");
   app.add_option("--data", args->data, "evaluate on every sequence of this JSONL file");
-  app.add_option("--batch", args->batch, "sequences sampled from the task (default: the run's eval batch)");
+  app.add_option("--batch", args->batch, "sequences sampled from the task (default: the run's eval batch)")
+      ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--seed", args->seed, "seed of the sampled batch (default: the run's)")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            // CLI11 reads "-1" into an unsigned seed as 2^64-1.
+            return value.find('-') == std::string::npos ? std::string() : "must be 0 or more, got " + value;
+          },
+          "NONNEGATIVE"))
       ->each([args](const std::string&) { args->seed_given = true; });
   app.add_option("--threads", args->threads, "threads (0: all cores)");
   app.add_option("--dump-logits", args->dump_logits, "write the logits [N, T, C] (and tokens, targets) as safetensors");

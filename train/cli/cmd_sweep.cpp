@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -302,7 +303,7 @@ nlohmann::ordered_json sweep_json(const Sweep& sweep, const std::vector<train::S
           {"target_accuracy", sweep.target_accuracy},
           {"jobs", sweep.jobs},
           {"planned_runs", planned},
-          {"seconds", seconds},
+          {"seconds", std::round(seconds * 1e3) / 1e3},
           {"interrupted", interrupted},
           {"config", nlohmann::ordered_json(train::to_json(sweep.config))},
           {"runs", run_list},

@@ -80,7 +80,10 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   try {
     status = trainer.run();
   } catch (const std::exception& e) {
-    log->error("{}; the last checkpoint ({}) is kept", e.what(), folder.checkpoint());
+    if (std::filesystem::exists(folder.checkpoint()))
+      log->error("{}; the last checkpoint ({}) is kept", e.what(), folder.checkpoint());
+    else
+      log->error("{}; no checkpoint had been written yet", e.what());
     throw;
   }
   if (status == 0) trainer.finish_report();

@@ -8,6 +8,18 @@
 
 namespace headlab::cli {
 
+namespace {
+
+CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& value) {
+        return value.find('-') == std::string::npos ? std::string() : "must be 0 or more, got " + value;
+      },
+      "NONNEGATIVE");
+}
+
+}  // namespace
+
 ConfigFlags::ConfigFlags(CLI::App& app, std::vector<std::string> only)
     : app_(app), values_(std::make_shared<train::TrainConfig>()) {
   train::TrainConfig::visit_fields(*values_, [&](const char* name, auto& field, const char* help) {
@@ -16,6 +28,9 @@ ConfigFlags::ConfigFlags(CLI::App& app, std::vector<std::string> only)
     const std::string flag = "--" + std::string(name);
     if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
       app.add_flag(flag, field, help);
+    } else if constexpr (std::is_unsigned_v<std::decay_t<decltype(field)>>) {
+      // CLI11 reads "-1" into an unsigned field as 2^64-1.
+      app.add_option(flag, field, help)->default_val(field)->check(non_negative());
     } else {
       app.add_option(flag, field, help)->default_val(field);
     }
@@ -49,7 +64,11 @@ void apply_config_file(train::TrainConfig& config, const std::string& path) {
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw train::UsageError("--config " + path + ": invalid JSON (" + e.what() + ")");
+    // nlohmann's messages start with "[json.exception.parse_error.101] "; keep what follows.
+    const std::string what = e.what();
+    const auto close = what.find("] ");
+    throw train::UsageError("--config " + path + ": invalid JSON (" +
+                            (close == std::string::npos ? what : what.substr(close + 2)) + ")");
   }
   train::apply_json(config, j, "--config " + path);
 }

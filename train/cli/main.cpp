@@ -4,9 +4,22 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <new>
+#include <string>
 
 #include "train/cli/cli.h"
 #include "train/errors.h"
+
+namespace {
+
+// The CLI's promise is one line per error, whatever a message holds.
+std::string one_line(std::string text) {
+  for (char& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return text;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace headlab;
@@ -28,6 +41,19 @@ int main(int argc, char** argv) {
   add("tasks", "the synthetic tasks and the heads each should produce", cli::add_tasks);
   add("gradcheck", "float64 finite-difference check of every op and layer", cli::add_gradcheck);
 
+  // CLI11 would call an unknown command "a subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const auto& [sub, run] : commands) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "headlab: error: unknown command '%s' (commands: %s; see --help)\n", argv[1], names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -35,7 +61,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "headlab: error: %s (see --help)\n", e.what());
+    std::fprintf(stderr, "headlab: error: %s (see --help)\n", one_line(e.what()).c_str());
     return 2;
   }
   for (auto& [sub, run] : commands) {
@@ -43,10 +69,15 @@ int main(int argc, char** argv) {
     try {
       return run();
     } catch (const train::UsageError& e) {
-      std::fprintf(stderr, "headlab %s: error: %s\n", sub->get_name().c_str(), e.what());
+      std::fprintf(stderr, "headlab %s: error: %s\n", sub->get_name().c_str(), one_line(e.what()).c_str());
       return 2;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr,
+                   "headlab %s: error: out of memory (reduce --batch, --eval-batch, --seq-len or the model's size)\n",
+                   sub->get_name().c_str());
+      return 1;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "headlab %s: error: %s\n", sub->get_name().c_str(), e.what());
+      std::fprintf(stderr, "headlab %s: error: %s\n", sub->get_name().c_str(), one_line(e.what()).c_str());
       return 1;
     }
   }

@@ -1,0 +1,235 @@
+#!/usr/bin/python3
+"""headlab against PyTorch: the same model, task and optimizer, side by side.
+
+Runs `headlab bench --json` and the PyTorch twin below for each preset and
+thread count, each framework in its own fresh process, alternating the two a
+few times so that both see the same machine load, and prints the median
+ms/step, the ratio headlab / PyTorch and each one's peak RSS.
+
+The model is the one of `headlab bench`'s presets: pre-LN decoder, token +
+position embeddings, multi-head attention with q/k/v/o Linear layers (bias),
+causal mask, GELU MLP with d_ff = 4 d, final LayerNorm, a Linear head.
+Task `previous`: tokens uniform over V, target = the previous token, position
+0 has none (ignore_index -1); loss = mean cross-entropy. AdamW lr 1e-3,
+weight decay 0.01, gradient clipping at 1.0 (headlab's default), and the
+step's accuracy is computed as headlab's step does.
+
+PyTorch gets its best: torch.set_num_threads(N), and the OpenMP build of
+OpenBLAS (Debian's torch takes fp32 GEMM from the system OpenBLAS; the
+pthread build would fight OpenMP for the cores). The worker checks which
+libopenblas it loaded and reports it.
+
+Usage (Debian's python3 with python3-torch, not a virtualenv's):
+  /usr/bin/python3 bench/compare_torch.py --headlab build/headlab
+  /usr/bin/python3 bench/compare_torch.py --headlab build/headlab --presets tiny,small --threads 1,2 --rounds 3
+  /usr/bin/python3 bench/compare_torch.py --headlab /tmp/headlab-before --headlab build/headlab   # old vs new
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+PRESETS = {  # vocab, seq_len, batch, d_model, heads, layers
+    "tiny": (16, 8, 64, 64, 2, 1),
+    "small": (64, 32, 32, 128, 4, 2),
+    "medium": (256, 128, 16, 256, 8, 4),
+}
+OPENBLAS_OPENMP = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+
+
+# --------------------------------------------------------------------------
+# The PyTorch twin (runs in a worker process).
+
+def torch_worker(preset, threads, warmup, steps, runs, foreach):
+    import resource
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    V, T, B, d, h, L = PRESETS[preset]
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+            self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).triu(1))
+
+        def forward(self, x):  # [B, T, d]
+            b, t, _ = x.shape
+            dk = d // h
+            split = lambda y: y.view(b, t, h, dk).transpose(1, 2)  # [B, h, T, dk]
+            q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(dk))
+            scores = scores.masked_fill(self.mask[:t, :t], float("-inf"))
+            a = scores.softmax(-1)
+            return self.o((a @ v).transpose(1, 2).reshape(b, t, d))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.attn = Attention()
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(V, d), nn.Embedding(T, d)
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f, self.head = nn.LayerNorm(d), nn.Linear(d, V)
+            for name, p in self.named_parameters():  # headlab's init
+                if p.dim() == 2:
+                    nn.init.normal_(p, 0.0, 0.02)
+                elif name.endswith("bias"):
+                    nn.init.zeros_(p)
+
+        def forward(self, tokens):  # [B, T] -> [B, T, V]
+            x = self.tok(tokens) + self.pos.weight[: tokens.shape[1]]
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln_f(x))
+
+    model = Model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, foreach=foreach)
+    gen = torch.Generator().manual_seed(2)
+
+    def step():
+        x = torch.randint(0, V, (B, T), generator=gen)
+        y = torch.full((B, T), -1, dtype=torch.long)
+        y[:, 1:] = x[:, :-1]
+        opt.zero_grad(set_to_none=True)
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, V), y.view(-1), ignore_index=-1)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        with torch.no_grad():  # what headlab's step reports: loss and accuracy
+            has = y >= 0
+            (logits.argmax(-1)[has] == y[has]).float().mean().item()
+        return loss.item()
+
+    for _ in range(warmup):
+        step()
+    ms = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        ms.append(1000 * (time.perf_counter() - t0) / steps)
+    ms.sort()
+    blas = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libopenblas" in line})
+    return {
+        "preset": preset,
+        "threads": torch.get_num_threads(),
+        "ms_per_step": ms[len(ms) // 2],
+        "ms_per_step_min": ms[0],
+        "ms_per_step_max": ms[-1],
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "torch": torch.__version__,
+        "openblas": blas,
+    }
+
+
+# --------------------------------------------------------------------------
+# The driver.
+
+def run_json(cmd, env=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_headlab(binary, preset, threads, a):
+    return run_json([binary, "bench", "--preset", preset, "--threads", str(threads), "--json",
+                     "--warmup-steps", str(a.warmup_steps), "--bench-steps", str(a.bench_steps), "--runs", str(a.runs)])
+
+
+def run_torch(preset, threads, a):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = OPENBLAS_OPENMP + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env["OMP_NUM_THREADS"] = str(threads)
+    return run_json([sys.executable, os.path.abspath(__file__), "--worker", preset, str(threads),
+                     str(a.warmup_steps), str(a.bench_steps), str(a.runs), str(int(a.foreach))], env=env)
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        preset, threads, warmup, steps, runs, foreach = sys.argv[2:8]
+        print(json.dumps(torch_worker(preset, int(threads), int(warmup), int(steps), int(runs), bool(int(foreach)))))
+        return
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--headlab", action="append", help="headlab binary (repeat to compare several builds)")
+    p.add_argument("--presets", default="tiny,small,medium")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--rounds", type=int, default=3, help="alternating runs per framework; the median is kept")
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--bench-steps", type=int, default=20)
+    p.add_argument("--runs", type=int, default=5, help="timed runs inside one process (median)")
+    p.add_argument("--foreach", type=int, default=1, help="torch AdamW foreach (multi-tensor) implementation")
+    p.add_argument("--no-torch", action="store_true", help="headlab binaries only")
+    p.add_argument("--json", action="store_true", help="also print every result as JSON lines")
+    a = p.parse_args()
+    binaries = a.headlab or ["build/headlab"]
+    names = [f"headlab[{i}]" if len(binaries) > 1 else "headlab" for i in range(len(binaries))]
+    load = os.getloadavg()
+    print(f"# load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cpus; "
+          f"rounds {a.rounds}, each {a.runs} runs x {a.bench_steps} steps after {a.warmup_steps} warm-up")
+    for i, b in enumerate(binaries):
+        if len(binaries) > 1:
+            print(f"# headlab[{i}] = {b}")
+    rows = []
+    for preset in a.presets.split(","):
+        for threads in (int(t) for t in a.threads.split(",")):
+            results = {n: [] for n in names + ([] if a.no_torch else ["torch"])}
+            for _ in range(a.rounds):  # alternate, so both see the same load
+                for n, b in zip(names, binaries):
+                    results[n].append(run_headlab(b, preset, threads, a))
+                if not a.no_torch:
+                    results["torch"].append(run_torch(preset, threads, a))
+            summary = {}
+            for n, rs in results.items():
+                summary[n] = {"ms": statistics.median(r["ms_per_step"] for r in rs),
+                              "all": [round(r["ms_per_step"], 3) for r in rs],
+                              "rss": max(r["peak_rss_mib"] for r in rs)}
+                if a.json:
+                    for r in rs:
+                        print(json.dumps({"who": n, **r}))
+            rows.append((preset, threads, summary, results))
+            ref = summary.get("torch") or summary[names[0]]
+            ref_name = "torch" if "torch" in summary else names[0]
+            for n, s in summary.items():
+                ratio = s["ms"] / ref["ms"]
+                rss_ratio = s["rss"] / ref["rss"]
+                print(f"{preset:6s} {threads}T {n:11s} {s['ms']:9.2f} ms/step  x{ratio:5.3f} of {ref_name}"
+                      f"  peak RSS {s['rss']:7.1f} MiB (x{rss_ratio:4.2f})   runs {s['all']}", flush=True)
+    if not a.no_torch:
+        t = rows[0][3]["torch"][0]
+        print(f"# torch {t['torch']}, OpenBLAS loaded: {', '.join(t['openblas']) or 'none'}")
+    # A Markdown table for RESULTS.md.
+    print()
+    cols = names + ([] if a.no_torch else ["torch"])
+    print("| preset | threads | " + " | ".join(f"{c} ms/step" for c in cols) +
+          (" | ratio | " + " | ".join(f"{c} peak RSS MiB" for c in cols) + " |" if not a.no_torch else
+           " | " + " | ".join(f"{c} peak RSS MiB" for c in cols) + " |"))
+    print("|---" * (2 + len(cols) * 2 + (0 if a.no_torch else 1)) + "|")
+    for preset, threads, s, _ in rows:
+        cells = [f"{s[c]['ms']:.2f}" for c in cols]
+        ratio = [] if a.no_torch else [" / ".join(f"{s[c]['ms'] / s['torch']['ms']:.3f}" for c in names)]
+        rss = [f"{s[c]['rss']:.1f}" for c in cols]
+        print(f"| {preset} | {threads} | " + " | ".join(cells + ratio + rss) + " |")
+
+
+if __name__ == "__main__":
+    main()

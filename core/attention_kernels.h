@@ -1,0 +1,48 @@
+// Fused multi-head attention: the scores, the scale, the mask, the softmax
+// and both products of every (batch, head) pair in one pass, forward and
+// backward. Composed from matmul + mul + masked_fill + softmax, the same
+// step allocates and walks five [B, h, T, T] tensors and copies the heads
+// in and out of [B, h, T, d_k]; fused, it keeps only the probabilities.
+//
+// Shapes: q, k, v, out [B, T, d] with d = h * d_k, head i in columns
+// i*d_k .. (i+1)*d_k - 1 (the Linear layers' own layout, so no permute
+// copies); probs [B, h, T, T]. Per head:
+//   P = softmax(mask(scale * Q K^T)),  out = gate * P V.
+// The mask hides keys after the query (causal) and keys whose
+// key_padding[b, key] is 0; a query that sees no key gets a row of zeros.
+// Pairs (b, head) are split among OpenMP threads, each computed whole by
+// one thread with single-threaded BLAS: the bits never depend on the
+// thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace headlab::core {
+
+struct AttentionShape {
+  int64_t heads = 1;
+  bool causal = true;
+  double scale = 1.0;  // usually 1 / sqrt(d_k)
+};
+
+// key_padding: undefined or [B, T] (any dtype; nonzero = a real token).
+// gates: undefined (all 1) or [h] of q's dtype.
+struct AttentionForward {
+  Tensor out;    // [B, T, d]
+  Tensor probs;  // [B, h, T, T]
+};
+AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionShape& shape,
+                                   const Tensor& key_padding, const Tensor& gates);
+
+// dout [B, T, d] -> dq, dk, dv [B, T, d]; dgates [h] only if want_dgates
+// (sum over the batch of <dout_head, (P V)_head>, added in batch order).
+struct AttentionGrads {
+  Tensor dq, dk, dv, dgates;
+};
+AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& probs, const AttentionShape& shape, const Tensor& gates,
+                                  bool want_dgates);
+
+}  // namespace headlab::core

@@ -1,0 +1,258 @@
+// Every subcommand and option given a bad value fails the same clean way:
+// exit status 2 (1 for a runtime error), exactly one line on stderr that
+// names the flag or value, nothing on stdout, no crash, and nothing written:
+// the working folder stays empty (so no --out folder and no runs/ default)
+// and the files the command was pointed at stay as they were.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/cli/fixtures.h"
+
+namespace headlab::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct BadCase {
+  std::string name;
+  // Placeholders: {out} a path in the empty working folder; {run} a finished
+  // tiny run and {ck} its checkpoint; {file} a text file; {dir} a folder
+  // holding one file; {missing} a path that does not exist; {cfg:TEXT} a
+  // --config file holding TEXT.
+  std::vector<std::string> args;
+  int status;
+  std::vector<std::string> mentions;  // each must appear in the stderr line
+};
+
+std::ostream& operator<<(std::ostream& os, const BadCase& c) { return os << c.name; }
+
+std::vector<std::string> train_tiny(const std::vector<std::pair<std::string, std::string>>& changes) {
+  return train_command("{out}", changes);
+}
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& extra) {
+  base.insert(base.end(), extra.begin(), extra.end());
+  return base;
+}
+
+const std::vector<BadCase>& cases() {
+  static const std::vector<BadCase> all = [] {
+    std::vector<BadCase> c;
+    // A flag whose value is missing (last on the line).
+    for (const char* flag : {"--d-model", "--steps", "--task", "--config", "--init", "--lr", "--out"})
+      c.push_back({std::string("train_missing_value_") + (flag + 2), {"train", flag}, 2, {flag}});
+    c.push_back({"train_missing_value_resume", {"train", "--resume"}, 2, {"--resume"}});
+    // Negative values.
+    for (const char* flag : {"--d-model", "--steps", "--batch", "--layers", "--heads", "--vocab", "--seq-len",
+                             "--warmup", "--threads", "--log-every", "--analyze-every", "--checkpoint-every",
+                             "--eval-batch", "--d-ff", "--seed"})
+      c.push_back({std::string("train_negative_") + (flag + 2), train_tiny({{flag, "-3"}}), 2, {flag, "-3"}});
+    for (const char* flag : {"--lr", "--clip", "--min-lr"})
+      c.push_back({std::string("train_negative_") + (flag + 2), train_tiny({{flag, "-0.5"}}), 2, {flag, "-0.5"}});
+    // Zero where at least 1 is needed.
+    for (const char* flag : {"--d-model", "--heads", "--layers", "--batch", "--lr", "--log-every", "--eval-batch"})
+      c.push_back({std::string("train_zero_") + (flag + 2), train_tiny({{flag, "0"}}), 2, {flag}});
+    // Not a number.
+    c.push_back({"train_non_numeric_d_model", train_tiny({{"--d-model", "abc"}}), 2, {"--d-model", "abc"}});
+    c.push_back({"train_non_numeric_lr", train_tiny({{"--lr", "fast"}}), 2, {"--lr", "fast"}});
+    c.push_back({"train_non_numeric_seed", train_tiny({{"--seed", "x1"}}), 2, {"--seed", "x1"}});
+    c.push_back({"train_non_numeric_threads", train_tiny({{"--threads", "two"}}), 2, {"--threads", "two"}});
+    c.push_back({"train_fractional_vocab", train_tiny({{"--vocab", "8.5"}}), 2, {"--vocab", "8.5"}});
+    c.push_back({"train_non_boolean_flag", train_tiny({{"--attn-only=maybe", ""}}), 2, {"--attn-only", "maybe"}});
+    // Out of range.
+    c.push_back({"train_vocab_too_small", train_tiny({{"--vocab", "1"}}), 2, {"vocab 1"}});
+    c.push_back({"train_vocab_too_large", train_tiny({{"--vocab", "1000000000000"}}), 2, {"vocab 1000000000000"}});
+    c.push_back({"train_too_many_threads", train_tiny({{"--threads", "5000"}}), 2, {"--threads", "5000"}});
+    c.push_back({"train_infinite_lr", train_tiny({{"--lr", "inf"}}), 2, {"--lr", "inf"}});
+    c.push_back({"train_nan_lr", train_tiny({{"--lr", "nan"}}), 2, {"--lr", "nan"}});
+    c.push_back({"train_nan_clip", train_tiny({{"--clip", "nan"}}), 2, {"--clip", "nan"}});
+    c.push_back({"train_nan_weight_decay", train_tiny({{"--weight-decay", "nan"}}), 2, {"--weight-decay"}});
+    c.push_back({"train_min_lr_above_lr", train_tiny({{"--min-lr", "1"}}), 2, {"--min-lr"}});
+    c.push_back({"train_unknown_optimizer", train_tiny({{"--optimizer", "adagrad"}}), 2, {"--optimizer", "adagrad"}});
+    c.push_back({"train_unknown_schedule", train_tiny({{"--schedule", "wavy"}}), 2, {"--schedule", "wavy"}});
+    c.push_back({"train_absurd_d_model", train_tiny({{"--d-model", "1000000"}}), 2, {"--d-model"}});
+    c.push_back({"train_absurd_layers", train_tiny({{"--layers", "100000000"}}), 2, {"--layers"}});
+    c.push_back({"train_batch_beyond_32_bit_tokens", train_tiny({{"--batch", "99999999999"}}), 2,
+                 {"--batch 99999999999", "2^31"}});
+    c.push_back({"train_batch_beyond_memory", train_tiny({{"--batch", "100000000"}}), 2, {"memory", "--batch"}});
+    c.push_back({"train_eval_batch_beyond_memory", train_tiny({{"--eval-batch", "100000000"}}), 2,
+                 {"memory", "--eval-batch"}});
+    c.push_back({"train_seq_len_beyond_memory", train_tiny({{"--seq-len", "100000"}}), 2, {"memory", "--seq-len"}});
+    // Model structure and task limits.
+    c.push_back({"train_d_model_not_divisible_by_heads", train_tiny({{"--heads", "3"}}), 2,
+                 {"--d-model 16", "--heads 3"}});
+    c.push_back({"train_seq_len_beyond_modular_addition", train_tiny({{"--task", "modular-addition"}, {"--seq-len", "5"}}),
+                 2, {"modular-addition", "seq-len 5"}});
+    c.push_back({"train_even_seq_len_for_sort", train_tiny({{"--task", "sort"}, {"--seq-len", "4"}}), 2,
+                 {"sort", "seq-len 4"}});
+    c.push_back({"train_induction_seq_len_beyond_vocab",
+                 train_tiny({{"--task", "induction"}, {"--seq-len", "30"}, {"--vocab", "8"}}), 2,
+                 {"induction", "vocab 8"}});
+    c.push_back({"train_seq_len_too_short", train_tiny({{"--seq-len", "1"}}), 2, {"seq-len 1"}});
+    c.push_back({"train_unknown_task", train_tiny({{"--task", "nope"}}), 2, {"nope"}});
+    c.push_back({"train_empty_task", train_tiny({{"--task", "''"}}), 2, {"task"}});
+    // Files.
+    c.push_back({"train_config_missing", with(train_tiny({}), {"--config", "{missing}"}), 2, {"--config", "{missing}"}});
+    c.push_back({"train_config_is_a_folder", with(train_tiny({}), {"--config", "{dir}"}), 2, {"--config"}});
+    c.push_back({"train_config_not_json", with(train_tiny({}), {"--config", "{file}"}), 2, {"--config", "JSON"}});
+    c.push_back({"train_config_unknown_key", with(train_tiny({}), {"--config", "{cfg:{\"bogus\": 1}}"}), 2,
+                 {"bogus"}});
+    c.push_back({"train_config_wrong_type", with(train_tiny({}), {"--config", "{cfg:{\"layers\": \"two\"}}"}), 2,
+                 {"layers", "wrong type"}});
+    c.push_back({"train_config_bad_value", with(train_tiny({}), {"--config", "{cfg:{\"layers\": 0}}"}), 2,
+                 {"--layers"}});
+    c.push_back({"train_data_missing", train_tiny({{"--data", "{missing}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
+                 {"{missing}"}});
+    c.push_back({"train_data_is_a_folder", train_tiny({{"--data", "{dir}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
+                 {"{dir}", "directory"}});
+    c.push_back({"train_data_not_jsonl", train_tiny({{"--data", "{file}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
+                 {"notes.txt:1", "JSON"}});
+    c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2, {"--vocab"}});
+    c.push_back({"train_init_missing", with(train_tiny({}), {"--init", "{missing}"}), 2, {"{missing}"}});
+    c.push_back({"train_init_is_a_folder", with(train_tiny({}), {"--init", "{dir}"}), 2, {"{dir}"}});
+    c.push_back({"train_init_not_a_checkpoint", with(train_tiny({}), {"--init", "{file}"}), 2, {"notes.txt"}});
+    c.push_back({"train_init_from_another_model", with(train_tiny({{"--d-model", "32"}}), {"--init", "{ck}"}), 2,
+                 {"tok_emb.weight"}});
+    c.push_back({"train_resume_missing", {"train", "--resume", "{missing}"}, 2, {"--resume", "{missing}"}});
+    c.push_back({"train_resume_folder_without_checkpoint", {"train", "--resume", "{dir}"}, 2, {"checkpoint"}});
+    // Output locations.
+    c.push_back({"train_out_holds_a_run", with({"train", "--out", "{run}"}, tiny()), 2, {"{run}", "--force"}});
+    c.push_back({"train_out_is_a_file", with({"train", "--out", "{file}"}, tiny()), 2, {"{file}", "not a folder"}});
+    c.push_back({"train_out_under_a_file", with({"train", "--out", "{file}/run"}, tiny()), 2, {"--out", "{file}/run"}});
+    c.push_back({"train_out_in_proc", with({"train", "--out", "/proc/headlab-cli-test/run"}, tiny()), 2, {"--out"}});
+    // --resume takes its settings from the run.
+    for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+             {"--d-model", "32"}, {"--lr", "0.1"}, {"--task", "previous"}, {"--out", "{out}"}, {"--init", "{ck}"},
+             {"--config", "{cfg:{}}"}})
+      c.push_back({"train_resume_with_" + flag.substr(2), {"train", "--resume", "{run}", flag, value}, 2, {flag}});
+    c.push_back({"train_resume_with_force", {"train", "--resume", "{run}", "--force"}, 2, {"--force"}});
+    c.push_back({"train_resume_below_steps_done", {"train", "--resume", "{run}", "--steps", "5"}, 2, {"--steps 5", "20"}});
+    c.push_back({"train_resume_negative_steps", {"train", "--resume", "{run}", "--steps", "-1"}, 2, {"--steps"}});
+    c.push_back({"train_resume_negative_threads", {"train", "--resume", "{run}", "--threads", "-2"}, 2, {"--threads"}});
+    // The command line itself.
+    c.push_back({"no_command", {}, 2, {"subcommand"}});
+    c.push_back({"unknown_command", {"trian"}, 2, {"trian"}});
+    c.push_back({"train_unknown_flag", with(train_tiny({}), {"--bogus"}), 2, {"--bogus"}});
+    c.push_back({"train_stray_argument", with(train_tiny({}), {"stray"}), 2, {"stray"}});
+    c.push_back({"tasks_unknown_flag", {"tasks", "--bogus"}, 2, {"--bogus"}});
+    c.push_back({"gradcheck_unknown_flag", {"gradcheck", "--bogus"}, 2, {"--bogus"}});
+    c.push_back({"sweep_unknown_flag", {"sweep", "--bogus"}, 2, {"--bogus"}});
+    c.push_back({"bench_unknown_flag", {"bench", "--bogus"}, 2, {"--bogus"}});
+    // eval.
+    c.push_back({"eval_without_checkpoint", {"eval"}, 2, {"checkpoint"}});
+    c.push_back({"eval_missing_checkpoint", {"eval", "{missing}"}, 2, {"{missing}"}});
+    c.push_back({"eval_text_file", {"eval", "{file}"}, 2, {"notes.txt"}});
+    c.push_back({"eval_folder_without_checkpoint", {"eval", "{dir}"}, 2, {"{dir}"}});
+    c.push_back({"eval_negative_batch", {"eval", "{ck}", "--batch", "-1"}, 2, {"--batch", "-1"}});
+    c.push_back({"eval_zero_batch", {"eval", "{ck}", "--batch", "0"}, 2, {"--batch", "0"}});
+    c.push_back({"eval_non_numeric_batch", {"eval", "{ck}", "--batch", "many"}, 2, {"--batch", "many"}});
+    c.push_back({"eval_batch_beyond_32_bit_tokens", {"eval", "{ck}", "--batch", "1000000000"}, 2, {"--batch"}});
+    c.push_back({"eval_missing_batch_value", {"eval", "{ck}", "--batch"}, 2, {"--batch"}});
+    c.push_back({"eval_negative_threads", {"eval", "{ck}", "--threads", "-1"}, 2, {"--threads"}});
+    c.push_back({"eval_negative_seed", {"eval", "{ck}", "--seed", "-5"}, 2, {"--seed", "-5"}});
+    c.push_back({"eval_unknown_task", {"eval", "{ck}", "--task", "nope"}, 2, {"nope"}});
+    c.push_back({"eval_task_that_does_not_fit", {"eval", "{ck}", "--task", "modular-addition"}, 2,
+                 {"modular-addition", "does not fit"}});
+    c.push_back({"eval_task_and_data", {"eval", "{ck}", "--task", "previous", "--data", "{file}"}, 2,
+                 {"--task", "--data"}});
+    c.push_back({"eval_data_missing", {"eval", "{ck}", "--data", "{missing}"}, 2, {"{missing}"}});
+    c.push_back({"eval_data_not_jsonl", {"eval", "{ck}", "--data", "{file}"}, 2, {"notes.txt:1"}});
+    c.push_back({"eval_dump_under_a_file", {"eval", "{ck}", "--dump-logits", "{file}/logits.safetensors"}, 1,
+                 {"{file}/logits.safetensors"}});
+    // analyze.
+    c.push_back({"analyze_without_target", {"analyze"}, 2, {"target"}});
+    c.push_back({"analyze_missing_target", {"analyze", "{missing}"}, 2, {"{missing}"}});
+    c.push_back({"analyze_text_file", {"analyze", "{file}"}, 2, {"notes.txt"}});
+    c.push_back({"analyze_folder_without_checkpoint", {"analyze", "{dir}"}, 2, {"{dir}"}});
+    c.push_back({"analyze_negative_batch", {"analyze", "{run}", "--batch", "-4"}, 2, {"--batch", "-4"}});
+    c.push_back({"analyze_zero_batch", {"analyze", "{run}", "--batch", "0"}, 2, {"--batch", "0"}});
+    c.push_back({"analyze_negative_example", {"analyze", "{run}", "--example", "-1"}, 2, {"--example", "-1"}});
+    c.push_back({"analyze_example_beyond_batch", {"analyze", "{run}", "--example", "1000"}, 2, {"--example 1000"}});
+    c.push_back({"analyze_non_numeric_threshold", {"analyze", "{run}", "--threshold", "high"}, 2, {"--threshold", "high"}});
+    c.push_back({"analyze_threshold_above_one", {"analyze", "{run}", "--threshold", "2"}, 2, {"--threshold"}});
+    c.push_back({"analyze_negative_threshold", {"analyze", "{run}", "--threshold", "-1"}, 2, {"--threshold"}});
+    c.push_back({"analyze_nan_margin", {"analyze", "{run}", "--margin", "nan"}, 2, {"--margin", "nan"}});
+    c.push_back({"analyze_diffuse_entropy_above_one", {"analyze", "{run}", "--diffuse-entropy", "5"}, 2,
+                 {"--diffuse-entropy"}});
+    c.push_back({"analyze_negative_sink_delta_loss", {"analyze", "{run}", "--sink-delta-loss", "-1"}, 2,
+                 {"--sink-delta-loss"}});
+    c.push_back({"analyze_unknown_task", {"analyze", "{run}", "--task", "nope"}, 2, {"nope"}});
+    c.push_back({"analyze_task_of_another_model", {"analyze", "{run}", "--task", "induction"}, 2, {"induction"}});
+    c.push_back({"analyze_negative_threads", {"analyze", "{run}", "--threads", "-1"}, 2, {"--threads"}});
+    c.push_back({"analyze_out_under_a_file", {"analyze", "{run}", "--out", "{file}/analysis"}, 2, {"--out"}});
+    return c;
+  }();
+  return all;
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+}
+
+class BadUsage : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadUsage, FailsWithOneClearLineAndWritesNothing) {
+  const BadCase& c = GetParam();
+  TempDir cwd, files;
+  write_bytes(files / "notes.txt", "these are notes, not JSON\n");
+  fs::create_directory(files / "folder");
+  write_bytes(files / "folder/readme", "a folder that holds no run\n");
+  int configs = 0;
+  std::vector<std::string> args = c.args;
+  bool wants_run = false;
+  for (std::string& a : args) {
+    // {cfg:TEXT}: a config file holding TEXT.
+    if (a.starts_with("{cfg:")) {
+      const std::string path = files / ("config" + std::to_string(configs++) + ".json");
+      write_bytes(path, a.substr(5, a.size() - 6));
+      a = path;
+    }
+    wants_run = wants_run || a.find("{run}") != std::string::npos || a.find("{ck}") != std::string::npos;
+  }
+  if (wants_run) copy_dir(shared_run(), files / "run");
+  std::vector<std::string> mentions = c.mentions;
+  for (auto* list : {&args, &mentions})
+    for (std::string& a : *list) {
+      replace_all(a, "{out}", cwd / "out");
+      replace_all(a, "{run}", files / "run");
+      replace_all(a, "{ck}", files / "run/checkpoint.safetensors");
+      replace_all(a, "{file}", files / "notes.txt");
+      replace_all(a, "{dir}", files / "folder");
+      replace_all(a, "{missing}", files / "missing");
+      if (a == "''") a.clear();
+    }
+  const auto before = snapshot(files.path());
+
+  const RunResult r = run_headlab(args, cwd.path());
+
+  EXPECT_TRUE(clean_failure(r, c.status, mentions));
+  EXPECT_EQ(r.out, "") << "a failed command prints nothing on stdout";
+  EXPECT_TRUE(is_empty_dir(cwd.path())) << "the working folder (and --out " << cwd / "out" << ") must stay empty";
+  EXPECT_EQ(snapshot(files.path()), before) << "the files the command read must stay as they were";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cli, BadUsage, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<BadCase>& p) {
+                           std::string name = p.param.name;  // flag names have dashes, test names cannot
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
+
+TEST(Help, EverySubcommandHasHelpThatExitsZero) {
+  TempDir cwd;
+  for (const char* command : {"train", "eval", "analyze", "sweep", "bench", "tasks", "gradcheck"}) {
+    const RunResult r = run_headlab({command, "--help"}, cwd.path());
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.describe();
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << command << ": " << r.describe();
+    EXPECT_EQ(r.err, "") << command;
+  }
+  EXPECT_TRUE(is_empty_dir(cwd.path()));
+}
+
+}  // namespace
+}  // namespace headlab::cli_test

@@ -1,0 +1,89 @@
+// --data files are user input too: a token outside the vocabulary, a target
+// out of range, a line that is not JSON... stops `train --data` and
+// `eval --data` with one line naming FILE:LINE and the value, exit 2, before
+// anything is written.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/cli/fixtures.h"
+
+namespace headlab::cli_test {
+namespace {
+
+struct BadData {
+  std::string name;
+  std::string text;
+  std::vector<std::string> mentions;
+};
+
+std::ostream& operator<<(std::ostream& os, const BadData& c) { return os << c.name; }
+
+const char* kGood = "{\"tokens\": [1, 2, 3, 4]}\n";
+
+const std::vector<BadData>& bad_data() {
+  static const std::vector<BadData> all = {
+      {"token_at_the_vocab_size", std::string(kGood) + "{\"tokens\": [1, 8, 3]}\n", {"data.jsonl:2", "8", "vocab"}},
+      {"token_far_outside_the_vocab", "{\"tokens\": [4294967296]}\n", {"data.jsonl:1", "vocab"}},
+      {"negative_token", "{\"tokens\": [1, -1, 3]}\n", {"data.jsonl:1", "-1"}},
+      {"fractional_token", "{\"tokens\": [1, 2.5]}\n", {"data.jsonl:1", "2.5", "integer"}},
+      {"target_outside_the_classes", "{\"tokens\": [1, 2], \"targets\": [3, 8]}\n", {"data.jsonl:1", "8"}},
+      {"targets_shorter_than_tokens", "{\"tokens\": [1, 2, 3], \"targets\": [3]}\n", {"data.jsonl:1", "targets"}},
+      {"sequence_longer_than_seq_len", "{\"tokens\": [1, 2, 3, 4, 5, 6, 7]}\n", {"data.jsonl:1", "seq-len 6"}},
+      {"line_not_json", std::string(kGood) + "{\"tokens\": [1, 2\n", {"data.jsonl:2", "JSON"}},
+      {"unknown_key", "{\"tokens\": [1, 2], \"target\": [2, 3]}\n", {"data.jsonl:1", "target"}},
+      {"no_tokens", "{\"targets\": [1, 2]}\n", {"data.jsonl:1", "tokens"}},
+      {"empty_file", "", {"data.jsonl", "no sequences"}},
+      {"binary_garbage", std::string("\x00\xff\xfe{", 4) + "\n", {"data.jsonl:1"}},
+  };
+  return all;
+}
+
+class BadDataFile : public ::testing::TestWithParam<BadData> {};
+
+TEST_P(BadDataFile, TrainAndEvalRefuseItCleanly) {
+  const BadData& c = GetParam();
+  TempDir cwd, files;
+  const std::string data = files / "data.jsonl";
+  write_bytes(data, c.text);
+  const auto train = train_command(cwd / "out", {{"--data", data}, {"--vocab", "8"}, {"--seq-len", "6"}});
+
+  const RunResult trained = run_headlab(train, cwd.path());
+  EXPECT_TRUE(clean_failure(trained, 2, c.mentions));
+  const RunResult evaluated =
+      run_headlab({"eval", shared_run() + "/checkpoint.safetensors", "--data", data}, cwd.path());
+  EXPECT_TRUE(clean_failure(evaluated, 2, c.mentions));
+  EXPECT_TRUE(is_empty_dir(cwd.path()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cli, BadDataFile, ::testing::ValuesIn(bad_data()),
+                         [](const ::testing::TestParamInfo<BadData>& p) { return p.param.name; });
+
+TEST(DataFile, EvalReadsADataFileWithTheCheckpointsOwnSizes) {
+  TempDir cwd;
+  const std::string data = cwd / "data.jsonl";
+  write_bytes(data, "{\"tokens\": [1, 2, 3, 4, 5]}\n{\"tokens\": [7, 6, 5]}\n{\"tokens\": [0, 0, 1, 1, 2, 2]}\n");
+  const auto train = train_command(cwd / "run", {{"--data", data}, {"--vocab", "8"}, {"--seq-len", "6"}});
+  const RunResult trained = run_headlab(train, cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+
+  // eval has no --vocab or --seq-len: the checkpoint's model supplies them.
+  const RunResult evaluated = run_headlab({"eval", cwd / "run", "--data", data, "--json"}, cwd.path());
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.describe();
+  const nlohmann::json result = nlohmann::json::parse(evaluated.out);
+  EXPECT_EQ(result.at("sequences"), 3);
+  EXPECT_EQ(result.at("positions"), 4 + 2 + 5) << "next-token targets: every position but the last of each line";
+}
+
+TEST(DataFile, EvalOfATaskModelOnADataFileSaysItDoesNotFit) {
+  TempDir cwd;
+  const std::string data = cwd / "data.jsonl";
+  write_bytes(data, kGood);
+  // The shared run's model predicts first-prev-pair's 64 classes, a data file's targets are tokens (8).
+  const RunResult r = run_headlab({"eval", shared_run(), "--data", data}, cwd.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"does not fit", "classes 64"}));
+}
+
+}  // namespace
+}  // namespace headlab::cli_test
