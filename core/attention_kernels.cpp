@@ -68,7 +68,7 @@ void attention_fwd(const T* q, const T* k, const T* v, T* out, T* P, const Dims&
                    const unsigned char* real, const T* gates) {
   const int64_t Tn = dims.T, d = dims.d, dk = dims.dk;
   const T scale = static_cast<T>(s.scale);
-#pragma omp parallel for schedule(static) if (dims.parallel())
+#pragma omp parallel for schedule(dynamic, 1) if (dims.parallel())
   for (int64_t pair = 0; pair < dims.pairs(); ++pair) {
     const int64_t off = dims.block(pair);
     T* Pp = P + pair * Tn * Tn;
@@ -106,7 +106,7 @@ void attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* P
   {
     // Per thread: dS [T, T], and [T, dk] for the gated dout or P V.
     std::vector<T> dS(static_cast<std::size_t>(Tn * Tn)), tmp(static_cast<std::size_t>(Tn * dk));
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int64_t pair = 0; pair < dims.pairs(); ++pair) {
       const int64_t off = dims.block(pair);
       const T* Pp = P + pair * Tn * Tn;

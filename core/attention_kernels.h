@@ -10,7 +10,7 @@
 //   P = softmax(mask(scale * Q K^T)),  out = gate * P V.
 // The mask hides keys after the query (causal) and keys whose
 // key_padding[b, key] is 0; a query that sees no key gets a row of zeros.
-// Pairs (b, head) are split among OpenMP threads, each computed whole by
+// Pairs (b, head) are handed out to OpenMP threads, each computed whole by
 // one thread with single-threaded BLAS: the bits never depend on the
 // thread count.
 #pragma once

@@ -1,19 +1,48 @@
-// Internal: one typed entry point to OpenBLAS's row-major GEMM.
+// Internal: headlab's two ways into OpenBLAS's row-major GEMM.
+//
+// BLAS always runs single-threaded; headlab's threads split the work above
+// it. OpenBLAS's OpenMP build would otherwise thread every GEMM called outside
+// a parallel region with a fork, a join and fine-grained spin-waits of its
+// own, which on a busy 2-core machine stall whenever one thread is
+// descheduled. Splitting ourselves costs one fork and one join per GEMM, into
+// blocks fixed by the shape alone, so the bits never depend on the thread
+// count.
 #pragma once
 
 #include <cblas.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "core/threads.h"
+
 namespace headlab::core::detail {
 
+// While alive on a thread outside any parallel region, OpenMP (and so
+// OpenBLAS's OpenMP build, which asks omp_get_max_threads()) sees one thread.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() : previous_(omp_in_parallel() ? 0 : omp_get_max_threads()) {
+    if (previous_ > 1) omp_set_num_threads(1);
+  }
+  ~SingleThreadedBlas() {
+    if (previous_ > 1) omp_set_num_threads(previous_);
+  }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int previous_;
+};
+
 // C [m, n] = alpha * op(A) [m, k] @ op(B) [k, n] + beta * C, row-major, op =
-// transpose where ta / tb. Inside an OpenMP parallel region OpenBLAS's
-// OpenMP build runs single-threaded, so callers may run many at once.
+// transpose where ta / tb, on the calling thread only.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, T alpha = T(1), T beta = T(0)) {
+  const SingleThreadedBlas single;
   const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
   const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
   const auto LDA = static_cast<blasint>(lda), LDB = static_cast<blasint>(ldb), LDC = static_cast<blasint>(ldc);
@@ -21,6 +50,38 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
     cblas_sgemm(CblasRowMajor, TA, TB, M, N, K, alpha, a, LDA, b, LDB, beta, c, LDC);
   } else {
     cblas_dgemm(CblasRowMajor, TA, TB, M, N, K, alpha, a, LDA, b, LDB, beta, c, LDC);
+  }
+}
+
+// The same product, split into blocks of C's rows (or columns, when C is
+// wider than tall) that OpenMP threads share. The number of blocks depends on
+// m, n and k only: a power of two, one block per kGemmBlockWork
+// multiply-adds, at most 16, each at least 16 rows (or columns) wide.
+template <class T>
+void parallel_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                   int64_t ldb, T* c, int64_t ldc, T alpha = T(1), T beta = T(0)) {
+  const bool by_rows = m >= n;
+  const int64_t extent = by_rows ? m : n;
+  int64_t blocks = 1;
+  while (blocks < 16 && m * n * k >= 2 * blocks * kGemmBlockWork && extent >= 2 * blocks * 16) blocks *= 2;
+  if (blocks == 1 || omp_in_parallel()) {
+    gemm<T>(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
+    return;
+  }
+  // Block edges on multiples of 16 keep BLAS's register tiles whole. Blocks
+  // are handed out dynamically: on a busy machine a thread that runs keeps
+  // taking blocks while a descheduled one holds none up.
+  const int64_t step = (extent / blocks + 15) / 16 * 16;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t start = std::min(extent, blk * step), end = blk + 1 == blocks ? extent : std::min(extent, start + step);
+    if (end <= start) continue;
+    if (by_rows) {  // rows start..end of op(A) and C
+      gemm<T>(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc, alpha,
+              beta);
+    } else {  // columns start..end of op(B) and C
+      gemm<T>(ta, tb, m, end - start, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc, alpha, beta);
+    }
   }
 }
 

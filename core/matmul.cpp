@@ -2,9 +2,9 @@
 //
 // A transposed view is handed to BLAS as CblasTrans with its own leading
 // dimension, never copied. A batch of products against one shared right
-// operand (the Linear layer's case) becomes a single GEMM over batch * M rows.
-// Many small products run in parallel across the batch; there OpenBLAS's
-// OpenMP build sees it is inside a parallel region and stays single-threaded.
+// operand (the Linear layer's case) becomes a single GEMM over batch * M rows,
+// split into fixed blocks among the threads (core/blas.h); many small
+// products run in parallel across the batch, each on one thread.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -115,7 +115,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
       fold = b_off[i] == b_off[0] && a_off[i] == a_off[0] + i * m * A.ld;
     if (fold || batch_count == 1) {
       const int64_t rows = fold ? batch_count * m : m;
-      gemm<T>(A.trans, B.trans, rows, n, k, pa + a_off[0], A.ld, pb + b_off[0], B.ld, pc, n);
+      detail::parallel_gemm<T>(A.trans, B.trans, rows, n, k, pa + a_off[0], A.ld, pb + b_off[0], B.ld, pc, n);
       return;
     }
     // One parallel region over the batch, each product single-threaded inside
@@ -123,7 +123,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     // product big enough to split). Each product is computed whole by one
     // thread: the bits do not depend on the thread count.
     const bool parallel = batch_count * m * n * k >= kParallelGemmWork;
-#pragma omp parallel for schedule(static) if (parallel)
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int64_t i = 0; i < batch_count; ++i)
       gemm<T>(A.trans, B.trans, m, n, k, pa + a_off[i], A.ld, pb + b_off[i], B.ld, pc + i * m * n, n);
   });
@@ -152,8 +152,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     using T = decltype(tag);
     T* pc = out.data<T>();
     if (bias.defined()) out.copy_(bias);  // rows start as the bias; GEMM adds x W^T (beta = 1)
-    gemm<T>(A.trans, W.trans, rows, out_features, in, A.t.data<T>(), A.ld, W.t.data<T>(), W.ld, pc, out_features,
-            T(1), bias.defined() ? T(1) : T(0));
+    detail::parallel_gemm<T>(A.trans, W.trans, rows, out_features, in, A.t.data<T>(), A.ld, W.t.data<T>(), W.ld, pc,
+                             out_features, T(1), bias.defined() ? T(1) : T(0));
   });
   return out;
 }

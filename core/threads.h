@@ -13,5 +13,7 @@ int hardware_threads();
 constexpr long kParallelGrain = 1 << 15;
 // Below this many multiply-adds a batch of small GEMMs runs on one thread.
 constexpr long kParallelGemmWork = 1 << 18;
+// One GEMM is split into a block per this many multiply-adds (detail::parallel_gemm).
+constexpr long kGemmBlockWork = 1 << 20;
 
 }  // namespace headlab::core

@@ -15,7 +15,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]]; then
 fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-fuzz"
-fuzzers=(safetensors)
+fuzzers=(safetensors data_file)
 
 cmake -S "$root" -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DHEADLAB_FUZZ=ON -DHEADLAB_TESTS=OFF >/dev/null
 cmake --build "$build" -j 2 --target "${fuzzers[@]/%/_fuzz}"

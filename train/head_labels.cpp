@@ -29,10 +29,14 @@ std::vector<std::size_t> counted_heads(const RunAnalysis& run, const LabelOption
   for (std::size_t i = 0; i < run.heads.size(); ++i) {
     const HeadAnalysis& h = run.heads[i];
     if (!is_pattern(h.label)) continue;
-    if (h.ablation_delta_acc && -*h.ablation_delta_acc < options.min_ablation_acc_drop) {
+    const bool costs_accuracy = !h.ablation_delta_acc || -*h.ablation_delta_acc >= options.min_ablation_acc_drop;
+    const bool costs_loss = h.ablation_delta_loss && *h.ablation_delta_loss >= options.min_ablation_loss_rise;
+    if (!costs_accuracy && !costs_loss) {
       left_out.push_back(head_name(h.layer, h.head) + " " + label_name(h.label) + ": ablation costs only " +
-                         points(-*h.ablation_delta_acc) + " of accuracy (need " +
-                         points(options.min_ablation_acc_drop) + "), not counted");
+                         points(-*h.ablation_delta_acc) + " of accuracy and " +
+                         fixed(h.ablation_delta_loss.value_or(0.0), 3) + " nats of loss (need " +
+                         points(options.min_ablation_acc_drop) + " or " + fixed(options.min_ablation_loss_rise, 2) +
+                         " nats), not counted");
       continue;
     }
     counted.push_back(i);
@@ -176,8 +180,7 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
               fixed(score, 2);
   }
   v.distinct_labels = static_cast<int64_t>(labels.size());
-  const int64_t needed = std::max<int64_t>(
-      1, std::min<int64_t>(options.min_distinct_labels, static_cast<int64_t>(run.heads.size())));
+  const int64_t needed = std::max<int64_t>(1, options.min_distinct_labels);
 
   const std::size_t n_heads = run.heads.size();
   v.reasons.push_back(std::to_string(counted.size()) + " of " + std::to_string(n_heads) +
@@ -217,7 +220,8 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
   }
   if (any_ablation)
     v.reasons.push_back("ablating each counted head changes accuracy by: " + costs + " pts (need a drop of " +
-                        points(options.min_ablation_acc_drop) + ")");
+                        points(options.min_ablation_acc_drop) + ", or a loss rise of " +
+                        fixed(options.min_ablation_loss_rise, 2) + " nats)");
   else if (!counted.empty())
     v.reasons.push_back("ablation not measured");
 

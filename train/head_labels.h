@@ -40,15 +40,20 @@ struct LabelOptions {
   // A first-token head is a "sink" when ablating it raises the loss by at most
   // this many nats (absolute; a negative change counts too). Needs ablation.
   double sink_max_delta_loss = 0.02;
-  // Verdict: at least this many distinct pattern labels among the counted heads
-  // (capped at the model's number of heads, so a one-head model can specialize).
+  // Verdict: at least this many distinct pattern labels among the counted heads.
+  // Specialization means heads taking different roles, so a one-head model never
+  // specializes.
   int64_t min_distinct_labels = 2;
   // Verdict: every two counted heads with different labels differ by at least
   // this mean JS divergence (bits, in [0, 1]).
   double min_js = 0.3;
   // A head with a pattern label is counted only if, when ablation was measured,
-  // its ablation costs at least this much accuracy (a fraction: 0.02 = 2 points).
+  // its ablation costs at least this much accuracy (a fraction: 0.02 = 2 points)
+  // or at least min_ablation_loss_rise nats of loss. The loss test counts heads
+  // that back each other up: with four heads, ablating one of two
+  // previous-token heads barely moves accuracy, but it still costs loss.
   double min_ablation_acc_drop = 0.02;
+  double min_ablation_loss_rise = 0.05;
 };
 
 struct PatternScore {

@@ -28,6 +28,7 @@ const std::vector<BadData>& bad_data() {
       {"token_far_outside_the_vocab", "{\"tokens\": [4294967296]}\n", {"data.jsonl:1", "vocab"}},
       {"negative_token", "{\"tokens\": [1, -1, 3]}\n", {"data.jsonl:1", "-1"}},
       {"fractional_token", "{\"tokens\": [1, 2.5]}\n", {"data.jsonl:1", "2.5", "integer"}},
+      {"number_beyond_a_double", "{\"tokens\": [1, 1e400]}\n", {"data.jsonl:1", "1e400"}},
       {"target_outside_the_classes", "{\"tokens\": [1, 2], \"targets\": [3, 8]}\n", {"data.jsonl:1", "8"}},
       {"targets_shorter_than_tokens", "{\"tokens\": [1, 2, 3], \"targets\": [3]}\n", {"data.jsonl:1", "targets"}},
       {"sequence_longer_than_seq_len", "{\"tokens\": [1, 2, 3, 4, 5, 6, 7]}\n", {"data.jsonl:1", "seq-len 6"}},

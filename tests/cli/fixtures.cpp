@@ -84,12 +84,18 @@ const std::string& shared_run() {
     const std::string cache = (fs::path(headlab_path()).parent_path() / "tests" / "cli" / ("fixture-run-" + key)).string();
     if (fs::exists(cache + "/heads.json")) return cache;
     fs::create_directories(fs::path(cache).parent_path());
+    // Runs trained by earlier builds of headlab are of no further use.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(fs::path(cache).parent_path(), ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with("fixture-run-") && name.find(".staging-") == std::string::npos && entry.path() != cache)
+        fs::remove_all(entry.path(), ec);
+    }
     // Trained beside the cache and renamed into place: tests running in
     // parallel either win the rename or use the winner's folder.
     const std::string staging = cache + ".staging-" + std::to_string(::getpid());
     const RunResult r = run_headlab(train_command(staging, {{"--log-every", "5"}}), fs::temp_directory_path().string());
     if (r.exit_code != 0) throw std::runtime_error("shared_run: training the fixture failed: " + r.describe());
-    std::error_code ec;
     fs::rename(staging, cache, ec);
     if (ec) fs::remove_all(staging, ec);
     return cache;

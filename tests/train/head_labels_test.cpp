@@ -123,9 +123,11 @@ TEST(AnalyzeAttention, UniformHeadsAreNotSpecialized) {
   EXPECT_THROW(run.at(1, 0), std::invalid_argument);
 }
 
-TEST(AnalyzeAttention, OneHeadModelWithAClearPatternIsSpecialized) {
+TEST(AnalyzeAttention, OneHeadModelNeverSpecializes) {
+  // Specialization is heads taking different roles; one head has no other to differ from.
   const RunAnalysis run = analyze_attention({one_hot_heads(5, {previous})}, {}, true);
-  EXPECT_TRUE(run.verdict.specialized);
+  EXPECT_EQ(run.at(0, 0).label, Label::previous_token);
+  EXPECT_FALSE(run.verdict.specialized);
 }
 
 // Two planted heads (previous-token, first-token) with ablation filled in as the trainer would.
@@ -156,9 +158,16 @@ TEST(Verdict, AFirstTokenSinkDoesNotCountAndLeavesOneLabel) {
   EXPECT_EQ(run.verdict.distinct_labels, 1);
 }
 
-TEST(Verdict, AHeadWhoseAblationCostsNoAccuracyIsNotCounted) {
-  // Loss moves (no sink) but accuracy does not: the head is not needed.
+TEST(Verdict, AHeadWhoseAblationCostsLossButNoAccuracyStillCounts) {
+  // A head backed up by another (as with 4 heads): accuracy holds, the loss rises.
   const RunAnalysis run = planted_pair(0.6, 0.3, 0.001);
+  EXPECT_EQ(run.verdict.counted_heads, 2);
+  EXPECT_TRUE(run.verdict.specialized);
+}
+
+TEST(Verdict, AHeadWhoseAblationCostsNeitherAccuracyNorLossIsNotCounted) {
+  // Loss moves a little (no sink: above 0.02 nats) but below 0.05 nats, and accuracy not at all.
+  const RunAnalysis run = planted_pair(0.6, 0.03, 0.001);
   EXPECT_EQ(run.at(0, 1).label, Label::first_token);
   EXPECT_EQ(run.verdict.counted_heads, 1);
   EXPECT_FALSE(run.verdict.specialized);

@@ -213,12 +213,13 @@ struct Sweep {
 };
 
 std::vector<std::string> train_argv(const Sweep& sweep, const train::SweepRun& run) {
-  return {"headlab",         "train",  "--config",  sweep.dir + "/config.json",
-          "--out",           sweep.dir + "/" + run.dir,
-          "--force",  // the sweep folder was checked; the run folder holds the sweep's stdout.log
-          "--seed",          std::to_string(run.seed),
-          "--heads",         std::to_string(run.heads),
-          "--threads",       "1",
+  // --force: the sweep folder was checked already, and the run folder holds the sweep's stdout.log.
+  return {"headlab", "train",
+          "--config", sweep.dir + "/config.json",
+          "--out", sweep.dir + "/" + run.dir, "--force",
+          "--seed", std::to_string(run.seed),
+          "--heads", std::to_string(run.heads),
+          "--threads", "1",
           "--analyze-every", "0"};
 }
 
@@ -352,8 +353,8 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
   prepare_sweep_folder(sweep.dir, args.force);
   train::write_file_atomic(sweep.dir + "/config.json", train::to_json(sweep.config).dump(2) + "\n");
 
-  std::fprintf(stderr, "sweep: %zu runs of %s (heads %s x seeds %s, %lld steps each), %d at a time -> %s\n",
-               plan.size(), task.c_str(), join(sweep.heads).c_str(), args.seeds.c_str(),
+  std::fprintf(stderr, "sweep: %zu run%s of %s (heads %s x seeds %s, %lld steps each), %d at a time -> %s\n",
+               plan.size(), plan.size() == 1 ? "" : "s", task.c_str(), join(sweep.heads).c_str(), args.seeds.c_str(),
                static_cast<long long>(sweep.config.steps), sweep.jobs, sweep.dir.c_str());
   const auto start = Clock::now();
   std::vector<bool> started(plan.size(), false);
