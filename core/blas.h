@@ -72,17 +72,26 @@ void parallel_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a
   // are handed out dynamically: on a busy machine a thread that runs keeps
   // taking blocks while a descheduled one holds none up.
   const int64_t step = (extent / blocks + 15) / 16 * 16;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t start = std::min(extent, blk * step), end = blk + 1 == blocks ? extent : std::min(extent, start + step);
-    if (end <= start) continue;
-    if (by_rows) {  // rows start..end of op(A) and C
-      gemm<T>(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc, alpha,
-              beta);
-    } else {  // columns start..end of op(B) and C
-      gemm<T>(ta, tb, m, end - start, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc, alpha, beta);
+  int cpus[kMaxTrackedThreads];
+  std::fill(cpus, cpus + kMaxTrackedThreads, -1);
+#pragma omp parallel
+  {
+    if (omp_get_thread_num() < kMaxTrackedThreads) cpus[omp_get_thread_num()] = current_cpu();
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t start = std::min(extent, blk * step);
+      const int64_t end = blk + 1 == blocks ? extent : std::min(extent, start + step);
+      if (end <= start) continue;
+      if (by_rows) {  // rows start..end of op(A) and C
+        gemm<T>(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc,
+                alpha, beta);
+      } else {  // columns start..end of op(B) and C
+        gemm<T>(ta, tb, m, end - start, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc, alpha,
+                beta);
+      }
     }
   }
+  spread_if_shared(cpus, std::min(omp_get_max_threads(), kMaxTrackedThreads));
 }
 
 }  // namespace headlab::core::detail

@@ -5,15 +5,30 @@
 namespace headlab::core {
 
 // Sets the threads for our kernels and for BLAS. n <= 0 means all cores.
+// With n > 1 it also moves OpenMP's worker threads off CPUs another thread
+// of the team already occupies (see threads.cpp: a worker left on the
+// master's CPU makes every parallel region cost a scheduler tick).
 void set_num_threads(int n);
 int num_threads();
 int hardware_threads();
 
 // Below this many elements a kernel runs on one thread: forking costs more.
-constexpr long kParallelGrain = 1 << 15;
+constexpr long kParallelGrain = 1 << 16;
 // Below this many multiply-adds a batch of small GEMMs runs on one thread.
 constexpr long kParallelGemmWork = 1 << 18;
 // One GEMM is split into a block per this many multiply-adds (detail::parallel_gemm).
 constexpr long kGemmBlockWork = 1 << 20;
+
+namespace detail {
+
+// Healing the placement described in threads.cpp, for the hot parallel
+// regions: inside the region each thread stores current_cpu() at
+// cpus[omp_get_thread_num()] (for thread numbers < kMaxTrackedThreads); after
+// it, spread_if_shared(cpus, n) moves workers off a CPU two of them shared.
+constexpr int kMaxTrackedThreads = 64;
+int current_cpu();  // -1 where unknown
+void spread_if_shared(const int* cpus, int n);
+
+}  // namespace detail
 
 }  // namespace headlab::core

@@ -69,6 +69,7 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
   if (info.data_position)
     meta["data.position"] =
         nlohmann::json{{"epoch_seed", info.data_position->epoch_seed}, {"next", info.data_position->next}}.dump();
+  if (!info.trainer.is_null()) meta["trainer"] = info.trainer.dump();
   core::save_safetensors(path, tensors, meta);
 }
 
@@ -100,12 +101,9 @@ nlohmann::json parse_meta_json(const core::Metadata& meta, const std::string& ke
 // A step count: decimal digits only, within int64 (std::stoll would accept
 // "12abc" and say only "stoll" on failure).
 int64_t parse_step(const std::string& text, const std::string& path) {
-  int64_t step = 0;
-  const bool digits = !text.empty() && text.size() <= 18 &&
-                      text.find_first_not_of("0123456789") == std::string::npos;
-  if (digits) step = std::stoll(text);
-  if (!digits) throw UsageError(path + ": metadata \"step\" is \"" + text + "\", not a step count");
-  return step;
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+    throw UsageError(path + ": metadata \"step\" is \"" + text + "\", not a step count");
+  return std::stoll(text);
 }
 
 core::Generator::State parse_rng(const nlohmann::json& j, const std::string& path) {
@@ -135,7 +133,8 @@ void check_model_matches_tensors(const layers::TransformerOptions& m, const core
                                 ", layers " + std::to_string(m.layers()) + ", d_model " + std::to_string(m.d_model()) +
                                 ", d_ff " + std::to_string(m.d_ff()) + ")";
   auto expect = [&](const std::string& name, const core::Shape& shape) {
-    if (!file.contains(name)) throw UsageError(path + ": the checkpoint has no tensor \"" + name + "\", which " + described + " needs");
+    if (!file.contains(name))
+      throw UsageError(path + ": the checkpoint has no tensor \"" + name + "\", which " + described + " needs");
     const core::Shape& got = file.get(name).shape();
     if (got != shape)
       throw UsageError(path + ": tensor \"" + name + "\" has shape " + shape_text(got) + ", but " + described +
@@ -183,7 +182,8 @@ Checkpoint read_checkpoint(const std::string& path) {
   ck.info.task = meta_at(meta, "task", path);
   ck.info.step = parse_step(meta_at(meta, "step", path), path);
   ck.info.data_rng = parse_rng(parse_meta_json(meta, "rng.data", path), path);
-  if (meta.count("data.position")) {
+  if (meta.count("trainer")) ck.info.trainer = parse_meta_json(meta, "trainer", path);
+    if (meta.count("data.position")) {
     const nlohmann::json p = parse_meta_json(meta, "data.position", path);
     if (!p.is_object() || !p.contains("epoch_seed") || !p.contains("next") || !p["epoch_seed"].is_number_unsigned() ||
         !p["next"].is_number_integer())

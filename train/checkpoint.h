@@ -10,6 +10,7 @@
 //   step            completed training steps
 //   rng.data        JSON array: the data generator's state
 //   data.position   JSON {epoch_seed, next} when training on a data file
+//   trainer         JSON of the trainer's sums since its last log line
 //   optimizer.*     the optimizer's own metadata (kind, step counts, lr)
 #pragma once
 
@@ -37,6 +38,9 @@ struct CheckpointInfo {
   int64_t step = 0;
   core::Generator::State data_rng{};
   std::optional<DataFile::Position> data_position;
+  // The trainer's running sums since its last log line, so that a run resumed
+  // between two log lines logs the same averages as an uninterrupted one.
+  nlohmann::json trainer;
 };
 
 nlohmann::json model_json(const layers::TransformerOptions& options);

@@ -90,7 +90,7 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
   json object;
   try {
     object = json::parse(line);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw UsageError(where + "invalid JSON: " + parse_problem(e.what()));
   }
   if (!object.is_object()) {

@@ -136,6 +136,7 @@ Session::Session(const Checkpoint& checkpoint) : config_(checkpoint.info.config)
   }
   data_gen_.set_state(checkpoint.info.data_rng);
   step_ = checkpoint.info.step;
+  trainer_state_ = checkpoint.info.trainer;
 }
 
 void Session::build() {
@@ -194,6 +195,7 @@ CheckpointInfo Session::checkpoint_info() const {
   info.config = config_;
   info.task = task_->name();
   info.step = step_;
+  info.trainer = trainer_state_;
   info.data_rng = data_gen_.state();
   if (const auto* data = dynamic_cast<const DataFile*>(task_.get())) info.data_position = data->position();
   return info;

@@ -58,6 +58,9 @@ class Session {
   const Batch& eval_batch() const { return eval_batch_; }
 
   CheckpointInfo checkpoint_info() const;
+  // What the trainer keeps across a resume (see CheckpointInfo::trainer).
+  const nlohmann::json& trainer_state() const { return trainer_state_; }
+  void set_trainer_state(nlohmann::json state) { trainer_state_ = std::move(state); }
   void save(const std::string& path) const;
 
  private:
@@ -71,6 +74,7 @@ class Session {
   core::Generator data_gen_;
   Batch eval_batch_;
   int64_t step_ = 0;
+  nlohmann::json trainer_state_;
 };
 
 }  // namespace headlab::train

@@ -85,6 +85,8 @@ void Trainer::log_window(const StepResult& last, double seconds) {
 }
 
 void Trainer::checkpoint() {
+  session_.set_trainer_state({{"loss", window_loss_}, {"accuracy", window_acc_}, {"steps", window_steps_},
+                              {"tokens", window_tokens_}});
   session_.save(folder_.checkpoint());
   log_->debug("checkpoint at step {} -> {}", session_.steps_done(), folder_.checkpoint());
 }
@@ -92,6 +94,12 @@ void Trainer::checkpoint() {
 int Trainer::run() {
   const TrainConfig& config = session_.config();
   start_step_ = session_.steps_done();
+  if (const nlohmann::json& w = session_.trainer_state(); w.is_object()) {
+    window_loss_ = w.value("loss", 0.0);
+    window_acc_ = w.value("accuracy", 0.0);
+    window_steps_ = w.value("steps", int64_t{0});
+    window_tokens_ = w.value("tokens", int64_t{0});
+  }
   truncate_metrics(folder_.metrics(), start_step_);
   const auto start = Clock::now();
   auto window_start = start;

@@ -63,7 +63,11 @@ Child::Child(const std::string& program, const std::vector<std::string>& args, c
   argv.push_back(nullptr);
   const int out_fd = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const int err_fd = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out_fd < 0 || err_fd < 0) throw std::runtime_error("Child: cannot create capture files in " + capture_dir);
+  if (out_fd < 0 || err_fd < 0) {
+    if (out_fd >= 0) ::close(out_fd);
+    if (err_fd >= 0) ::close(err_fd);
+    throw std::runtime_error("Child: cannot create capture files in " + capture_dir);
+  }
   pid_ = ::fork();
   if (pid_ == 0) {
     if (::chdir(cwd.c_str()) != 0) ::_exit(125);
