@@ -1,20 +1,53 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: first the Release build, then the
-# whole suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# Sets up, builds and runs every test: the Release build, then the whole suite
+# again under AddressSanitizer and UndefinedBehaviorSanitizer, then each
+# libFuzzer target for a bounded time.
 #
-#   scripts/test.sh               both runs
+#   scripts/test.sh               all three
 #   scripts/test.sh --fast        the Release run only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+passed=0
+failed=0
+
+# Runs ctest in a build folder and adds its counts to the totals.
+run_ctest() {
+  local log
+  log=$(mktemp)
+  local status=0
+  (cd "$1" && ctest --output-on-failure -j "$jobs") | tee "$log" || status=$?
+  local total fails
+  total=$(sed -nE 's/.* tests failed out of ([0-9]+).*/\1/p' "$log" | tail -n 1)
+  fails=$(sed -nE 's/.* ([0-9]+) tests failed out of .*/\1/p' "$log" | tail -n 1)
+  rm -f "$log"
+  passed=$((passed + ${total:-0} - ${fails:-0}))
+  failed=$((failed + ${fails:-0}))
+  if [ "$status" -ne 0 ]; then
+    echo "tests: $passed passed, $failed failed"
+    exit "$status"
+  fi
+}
 
 scripts/setup.sh
-(cd build && ctest --output-on-failure -j "$jobs")
-
-if [ "${1:-}" != "--fast" ]; then
-  scripts/setup.sh --sanitize
-  # OpenBLAS and libgomp keep thread pools alive at exit; they are not leaks of ours.
-  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
-  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-  (cd build-san && ctest --output-on-failure -j "$jobs")
+run_ctest build
+if [ "${1:-}" = "--fast" ]; then
+  echo "tests: $passed passed, $failed failed"
+  exit 0
 fi
+
+scripts/setup.sh --sanitize
+export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+run_ctest build-san
+
+# The fuzzers need clang and its libFuzzer runtime.
+if ! command -v clang++ >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev >/dev/null
+fi
+fuzz/run.sh "${HEADLAB_FUZZ_SECONDS:-30}"
+echo "Release and ASan + UBSan suites passed; fuzzers found nothing."
+echo "tests: $passed passed, $failed failed"
