@@ -78,7 +78,7 @@ class BufferCache {
     return std::aligned_alloc(kAlign, size);
   }
 
-  void give(void* p, std::size_t size) {
+  void give(void* p, [[maybe_unused]] std::size_t size) {
 #if !defined(__SANITIZE_ADDRESS__)
     {
       std::lock_guard<std::mutex> lock(mutex_);
