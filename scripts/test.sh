@@ -48,6 +48,6 @@ if ! command -v clang++ >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev >/dev/null
 fi
-fuzz/run.sh "${HEADLAB_FUZZ_SECONDS:-30}"
+fuzz/run.sh "${HEADLAB_FUZZ_SECONDS:-45}"
 echo "Release and ASan + UBSan suites passed; fuzzers found nothing."
 echo "tests: $passed passed, $failed failed"
