@@ -185,6 +185,8 @@ void nn_cases(Registry& r) {
         {r.normal({2, 3, 4}), r.normal({2, 3, 4}), r.normal({2, 3, 4})});
   r.add("linear [2,3,4] -> 5 with bias", [](const Vars& x) { return linear(x[0], x[1], x[2]) * x[3]; },
         {r.normal({2, 3, 4}), r.normal({5, 4}), r.normal({5}), r.normal({2, 3, 5})});
+  r.add("linear_gelu [2,3,4] -> 5", [](const Vars& x) { return linear_gelu(x[0], x[1], x[2]) * x[3]; },
+        {r.normal({2, 3, 4}), r.normal({5, 4}), r.normal({5}), r.normal({2, 3, 5})});
   r.add("linear of transposed, no bias", [](const Vars& x) { return linear(transpose(x[0], 0, 1), x[1], {}); },
         {r.normal({4, 3}), r.normal({2, 4})});
   // Fused attention, 2 heads of d_k 2: causal; then bidirectional with padded
@@ -196,6 +198,10 @@ void nn_cases(Registry& r) {
         return attention(x[0], x[1], x[2], 2, false, 0.7, padding, x[3]) * x[4];
       },
         {r.normal({2, 3, 4}), r.normal({2, 3, 4}), r.normal({2, 3, 4}), r.normal({2}), r.normal({2, 3, 4})});
+  // Causal past 64 positions: queries run in chunks that skip hidden keys.
+  r.add("attention causal, 70 positions (two chunks)",
+        [](const Vars& x) { return attention(x[0], x[1], x[2], 1, true, 0.5) * x[3]; },
+        {r.normal({1, 70, 2}), r.normal({1, 70, 2}), r.normal({1, 70, 2}), r.normal({1, 70, 2})});
   // Causal with key 0 padded: query 0 sees no key, its row is zeros.
   const Tensor first_padded = mask_of({0, 1, 1, 1, 1, 1}, {2, 3});
   r.add("attention causal, a query that sees no key", [first_padded](const Vars& x) {

@@ -45,6 +45,10 @@ Variable matmul(const Variable& a, const Variable& b);
 // none) -> [..., out] = x weight^T + bias, one GEMM forward; backward
 // dx = g weight, dweight = g^T x, dbias = the column sums of g.
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
+// gelu(linear(x, weight, bias)) as one node: it keeps GELU's slope instead
+// of the Linear's output, and its backward turns the slope and the bias
+// gradient into one pass.
+Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& bias);
 
 // Fused multi-head attention (core/attention_kernels.h): q, k, v [B, T, d]
 // with head i in columns i*d_k .. (i+1)*d_k - 1 -> [B, T, d], per head

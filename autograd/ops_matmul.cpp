@@ -10,6 +10,7 @@
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "core/nn_kernels.h"
 #include "core/ops.h"
 
 namespace headlab::autograd {
@@ -79,13 +80,42 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
       std::move(y), {x, weight, bias},
       [in, out](std::vector<Variable>& inputs, const Tensor& g) {
         const Tensor g2 = g.reshape({-1, out});  // [N, out]
-        if (inputs[0].requires_grad())           // dx = g W: [N, out] @ [out, in]
-          inputs[0].accumulate_grad(core::matmul(g2, inputs[1].value()).reshape(inputs[0].shape()));
-        if (inputs[1].requires_grad())  // dW = g^T x: [out, N] @ [N, in]
-          inputs[1].accumulate_grad(core::matmul(g2.transpose(0, 1), inputs[0].value().reshape({-1, in})));
+        // dx = g W [N, in] and dW = g^T x [out, in], in one parallel region.
+        const core::LinearGrads d = core::linear_backward(g2, inputs[0].value().reshape({-1, in}),
+                                                          inputs[1].value(), inputs[0].requires_grad(),
+                                                          inputs[1].requires_grad());
+        if (inputs[0].requires_grad()) inputs[0].accumulate_grad(d.dx.reshape(inputs[0].shape()));
+        if (inputs[1].requires_grad()) inputs[1].accumulate_grad(d.dweight);
         if (inputs[2].requires_grad()) inputs[2].accumulate_grad(core::sum(g2, {0}));  // db: [out]
       },
       "linear");
+}
+
+Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& bias) {
+  const Tensor& xv = checked(x, "linear_gelu", "x").value();
+  const Tensor& w = checked(weight, "linear_gelu", "weight").value();
+  if (xv.dim() < 1 || w.dim() != 2 || xv.size(-1) != w.size(1))
+    throw std::invalid_argument("linear_gelu: x " + core::to_string(xv.shape()) + " and weight " +
+                                core::to_string(w.shape()) + " do not fit; expected x [..., in] and weight [out, in]");
+  const int64_t in = w.size(1), out = w.size(0);
+  Shape out_shape = xv.shape();
+  out_shape.back() = out;
+  core::GeluWithSlope r = core::gelu_forward_with_slope(
+      core::linear(xv.reshape({-1, in}), w, bias.defined() ? bias.value() : Tensor()));  // h [N, out], then dropped
+  return Variable::from_op(
+      r.y.reshape(out_shape), {x, weight, bias},
+      [in, out, slope = r.slope](std::vector<Variable>& inputs, const Tensor& g) {
+        // dh = g * slope [N, out], and db = its column sums, in one pass.
+        const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g.reshape({-1, out}), slope,
+                                                                       inputs[2].requires_grad());
+        const core::LinearGrads d = core::linear_backward(dh.dh, inputs[0].value().reshape({-1, in}),
+                                                          inputs[1].value(), inputs[0].requires_grad(),
+                                                          inputs[1].requires_grad());
+        if (inputs[0].requires_grad()) inputs[0].accumulate_grad(d.dx.reshape(inputs[0].shape()));
+        if (inputs[1].requires_grad()) inputs[1].accumulate_grad(d.dweight);
+        if (inputs[2].requires_grad()) inputs[2].accumulate_grad(dh.column_sums);
+      },
+      "linear_gelu");
 }
 
 }  // namespace headlab::autograd

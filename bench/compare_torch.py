@@ -174,8 +174,8 @@ def main():
     p.add_argument("--presets", default="tiny,small,medium")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=3, help="alternating runs per framework; the median is kept")
-    p.add_argument("--warmup-steps", type=int, default=5)
-    p.add_argument("--bench-steps", type=int, default=20)
+    p.add_argument("--warmup-steps", type=int, help="untimed steps first (default: 5, medium 2)")
+    p.add_argument("--bench-steps", type=int, help="steps per timed run (default: 20, medium 5)")
     p.add_argument("--runs", type=int, default=5, help="timed runs inside one process (median)")
     p.add_argument("--foreach", type=int, default=1, help="torch AdamW foreach (multi-tensor) implementation")
     p.add_argument("--no-torch", action="store_true", help="headlab binaries only")
@@ -185,12 +185,16 @@ def main():
     names = [f"headlab[{i}]" if len(binaries) > 1 else "headlab" for i in range(len(binaries))]
     load = os.getloadavg()
     print(f"# load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cpus; "
-          f"rounds {a.rounds}, each {a.runs} runs x {a.bench_steps} steps after {a.warmup_steps} warm-up")
+          f"rounds {a.rounds}, each of {a.runs} timed runs")
     for i, b in enumerate(binaries):
         if len(binaries) > 1:
             print(f"# headlab[{i}] = {b}")
     rows = []
+    warmup_arg, steps_arg = a.warmup_steps, a.bench_steps
     for preset in a.presets.split(","):
+        # A medium step takes ~0.3-1 s: fewer steps keep a full comparison near 15 minutes.
+        a.warmup_steps = warmup_arg if warmup_arg is not None else (2 if preset == "medium" else 5)
+        a.bench_steps = steps_arg if steps_arg is not None else (5 if preset == "medium" else 20)
         for threads in (int(t) for t in a.threads.split(",")):
             results = {n: [] for n in names + ([] if a.no_torch else ["torch"])}
             for _ in range(a.rounds):  # alternate, so both see the same load
@@ -214,6 +218,8 @@ def main():
                 rss_ratio = s["rss"] / ref["rss"]
                 print(f"{preset:6s} {threads}T {n:11s} {s['ms']:9.2f} ms/step  x{ratio:5.3f} of {ref_name}"
                       f"  peak RSS {s['rss']:7.1f} MiB (x{rss_ratio:4.2f})   runs {s['all']}", flush=True)
+    load = os.getloadavg()
+    print(f"# load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if not a.no_torch:
         t = rows[0][3]["torch"][0]
         print(f"# torch {t['torch']}, OpenBLAS loaded: {', '.join(t['openblas']) or 'none'}")

@@ -13,8 +13,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "core/threads.h"
 
@@ -53,43 +55,78 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   }
 }
 
-// The same product, split into blocks of C's rows (or columns, when C is
-// wider than tall) that OpenMP threads share. The number of blocks depends on
-// m, n and k only: a power of two, one block per kGemmBlockWork
-// multiply-adds, at most 16, each at least 16 rows (or columns) wide.
+// One GEMM's arguments, as for gemm() above.
 template <class T>
-void parallel_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-                   int64_t ldb, T* c, int64_t ldc, T alpha = T(1), T beta = T(0)) {
-  const bool by_rows = m >= n;
-  const int64_t extent = by_rows ? m : n;
-  int64_t blocks = 1;
-  while (blocks < 16 && m * n * k >= 2 * blocks * kGemmBlockWork && extent >= 2 * blocks * 16) blocks *= 2;
-  if (blocks == 1 || omp_in_parallel()) {
-    gemm<T>(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
+struct GemmCall {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0;
+  const T* a = nullptr;
+  int64_t lda = 0;
+  const T* b = nullptr;
+  int64_t ldb = 0;
+  T* c = nullptr;
+  int64_t ldc = 0;
+  T alpha = T(1), beta = T(0);
+
+  // Blocks of C's rows (or columns, when C is wider than tall): a power of
+  // two, one per kGemmBlockWork multiply-adds, at most kMaxGemmBlocks, each
+  // at least 16 rows (or columns). They depend on the shape only, so the bits
+  // never depend on the thread count. Every block packs its own copy of the
+  // shared operand, so more blocks cost single-threaded speed: 16 made the
+  // small preset's 1-thread step 6% slower than 4, for no gain on 2 threads.
+  int64_t blocks() const {
+    const int64_t extent = m >= n ? m : n;
+    int64_t count = 1;
+    while (count < kMaxGemmBlocks && m * n * k >= 2 * count * kGemmBlockWork && extent >= 2 * count * 16) count *= 2;
+    return count;
+  }
+
+  // Computes block `blk` of `count`; block edges fall on multiples of 16,
+  // which keeps BLAS's register tiles whole.
+  void run_block(int64_t blk, int64_t count) const {
+    const bool by_rows = m >= n;
+    const int64_t extent = by_rows ? m : n;
+    const int64_t step = (extent / count + 15) / 16 * 16;
+    const int64_t start = std::min(extent, blk * step);
+    const int64_t end = blk + 1 == count ? extent : std::min(extent, start + step);
+    if (end <= start) return;
+    if (by_rows) {  // rows start..end of op(A) and C
+      gemm<T>(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc, alpha,
+              beta);
+    } else {  // columns start..end of op(B) and C
+      gemm<T>(ta, tb, m, end - start, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc, alpha, beta);
+    }
+  }
+};
+
+// Independent GEMMs (no output overlaps another's input or output), their
+// blocks shared by the threads in one parallel region: one fork and one join
+// for all of them. Blocks are handed out dynamically: on a busy machine a
+// thread that runs keeps taking blocks while a descheduled one holds none.
+template <class T>
+void parallel_gemms(std::initializer_list<GemmCall<T>> calls) {
+  struct Block {
+    const GemmCall<T>* call;
+    int64_t index, count;
+  };
+  std::vector<Block> blocks;
+  for (const GemmCall<T>& c : calls) {
+    if (c.m == 0 || c.n == 0) continue;
+    const int64_t count = c.blocks();
+    for (int64_t i = 0; i < count; ++i) blocks.push_back(Block{&c, i, count});
+  }
+  const auto total = static_cast<int64_t>(blocks.size());
+  if (total <= 1 || omp_in_parallel()) {
+    for (int64_t i = 0; i < total; ++i) blocks[i].call->run_block(blocks[i].index, blocks[i].count);
     return;
   }
-  // Block edges on multiples of 16 keep BLAS's register tiles whole. Blocks
-  // are handed out dynamically: on a busy machine a thread that runs keeps
-  // taking blocks while a descheduled one holds none up.
-  const int64_t step = (extent / blocks + 15) / 16 * 16;
   int cpus[kMaxTrackedThreads];
   std::fill(cpus, cpus + kMaxTrackedThreads, -1);
 #pragma omp parallel
   {
     if (omp_get_thread_num() < kMaxTrackedThreads) cpus[omp_get_thread_num()] = current_cpu();
 #pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t start = std::min(extent, blk * step);
-      const int64_t end = blk + 1 == blocks ? extent : std::min(extent, start + step);
-      if (end <= start) continue;
-      if (by_rows) {  // rows start..end of op(A) and C
-        gemm<T>(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc,
-                alpha, beta);
-      } else {  // columns start..end of op(B) and C
-        gemm<T>(ta, tb, m, end - start, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc, alpha,
-                beta);
-      }
-    }
+    for (int64_t i = 0; i < total; ++i) blocks[i].call->run_block(blocks[i].index, blocks[i].count);
   }
   spread_if_shared(cpus, std::min(omp_get_max_threads(), kMaxTrackedThreads));
 }

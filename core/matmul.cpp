@@ -115,7 +115,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
       fold = b_off[i] == b_off[0] && a_off[i] == a_off[0] + i * m * A.ld;
     if (fold || batch_count == 1) {
       const int64_t rows = fold ? batch_count * m : m;
-      detail::parallel_gemm<T>(A.trans, B.trans, rows, n, k, pa + a_off[0], A.ld, pb + b_off[0], B.ld, pc, n);
+      detail::parallel_gemms<T>({{A.trans, B.trans, rows, n, k, pa + a_off[0], A.ld, pb + b_off[0], B.ld, pc, n}});
       return;
     }
     // One parallel region over the batch, each product single-threaded inside
@@ -152,10 +152,47 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     using T = decltype(tag);
     T* pc = out.data<T>();
     if (bias.defined()) out.copy_(bias);  // rows start as the bias; GEMM adds x W^T (beta = 1)
-    detail::parallel_gemm<T>(A.trans, W.trans, rows, out_features, in, A.t.data<T>(), A.ld, W.t.data<T>(), W.ld, pc,
-                             out_features, T(1), bias.defined() ? T(1) : T(0));
+    detail::parallel_gemms<T>({{A.trans, W.trans, rows, out_features, in, A.t.data<T>(), A.ld, W.t.data<T>(), W.ld,
+                                pc, out_features, T(1), bias.defined() ? T(1) : T(0)}});
   });
   return out;
+}
+
+LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, bool want_dx,
+                            bool want_dweight) {
+  if (!grad.defined() || !x.defined() || !weight.defined() || grad.dim() != 2 || x.dim() != 2 || weight.dim() != 2 ||
+      grad.size(0) != x.size(0) || grad.size(1) != weight.size(0) || x.size(1) != weight.size(1) ||
+      grad.dtype() != x.dtype() || weight.dtype() != x.dtype())
+    throw std::invalid_argument("linear_backward: grad " + to_string(grad.shape()) + ", x " + to_string(x.shape()) +
+                                " and weight " + to_string(weight.shape()) +
+                                " do not fit; expected grad [N, out], x [N, in], weight [out, in] of one dtype");
+  const int64_t rows = x.size(0), in = x.size(1), out_features = weight.size(0);
+  LinearGrads r;
+  if (want_dx) r.dx = Tensor::empty({rows, in}, x.dtype());
+  if (want_dweight) r.dweight = Tensor::empty({out_features, in}, x.dtype());
+  if (rows == 0 || out_features == 0 || in == 0) {  // empty sums
+    if (want_dx) r.dx.fill_(0.0);
+    if (want_dweight) r.dweight.fill_(0.0);
+    return r;
+  }
+  const Operand G = prepare(grad, {}), X = prepare(x, {}), W = prepare(weight, {});
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T *pg = G.t.data<T>(), *px = X.t.data<T>(), *pw = W.t.data<T>();
+    // dx = g W: [N, out] @ [out, in].
+    const detail::GemmCall<T> dx{G.trans, W.trans, rows, in, out_features, pg, G.ld, pw, W.ld,
+                                 want_dx ? r.dx.data<T>() : nullptr, in};
+    // dW = g^T x: [out, N] @ [N, in]; g^T is g read with the transpose flag flipped.
+    const detail::GemmCall<T> dw{!G.trans, X.trans, out_features, in, rows, pg, G.ld, px, X.ld,
+                                 want_dweight ? r.dweight.data<T>() : nullptr, in};
+    if (want_dx && want_dweight)
+      detail::parallel_gemms<T>({dx, dw});
+    else if (want_dx)
+      detail::parallel_gemms<T>({dx});
+    else if (want_dweight)
+      detail::parallel_gemms<T>({dw});
+  });
+  return r;
 }
 
 }  // namespace headlab::core

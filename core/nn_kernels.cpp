@@ -74,8 +74,8 @@ template <class T>
 void softmax_fwd(const T* x, T* y, RowView v) {
 #pragma omp parallel for schedule(static) if (parallel(v.rows * v.cols))
   for (int64_t r = 0; r < v.rows; ++r) {
-    double m = 0.0, ls = 0.0;
-    softmax_row(x + r * v.cols, y + r * v.cols, v.cols, m, ls);
+    double m = 0.0, sum = 0.0;
+    softmax_row(x + r * v.cols, y + r * v.cols, v.cols, m, sum);
   }
 }
 
@@ -140,12 +140,12 @@ void cross_entropy_fwd(const T* x, T* p, std::span<const int32_t> targets, RowVi
 #pragma omp parallel for schedule(static) if (parallel(v.rows * v.cols))
   for (int64_t r = 0; r < v.rows; ++r) {
     const T* xr = x + r * v.cols;
-    double m = 0.0, log_sum = 0.0;
-    softmax_row(xr, p + r * v.cols, v.cols, m, log_sum);
+    double m = 0.0, sum = 0.0;
+    softmax_row(xr, p + r * v.cols, v.cols, m, sum);
     const int32_t t = targets[static_cast<std::size_t>(r)];
     if (t < 0) continue;
     // An all -inf row puts probability 0 on the target: infinite loss.
-    losses[static_cast<std::size_t>(r)] = m == -kInf ? kInf : log_sum - (static_cast<double>(xr[t]) - m);
+    losses[static_cast<std::size_t>(r)] = m == -kInf ? kInf : std::log(sum) - (static_cast<double>(xr[t]) - m);
   }
 }
 
@@ -169,40 +169,37 @@ void cross_entropy_bwd(const T* p, T* dx, std::span<const int32_t> targets, RowV
 
 // --- LayerNorm: per row of D elements ---
 
+// LayerNorm computes in the tensor's own precision (float rows of a few
+// hundred elements lose nothing that matters; double stays exact for the
+// gradchecks), so every loop vectorizes at full width. Missing weight or
+// bias act as ones and zeros.
+
 template <class T>
 void layer_norm_fwd(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, RowView v, double eps) {
   const int64_t D = v.cols;
+  const T inv_d = static_cast<T>(1.0 / static_cast<double>(D));
+  const T e = static_cast<T>(eps);
 #pragma omp parallel for schedule(static) if (parallel(v.rows * D))
   for (int64_t r = 0; r < v.rows; ++r) {
     const T* xr = x + r * D;
     T* yr = y + r * D;
-    double s = 0.0;
+    T s = 0;
 #pragma omp simd reduction(+ : s)
-    for (int64_t c = 0; c < D; ++c) s += static_cast<double>(xr[c]);
-    const double mu = s / static_cast<double>(D);
-    double ss = 0.0;  // two passes: no cancellation for rows with a large mean
+    for (int64_t c = 0; c < D; ++c) s += xr[c];
+    const T mu = s * inv_d;
+    T ss = 0;  // two passes: no cancellation for rows with a large mean
 #pragma omp simd reduction(+ : ss)
-    for (int64_t c = 0; c < D; ++c) {
-      const double d = static_cast<double>(xr[c]) - mu;
-      ss += d * d;
-    }
-    const double rs = 1.0 / std::sqrt(ss / static_cast<double>(D) + eps);
+    for (int64_t c = 0; c < D; ++c) ss += (xr[c] - mu) * (xr[c] - mu);
+    const T rs = T(1) / std::sqrt(ss * inv_d + e);
     if (w && b) {
 #pragma omp simd
-      for (int64_t c = 0; c < D; ++c)
-        yr[c] = static_cast<T>((static_cast<double>(xr[c]) - mu) * rs * static_cast<double>(w[c]) +
-                               static_cast<double>(b[c]));
+      for (int64_t c = 0; c < D; ++c) yr[c] = (xr[c] - mu) * rs * w[c] + b[c];
     } else {
 #pragma omp simd
-      for (int64_t c = 0; c < D; ++c) {
-        double h = (static_cast<double>(xr[c]) - mu) * rs;
-        if (w) h *= static_cast<double>(w[c]);
-        if (b) h += static_cast<double>(b[c]);
-        yr[c] = static_cast<T>(h);
-      }
+      for (int64_t c = 0; c < D; ++c) yr[c] = (xr[c] - mu) * rs * (w ? w[c] : T(1)) + (b ? b[c] : T(0));
     }
-    mean[r] = static_cast<T>(mu);
-    rstd[r] = static_cast<T>(rs);
+    mean[r] = mu;
+    rstd[r] = rs;
   }
 }
 
@@ -215,45 +212,47 @@ void layer_norm_bwd(const T* dy, const T* x, const T* w, const T* mean, const T*
                     RowView v) {
   const int64_t D = v.cols;
   const int64_t blocks = (v.rows + kLayerNormBlock - 1) / kLayerNormBlock;
-  std::vector<double> part_w(static_cast<std::size_t>(blocks * D), 0.0);
-  std::vector<double> part_b(static_cast<std::size_t>(blocks * D), 0.0);
-  const double inv_d = 1.0 / static_cast<double>(D);
+  std::vector<T> ones;
+  if (!w) {
+    ones.assign(static_cast<std::size_t>(D), T(1));
+    w = ones.data();
+  }
+  // Per block of rows: partial sums of dy * xhat (dweight) and dy (dbias).
+  std::vector<T> part_w(static_cast<std::size_t>(blocks * D), T(0));
+  std::vector<T> part_b(static_cast<std::size_t>(blocks * D), T(0));
+  const T inv_d = static_cast<T>(1.0 / static_cast<double>(D));
 #pragma omp parallel for schedule(static) if (parallel(v.rows * D))
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    double* pw = part_w.data() + blk * D;
-    double* pb = part_b.data() + blk * D;
+    T* pw = part_w.data() + blk * D;
+    T* pb = part_b.data() + blk * D;
     const int64_t end = std::min(v.rows, (blk + 1) * kLayerNormBlock);
     for (int64_t r = blk * kLayerNormBlock; r < end; ++r) {
       const T* dyr = dy + r * D;
       const T* xr = x + r * D;
       T* dxr = dx + r * D;
-      const double mu = static_cast<double>(mean[r]);
-      const double rs = static_cast<double>(rstd[r]);
+      const T mu = mean[r], rs = rstd[r];
       // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
-      double sum_g = 0.0, sum_gx = 0.0;
+      T sum_g = 0, sum_gx = 0;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
       for (int64_t c = 0; c < D; ++c) {
-        const double xhat = (static_cast<double>(xr[c]) - mu) * rs;
-        const double g = static_cast<double>(dyr[c]) * (w ? static_cast<double>(w[c]) : 1.0);
+        const T xhat = (xr[c] - mu) * rs;
+        const T g = dyr[c] * w[c];
         sum_g += g;
         sum_gx += g * xhat;
-        pw[c] += static_cast<double>(dyr[c]) * xhat;
-        pb[c] += static_cast<double>(dyr[c]);
+        pw[c] += dyr[c] * xhat;
+        pb[c] += dyr[c];
       }
-      const double mg = sum_g * inv_d, mgx = sum_gx * inv_d;
+      const T mg = sum_g * inv_d, mgx = sum_gx * inv_d;
 #pragma omp simd
-      for (int64_t c = 0; c < D; ++c) {
-        const double xhat = (static_cast<double>(xr[c]) - mu) * rs;
-        const double g = static_cast<double>(dyr[c]) * (w ? static_cast<double>(w[c]) : 1.0);
-        dxr[c] = static_cast<T>(rs * (g - mg - xhat * mgx));
-      }
+      for (int64_t c = 0; c < D; ++c) dxr[c] = rs * (dyr[c] * w[c] - mg - (xr[c] - mu) * rs * mgx);
     }
   }
+  // The blocks in order, in double: the same bits for any thread count.
   for (int64_t c = 0; c < D; ++c) {
     double sw = 0.0, sb = 0.0;
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      sw += part_w[static_cast<std::size_t>(blk * D + c)];
-      sb += part_b[static_cast<std::size_t>(blk * D + c)];
+      sw += static_cast<double>(part_w[static_cast<std::size_t>(blk * D + c)]);
+      sb += static_cast<double>(part_b[static_cast<std::size_t>(blk * D + c)]);
     }
     if (dw) dw[c] = static_cast<T>(sw);
     db[c] = static_cast<T>(sb);
@@ -289,6 +288,43 @@ void gelu_bwd(const T* x, const T* dy, T* dx, int64_t n) {
     T pdf;
     const T cdf = gelu_cdf(x[i], pdf);
     dx[i] = dy[i] * (cdf + x[i] * pdf);
+  }
+}
+
+// y [n] and slope [n] from h [n] in one pass.
+template <class T>
+void gelu_slope_fwd(const T* h, T* y, T* slope, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (parallel(n))
+  for (int64_t i = 0; i < n; ++i) {
+    T pdf;
+    const T cdf = gelu_cdf(h[i], pdf);
+    y[i] = h[i] * cdf;
+    slope[i] = cdf + h[i] * pdf;
+  }
+}
+
+// dy, slope [rows, C] -> dh [rows, C] and, if sums, sums [C]. Threads own
+// blocks of columns and walk the rows in order.
+template <class T>
+void gelu_slope_bwd(const T* dy, const T* slope, T* dh, T* sums, RowView v) {
+  constexpr int64_t kCols = 256;
+  const int64_t C = v.cols, blocks = (C + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (parallel(v.rows * C) && blocks > 1)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t c0 = blk * kCols, nc = std::min(kCols, C - c0);
+    double acc[kCols] = {};
+    for (int64_t r = 0; r < v.rows; ++r) {
+      const T* dyr = dy + r * C + c0;
+      const T* sr = slope + r * C + c0;
+      T* dr = dh + r * C + c0;
+#pragma omp simd
+      for (int64_t c = 0; c < nc; ++c) {
+        dr[c] = dyr[c] * sr[c];
+        acc[c] += static_cast<double>(dr[c]);
+      }
+    }
+    if (sums)
+      for (int64_t c = 0; c < nc; ++c) sums[c0 + c] = static_cast<T>(acc[c]);
   }
 }
 
@@ -504,6 +540,32 @@ Tensor embedding_backward(const Tensor& dout, std::span<const int32_t> ids, int6
     }
   });
   return dw;
+}
+
+GeluWithSlope gelu_forward_with_slope(const Tensor& h) {
+  if (!h.defined()) throw std::invalid_argument("gelu_forward_with_slope: the input tensor is undefined");
+  const Tensor hc = h.contiguous();
+  GeluWithSlope r{Tensor::empty(h.shape(), h.dtype()), Tensor::empty(h.shape(), h.dtype())};
+  dispatch(h.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    gelu_slope_fwd<T>(hc.data<T>(), r.y.data<T>(), r.slope.data<T>(), h.numel());
+  });
+  return r;
+}
+
+GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums) {
+  check_same(dy, slope, "gelu_backward_with_slope", "dy", "slope");
+  const RowView v = rows_of(dy, "gelu_backward_with_slope");
+  const Tensor dyc = dy.contiguous(), sc = slope.contiguous();
+  GeluSlopeGrads g{Tensor::empty(dy.shape(), dy.dtype()),
+                   want_column_sums ? Tensor::empty({v.cols}, dy.dtype()) : Tensor()};
+  dispatch(dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    gelu_slope_bwd<T>(dyc.data<T>(), sc.data<T>(), g.dh.data<T>(),
+                      want_column_sums ? g.column_sums.data<T>() : nullptr, v);
+  });
+  if (want_column_sums && v.rows == 0) g.column_sums.fill_(0.0);
+  return g;
 }
 
 }  // namespace headlab::core

@@ -62,6 +62,21 @@ Tensor gelu_forward(const Tensor& x);
 // dx = dy * (Phi(x) + x * phi(x)), phi the standard normal density.
 Tensor gelu_backward(const Tensor& x, const Tensor& dy);
 
+// GELU behind a Linear layer, where its input need not be kept: h [..., C]
+// -> y = gelu(h) and slope = dy/dh = Phi(h) + h phi(h), all its backward
+// needs, computed in the same pass.
+struct GeluWithSlope {
+  Tensor y, slope;
+};
+GeluWithSlope gelu_forward_with_slope(const Tensor& h);
+// dy, slope [N, C] -> dh = dy * slope [N, C] and, if wanted, its column sums
+// [C] (the bias gradient of the Linear before), each column added in row
+// order in double, so the bits never depend on the thread count.
+struct GeluSlopeGrads {
+  Tensor dh, column_sums;
+};
+GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums);
+
 // Row gather: weight [V, D], ids [n] -> out [n, D] with out[i] = weight[ids[i]].
 // An id outside [0, V) throws std::invalid_argument naming the id and V.
 Tensor embedding_forward(const Tensor& weight, std::span<const int32_t> ids);

@@ -68,6 +68,14 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x [N, in] @ weight [out, in]^T + bias [out] -> [N, out], PyTorch's Linear
 // in one GEMM (the bias is its starting C). bias may be undefined (none).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// Its backward for grad [N, out]: dx = grad weight [N, in] and dweight =
+// grad^T x [out, in], each only if wanted (else undefined); the two GEMMs
+// share one parallel region.
+struct LinearGrads {
+  Tensor dx, dweight;
+};
+LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, bool want_dx,
+                            bool want_dweight);
 
 // --- operators ---
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -16,32 +16,34 @@ inline float exp_of(float x) { return fast_exp(x); }
 inline double exp_of(double x) { return std::exp(x); }
 
 // x [C] -> y [C] (may alias x): y[c] = exp(x[c] - max) / sum. Entries of -inf
-// give 0; a row entirely -inf gives 0s. Returns the row's max and log(sum)
-// for the callers that need them (log-softmax, cross-entropy). The sum
-// accumulates in double; simd reductions fix its order at compile time, so
-// the bits never depend on the thread count or the run.
+// give 0; a row entirely -inf gives 0s (and a sum of 0). Returns the row's
+// max and sum for the callers that need them (cross-entropy). The sum
+// accumulates in the row's own type (its terms lie in [0, 1], so float loses
+// nothing that matters, and the loop runs at full vector width); simd
+// reductions fix its order at compile time, so the bits never depend on the
+// thread count or the run.
 template <class T>
-void softmax_row(const T* x, T* y, int64_t C, double& row_max, double& log_sum) {
+void softmax_row(const T* x, T* y, int64_t C, double& row_max, double& sum) {
   T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < C; ++c) m = std::max(m, x[c]);
+  for (int64_t c = 0; c < C; ++c) m = x[c] > m ? x[c] : m;
   row_max = static_cast<double>(m);
   if (m == -std::numeric_limits<T>::infinity()) {
     std::fill(y, y + C, T(0));
-    log_sum = -std::numeric_limits<double>::infinity();
+    sum = 0.0;
     return;
   }
-  double s = 0.0;
+  T s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t c = 0; c < C; ++c) {
     const T e = exp_of(x[c] - m);
     y[c] = e;
-    s += static_cast<double>(e);
+    s += e;
   }
-  const T inv = static_cast<T>(1.0 / s);
+  const T inv = T(1) / s;
 #pragma omp simd
   for (int64_t c = 0; c < C; ++c) y[c] *= inv;
-  log_sum = std::log(s);
+  sum = static_cast<double>(s);
 }
 
 }  // namespace headlab::core::detail

@@ -16,8 +16,10 @@ int hardware_threads();
 constexpr long kParallelGrain = 1 << 16;
 // Below this many multiply-adds a batch of small GEMMs runs on one thread.
 constexpr long kParallelGemmWork = 1 << 18;
-// One GEMM is split into a block per this many multiply-adds (detail::parallel_gemm).
+// One GEMM is split into a block per this many multiply-adds, into at most
+// kMaxGemmBlocks blocks (detail::GemmCall).
 constexpr long kGemmBlockWork = 1 << 20;
+constexpr long kMaxGemmBlocks = 4;
 
 namespace detail {
 
