@@ -125,12 +125,13 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_out_in_proc", with({"train", "--out", "/proc/headlab-cli-test/run"}, tiny()), 2, {"--out"}});
     // --resume takes its settings from the run.
     for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-             {"--d-model", "32"}, {"--lr", "0.1"}, {"--task", "previous"}, {"--out", "{out}"}, {"--init", "{ck}"},
+             {"--d-model", "32"}, {"--batch", "8"}, {"--task", "previous"}, {"--out", "{out}"}, {"--init", "{ck}"},
              {"--config", "{cfg:{}}"}})
       c.push_back({"train_resume_with_" + flag.substr(2), {"train", "--resume", "{run}", flag, value}, 2, {flag}});
     c.push_back({"train_resume_with_force", {"train", "--resume", "{run}", "--force"}, 2, {"--force"}});
     c.push_back({"train_resume_below_steps_done", {"train", "--resume", "{run}", "--steps", "5"}, 2, {"--steps 5", "20"}});
     c.push_back({"train_resume_negative_steps", {"train", "--resume", "{run}", "--steps", "-1"}, 2, {"--steps"}});
+    c.push_back({"train_resume_negative_lr", {"train", "--resume", "{run}", "--lr", "-1"}, 2, {"--lr"}});
     c.push_back({"train_resume_negative_threads", {"train", "--resume", "{run}", "--threads", "-2"}, 2, {"--threads"}});
     // The command line itself.
     c.push_back({"no_command", {}, 2, {"subcommand"}});

@@ -89,6 +89,33 @@ TEST(Faults, CheckpointThatCannotBeWrittenStopsTheRunAndKeepsThePreviousOne) {
   EXPECT_EQ(checkpoint_step(ck), 40);
 }
 
+// After a divergence the run goes on from its last good checkpoint with a
+// smaller --lr: the only training setting a resume may change.
+TEST(Faults, ResumeWithASmallerLrUsesItAndRecordsTheChange) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  copy_dir(shared_run(), run);
+  const double old_lr = nlohmann::json::parse(read_bytes(run + "/config.json")).at("lr").get<double>();
+  const double new_lr = old_lr / 4;
+  const RunResult r =
+      run_headlab({"train", "--resume", run, "--steps", "24", "--lr", std::to_string(new_lr), "--log-every", "1"},
+                  dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(checkpoint_step(run + "/checkpoint.safetensors"), 24);
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(read_bytes(run + "/config.json")).at("lr").get<double>(), new_lr)
+      << "config.json gives the settings the run goes on with";
+  EXPECT_NE(read_bytes(run + "/train.log").find("learning rate from"), std::string::npos)
+      << "train.log records the change: " << read_bytes(run + "/train.log");
+  int resumed_lines = 0;
+  for (const auto& line : metrics_without_timing(run)) {
+    const auto step = line.at("step").get<int64_t>();
+    if (step <= 20) continue;
+    ++resumed_lines;
+    EXPECT_LE(line.at("lr").get<double>(), new_lr * (1 + 1e-9)) << "step " << step;
+  }
+  EXPECT_EQ(resumed_lines, 4) << "steps 21-24 are logged";
+}
+
 // A 100 KiB tmpfs holds one tiny checkpoint (62 KiB) but not a second one
 // beside it. Mounting needs root; elsewhere the test is skipped.
 class FullDisk : public ::testing::Test {

@@ -19,22 +19,27 @@ struct TrainArgs {
   bool force = false;
 };
 
-// Flags a resumed run may change: how long and how it reports, never what it trains.
-const std::vector<std::string> kResumeFlags = {"steps", "threads", "log-every", "analyze-every", "checkpoint-every"};
+// Flags a resumed run may change: how long and how it reports, never what it
+// trains -- except the learning rate, so that a run that diverged can go on
+// from its last good checkpoint with a smaller one.
+const std::vector<std::string> kResumeFlags = {"steps", "lr", "threads", "log-every", "analyze-every",
+                                               "checkpoint-every"};
 
 int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   train::RunFolder folder;
   std::unique_ptr<train::Session> session;
   int64_t target = 0;
+  double resumed_lr = 0;  // the run's learning rate before this resume
   if (!args.resume.empty()) {
     if (!args.out.empty() || !args.init.empty() || !args.config_file.empty() || args.force)
       throw train::UsageError("--resume continues a run in its own folder: it takes no --out, --init, --config or --force");
     for (const std::string& flag : flags.given())
       if (std::find(kResumeFlags.begin(), kResumeFlags.end(), flag) == kResumeFlags.end())
         throw train::UsageError("--" + flag + " cannot change when resuming (the run's config.json fixes it); "
-                                "only --steps, --threads, --log-every, --analyze-every and --checkpoint-every can");
+                                "only --steps, --lr, --threads, --log-every, --analyze-every and --checkpoint-every can");
     folder = train::open_run_folder(args.resume);
     train::Checkpoint ck = train::read_checkpoint(folder.checkpoint());
+    resumed_lr = ck.info.config.lr;
     flags.apply(ck.info.config);
     ck.info.config.validate();
     core::set_num_threads(ck.info.config.threads);
@@ -69,6 +74,13 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
             m.d_model(), m.d_k(), session->model().num_parameters(), core::num_threads());
   log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, config.batch, m.max_seq_len(),
             config.optimizer, config.lr, config.seed);
+  if (!args.resume.empty() && config.lr != resumed_lr) {
+    // config.json tells the settings the run goes on with; this log line
+    // keeps the history.
+    train::write_file_atomic(folder.config(), train::to_json(config).dump(2) + "\n");
+    log->info("--lr changes the learning rate from {} to {} at step {}", resumed_lr, config.lr,
+              session->steps_done());
+  }
 
   train::TrainerOptions options;
   options.target_steps = target;
