@@ -15,7 +15,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]]; then
 fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-fuzz"
-fuzzers=(safetensors data_file)
+fuzzers=(safetensors data_file checkpoint)
 
 cmake -S "$root" -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DHEADLAB_FUZZ=ON -DHEADLAB_TESTS=OFF >/dev/null
 cmake --build "$build" -j 2 --target "${fuzzers[@]/%/_fuzz}"

@@ -1,7 +1,10 @@
 #include "train/checkpoint.h"
 
+#include <cmath>
+#include <limits>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "train/errors.h"
 
@@ -117,7 +120,32 @@ core::Generator::State parse_rng(const nlohmann::json& j, const std::string& pat
                        ", not an unsigned integer");
     state[i] = j[i].get<uint64_t>();
   }
+  // xoshiro's four words must not all be zero: it would return only zeros.
+  if (state[0] == 0 && state[1] == 0 && state[2] == 0 && state[3] == 0)
+    throw UsageError(path + ": metadata \"rng.data\" has an all-zero generator state, which no run writes");
   return state;
+}
+
+// The trainer's sums since its last log line (Trainer::checkpoint), which a
+// resumed Trainer reads and adds to: finite numbers, and counts that the steps
+// since that line could have made (a step has under 2^31 target tokens), so
+// that none converts out of range or overflows.
+void check_trainer(const nlohmann::json& j, int64_t step, const std::string& path) {
+  auto bad = [&](const std::string& what) {
+    return UsageError(path + ": metadata \"trainer\" " + what + ", got " + j.dump().substr(0, 80));
+  };
+  if (!j.is_object()) throw bad("must be a JSON object");
+  for (const char* key : {"loss", "accuracy"})
+    if (!j.contains(key) || !j[key].is_number() || !std::isfinite(j[key].get<double>()))
+      throw bad(std::string("needs \"") + key + "\", a finite number");
+  auto count = [&](const char* key, uint64_t max) {
+    if (!j.contains(key) || !j[key].is_number_unsigned() || j[key].get<uint64_t>() > max)
+      throw bad(std::string("needs \"") + key + "\", an integer from 0 to " + std::to_string(max));
+    return j[key].get<uint64_t>();
+  };
+  const uint64_t steps = count("steps", static_cast<uint64_t>(step));
+  constexpr uint64_t kMaxCount = std::numeric_limits<int64_t>::max();
+  count("tokens", steps > (kMaxCount >> 31) ? kMaxCount : steps << 31);
 }
 
 std::string shape_text(const core::Shape& shape) { return core::to_string(shape); }
@@ -144,9 +172,15 @@ void check_model_matches_tensors(const layers::TransformerOptions& m, const core
   expect("tok_emb.weight", {m.vocab(), d});
   expect("pos_emb.weight", {m.max_seq_len(), d});
   expect("head.weight", {m.classes(), d});
-  const std::string last = "blocks." + std::to_string(m.layers() - 1) + ".";
-  expect(last + "attn.q.weight", {d, d});
-  if (!m.attn_only()) expect("blocks.0.mlp.fc1.weight", {m.d_ff(), d});
+  // Every layer, not only the last: a count of layers alone could otherwise
+  // build millions of them. From the last one down (a missing layer is named
+  // as the count's), stopping at the first missing: the loop is never longer
+  // than the file's list of tensors.
+  for (int64_t layer = m.layers() - 1; layer >= 0; --layer) {
+    const std::string block = "blocks." + std::to_string(layer) + ".";
+    expect(block + "attn.q.weight", {d, d});
+    if (!m.attn_only()) expect(block + "mlp.fc1.weight", {m.d_ff(), d});
+  }
   const std::string beyond = "blocks." + std::to_string(m.layers()) + ".";
   for (const auto& [name, t] : file.tensors)
     if (name.starts_with(beyond))
@@ -154,15 +188,10 @@ void check_model_matches_tensors(const layers::TransformerOptions& m, const core
                        " of " + described);
 }
 
-}  // namespace
-
-Checkpoint read_checkpoint(const std::string& path) {
+// Checks a parsed file's metadata and builds the Checkpoint from it.
+Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
   Checkpoint ck;
-  try {
-    ck.file = core::load_safetensors(path);
-  } catch (const std::exception& e) {
-    throw UsageError(std::string("cannot load checkpoint: ") + e.what());
-  }
+  ck.file = std::move(file);
   const core::Metadata& meta = ck.file.metadata;
   if (meta_at(meta, "format", path) != kCheckpointFormat)
     throw UsageError(path + ": format is \"" + meta.at("format") + "\", expected \"" + kCheckpointFormat + "\"");
@@ -182,8 +211,11 @@ Checkpoint read_checkpoint(const std::string& path) {
   ck.info.task = meta_at(meta, "task", path);
   ck.info.step = parse_step(meta_at(meta, "step", path), path);
   ck.info.data_rng = parse_rng(parse_meta_json(meta, "rng.data", path), path);
-  if (meta.count("trainer")) ck.info.trainer = parse_meta_json(meta, "trainer", path);
-    if (meta.count("data.position")) {
+  if (meta.count("trainer")) {
+    ck.info.trainer = parse_meta_json(meta, "trainer", path);
+    check_trainer(ck.info.trainer, ck.info.step, path);
+  }
+  if (meta.count("data.position")) {
     const nlohmann::json p = parse_meta_json(meta, "data.position", path);
     if (!p.is_object() || !p.contains("epoch_seed") || !p.contains("next") || !p["epoch_seed"].is_number_unsigned() ||
         !p["next"].is_number_integer())
@@ -192,6 +224,28 @@ Checkpoint read_checkpoint(const std::string& path) {
     ck.info.data_position = DataFile::Position{p["epoch_seed"].get<uint64_t>(), p["next"].get<int64_t>()};
   }
   return ck;
+}
+
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path) {
+  core::SafetensorsFile file;
+  try {
+    file = core::load_safetensors(path);
+  } catch (const std::exception& e) {
+    throw UsageError(std::string("cannot load checkpoint: ") + e.what());
+  }
+  return checkpoint_of(std::move(file), path);
+}
+
+Checkpoint read_checkpoint(std::span<const uint8_t> bytes, const std::string& path) {
+  core::SafetensorsFile file;
+  try {
+    file = core::parse_safetensors(bytes);
+  } catch (const std::exception& e) {
+    throw UsageError("cannot load checkpoint: '" + path + "': " + e.what());
+  }
+  return checkpoint_of(std::move(file), path);
 }
 
 void load_weights(layers::Transformer& model, const core::SafetensorsFile& file, const std::string& source) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -58,6 +59,8 @@ struct Checkpoint {
 // Reads and checks the file and its metadata; throws UsageError saying what
 // is wrong (a checkpoint is user input).
 Checkpoint read_checkpoint(const std::string& path);
+// The same for a file's bytes already in memory; `path` names it in messages.
+Checkpoint read_checkpoint(std::span<const uint8_t> bytes, const std::string& path);
 
 // Copies the weights into `model`: every parameter must be present with its
 // exact shape; a missing or unexpected parameter tensor is a UsageError.

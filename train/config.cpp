@@ -1,6 +1,8 @@
 #include "train/config.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -98,7 +100,10 @@ nlohmann::json to_json(const TrainConfig& config) {
 
 void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) throw UsageError(source + ": the config must be a JSON object of flag names to values");
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+    const std::string& key = item.key();
+    const nlohmann::json& value = item.value();
     bool known = false;
     TrainConfig::visit_fields(config, [&](const char* name, auto& field, const char*) {
       if (key != name) return;
@@ -108,11 +113,16 @@ void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string&
         if constexpr (std::is_same_v<T, bool>) return value.is_boolean();
         else if constexpr (std::is_same_v<T, std::string>) return value.is_string();
         else if constexpr (std::is_floating_point_v<T>) return value.is_number();
-        else if constexpr (std::is_unsigned_v<T>) return value.is_number_unsigned();
-        else return value.is_number_integer();
+        else if constexpr (std::is_unsigned_v<T>)
+          return value.is_number_unsigned() && value.get<uint64_t>() <= std::numeric_limits<T>::max();
+        else
+          return value.is_number_integer() &&
+                 (value.is_number_unsigned() ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                             : value.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                                   value.get<int64_t>() <= std::numeric_limits<T>::max());
       }();
       if (!fits)
-        throw UsageError(source + ": \"" + key + "\" has the wrong type (" + value.type_name() + "): " +
+        throw UsageError(source + ": \"" + key + "\" has the wrong type or is out of range (" + value.type_name() + "): " +
                          std::string(value.dump()));
       field = value.get<T>();
     });

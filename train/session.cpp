@@ -134,6 +134,12 @@ Session::Session(const Checkpoint& checkpoint) : config_(checkpoint.info.config)
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("cannot resume from the checkpoint: ") + e.what());
   }
+  // Each step steps the optimizer once, so the two counts agree; any other
+  // count is a corrupt file, and one near 2^63 would overflow at the next step.
+  if (optimizer_->step_count() != checkpoint.info.step)
+    throw UsageError("cannot resume from the checkpoint: its optimizer has taken " +
+                     std::to_string(optimizer_->step_count()) + " steps, but the checkpoint's \"step\" is " +
+                     std::to_string(checkpoint.info.step));
   data_gen_.set_state(checkpoint.info.data_rng);
   step_ = checkpoint.info.step;
   trainer_state_ = checkpoint.info.trainer;

@@ -102,6 +102,9 @@ const std::vector<BadCase>& cases() {
                  {"bogus"}});
     c.push_back({"train_config_wrong_type", with(train_tiny({}), {"--config", "{cfg:{\"layers\": \"two\"}}"}), 2,
                  {"layers", "wrong type"}});
+    // 2^32 would wrap to 0 (all cores) in the int field.
+    c.push_back({"train_config_threads_beyond_int", with(train_tiny({}), {"--config", "{cfg:{\"threads\": 4294967296}}"}),
+                 2, {"threads", "out of range"}});
     c.push_back({"train_config_bad_value", with(train_tiny({}), {"--config", "{cfg:{\"layers\": 0}}"}), 2,
                  {"--layers"}});
     c.push_back({"train_data_missing", train_tiny({{"--data", "{missing}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,

@@ -173,6 +173,7 @@ const std::vector<Corruption>& corruptions() {
       {"step_beyond_64_bits", set_meta("step", "99999999999999999999999"), kAll, "99999999999999999999999"},
       {"rng_state_too_short", set_meta("rng.data", "[1, 2]"), kAll, "rng.data"},
       {"rng_state_not_an_array", set_meta("rng.data", "\"seed\""), kAll, "rng.data"},
+      {"rng_state_all_zero", set_meta("rng.data", "[0, 0, 0, 0, 0, 0]"), kAll, "all-zero"},
       // The control: an intact copy, which every command accepts.
       {"none", edit([](RawSafetensors&) {}), 0, ""},
   };

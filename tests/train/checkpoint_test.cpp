@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <span>
 
 #include "core/ops.h"
 #include "train/errors.h"
@@ -149,6 +151,102 @@ TEST(Checkpoint, WeightsOfAnotherShapeAreRejected) {
     FAIL();
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("shape"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, ReadsTheSameFromItsBytes) {
+  TempDir dir;
+  Session s(tiny_config());
+  s.step();
+  const std::string path = (dir.path / "ck.safetensors").string();
+  s.save(path);
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Checkpoint a = read_checkpoint(path), b = read_checkpoint(bytes, path);
+  EXPECT_EQ(b.file.metadata, a.file.metadata);
+  EXPECT_EQ(b.file.tensors.size(), a.file.tensors.size());
+  EXPECT_EQ(model_json(b.model), model_json(a.model));
+  EXPECT_EQ(b.info.step, 1);
+  EXPECT_THROW(read_checkpoint(std::span(bytes).first(bytes.size() / 2), path), UsageError);
+}
+
+// Saves a small checkpoint (2 attention-only layers, 1 step), lets `edit`
+// change its tensors and metadata, then `load`s it: returns the UsageError's
+// message, or "" if it loads.
+std::string rejection_of_edited(
+    const std::function<void(core::SafetensorsFile&)>& edit,
+    const std::function<void(const std::string&)>& load = [](const std::string& path) { read_checkpoint(path); }) {
+  TempDir dir;
+  TrainConfig c = tiny_config();
+  c.layers = 2;
+  c.attn_only = true;
+  Session s(c);
+  s.step();
+  const std::string path = (dir.path / "ck.safetensors").string();
+  s.save(path);
+  core::SafetensorsFile f = core::load_safetensors(path);
+  edit(f);
+  core::save_safetensors(path, f.tensors, f.metadata);
+  try {
+    load(path);
+    return "";
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+}
+
+// Only the last layer's tensors used to be checked, so a 4 KB file claiming 30
+// million layers made eval and analyze build them all (tens of GB) before
+// load_weights could notice the missing ones.
+TEST(Checkpoint, ALayerCountTheTensorsDoNotHoldIsRejectedBeforeBuilding) {
+  const std::string message = rejection_of_edited([](core::SafetensorsFile& f) {
+    constexpr int64_t kLayers = 30'000'000;
+    for (const char* key : {"model", "config"}) {
+      nlohmann::json j = nlohmann::json::parse(f.metadata.at(key));
+      j["layers"] = kLayers;
+      f.metadata[key] = j.dump();
+    }
+    for (auto& [name, t] : f.tensors)
+      if (name.starts_with("blocks.1.")) name = "blocks." + std::to_string(kLayers - 1) + "." + name.substr(9);
+  });
+  EXPECT_NE(message.find("no tensor \"blocks.29999998.attn.q.weight\""), std::string::npos) << message;
+}
+
+// The trainer's sums are numbers a resumed Trainer converts and adds to:
+// "steps": 1e300 converted to int64 is undefined behaviour, not an error message.
+TEST(Checkpoint, TrainerSumsOfTheWrongTypeOrRangeAreRejected) {
+  auto with_trainer = [](const std::string& trainer) {
+    return rejection_of_edited([&](core::SafetensorsFile& f) { f.metadata["trainer"] = trainer; });
+  };
+  EXPECT_EQ(with_trainer(R"({"loss": 2.5, "accuracy": 0.5, "steps": 1, "tokens": 40})"), "");
+  for (const std::string bad : {R"({"loss": 2.5, "accuracy": 0.5, "steps": 1e300, "tokens": 40})",
+                                R"({"loss": 2.5, "accuracy": 0.5, "steps": 2, "tokens": 40})",
+                                R"({"loss": 2.5, "accuracy": 0.5, "steps": -1, "tokens": 40})",
+                                R"({"loss": 2.5, "accuracy": 0.5, "steps": 1, "tokens": 9223372036854775807})",
+                                R"({"loss": "2.5", "accuracy": 0.5, "steps": 1, "tokens": 40})",
+                                R"({"loss": 2.5, "steps": 1, "tokens": 40})", R"([1, 2])"}) {
+    const std::string message = with_trainer(bad);
+    EXPECT_NE(message.find("metadata \"trainer\""), std::string::npos) << bad << " -> " << message;
+  }
+}
+
+// An optimizer step count of 2^63-1 passed import_state, and the next training
+// step overflowed it (undefined behaviour; UBSan in fuzz/checkpoint_fuzz, which
+// takes a step from the restored state). Every step steps the optimizer once,
+// so the two counts must agree.
+TEST(Checkpoint, AnOptimizerStepCountOtherThanTheCheckpointsIsRejected) {
+  auto with_optimizer_steps = [](const std::string& steps) {
+    return rejection_of_edited(
+        [&](core::SafetensorsFile& f) {
+          for (auto& [key, value] : f.metadata)
+            if (key.starts_with("optimizer.") && key.ends_with(".step")) value = steps;
+        },
+        [](const std::string& path) { Session resumed(read_checkpoint(path)); });
+  };
+  EXPECT_EQ(with_optimizer_steps("1"), "");
+  for (const std::string steps : {"9223372036854775807", "2"}) {
+    const std::string message = with_optimizer_steps(steps);
+    EXPECT_NE(message.find("its optimizer has taken " + steps + " steps"), std::string::npos) << message;
   }
 }
 
