@@ -66,53 +66,60 @@ Variable matmul(const Variable& a, const Variable& b) {
       "matmul");
 }
 
-Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
-  const Tensor& xv = checked(x, "linear", "x").value();
-  const Tensor& w = checked(weight, "linear", "weight").value();
+namespace {
+
+// x [..., in] @ weight [out, in]^T + bias, the forward of linear and
+// linear_gelu: y [N, out] with N the product of x's leading sizes.
+struct LinearForward {
+  int64_t in = 0, out = 0;
+  Shape out_shape;  // [..., out]
+  Tensor y;         // [N, out]
+};
+LinearForward linear_forward(const Variable& x, const Variable& weight, const Variable& bias, const char* op) {
+  const Tensor& xv = checked(x, op, "x").value();
+  const Tensor& w = checked(weight, op, "weight").value();
   if (xv.dim() < 1 || w.dim() != 2 || xv.size(-1) != w.size(1))
-    throw std::invalid_argument("linear: x " + core::to_string(xv.shape()) + " and weight " +
+    throw std::invalid_argument(std::string(op) + ": x " + core::to_string(xv.shape()) + " and weight " +
                                 core::to_string(w.shape()) + " do not fit; expected x [..., in] and weight [out, in]");
-  const int64_t in = w.size(1), out = w.size(0);
-  Shape out_shape = xv.shape();
-  out_shape.back() = out;
-  Tensor y = core::linear(xv.reshape({-1, in}), w, bias.defined() ? bias.value() : Tensor()).reshape(out_shape);
+  LinearForward f{w.size(1), w.size(0), xv.shape(), Tensor()};
+  f.out_shape.back() = f.out;
+  f.y = core::linear(xv.reshape({-1, f.in}), w, bias.defined() ? bias.value() : Tensor());
+  return f;
+}
+
+// dx = g W [N, in] and dW = g^T x [out, in] from g [N, out], in one parallel
+// region; inputs are {x, weight, bias}.
+void accumulate_linear_grads(std::vector<Variable>& inputs, const Tensor& g, int64_t in) {
+  const core::LinearGrads d = core::linear_backward(g, inputs[0].value().reshape({-1, in}), inputs[1].value(),
+                                                    inputs[0].requires_grad(), inputs[1].requires_grad());
+  if (inputs[0].requires_grad()) inputs[0].accumulate_grad(d.dx.reshape(inputs[0].shape()));
+  if (inputs[1].requires_grad()) inputs[1].accumulate_grad(d.dweight);
+}
+
+}  // namespace
+
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  LinearForward f = linear_forward(x, weight, bias, "linear");
   return Variable::from_op(
-      std::move(y), {x, weight, bias},
-      [in, out](std::vector<Variable>& inputs, const Tensor& g) {
+      f.y.reshape(f.out_shape), {x, weight, bias},
+      [in = f.in, out = f.out](std::vector<Variable>& inputs, const Tensor& g) {
         const Tensor g2 = g.reshape({-1, out});  // [N, out]
-        // dx = g W [N, in] and dW = g^T x [out, in], in one parallel region.
-        const core::LinearGrads d = core::linear_backward(g2, inputs[0].value().reshape({-1, in}),
-                                                          inputs[1].value(), inputs[0].requires_grad(),
-                                                          inputs[1].requires_grad());
-        if (inputs[0].requires_grad()) inputs[0].accumulate_grad(d.dx.reshape(inputs[0].shape()));
-        if (inputs[1].requires_grad()) inputs[1].accumulate_grad(d.dweight);
+        accumulate_linear_grads(inputs, g2, in);
         if (inputs[2].requires_grad()) inputs[2].accumulate_grad(core::sum(g2, {0}));  // db: [out]
       },
       "linear");
 }
 
 Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& bias) {
-  const Tensor& xv = checked(x, "linear_gelu", "x").value();
-  const Tensor& w = checked(weight, "linear_gelu", "weight").value();
-  if (xv.dim() < 1 || w.dim() != 2 || xv.size(-1) != w.size(1))
-    throw std::invalid_argument("linear_gelu: x " + core::to_string(xv.shape()) + " and weight " +
-                                core::to_string(w.shape()) + " do not fit; expected x [..., in] and weight [out, in]");
-  const int64_t in = w.size(1), out = w.size(0);
-  Shape out_shape = xv.shape();
-  out_shape.back() = out;
-  core::GeluWithSlope r = core::gelu_forward_with_slope(
-      core::linear(xv.reshape({-1, in}), w, bias.defined() ? bias.value() : Tensor()));  // h [N, out], then dropped
+  LinearForward f = linear_forward(x, weight, bias, "linear_gelu");
+  core::GeluWithSlope r = core::gelu_forward_with_slope(f.y);  // f.y, the pre-activation, is then dropped
   return Variable::from_op(
-      r.y.reshape(out_shape), {x, weight, bias},
-      [in, out, slope = r.slope](std::vector<Variable>& inputs, const Tensor& g) {
+      r.y.reshape(f.out_shape), {x, weight, bias},
+      [in = f.in, out = f.out, slope = r.slope](std::vector<Variable>& inputs, const Tensor& g) {
         // dh = g * slope [N, out], and db = its column sums, in one pass.
         const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g.reshape({-1, out}), slope,
                                                                        inputs[2].requires_grad());
-        const core::LinearGrads d = core::linear_backward(dh.dh, inputs[0].value().reshape({-1, in}),
-                                                          inputs[1].value(), inputs[0].requires_grad(),
-                                                          inputs[1].requires_grad());
-        if (inputs[0].requires_grad()) inputs[0].accumulate_grad(d.dx.reshape(inputs[0].shape()));
-        if (inputs[1].requires_grad()) inputs[1].accumulate_grad(d.dweight);
+        accumulate_linear_grads(inputs, dh.dh, in);
         if (inputs[2].requires_grad()) inputs[2].accumulate_grad(dh.column_sums);
       },
       "linear_gelu");
