@@ -25,6 +25,7 @@ Usage (Debian's python3 with python3-torch, not a virtualenv's):
   /usr/bin/python3 bench/compare_torch.py --headlab /tmp/headlab-before --headlab build/headlab   # old vs new
 """
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -182,6 +183,23 @@ def main():
     p.add_argument("--json", action="store_true", help="also print every result as JSON lines")
     a = p.parse_args()
     binaries = a.headlab or ["build/headlab"]
+    for b in binaries:
+        if not (os.path.isfile(b) and os.access(b, os.X_OK)):
+            p.error(f"--headlab {b}: no executable there (build it with scripts/setup.sh)")
+    for preset in a.presets.split(","):
+        if preset not in PRESETS:
+            p.error(f"--presets: unknown preset '{preset}' (valid: {', '.join(PRESETS)})")
+    try:
+        thread_counts = [int(t) for t in a.threads.split(",")]
+    except ValueError:
+        thread_counts = []
+    if not thread_counts or min(thread_counts) < 1:
+        p.error(f"--threads {a.threads}: expected positive integers separated by commas, e.g. 2,1")
+    if a.rounds < 1 or a.runs < 1:
+        p.error("--rounds and --runs must be at least 1")
+    if not a.no_torch and importlib.util.find_spec("torch") is None:
+        p.error(f"PyTorch is not importable by {sys.executable}: install Debian's python3-torch "
+                "(apt-get install python3-torch) and run this with /usr/bin/python3, or pass --no-torch")
     names = [f"headlab[{i}]" if len(binaries) > 1 else "headlab" for i in range(len(binaries))]
     load = os.getloadavg()
     print(f"# load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cpus; "
@@ -195,7 +213,7 @@ def main():
         # A medium step takes ~0.3-1 s: fewer steps keep a full comparison near 15 minutes.
         a.warmup_steps = warmup_arg if warmup_arg is not None else (2 if preset == "medium" else 5)
         a.bench_steps = steps_arg if steps_arg is not None else (5 if preset == "medium" else 20)
-        for threads in (int(t) for t in a.threads.split(",")):
+        for threads in thread_counts:
             results = {n: [] for n in names + ([] if a.no_torch else ["torch"])}
             for _ in range(a.rounds):  # alternate, so both see the same load
                 for n, b in zip(names, binaries):
