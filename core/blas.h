@@ -13,10 +13,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 #include <cstdint>
+#include <stdexcept>
 #include <type_traits>
-#include <vector>
 
 #include "core/threads.h"
 
@@ -103,19 +104,24 @@ struct GemmCall {
 // blocks shared by the threads in one parallel region: one fork and one join
 // for all of them. Blocks are handed out dynamically: on a busy machine a
 // thread that runs keeps taking blocks while a descheduled one holds none.
+// At most kMaxGemmCalls of them, so the block list lives on the stack: the
+// training step calls this for every Linear and allocates nothing here.
+constexpr std::size_t kMaxGemmCalls = 4;
 template <class T>
 void parallel_gemms(std::initializer_list<GemmCall<T>> calls) {
   struct Block {
     const GemmCall<T>* call;
     int64_t index, count;
   };
-  std::vector<Block> blocks;
+  static_assert(kMaxGemmBlocks > 0);
+  std::array<Block, kMaxGemmCalls * kMaxGemmBlocks> blocks;
+  if (calls.size() > kMaxGemmCalls) throw std::logic_error("parallel_gemms: more than kMaxGemmCalls products");
+  int64_t total = 0;
   for (const GemmCall<T>& c : calls) {
     if (c.m == 0 || c.n == 0) continue;
     const int64_t count = c.blocks();
-    for (int64_t i = 0; i < count; ++i) blocks.push_back(Block{&c, i, count});
+    for (int64_t i = 0; i < count; ++i) blocks[static_cast<std::size_t>(total++)] = Block{&c, i, count};
   }
-  const auto total = static_cast<int64_t>(blocks.size());
   if (total <= 1 || omp_in_parallel()) {
     for (int64_t i = 0; i < total; ++i) blocks[i].call->run_block(blocks[i].index, blocks[i].count);
     return;
