@@ -79,13 +79,13 @@ void basic_cases(Registry& r) {
                              [](PositionalEmbedding& m, const Vars&) { return m.forward(4); });
   r.add<Softmax>("Softmax over axis 1 of [2,4,3]", std::make_shared<Softmax>(SoftmaxOptions(1)), {r.normal({2, 4, 3})},
                  [](Softmax& m, const Vars& x) { return m.forward(x[0]); });
-  r.add<MLP>("MLP 4 -> 8 -> 4 (exact GELU)", std::make_shared<MLP>(MLPOptions(4, 8), r.gen(), f64),
+  r.add<MLP>("MLP 4 -> 8 -> 4 (exact GELU)", std::make_shared<MLP>(MLPOptions{.d_model = 4, .d_ff = 8}, r.gen(), f64),
              {r.normal({2, 3, 4})}, [](MLP& m, const Vars& x) { return m.forward(x[0]); });
 }
 
 void attention_cases(Registry& r) {
   auto mha = [&r](int64_t heads, bool causal) {
-    return std::make_shared<MultiHeadAttention>(MultiHeadAttentionOptions(8, heads).causal(causal), r.gen(), f64);
+    return std::make_shared<MultiHeadAttention>(ModelSpec{.heads = heads, .d_model = 8, .causal = causal}, r.gen(), f64);
   };
   const auto plain = [](MultiHeadAttention& m, const Vars& x) { return m.forward(x[0]); };
   r.add<MultiHeadAttention>("MultiHeadAttention causal, h=2", mha(2, true), {r.normal({2, 4, 8})}, plain);
@@ -108,18 +108,18 @@ void attention_cases(Registry& r) {
 void model_cases(Registry& r) {
   const auto block_forward = [](TransformerBlock& m, const Vars& x) { return m.forward(x[0]); };
   r.add<TransformerBlock>("TransformerBlock pre-LN, h=2",
-                          std::make_shared<TransformerBlock>(TransformerBlockOptions(8, 2, 16), r.gen(), f64),
+                          std::make_shared<TransformerBlock>(ModelSpec{.heads = 2, .d_model = 8, .d_ff = 16}, r.gen(), f64),
                           {r.normal({2, 3, 8})}, block_forward);
   r.add<TransformerBlock>(
       "TransformerBlock attention-only without LayerNorm, bidirectional, h=2",
       std::make_shared<TransformerBlock>(
-          TransformerBlockOptions(8, 2, 16).attn_only(true).layernorm(false).causal(false), r.gen(), f64),
+          ModelSpec{.heads = 2, .d_model = 8, .d_ff = 16, .attn_only = true, .layernorm = false, .causal = false}, r.gen(), f64),
       {r.normal({2, 3, 8})}, block_forward);
 
   // V=5 tokens, 3 classes, B=2, T=4, d=8, h=2, d_ff=16; -1 marks a position without a target.
-  const auto options = TransformerOptions().vocab(5).classes(3).max_seq_len(4).layers(2).heads(2).d_model(8).d_ff(16);
+  const ModelSpec spec{.vocab = 5, .classes = 3, .max_seq_len = 4, .layers = 2, .heads = 2, .d_model = 8, .d_ff = 16};
   r.add<Transformer>("Transformer 2 layers: cross-entropy loss w.r.t. every parameter",
-                     std::make_shared<Transformer>(options, r.gen(), f64), {}, [](Transformer& m, const Vars&) {
+                     std::make_shared<Transformer>(spec, r.gen(), f64), {}, [](Transformer& m, const Vars&) {
                        static const std::vector<int32_t> tokens{1, 4, 0, 2, 3, 3, 1, 0};
                        static const std::vector<int32_t> targets{2, 0, -1, 1, 1, 2, 0, 2};
                        return autograd::cross_entropy(m.forward(tokens, 2, 4), targets);
@@ -127,7 +127,7 @@ void model_cases(Registry& r) {
   const Tensor pad = Tensor::from_vector({1, 1, 1, 1, 1, 1, 0, 0}, {2, 4}, f64);
   r.add<Transformer>(
       "Transformer attention-only, no LayerNorm, bidirectional, padded: cross-entropy loss",
-      std::make_shared<Transformer>(TransformerOptions(options).attn_only(true).layernorm(false).causal(false),
+      std::make_shared<Transformer>(ModelSpec{.vocab = 5, .classes = 3, .max_seq_len = 4, .layers = 2, .heads = 2, .d_model = 8, .d_ff = 16, .attn_only = true, .layernorm = false, .causal = false},
                                     r.gen(), f64),
       {}, [pad](Transformer& m, const Vars&) {
         static const std::vector<int32_t> tokens{1, 4, 0, 2, 3, 3, 0, 0};

@@ -54,7 +54,7 @@ Batch slice_rows(const Batch& batch, int64_t first, int64_t count) {
 // Mean over examples of |dL_example / d gate| for every head, layer-major.
 std::vector<double> gate_importance(layers::Transformer& model, const Batch& batch, int64_t examples) {
   for (const auto& p : model.parameters()) p.set_requires_grad(false);
-  const int64_t L = model.num_layers(), H = model.options().heads();
+  const int64_t L = model.num_layers(), H = model.spec().heads;
   for (int64_t l = 0; l < L; ++l) model.attention(l).gates().set_requires_grad(true);
   std::vector<double> total(static_cast<std::size_t>(L * H), 0.0);
   int64_t used = 0;
@@ -81,7 +81,7 @@ std::vector<double> gate_importance(layers::Transformer& model, const Batch& bat
 RunAnalysis analyze_model(layers::Transformer& model, const Batch& batch, const AnalysisOptions& options) {
   ModelStateGuard guard(model);
   model.eval();
-  const int64_t L = model.num_layers(), H = model.options().heads();
+  const int64_t L = model.num_layers(), H = model.spec().heads;
 
   EvalResult base;
   std::vector<core::Tensor> attention;
@@ -89,7 +89,7 @@ RunAnalysis analyze_model(layers::Transformer& model, const Batch& batch, const 
     base = evaluate(model, batch);
     for (int64_t l = 0; l < L; ++l) attention.push_back(model.attention(l).last_attention().clone());
   }
-  RunAnalysis run = analyze_attention(attention, batch.tokens, model.options().causal(), options.labels,
+  RunAnalysis run = analyze_attention(attention, batch.tokens, model.spec().causal, options.labels,
                                       options.example);
   run.loss = base.loss;
   run.accuracy = base.accuracy;

@@ -1,6 +1,7 @@
 // A training session: the task, the model, the optimizer and the random
-// state of one run, and the training step itself. The Trainer (trainer.h)
-// drives it; bench and analyze use it too.
+// state of one run, and the training step itself, built by the run builder
+// (run_builder.h). The Trainer (trainer.h) drives it; bench, sweep and
+// analyze build one too.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/run_builder.h"
 #include "train/tasks.h"
 
 namespace headlab::train {
@@ -26,9 +28,6 @@ struct EvalResult {
   double loss = 0, accuracy = 0;
   int64_t count = 0;  // positions with a target
 };
-
-// The task a config names (or its data file), with sizes resolved.
-std::unique_ptr<Task> make_task_for(const TrainConfig& config);
 
 // Mean cross-entropy and accuracy of `logits` [B, T, C] against targets.
 EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets);
@@ -64,7 +63,7 @@ class Session {
   void save(const std::string& path) const;
 
  private:
-  void build();  // task, model, optimizer and eval batch from config_
+  void build(const layers::ModelSpec& spec);  // model, optimizer and eval batch; task_ is built
 
   TrainConfig config_;
   std::unique_ptr<Task> task_;

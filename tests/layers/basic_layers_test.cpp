@@ -167,7 +167,7 @@ TEST(Softmax, NormalizesOverTheChosenAxis) {
 
 TEST(MLP, IsFc2OfExactGeluOfFc1) {
   core::Generator gen(3);
-  MLP mlp(MLPOptions(4, 8), gen, DType::f64);
+  MLP mlp(MLPOptions{.d_model = 4, .d_ff = 8}, gen, DType::f64);
   std::vector<std::string> names;
   for (auto& [name, p] : mlp.named_parameters()) names.push_back(name);
   EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
