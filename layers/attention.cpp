@@ -26,10 +26,10 @@ MultiHeadAttention::MultiHeadAttention(const ModelSpec& spec, core::Generator& g
     throw std::invalid_argument(std::string("MultiHeadAttention: ") + e.what());
   }
   const int64_t d = spec.d_model;
-  q_ = register_module("q", std::make_shared<Linear>(LinearOptions(d, d), gen, dtype));
-  k_ = register_module("k", std::make_shared<Linear>(LinearOptions(d, d), gen, dtype));
-  v_ = register_module("v", std::make_shared<Linear>(LinearOptions(d, d), gen, dtype));
-  o_ = register_module("o", std::make_shared<Linear>(LinearOptions(d, d), gen, dtype));
+  q_ = register_module("q", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
+  k_ = register_module("k", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
+  v_ = register_module("v", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
+  o_ = register_module("o", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
   gates_ = Variable(Tensor::ones({spec.heads}, dtype), /*requires_grad=*/false);
 }
 

@@ -62,22 +62,22 @@ class Registry {
 };
 
 void basic_cases(Registry& r) {
-  r.add<Linear>("Linear [2,3,4] -> [2,3,5]", std::make_shared<Linear>(LinearOptions(4, 5), r.gen(), f64),
+  r.add<Linear>("Linear [2,3,4] -> [2,3,5]", std::make_shared<Linear>(LinearOptions{.in_features = 4, .out_features = 5}, r.gen(), f64),
                 {r.normal({2, 3, 4})}, [](Linear& m, const Vars& x) { return m.forward(x[0]); });
-  r.add<Linear>("Linear without bias", std::make_shared<Linear>(LinearOptions(4, 3).bias(false), r.gen(), f64),
+  r.add<Linear>("Linear without bias", std::make_shared<Linear>(LinearOptions{.in_features = 4, .out_features = 3, .bias = false}, r.gen(), f64),
                 {r.normal({5, 4})}, [](Linear& m, const Vars& x) { return m.forward(x[0]); });
-  r.add<LayerNorm>("LayerNorm [2,3,6]", std::make_shared<LayerNorm>(LayerNormOptions(6), r.gen(), f64),
+  r.add<LayerNorm>("LayerNorm [2,3,6]", std::make_shared<LayerNorm>(LayerNormOptions{.normalized_size = 6}, r.gen(), f64),
                    {r.normal({2, 3, 6})}, [](LayerNorm& m, const Vars& x) { return m.forward(x[0]); });
   r.add<Embedding>("Embedding [5,3] by ids [2,3] (repeated ids)",
-                   std::make_shared<Embedding>(EmbeddingOptions(5, 3), r.gen(), f64), {},
+                   std::make_shared<Embedding>(EmbeddingOptions{.num_embeddings = 5, .embedding_dim = 3}, r.gen(), f64), {},
                    [](Embedding& m, const Vars&) {
                      static const std::vector<int32_t> ids{4, 0, 4, 2, 2, 4};
                      return m.forward(ids, {2, 3});
                    });
   r.add<PositionalEmbedding>("PositionalEmbedding [6,4] for seq_len 4",
-                             std::make_shared<PositionalEmbedding>(EmbeddingOptions(6, 4), r.gen(), f64), {},
+                             std::make_shared<PositionalEmbedding>(EmbeddingOptions{.num_embeddings = 6, .embedding_dim = 4}, r.gen(), f64), {},
                              [](PositionalEmbedding& m, const Vars&) { return m.forward(4); });
-  r.add<Softmax>("Softmax over axis 1 of [2,4,3]", std::make_shared<Softmax>(SoftmaxOptions(1)), {r.normal({2, 4, 3})},
+  r.add<Softmax>("Softmax over axis 1 of [2,4,3]", std::make_shared<Softmax>(SoftmaxOptions{.axis = 1}), {r.normal({2, 4, 3})},
                  [](Softmax& m, const Vars& x) { return m.forward(x[0]); });
   r.add<MLP>("MLP 4 -> 8 -> 4 (exact GELU)", std::make_shared<MLP>(MLPOptions{.d_model = 4, .d_ff = 8}, r.gen(), f64),
              {r.normal({2, 3, 4})}, [](MLP& m, const Vars& x) { return m.forward(x[0]); });

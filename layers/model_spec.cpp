@@ -1,5 +1,6 @@
 #include "layers/model_spec.h"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -10,17 +11,19 @@ namespace {
 std::string plain_name(const std::string& field) { return field; }
 
 // The nearest head counts below and above `heads` that divide d_model, looking
-// at most 1024 counts each way (d_model can be any user-given number).
+// at most 1024 counts each way (both can be any user-given number, so no sum
+// may overflow). Below starts at d_model, which always divides itself.
 std::vector<int64_t> dividing_heads(int64_t d_model, int64_t heads) {
   std::vector<int64_t> found;
-  for (int64_t h = heads - 1; h >= 1 && h >= heads - 1024; --h)
-    if (d_model % h == 0) {
-      found.push_back(h);
+  const int64_t below = std::min(heads - 1, d_model);
+  for (int64_t step = 0; step < 1024 && below - step >= 1; ++step)
+    if (d_model % (below - step) == 0) {
+      found.push_back(below - step);
       break;
     }
-  for (int64_t h = heads + 1; h <= d_model && h <= heads + 1024; ++h)
-    if (d_model % h == 0) {
-      found.push_back(h);
+  for (int64_t step = 1; step <= 1024 && heads <= d_model - step; ++step)
+    if (d_model % (heads + step) == 0) {
+      found.push_back(heads + step);
       break;
     }
   return found;
@@ -56,7 +59,7 @@ void ModelSpec::validate(FieldName name) const {
     fits += (fits.empty() ? "" : ", or ") + name("d_model") + " " + std::to_string(d_model + heads - d_model % heads);
   throw std::invalid_argument(name("d_model") + " " + std::to_string(d_model) + " is not divisible by " +
                               name("heads") + " " + std::to_string(heads) +
-                              ": each head gets d_model / heads dimensions (try " + fits + ")");
+                              ": each head gets d_model / heads dimensions" + (fits.empty() ? "" : " (try " + fits + ")"));
 }
 
 }  // namespace headlab::layers

@@ -11,17 +11,17 @@ Transformer::Transformer(const ModelSpec& spec, core::Generator& gen, DType dtyp
     : spec_(spec.resolved()), dtype_(dtype) {
   spec_.validate();
   const int64_t d = spec_.d_model;
-  tok_emb_ = register_module("tok_emb", std::make_shared<Embedding>(EmbeddingOptions(spec_.vocab, d), gen, dtype));
+  tok_emb_ = register_module("tok_emb", std::make_shared<Embedding>(EmbeddingOptions{.num_embeddings = spec_.vocab, .embedding_dim = d}, gen, dtype));
   pos_emb_ = register_module(
-      "pos_emb", std::make_shared<PositionalEmbedding>(EmbeddingOptions(spec_.max_seq_len, d), gen, dtype));
+      "pos_emb", std::make_shared<PositionalEmbedding>(EmbeddingOptions{.num_embeddings = spec_.max_seq_len, .embedding_dim = d}, gen, dtype));
   auto blocks = register_module("blocks", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < spec_.layers; ++i) {
     blocks_.push_back(blocks->push_back(std::make_shared<TransformerBlock>(spec_, gen, dtype)));
   }
   if (spec_.layernorm) {
-    ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(LayerNormOptions(d), gen, dtype));
+    ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(LayerNormOptions{.normalized_size = d}, gen, dtype));
   }
-  head_ = register_module("head", std::make_shared<Linear>(LinearOptions(d, spec_.classes), gen, dtype));
+  head_ = register_module("head", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = spec_.classes}, gen, dtype));
 }
 
 TransformerBlock& Transformer::block(int64_t layer) const {

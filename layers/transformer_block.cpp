@@ -8,12 +8,12 @@ TransformerBlock::TransformerBlock(const ModelSpec& spec, core::Generator& gen, 
     : spec_(spec.resolved()) {
   const int64_t d = spec_.d_model;
   if (spec_.layernorm) {
-    ln1_ = register_module("ln1", std::make_shared<LayerNorm>(LayerNormOptions(d), gen, dtype));
+    ln1_ = register_module("ln1", std::make_shared<LayerNorm>(LayerNormOptions{.normalized_size = d}, gen, dtype));
   }
   attn_ = register_module("attn", std::make_shared<MultiHeadAttention>(spec_, gen, dtype));
   if (!spec_.attn_only) {
     if (spec_.layernorm) {
-      ln2_ = register_module("ln2", std::make_shared<LayerNorm>(LayerNormOptions(d), gen, dtype));
+      ln2_ = register_module("ln2", std::make_shared<LayerNorm>(LayerNormOptions{.normalized_size = d}, gen, dtype));
     }
     mlp_ = register_module("mlp", std::make_shared<MLP>(MLPOptions{.d_model = d, .d_ff = spec_.d_ff}, gen, dtype));
   }

@@ -84,6 +84,11 @@ const std::vector<BadCase>& cases() {
     // Model structure and task limits.
     c.push_back({"train_d_model_not_divisible_by_heads", train_tiny({{"--heads", "3"}}), 2,
                  {"--d-model 16", "--heads 3"}});
+    // The suggestion of a head count that divides must not overflow (UBSan).
+    c.push_back({"train_heads_at_int64_max", train_tiny({{"--heads", "9223372036854775807"}}), 2,
+                 {"--heads 9223372036854775807", "try --heads 16"}});
+    c.push_back({"train_d_model_at_int64_max", train_tiny({{"--d-model", "9223372036854775807"}, {"--heads", "2"}}), 2,
+                 {"--d-model 9223372036854775807", "try --heads 1"}});
     c.push_back({"train_seq_len_beyond_modular_addition", train_tiny({{"--task", "modular-addition"}, {"--seq-len", "5"}}),
                  2, {"modular-addition", "seq-len 5"}});
     c.push_back({"train_even_seq_len_for_sort", train_tiny({{"--task", "sort"}, {"--seq-len", "4"}}), 2,
