@@ -25,6 +25,7 @@ struct EvalArgs {
   uint64_t seed = 0;
   bool seed_given = false, batch_given = false;
   int threads = 0;
+  std::string gemm;  // empty: the checkpoint's backend
   bool json = false;
 };
 
@@ -36,6 +37,7 @@ int run_eval(const EvalArgs& args) {
   const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
   core::set_num_threads(args.threads);
   train::TrainConfig config = ck.info.config;
+  use_gemm_backend(args.gemm.empty() ? config.gemm : args.gemm);
   if (!args.data.empty()) {
     // The file is read with the model's own sizes (eval has no --vocab or --seq-len).
     config.data = args.data;
@@ -132,6 +134,7 @@ Command add_eval(CLI::App& app) {
           "NONNEGATIVE"))
       ->each([args](const std::string&) { args->seed_given = true; });
   app.add_option("--threads", args->threads, "threads (0: all cores)");
+  app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_option("--dump-logits", args->dump_logits, "write the logits [N, T, C] (and tokens, targets) as safetensors");
   app.add_option("--dump-grads", args->dump_grads,
                  "write d(mean loss)/d(parameter) for every parameter, under the parameter names, as safetensors");

@@ -43,6 +43,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
     flags.apply(ck.info.config);
     ck.info.config.validate();
     core::set_num_threads(ck.info.config.threads);
+    use_gemm_backend(ck.info.config.gemm);
     session = std::make_unique<train::Session>(ck);
     target = session->config().steps;
     if (target < session->steps_done())
@@ -54,6 +55,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
     flags.apply(config);
     config.validate();
     core::set_num_threads(config.threads);
+    use_gemm_backend(config.gemm);
     session = std::make_unique<train::Session>(config);  // validates the task and model before anything is written
     if (!args.init.empty()) {
       const train::Checkpoint ck = train::read_checkpoint(args.init);

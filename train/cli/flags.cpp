@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "core/gemm.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
 
@@ -55,6 +56,14 @@ void ConfigFlags::apply(train::TrainConfig& config) const {
         if (std::string(other) == name) dst = value;
     });
   });
+}
+
+void use_gemm_backend(const std::string& name) {
+  try {
+    core::set_gemm_backend(core::parse_gemm_backend(name));
+  } catch (const std::invalid_argument&) {
+    throw train::UsageError("--gemm must be onednn or openblas, got '" + name + "'");
+  }
 }
 
 void apply_config_file(train::TrainConfig& config, const std::string& path) {
