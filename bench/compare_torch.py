@@ -146,6 +146,14 @@ def torch_worker(preset, threads, warmup, steps, runs, foreach):
         ms.append(1000 * (time.perf_counter() - t0) / steps)
     ms.sort()
     blas = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libopenblas" in line})
+    # The kernels OpenBLAS picked: a CPU it does not know (and no
+    # OPENBLAS_CORETYPE) can leave it on slow generic ones.
+    core = []
+    for path in blas:
+        import ctypes
+        lib = ctypes.CDLL(path)
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        core.append(lib.openblas_get_corename().decode())
     return {
         "preset": preset,
         "threads": torch.get_num_threads(),
@@ -156,6 +164,7 @@ def torch_worker(preset, threads, warmup, steps, runs, foreach):
         "parameters": sum(p.numel() for p in model.parameters()),
         "torch": torch.__version__,
         "openblas": blas,
+        "openblas_core": core,
     }
 
 
@@ -274,7 +283,9 @@ def main():
     print(f"# load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if not a.no_torch:
         t = rows[0][3]["torch"][0]
-        print(f"# torch {t['torch']}, OpenBLAS loaded: {', '.join(t['openblas']) or 'none'}")
+        print(f"# torch {t['torch']}, OpenBLAS loaded: {', '.join(t['openblas']) or 'none'}"
+              f" (core {', '.join(t.get('openblas_core', [])) or '?'}; OPENBLAS_CORETYPE="
+              f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
     # A Markdown table for RESULTS.md.
     print()
     cols = names + ([] if a.no_torch else ["torch"])
