@@ -22,7 +22,11 @@ namespace {
 constexpr int kAccumulators = 12;
 // Where the loops' results go, so that the compiler keeps the loops.
 std::atomic<double> g_sink{0};
-constexpr int64_t kIterations = 1 << 21;  // ~10 ms per thread at AVX-512 rates
+// Short timings, many of them: the best of 30 ~1 ms loops is a timing no
+// other process interrupted, even on a busy machine (10 ms loops measured
+// a quarter of the peak with four compilers on the two cores).
+constexpr int64_t kIterations = 1 << 18;
+constexpr int kTimings = 30;
 
 // Each returns a value of the accumulators so the compiler cannot drop the loop.
 __attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iterations) {
@@ -87,7 +91,7 @@ FmaPeak fma_peak(int threads) {
   const Isa isa = widest_isa();
   threads = std::max(1, threads);
   double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < kTimings; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     double total = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : total)
