@@ -22,6 +22,7 @@ struct AnalyzeArgs {
   std::string target, task, out;
   int64_t batch = 0, example = 0;
   int threads = 0;
+  std::string gemm;  // empty: the checkpoint's backend
   bool json = false, no_color = false, batch_given = false;
   train::LabelOptions labels;
 };
@@ -48,6 +49,7 @@ int run_analyze(const AnalyzeArgs& args) {
   check_label_options(args.labels);
   train::Checkpoint ck = train::read_checkpoint(ck_path);
   core::set_num_threads(args.threads);
+  use_gemm_backend(args.gemm.empty() ? ck.info.config.gemm : args.gemm);
   if (!args.task.empty()) {
     ck.info.config.task = args.task;
     ck.info.config.data.clear();
@@ -92,6 +94,7 @@ Command add_analyze(CLI::App& app) {
   app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
   app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");
   app.add_option("--threads", args->threads, "threads (0: all cores)");
+  app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_flag("--json", args->json, "print heads.json instead of the table");
   app.add_flag("--no-color", args->no_color, "no ANSI colours");
   app.add_option("--threshold", args->labels.score_threshold, "a label's score must reach this")
