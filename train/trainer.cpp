@@ -5,8 +5,9 @@
 #include <fstream>
 #include <iostream>
 
-#include "train/head_report_text.h"
-#include "train/report_html.h"
+#include "analysis/heads_json.h"
+#include "analysis/html_report.h"
+#include "analysis/text_report.h"
 #include "train/signals.h"
 
 namespace headlab::train {
@@ -75,9 +76,10 @@ void Trainer::log_window(const StepResult& last, double seconds) {
              tokens_per_s);
   const int64_t every = session_.config().analyze_every;
   if (every > 0 && step % every == 0) {
-    const RunAnalysis analysis = analyze_model(session_.model(), session_.eval_batch(), options_.analysis);
-    line.update(compact_json(analysis));
-    for (int64_t l = 0; l < analysis.num_layers; ++l) log_->info("  {}", layer_summary(analysis, l));
+    const analysis::RunAnalysis run =
+        analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
+    line.update(analysis::compact_json(run));
+    for (int64_t l = 0; l < run.num_layers; ++l) log_->info("  {}", analysis::layer_summary(run, l));
   }
   append_line(folder_.metrics(), line);
   window_loss_ = window_acc_ = 0;
@@ -135,22 +137,23 @@ int Trainer::run() {
   return 0;
 }
 
-void write_analysis_files(const RunFolder& folder, const RunAnalysis& analysis, const nlohmann::json& config) {
+void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& run, const nlohmann::json& config) {
   nlohmann::json heads;
-  to_json(heads, analysis);
+  analysis::to_json(heads, run);
   write_file_atomic(folder.heads(), heads.dump(2) + "\n");
-  write_file_atomic(folder.report(), report_html(analysis, read_metrics(folder.metrics()), config));
+  write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), config));
 }
 
-RunAnalysis Trainer::finish_report() {
-  const RunAnalysis analysis = analyze_model(session_.model(), session_.eval_batch(), options_.analysis);
-  write_analysis_files(folder_, analysis, to_json(session_.config()));
-  TextOptions text;
+analysis::RunAnalysis Trainer::finish_report() {
+  const analysis::RunAnalysis run =
+      analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
+  write_analysis_files(folder_, run, to_json(session_.config()));
+  analysis::TextOptions text;
   text.color = options_.color;
-  std::cout << '\n' << text_report(analysis, text) << '\n';
+  std::cout << '\n' << analysis::text_report(run, text) << '\n';
   std::cout << "report: " << folder_.report() << "\nheads:  " << folder_.heads() << '\n';
   std::cout.flush();
-  return analysis;
+  return run;
 }
 
 }  // namespace headlab::train

@@ -9,7 +9,7 @@
 
 #include <spdlog/logger.h>
 
-#include "train/analysis.h"
+#include "analysis/analyze_model.h"
 #include "train/run_folder.h"
 #include "train/session.h"
 
@@ -19,7 +19,7 @@ struct TrainerOptions {
   int64_t target_steps = 0;
   bool progress_bar = false;  // redrawn on stderr; for terminals only
   bool color = false;         // ANSI colours in the printed report
-  AnalysisOptions analysis;
+  analysis::AnalysisOptions analysis;
 };
 
 class Trainer {
@@ -33,7 +33,7 @@ class Trainer {
 
   // Analyzes the heads on the eval batch; writes heads.json and report.html,
   // prints the text report. Also used by `headlab analyze`.
-  RunAnalysis finish_report();
+  analysis::RunAnalysis finish_report();
 
  private:
   void log_window(const StepResult& last, double seconds);
@@ -51,6 +51,6 @@ class Trainer {
 };
 
 // Writes heads.json and report.html for an analysis into `folder`.
-void write_analysis_files(const RunFolder& folder, const RunAnalysis& analysis, const nlohmann::json& config);
+void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& analysis, const nlohmann::json& config);
 
 }  // namespace headlab::train
