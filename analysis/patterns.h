@@ -7,6 +7,7 @@
 // through it).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -126,6 +127,23 @@ inline constexpr std::array kPatterns = {
             .can_be_absent = true,
             .score = [](const HeadMap& a) {
               return a.mean_over_earlier_copies([&](int64_t q, int64_t j) { return a(q, j); });
+            }},
+    // The keys near q that no other positional pattern claims: within
+    // distance 2, but not q (self), q - 1 (previous-token) or 0 (first-token),
+    // so those heads do not score here. Causal: A[q, q-2] for q >= 3.
+    Pattern{.name = "local",
+            .short_name = "local",
+            .definition = "mean attention of a query on the keys within 2 positions of it, other than itself, the "
+                          "token just before it and position 0 (queries q ≥ 2).",
+            .ansi_colour = "38;5;211",
+            .html_colour = "#db2777",
+            .score = [](const HeadMap& a) -> std::optional<double> {
+              return a.mean_over_late_queries([&](int64_t q) {
+                double sum = 0;
+                for (int64_t k = std::max<int64_t>(1, q - 2); k <= std::min(a.len - 1, q + 2); ++k)
+                  if (k != q && k != q - 1) sum += a(q, k);
+                return sum;
+              });
             }},
 };
 

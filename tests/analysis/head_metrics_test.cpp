@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "analysis/labels.h"
+
 namespace headlab::analysis {
 namespace {
 
@@ -75,6 +77,31 @@ TEST(HeadScores, PlantedPreviousFirstSelfAndUniformHeadsGetExactScores) {
     EXPECT_FALSE(h["induction"].has_value()) << "no tokens given";
     EXPECT_FALSE(h["duplicate-token"].has_value());
   }
+}
+
+TEST(HeadScores, LocalScoresAttentionTwoBackButNotThePositionalPatterns) {
+  // Causal, T = 6: a head on q - 2 (q >= 2) scores 1 at q = 3, 4, 5 and 0 at
+  // q = 2, whose key two back is position 0 (first-token's).
+  const RowFn two_back = [](int64_t q, int64_t len) { return one_hot(q >= 2 ? q - 2 : 0, len); };
+  const RowFn half_prev_half_two_back = [](int64_t q, int64_t len) {
+    std::vector<double> r(static_cast<std::size_t>(len), 0.0);
+    r[static_cast<std::size_t>(q > 0 ? q - 1 : 0)] += 0.5;
+    r[static_cast<std::size_t>(q > 1 ? q - 2 : 0)] += 0.5;
+    return r;
+  };
+  const Tensor a = planted(1, 6, {two_back, kPrevious, kFirst, kSelf, half_prev_half_two_back});
+  const std::vector<HeadScores> s = head_scores(a, {}, /*causal=*/true);
+  EXPECT_DOUBLE_EQ(s[0].at("local"), 3.0 / 4.0);
+  EXPECT_EQ(label_head(s[0], std::nullopt, {}), Label::pattern("local"));
+  for (std::size_t h = 1; h <= 3; ++h) EXPECT_DOUBLE_EQ(s[h].at("local"), 0.0) << "head " << h;
+  EXPECT_DOUBLE_EQ(s[4].at("local"), 0.5 * 3.0 / 4.0);
+
+  // Bidirectional: keys q - 2, q + 1 and q + 2 (those that exist, not 0) count.
+  const RowFn next = [](int64_t q, int64_t len) { return one_hot(q + 1 < len ? q + 1 : q, len); };
+  const std::vector<HeadScores> b = head_scores(planted(1, 6, {next, kUniformAll}), {}, /*causal=*/false);
+  EXPECT_DOUBLE_EQ(b[0].at("local"), 3.0 / 4.0);  // q = 2, 3, 4 attend q + 1; q = 5 attends itself
+  // Uniform 1/6: q = 2 has keys 3, 4; q = 3 has 1, 4, 5; q = 4 has 2, 5; q = 5 has 3.
+  EXPECT_DOUBLE_EQ(b[1].at("local"), (2.0 + 3.0 + 2.0 + 1.0) / 6.0 / 4.0);
 }
 
 TEST(HeadScores, Float32AttentionGivesTheSameScoresAsFloat64) {
