@@ -1,4 +1,4 @@
-// MultiHeadAttention against the lesson's equations (DESIGN.md section 3).
+// MultiHeadAttention against the equations of docs/model.md.
 #include "layers/attention.h"
 
 #include <gtest/gtest.h>
