@@ -4,13 +4,9 @@
 #include <cmath>
 
 #include "analysis/heads_json.h"
-
+#include "analysis/report_assets.h"
 
 namespace headlab::analysis {
-
-// analysis/report/report.css and report.js (see embed_file.cmake).
-extern const std::string_view kReportCss, kReportJs;
-
 namespace {
 
 // The patterns as the page's script uses them, in the table's order.

@@ -8,11 +8,11 @@
 #include <string_view>
 
 #include "analysis/html_report.h"
+#include "analysis/report_assets.h"
 
 namespace headlab::analysis {
 
-extern const std::string_view kEmbedSample;
-extern const std::string_view kReportCss, kReportJs;
+extern const std::string_view kEmbedSample;  // embed_sample.txt, embedded by tests/analysis/CMakeLists.txt
 
 namespace {
 
