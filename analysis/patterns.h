@@ -130,7 +130,8 @@ inline constexpr std::array kPatterns = {
             }},
     // The keys near q that no other positional pattern claims: within
     // distance 2, but not q (self), q - 1 (previous-token) or 0 (first-token),
-    // so those heads do not score here. Causal: A[q, q-2] for q >= 3.
+    // so those heads do not score here (why: docs/head-metrics.md, "Local").
+    // Causal: A[q, q-2] for q >= 3.
     Pattern{.name = "local",
             .short_name = "local",
             .definition = "mean attention of a query on the keys within 2 positions of it, other than itself, the "
