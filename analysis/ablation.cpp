@@ -3,7 +3,7 @@
 namespace headlab::analysis {
 
 std::vector<Ablation> ablate_heads(const layers::Transformer& model, const Examples& examples, const EvalResult& base) {
-  const int64_t L = model.num_layers(), H = model.options().heads();
+  const int64_t L = model.num_layers(), H = model.spec().heads;
   std::vector<Ablation> out;
   for (int64_t l = 0; l < L; ++l)
     for (int64_t h = 0; h < H; ++h) {

@@ -7,13 +7,13 @@ namespace headlab::analysis {
 
 RunAnalysis analyze_model(const layers::Transformer& model, const Examples& examples,
                           const AnalysisOptions& options) {
-  const int64_t L = model.num_layers(), H = model.options().heads();
+  const int64_t L = model.num_layers(), H = model.spec().heads;
   layers::Probe probe(L);
   const EvalResult base = evaluate(model, examples, &probe);
   std::vector<core::Tensor> attention;
   for (const layers::LayerProbe& layer : probe.layers) attention.push_back(layer.attention);
   RunAnalysis run =
-      analyze_attention(attention, examples.tokens, model.options().causal(), options.labels, options.example);
+      analyze_attention(attention, examples.tokens, model.spec().causal, options.labels, options.example);
   run.loss = base.loss;
   run.accuracy = base.accuracy;
 

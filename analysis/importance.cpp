@@ -8,7 +8,7 @@
 namespace headlab::analysis {
 
 std::vector<double> gate_importance(const layers::Transformer& model, const Examples& examples, int64_t max_examples) {
-  const int64_t L = model.num_layers(), H = model.options().heads();
+  const int64_t L = model.num_layers(), H = model.spec().heads;
   std::vector<double> total(static_cast<std::size_t>(L * H), 0.0);
   int64_t used = 0;
   for (int64_t b = 0; b < std::min(max_examples, examples.batch); ++b) {

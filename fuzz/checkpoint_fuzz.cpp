@@ -53,11 +53,7 @@ const std::string& data_file_path() {
 // `analyze --batch` would (training and evaluation still run).
 constexpr int64_t kMaxBatch = 8;
 
-void eval_path(const train::Checkpoint& ck) {
-  core::Generator init(0);
-  layers::Transformer model(ck.model, init);
-  train::load_weights(model, ck.file, "fuzz");
-}
+void eval_path(const train::Checkpoint& ck) { (void)train::load_model(ck, "fuzz"); }
 
 void session_path(train::Checkpoint& ck) {
   train::TrainConfig& config = ck.info.config;

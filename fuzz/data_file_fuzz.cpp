@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     Generator gen(size);
     const int64_t rows = 1 + static_cast<int64_t>(size % 5);
     check_batch(file.sample(rows, gen), rows);
-    const DataFile::Position saved = file.position();
+    const DataFile::Position saved = *file.position();
     const Generator::State state = gen.state();
     DataFile restored = file;
     const Batch next = file.sample(rows, gen), after = file.sample(2 * rows + file.size(), gen);

@@ -10,18 +10,6 @@ namespace headlab::layers {
 
 namespace {
 
-void check_options(const MultiHeadAttentionOptions& options) {
-  if (options.d_model() <= 0 || options.heads() <= 0) {
-    throw std::invalid_argument("MultiHeadAttention: d_model and heads must be positive, got d_model=" +
-                                std::to_string(options.d_model()) + ", heads=" + std::to_string(options.heads()));
-  }
-  if (options.d_model() % options.heads() != 0) {
-    throw std::invalid_argument("MultiHeadAttention: d_model=" + std::to_string(options.d_model()) +
-                                " is not divisible by heads=" + std::to_string(options.heads()) +
-                                " (d_k = d_model / heads must be a whole number)");
-  }
-}
-
 bool all_ones(const Tensor& t) {
   for (double g : t.to_vector()) {
     if (g != 1.0) return false;
@@ -31,20 +19,23 @@ bool all_ones(const Tensor& t) {
 
 }  // namespace
 
-MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options, core::Generator& gen, DType dtype)
-    : options_(options) {
-  check_options(options);
-  const int64_t d = options.d_model();
-  q_ = register_module("q", std::make_shared<Linear>(LinearOptions(d, d), gen, dtype));
-  k_ = register_module("k", std::make_shared<Linear>(LinearOptions(d, d), gen, dtype));
-  v_ = register_module("v", std::make_shared<Linear>(LinearOptions(d, d), gen, dtype));
-  o_ = register_module("o", std::make_shared<Linear>(LinearOptions(d, d), gen, dtype));
+MultiHeadAttention::MultiHeadAttention(const ModelSpec& spec, core::Generator& gen, DType dtype) : spec_(spec) {
+  try {
+    spec.validate();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("MultiHeadAttention: ") + e.what());
+  }
+  const int64_t d = spec.d_model;
+  q_ = register_module("q", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
+  k_ = register_module("k", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
+  v_ = register_module("v", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
+  o_ = register_module("o", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
 }
 
 Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_mask, LayerProbe* probe) const {
   using namespace autograd;
-  const int64_t d_model = options_.d_model();
-  const int64_t h = options_.heads();
+  const int64_t d_model = spec_.d_model;
+  const int64_t h = spec_.heads;
   const int64_t dk = d_k();
   if (x.dim() != 3 || x.size(2) != d_model) {
     throw std::invalid_argument("MultiHeadAttention::forward: input " + core::to_string(x.shape()) +
@@ -74,7 +65,7 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
   // differs from 1 or its gradient is wanted.
   const bool gated = gates.defined() && (gates.requires_grad() || !all_ones(gates.value()));
   const Variable concat =
-      attention(q, k, v, h, options_.causal(), 1.0 / std::sqrt(static_cast<double>(dk)),
+      attention(q, k, v, h, spec_.causal, 1.0 / std::sqrt(static_cast<double>(dk)),
                 padding_mask != nullptr ? *padding_mask : Tensor(), gated ? gates : Variable(),
                 probe != nullptr ? &probe->attention : nullptr);
   if (probe != nullptr) probe->head_outputs = concat.value();
@@ -82,9 +73,9 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
 }
 
 void MultiHeadAttention::check_head(int64_t head, const char* who) const {
-  if (head < 0 || head >= options_.heads()) {
+  if (head < 0 || head >= spec_.heads) {
     throw std::invalid_argument(std::string("MultiHeadAttention::") + who + ": head " + std::to_string(head) +
-                                " is outside [0, " + std::to_string(options_.heads()) + ")");
+                                " is outside [0, " + std::to_string(spec_.heads) + ")");
   }
 }
 

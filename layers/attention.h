@@ -17,34 +17,21 @@
 
 #include "core/random.h"
 #include "layers/linear.h"
+#include "layers/model_spec.h"
 #include "layers/module.h"
 #include "layers/probe.h"
 
 namespace headlab::layers {
 
-struct MultiHeadAttentionOptions {
-  MultiHeadAttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
-  MultiHeadAttentionOptions& d_model(int64_t v) { d_model_ = v; return *this; }
-  MultiHeadAttentionOptions& heads(int64_t v) { heads_ = v; return *this; }
-  // Causal: query t never sees keys after t. Otherwise bidirectional.
-  MultiHeadAttentionOptions& causal(bool v) { causal_ = v; return *this; }
-  int64_t d_model() const { return d_model_; }
-  int64_t heads() const { return heads_; }
-  bool causal() const { return causal_; }
-
- private:
-  int64_t d_model_;
-  int64_t heads_;
-  bool causal_ = true;
-};
-
 class MultiHeadAttention : public Module {
  public:
   enum class Projection { Q, K, V };
 
-  // Submodules "q", "k", "v", "o", each Linear(d_model -> d_model). Throws
-  // std::invalid_argument naming d_model and heads unless heads divides d_model.
-  MultiHeadAttention(const MultiHeadAttentionOptions& options, core::Generator& gen, DType dtype = DType::f32);
+  // Reads d_model, heads and causal (query t never sees keys after t;
+  // otherwise bidirectional) of `spec`. Submodules "q", "k", "v", "o", each
+  // Linear(d_model -> d_model). Throws std::invalid_argument as
+  // ModelSpec::validate does (e.g. unless heads divides d_model).
+  MultiHeadAttention(const ModelSpec& spec, core::Generator& gen, DType dtype = DType::f32);
 
   // x [B, T, d_model] -> [B, T, d_model]. padding_mask [B, T] (any dtype):
   // nonzero = real token, 0 = pad; pad keys get no attention. A query that
@@ -55,9 +42,9 @@ class MultiHeadAttention : public Module {
   // gates that are not a [h] variable of x's dtype.
   Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr) const;
 
-  const MultiHeadAttentionOptions& options() const { return options_; }
-  int64_t heads() const { return options_.heads(); }
-  int64_t d_k() const { return options_.d_model() / options_.heads(); }
+  const ModelSpec& spec() const { return spec_; }
+  int64_t heads() const { return spec_.heads; }
+  int64_t d_k() const { return spec_.d_k(); }
 
   // Head `head`'s own projection: a VIEW [d_k, d_model] of rows head*d_k ..
   // (head+1)*d_k - 1 of the fused weight, read and written in place.
@@ -77,7 +64,7 @@ class MultiHeadAttention : public Module {
   void check_head(int64_t head, const char* who) const;
   Linear& projection(Projection which) const;
 
-  MultiHeadAttentionOptions options_;
+  ModelSpec spec_;
   std::shared_ptr<Linear> q_, k_, v_, o_;
 };
 

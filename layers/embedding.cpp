@@ -11,10 +11,10 @@ namespace headlab::layers {
 namespace {
 
 void check_options(const EmbeddingOptions& options, const char* who) {
-  if (options.num_embeddings() <= 0 || options.embedding_dim() <= 0) {
+  if (options.num_embeddings <= 0 || options.embedding_dim <= 0) {
     throw std::invalid_argument(std::string(who) + ": num_embeddings and embedding_dim must be positive, got " +
-                                std::to_string(options.num_embeddings()) + " and " +
-                                std::to_string(options.embedding_dim()));
+                                std::to_string(options.num_embeddings) + " and " +
+                                std::to_string(options.embedding_dim));
   }
 }
 
@@ -23,7 +23,7 @@ void check_options(const EmbeddingOptions& options, const char* who) {
 Embedding::Embedding(const EmbeddingOptions& options, core::Generator& gen, DType dtype) : options_(options) {
   check_options(options, "Embedding");
   register_parameter(
-      "weight", init_normal_weight({options.num_embeddings(), options.embedding_dim()}, gen, dtype));
+      "weight", init_normal_weight({options.num_embeddings, options.embedding_dim}, gen, dtype));
 }
 
 Variable Embedding::forward(std::span<const int32_t> ids, const Shape& ids_shape) const {
@@ -33,9 +33,9 @@ Variable Embedding::forward(std::span<const int32_t> ids, const Shape& ids_shape
                                 core::to_string(ids_shape) + " (" + std::to_string(n) + " elements)");
   }
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= options_.num_embeddings()) {
+    if (ids[i] < 0 || ids[i] >= options_.num_embeddings) {
       throw std::invalid_argument("Embedding::forward: id " + std::to_string(ids[i]) + " at index " +
-                                  std::to_string(i) + " is outside [0, " + std::to_string(options_.num_embeddings()) +
+                                  std::to_string(i) + " is outside [0, " + std::to_string(options_.num_embeddings) +
                                   ")");
     }
   }
@@ -46,7 +46,7 @@ PositionalEmbedding::PositionalEmbedding(const EmbeddingOptions& options, core::
     : options_(options) {
   check_options(options, "PositionalEmbedding");
   register_parameter(
-      "weight", init_normal_weight({options.num_embeddings(), options.embedding_dim()}, gen, dtype));
+      "weight", init_normal_weight({options.num_embeddings, options.embedding_dim}, gen, dtype));
 }
 
 Variable PositionalEmbedding::forward(int64_t seq_len) const {

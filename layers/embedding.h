@@ -11,15 +11,8 @@
 namespace headlab::layers {
 
 struct EmbeddingOptions {
-  EmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim) : num_(num_embeddings), dim_(embedding_dim) {}
-  EmbeddingOptions& num_embeddings(int64_t v) { num_ = v; return *this; }
-  EmbeddingOptions& embedding_dim(int64_t v) { dim_ = v; return *this; }
-  int64_t num_embeddings() const { return num_; }
-  int64_t embedding_dim() const { return dim_; }
-
- private:
-  int64_t num_;
-  int64_t dim_;
+  int64_t num_embeddings = 0;
+  int64_t embedding_dim = 0;
 };
 
 class Embedding : public Module {
@@ -48,7 +41,7 @@ class PositionalEmbedding : public Module {
   // std::invalid_argument if seq_len is not in [1, max_seq_len].
   Variable forward(int64_t seq_len) const;
 
-  int64_t max_seq_len() const { return options_.num_embeddings(); }
+  int64_t max_seq_len() const { return options_.num_embeddings; }
   const EmbeddingOptions& options() const { return options_; }
   Variable weight() const { return own_parameter("weight"); }
 

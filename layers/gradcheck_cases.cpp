@@ -62,30 +62,30 @@ class Registry {
 };
 
 void basic_cases(Registry& r) {
-  r.add<Linear>("Linear [2,3,4] -> [2,3,5]", std::make_shared<Linear>(LinearOptions(4, 5), r.gen(), f64),
+  r.add<Linear>("Linear [2,3,4] -> [2,3,5]", std::make_shared<Linear>(LinearOptions{.in_features = 4, .out_features = 5}, r.gen(), f64),
                 {r.normal({2, 3, 4})}, [](Linear& m, const Vars& x) { return m.forward(x[0]); });
-  r.add<Linear>("Linear without bias", std::make_shared<Linear>(LinearOptions(4, 3).bias(false), r.gen(), f64),
+  r.add<Linear>("Linear without bias", std::make_shared<Linear>(LinearOptions{.in_features = 4, .out_features = 3, .bias = false}, r.gen(), f64),
                 {r.normal({5, 4})}, [](Linear& m, const Vars& x) { return m.forward(x[0]); });
-  r.add<LayerNorm>("LayerNorm [2,3,6]", std::make_shared<LayerNorm>(LayerNormOptions(6), r.gen(), f64),
+  r.add<LayerNorm>("LayerNorm [2,3,6]", std::make_shared<LayerNorm>(LayerNormOptions{.normalized_size = 6}, r.gen(), f64),
                    {r.normal({2, 3, 6})}, [](LayerNorm& m, const Vars& x) { return m.forward(x[0]); });
   r.add<Embedding>("Embedding [5,3] by ids [2,3] (repeated ids)",
-                   std::make_shared<Embedding>(EmbeddingOptions(5, 3), r.gen(), f64), {},
+                   std::make_shared<Embedding>(EmbeddingOptions{.num_embeddings = 5, .embedding_dim = 3}, r.gen(), f64), {},
                    [](Embedding& m, const Vars&) {
                      static const std::vector<int32_t> ids{4, 0, 4, 2, 2, 4};
                      return m.forward(ids, {2, 3});
                    });
   r.add<PositionalEmbedding>("PositionalEmbedding [6,4] for seq_len 4",
-                             std::make_shared<PositionalEmbedding>(EmbeddingOptions(6, 4), r.gen(), f64), {},
+                             std::make_shared<PositionalEmbedding>(EmbeddingOptions{.num_embeddings = 6, .embedding_dim = 4}, r.gen(), f64), {},
                              [](PositionalEmbedding& m, const Vars&) { return m.forward(4); });
-  r.add<Softmax>("Softmax over axis 1 of [2,4,3]", std::make_shared<Softmax>(SoftmaxOptions(1)), {r.normal({2, 4, 3})},
+  r.add<Softmax>("Softmax over axis 1 of [2,4,3]", std::make_shared<Softmax>(SoftmaxOptions{.axis = 1}), {r.normal({2, 4, 3})},
                  [](Softmax& m, const Vars& x) { return m.forward(x[0]); });
-  r.add<MLP>("MLP 4 -> 8 -> 4 (exact GELU)", std::make_shared<MLP>(MLPOptions(4, 8), r.gen(), f64),
+  r.add<MLP>("MLP 4 -> 8 -> 4 (exact GELU)", std::make_shared<MLP>(MLPOptions{.d_model = 4, .d_ff = 8}, r.gen(), f64),
              {r.normal({2, 3, 4})}, [](MLP& m, const Vars& x) { return m.forward(x[0]); });
 }
 
 void attention_cases(Registry& r) {
   auto mha = [&r](int64_t heads, bool causal) {
-    return std::make_shared<MultiHeadAttention>(MultiHeadAttentionOptions(8, heads).causal(causal), r.gen(), f64);
+    return std::make_shared<MultiHeadAttention>(ModelSpec{.heads = heads, .d_model = 8, .causal = causal}, r.gen(), f64);
   };
   const auto plain = [](MultiHeadAttention& m, const Vars& x) { return m.forward(x[0]); };
   r.add<MultiHeadAttention>("MultiHeadAttention causal, h=2", mha(2, true), {r.normal({2, 4, 8})}, plain);
@@ -108,18 +108,18 @@ void attention_cases(Registry& r) {
 void model_cases(Registry& r) {
   const auto block_forward = [](TransformerBlock& m, const Vars& x) { return m.forward(x[0]); };
   r.add<TransformerBlock>("TransformerBlock pre-LN, h=2",
-                          std::make_shared<TransformerBlock>(TransformerBlockOptions(8, 2, 16), r.gen(), f64),
+                          std::make_shared<TransformerBlock>(ModelSpec{.heads = 2, .d_model = 8, .d_ff = 16}, r.gen(), f64),
                           {r.normal({2, 3, 8})}, block_forward);
   r.add<TransformerBlock>(
       "TransformerBlock attention-only without LayerNorm, bidirectional, h=2",
       std::make_shared<TransformerBlock>(
-          TransformerBlockOptions(8, 2, 16).attn_only(true).layernorm(false).causal(false), r.gen(), f64),
+          ModelSpec{.heads = 2, .d_model = 8, .d_ff = 16, .attn_only = true, .layernorm = false, .causal = false}, r.gen(), f64),
       {r.normal({2, 3, 8})}, block_forward);
 
   // V=5 tokens, 3 classes, B=2, T=4, d=8, h=2, d_ff=16; -1 marks a position without a target.
-  const auto options = TransformerOptions().vocab(5).classes(3).max_seq_len(4).layers(2).heads(2).d_model(8).d_ff(16);
+  const ModelSpec spec{.vocab = 5, .classes = 3, .max_seq_len = 4, .layers = 2, .heads = 2, .d_model = 8, .d_ff = 16};
   r.add<Transformer>("Transformer 2 layers: cross-entropy loss w.r.t. every parameter",
-                     std::make_shared<Transformer>(options, r.gen(), f64), {}, [](Transformer& m, const Vars&) {
+                     std::make_shared<Transformer>(spec, r.gen(), f64), {}, [](Transformer& m, const Vars&) {
                        static const std::vector<int32_t> tokens{1, 4, 0, 2, 3, 3, 1, 0};
                        static const std::vector<int32_t> targets{2, 0, -1, 1, 1, 2, 0, 2};
                        return autograd::cross_entropy(m.forward(tokens, 2, 4), targets);
@@ -127,7 +127,7 @@ void model_cases(Registry& r) {
   const Tensor pad = Tensor::from_vector({1, 1, 1, 1, 1, 1, 0, 0}, {2, 4}, f64);
   r.add<Transformer>(
       "Transformer attention-only, no LayerNorm, bidirectional, padded: cross-entropy loss",
-      std::make_shared<Transformer>(TransformerOptions(options).attn_only(true).layernorm(false).causal(false),
+      std::make_shared<Transformer>(ModelSpec{.vocab = 5, .classes = 3, .max_seq_len = 4, .layers = 2, .heads = 2, .d_model = 8, .d_ff = 16, .attn_only = true, .layernorm = false, .causal = false},
                                     r.gen(), f64),
       {}, [pad](Transformer& m, const Vars&) {
         static const std::vector<int32_t> tokens{1, 4, 0, 2, 3, 3, 0, 0};
@@ -136,7 +136,7 @@ void model_cases(Registry& r) {
       });
   // Gates of both layers through the probe: the gradient importance uses.
   r.add<Transformer>("Transformer 2 layers: cross-entropy loss w.r.t. the probe's gates and every parameter",
-                     std::make_shared<Transformer>(options, r.gen(), f64), {r.normal({2}), r.normal({2})},
+                     std::make_shared<Transformer>(spec, r.gen(), f64), {r.normal({2}), r.normal({2})},
                      [](Transformer& m, const Vars& x) {
                        static const std::vector<int32_t> tokens{1, 4, 0, 2, 3, 3, 1, 0};
                        static const std::vector<int32_t> targets{2, 0, -1, 1, 1, 2, 0, 2};

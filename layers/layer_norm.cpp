@@ -10,21 +10,21 @@ namespace headlab::layers {
 LayerNorm::LayerNorm(const LayerNormOptions& options, core::Generator& /*gen: LayerNorm's init is not random*/,
                      DType dtype)
     : options_(options) {
-  if (options.normalized_size() <= 0 || !(options.eps() > 0.0)) {
+  if (options.normalized_size <= 0 || !(options.eps > 0.0)) {
     throw std::invalid_argument("LayerNorm: normalized_size must be positive and eps > 0, got normalized_size=" +
-                                std::to_string(options.normalized_size()) + ", eps=" + std::to_string(options.eps()));
+                                std::to_string(options.normalized_size) + ", eps=" + std::to_string(options.eps));
   }
-  register_parameter("weight", Tensor::ones({options.normalized_size()}, dtype));
-  register_parameter("bias", Tensor::zeros({options.normalized_size()}, dtype));
+  register_parameter("weight", Tensor::ones({options.normalized_size}, dtype));
+  register_parameter("bias", Tensor::zeros({options.normalized_size}, dtype));
 }
 
 Variable LayerNorm::forward(const Variable& x) const {
-  const int64_t d = options_.normalized_size();
+  const int64_t d = options_.normalized_size;
   if (x.dim() < 1 || x.size(-1) != d) {
     throw std::invalid_argument("LayerNorm::forward: input " + core::to_string(x.shape()) +
                                 " does not end in normalized_size=" + std::to_string(d));
   }
-  return autograd::layer_norm(x, weight(), bias(), options_.eps());
+  return autograd::layer_norm(x, weight(), bias(), options_.eps);
 }
 
 }  // namespace headlab::layers

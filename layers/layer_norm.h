@@ -9,15 +9,8 @@
 namespace headlab::layers {
 
 struct LayerNormOptions {
-  explicit LayerNormOptions(int64_t normalized_size) : size_(normalized_size) {}
-  LayerNormOptions& normalized_size(int64_t v) { size_ = v; return *this; }
-  LayerNormOptions& eps(double v) { eps_ = v; return *this; }
-  int64_t normalized_size() const { return size_; }
-  double eps() const { return eps_; }
-
- private:
-  int64_t size_;
-  double eps_ = 1e-5;
+  int64_t normalized_size = 0;
+  double eps = 1e-5;
 };
 
 class LayerNorm : public Module {

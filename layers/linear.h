@@ -9,18 +9,9 @@
 namespace headlab::layers {
 
 struct LinearOptions {
-  LinearOptions(int64_t in_features, int64_t out_features) : in_(in_features), out_(out_features) {}
-  LinearOptions& in_features(int64_t v) { in_ = v; return *this; }
-  LinearOptions& out_features(int64_t v) { out_ = v; return *this; }
-  LinearOptions& bias(bool v) { bias_ = v; return *this; }
-  int64_t in_features() const { return in_; }
-  int64_t out_features() const { return out_; }
-  bool bias() const { return bias_; }
-
- private:
-  int64_t in_;
-  int64_t out_;
-  bool bias_ = true;
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+  bool bias = true;
 };
 
 class Linear : public Module {
@@ -33,7 +24,7 @@ class Linear : public Module {
 
   const LinearOptions& options() const { return options_; }
   Variable weight() const { return own_parameter("weight"); }
-  Variable bias() const { return options_.bias() ? own_parameter("bias") : Variable(); }  // undefined without bias
+  Variable bias() const { return options_.bias ? own_parameter("bias") : Variable(); }  // undefined without bias
 
  private:
   LinearOptions options_;

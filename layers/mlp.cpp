@@ -5,8 +5,8 @@
 namespace headlab::layers {
 
 MLP::MLP(const MLPOptions& options, core::Generator& gen, DType dtype) : options_(options) {
-  fc1_ = register_module("fc1", std::make_shared<Linear>(LinearOptions(options.d_model(), options.d_ff()), gen, dtype));
-  fc2_ = register_module("fc2", std::make_shared<Linear>(LinearOptions(options.d_ff(), options.d_model()), gen, dtype));
+  fc1_ = register_module("fc1", std::make_shared<Linear>(LinearOptions{.in_features = options.d_model, .out_features = options.d_ff}, gen, dtype));
+  fc2_ = register_module("fc2", std::make_shared<Linear>(LinearOptions{.in_features = options.d_ff, .out_features = options.d_model}, gen, dtype));
 }
 
 // fc1 and GELU run as one node (autograd::linear_gelu): the same numbers as

@@ -11,15 +11,8 @@
 namespace headlab::layers {
 
 struct MLPOptions {
-  MLPOptions(int64_t d_model, int64_t d_ff) : d_model_(d_model), d_ff_(d_ff) {}
-  MLPOptions& d_model(int64_t v) { d_model_ = v; return *this; }
-  MLPOptions& d_ff(int64_t v) { d_ff_ = v; return *this; }
-  int64_t d_model() const { return d_model_; }
-  int64_t d_ff() const { return d_ff_; }
-
- private:
-  int64_t d_model_;
-  int64_t d_ff_;
+  int64_t d_model = 0;
+  int64_t d_ff = 0;
 };
 
 class MLP : public Module {

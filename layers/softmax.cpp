@@ -4,6 +4,6 @@
 
 namespace headlab::layers {
 
-Variable Softmax::forward(const Variable& x) const { return autograd::softmax(x, options_.axis()); }
+Variable Softmax::forward(const Variable& x) const { return autograd::softmax(x, options_.axis); }
 
 }  // namespace headlab::layers

@@ -9,17 +9,12 @@
 namespace headlab::layers {
 
 struct SoftmaxOptions {
-  explicit SoftmaxOptions(int64_t axis = -1) : axis_(axis) {}
-  SoftmaxOptions& axis(int64_t v) { axis_ = v; return *this; }
-  int64_t axis() const { return axis_; }
-
- private:
-  int64_t axis_;
+  int64_t axis = -1;
 };
 
 class Softmax : public Module {
  public:
-  explicit Softmax(const SoftmaxOptions& options = SoftmaxOptions()) : options_(options) {}
+  explicit Softmax(const SoftmaxOptions& options = {}) : options_(options) {}
   // The constructor every layer has; Softmax has no parameters to draw or type.
   Softmax(const SoftmaxOptions& options, core::Generator& /*gen*/, DType /*dtype*/ = DType::f32)
       : options_(options) {}

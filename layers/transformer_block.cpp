@@ -4,20 +4,18 @@
 
 namespace headlab::layers {
 
-TransformerBlock::TransformerBlock(const TransformerBlockOptions& options, core::Generator& gen, DType dtype)
-    : options_(options) {
-  const int64_t d = options.d_model();
-  if (options.layernorm()) {
-    ln1_ = register_module("ln1", std::make_shared<LayerNorm>(LayerNormOptions(d), gen, dtype));
+TransformerBlock::TransformerBlock(const ModelSpec& spec, core::Generator& gen, DType dtype)
+    : spec_(spec.resolved()) {
+  const int64_t d = spec_.d_model;
+  if (spec_.layernorm) {
+    ln1_ = register_module("ln1", std::make_shared<LayerNorm>(LayerNormOptions{.normalized_size = d}, gen, dtype));
   }
-  attn_ = register_module(
-      "attn", std::make_shared<MultiHeadAttention>(
-                  MultiHeadAttentionOptions(d, options.heads()).causal(options.causal()), gen, dtype));
-  if (!options.attn_only()) {
-    if (options.layernorm()) {
-      ln2_ = register_module("ln2", std::make_shared<LayerNorm>(LayerNormOptions(d), gen, dtype));
+  attn_ = register_module("attn", std::make_shared<MultiHeadAttention>(spec_, gen, dtype));
+  if (!spec_.attn_only) {
+    if (spec_.layernorm) {
+      ln2_ = register_module("ln2", std::make_shared<LayerNorm>(LayerNormOptions{.normalized_size = d}, gen, dtype));
     }
-    mlp_ = register_module("mlp", std::make_shared<MLP>(MLPOptions(d, options.d_ff()), gen, dtype));
+    mlp_ = register_module("mlp", std::make_shared<MLP>(MLPOptions{.d_model = d, .d_ff = spec_.d_ff}, gen, dtype));
   }
 }
 

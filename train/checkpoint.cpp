@@ -4,52 +4,35 @@
 #include <limits>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "train/errors.h"
 
 namespace headlab::train {
 
-nlohmann::json model_json(const layers::TransformerOptions& o) {
-  return {{"vocab", o.vocab()},
-          {"classes", o.classes()},
-          {"max_seq_len", o.max_seq_len()},
-          {"layers", o.layers()},
-          {"heads", o.heads()},
-          {"d_model", o.d_model()},
-          {"d_ff", o.d_ff()},
-          {"attn_only", o.attn_only()},
-          {"layernorm", o.layernorm()},
-          {"causal", o.causal()}};
+nlohmann::json model_json(const layers::ModelSpec& spec) {
+  nlohmann::json j = nlohmann::json::object();
+  const layers::ModelSpec resolved = spec.resolved();
+  layers::ModelSpec::visit_fields(resolved, [&](const char* name, const auto& field) { j[name] = field; });
+  return j;
 }
 
-layers::TransformerOptions model_from_json(const nlohmann::json& j) {
-  // Strict types: nlohmann would convert 1e300 to an int64 (undefined behaviour).
-  auto integer = [&](const char* key) {
-    const nlohmann::json& v = j.at(key);
-    if (!v.is_number_integer())
-      throw std::invalid_argument(std::string("\"") + key + "\" must be an integer, got " + v.dump().substr(0, 40));
-    return v.get<int64_t>();
-  };
-  auto boolean = [&](const char* key) {
-    const nlohmann::json& v = j.at(key);
-    if (!v.is_boolean())
-      throw std::invalid_argument(std::string("\"") + key + "\" must be true or false, got " + v.dump().substr(0, 40));
-    return v.get<bool>();
-  };
+layers::ModelSpec model_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw std::invalid_argument("the model must be a JSON object, got " + j.dump().substr(0, 40));
-  layers::TransformerOptions o;
-  o.vocab(integer("vocab"))
-      .classes(integer("classes"))
-      .max_seq_len(integer("max_seq_len"))
-      .layers(integer("layers"))
-      .heads(integer("heads"))
-      .d_model(integer("d_model"))
-      .d_ff(integer("d_ff"))
-      .attn_only(boolean("attn_only"))
-      .layernorm(boolean("layernorm"))
-      .causal(boolean("causal"));
-  return o;
+  layers::ModelSpec spec;
+  layers::ModelSpec::visit_fields(spec, [&](const char* key, auto& field) {
+    const nlohmann::json& v = j.at(key);
+    // Strict types: nlohmann would convert 1e300 to an int64 (undefined behaviour).
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
+      if (!v.is_boolean())
+        throw std::invalid_argument(std::string("\"") + key + "\" must be true or false, got " + v.dump().substr(0, 40));
+    } else if (!v.is_number_integer()) {
+      throw std::invalid_argument(std::string("\"") + key + "\" must be an integer, got " + v.dump().substr(0, 40));
+    }
+    field = v.get<std::decay_t<decltype(field)>>();
+  });
+  return spec;
 }
 
 void save_checkpoint(const std::string& path, const layers::Transformer& model, const optim::Optimizer* optimizer,
@@ -64,7 +47,7 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
   }
   meta["format"] = kCheckpointFormat;
   meta["format_version"] = kCheckpointVersion;
-  meta["model"] = model_json(model.options()).dump();
+  meta["model"] = model_json(model.spec()).dump();
   meta["config"] = to_json(info.config).dump();
   meta["task"] = info.task;
   meta["step"] = std::to_string(info.step);
@@ -154,12 +137,12 @@ std::string shape_text(const core::Shape& shape) { return core::to_string(shape)
 // anything is built from it: a corrupt size would otherwise allocate whatever
 // it claims. Checks the tensors that fix each size; load_weights later checks
 // every parameter.
-void check_model_matches_tensors(const layers::TransformerOptions& m, const core::SafetensorsFile& file,
+void check_model_matches_tensors(const layers::ModelSpec& m, const core::SafetensorsFile& file,
                                  const std::string& path) {
-  const std::string described = "the model metadata (vocab " + std::to_string(m.vocab()) + ", classes " +
-                                std::to_string(m.classes()) + ", max_seq_len " + std::to_string(m.max_seq_len()) +
-                                ", layers " + std::to_string(m.layers()) + ", d_model " + std::to_string(m.d_model()) +
-                                ", d_ff " + std::to_string(m.d_ff()) + ")";
+  const std::string described = "the model metadata (vocab " + std::to_string(m.vocab) + ", classes " +
+                                std::to_string(m.classes) + ", max_seq_len " + std::to_string(m.max_seq_len) +
+                                ", layers " + std::to_string(m.layers) + ", d_model " + std::to_string(m.d_model) +
+                                ", d_ff " + std::to_string(m.d_ff) + ")";
   auto expect = [&](const std::string& name, const core::Shape& shape) {
     if (!file.contains(name))
       throw UsageError(path + ": the checkpoint has no tensor \"" + name + "\", which " + described + " needs");
@@ -168,23 +151,23 @@ void check_model_matches_tensors(const layers::TransformerOptions& m, const core
       throw UsageError(path + ": tensor \"" + name + "\" has shape " + shape_text(got) + ", but " + described +
                        " needs " + shape_text(shape));
   };
-  const int64_t d = m.d_model();
-  expect("tok_emb.weight", {m.vocab(), d});
-  expect("pos_emb.weight", {m.max_seq_len(), d});
-  expect("head.weight", {m.classes(), d});
+  const int64_t d = m.d_model;
+  expect("tok_emb.weight", {m.vocab, d});
+  expect("pos_emb.weight", {m.max_seq_len, d});
+  expect("head.weight", {m.classes, d});
   // Every layer, not only the last: a count of layers alone could otherwise
   // build millions of them. From the last one down (a missing layer is named
   // as the count's), stopping at the first missing: the loop is never longer
   // than the file's list of tensors.
-  for (int64_t layer = m.layers() - 1; layer >= 0; --layer) {
+  for (int64_t layer = m.layers - 1; layer >= 0; --layer) {
     const std::string block = "blocks." + std::to_string(layer) + ".";
     expect(block + "attn.q.weight", {d, d});
-    if (!m.attn_only()) expect(block + "mlp.fc1.weight", {m.d_ff(), d});
+    if (!m.attn_only) expect(block + "mlp.fc1.weight", {m.d_ff, d});
   }
-  const std::string beyond = "blocks." + std::to_string(m.layers()) + ".";
+  const std::string beyond = "blocks." + std::to_string(m.layers) + ".";
   for (const auto& [name, t] : file.tensors)
     if (name.starts_with(beyond))
-      throw UsageError(path + ": tensor \"" + name + "\" belongs to a layer beyond the " + std::to_string(m.layers()) +
+      throw UsageError(path + ": tensor \"" + name + "\" belongs to a layer beyond the " + std::to_string(m.layers) +
                        " of " + described);
 }
 

@@ -23,6 +23,7 @@
 
 #include "core/random.h"
 #include "core/safetensors.h"
+#include "layers/model_spec.h"
 #include "layers/transformer.h"
 #include "optim/optimizer.h"
 #include "train/config.h"
@@ -44,8 +45,10 @@ struct CheckpointInfo {
   nlohmann::json trainer;
 };
 
-nlohmann::json model_json(const layers::TransformerOptions& options);
-layers::TransformerOptions model_from_json(const nlohmann::json& j);
+// The "model" metadata: every ModelSpec field under its name, resolved.
+nlohmann::json model_json(const layers::ModelSpec& spec);
+// Reads it back; throws std::invalid_argument on a missing key or a wrong type.
+layers::ModelSpec model_from_json(const nlohmann::json& j);
 
 // Writes atomically (temporary file, fsync, rename); `optimizer` may be null.
 void save_checkpoint(const std::string& path, const layers::Transformer& model, const optim::Optimizer* optimizer,
@@ -53,7 +56,7 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
 
 struct Checkpoint {
   core::SafetensorsFile file;
-  layers::TransformerOptions model;
+  layers::ModelSpec model;
   CheckpointInfo info;
 };
 // Reads and checks the file and its metadata; throws UsageError saying what

@@ -1,8 +1,10 @@
 #include "train/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -23,19 +25,35 @@ void require_non_negative(const char* flag, int64_t value) {
   require(value >= 0, "--" + std::string(flag) + " must be 0 or more, got " + std::to_string(value));
 }
 
+// Whether a JSON value can be assigned to a field of type T.
+template <class T>
+bool fits(const nlohmann::json& value) {
+  if constexpr (std::is_same_v<T, bool> || is_negated_v<T>) return value.is_boolean();
+  else if constexpr (std::is_same_v<T, std::string>) return value.is_string();
+  else if constexpr (std::is_floating_point_v<T>) return value.is_number();
+  else if constexpr (std::is_unsigned_v<T>)
+    return value.is_number_unsigned() && value.get<uint64_t>() <= std::numeric_limits<T>::max();
+  else
+    return value.is_number_integer() &&
+           (value.is_number_unsigned() ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                       : value.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                             value.get<int64_t>() <= std::numeric_limits<T>::max());
+}
+
 }  // namespace
 
 void TrainConfig::validate() const {
   require(!task.empty() || !data.empty(), "--task must name a task (see `headlab tasks`)");
-  require_non_negative("vocab", vocab);
-  require_non_negative("seq-len", seq_len);
-  require_positive("layers", layers);
-  require_positive("heads", heads);
-  require_positive("d-model", d_model);
-  require(d_model % heads == 0, "--d-model " + std::to_string(d_model) + " is not divisible by --heads " +
-                                    std::to_string(heads) + ": each head gets d_model / heads dimensions (try --d-model " +
-                                    std::to_string((d_model / heads + 1) * heads) + ")");
-  require_non_negative("d-ff", d_ff);
+  require_non_negative("vocab", model.vocab);
+  require_non_negative("seq-len", model.max_seq_len);
+  require_non_negative("classes", model.classes);
+  require_non_negative("d-ff", model.d_ff);
+  // The task fixes vocab and seq-len left at 0 once it is built; the rest of
+  // the model can be checked now.
+  layers::ModelSpec known = model;
+  if (known.vocab == 0) known.vocab = 1;
+  if (known.max_seq_len == 0) known.max_seq_len = 1;
+  validate_model(known);
   require_positive("batch", batch);
   require_non_negative("steps", steps);
   require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + std::to_string(lr));
@@ -58,26 +76,71 @@ void TrainConfig::validate() const {
     throw UsageError(std::string("--schedule: ") + e.what());
   }
   // Guards against absurd sizes that would only fail later, deep in an allocation.
-  const double params = static_cast<double>(layers) * 12.0 * static_cast<double>(d_model) *
-                        static_cast<double>(d_model);
+  const double params = static_cast<double>(model.layers) * 12.0 * static_cast<double>(model.d_model) *
+                        static_cast<double>(model.d_model);
   require(params < 2e9, "the model would have about " + std::to_string(static_cast<int64_t>(params)) +
                             " parameters; headlab trains toy models (reduce --layers or --d-model)");
 }
 
-layers::TransformerOptions TrainConfig::model_options(int64_t vocab_size, int64_t classes,
-                                                      int64_t max_seq_len) const {
-  layers::TransformerOptions o;
-  o.vocab(vocab_size)
-      .classes(classes)
-      .max_seq_len(max_seq_len)
-      .layers(layers)
-      .heads(heads)
-      .d_model(d_model)
-      .d_ff(d_ff > 0 ? d_ff : 4 * d_model)
-      .attn_only(attn_only)
-      .layernorm(!no_layernorm)
-      .causal(!bidirectional);
-  return o;
+std::string model_flag(const std::string& field) {
+  // The flag whose field is the spec's field of that name.
+  TrainConfig c;
+  const void* target = nullptr;
+  layers::ModelSpec::visit_fields(c.model, [&](const char* name, const auto& f) {
+    if (field == name) target = &f;
+  });
+  std::string flag = field;
+  TrainConfig::visit_fields(c, [&](const char* name, const auto& f, const char*) {
+    const void* at = nullptr;
+    if constexpr (is_negated_v<std::decay_t<decltype(f)>>) at = &f.field;
+    else at = &f;
+    if (at == target) flag = name;
+  });
+  return "--" + flag;
+}
+
+void validate_model(const layers::ModelSpec& spec) {
+  try {
+    spec.validate(model_flag);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void take_model(TrainConfig& config, const layers::ModelSpec& model, const std::vector<std::string>& given,
+                const std::string& source) {
+  TrainConfig from = config;
+  from.model = model.resolved();
+  const auto* begin = reinterpret_cast<const char*>(&config.model);
+  const auto is_model_field = [&](const void* field) {
+    const auto* at = static_cast<const char*>(field);
+    return at >= begin && at < begin + sizeof(config.model);
+  };
+  // The flag's value as the user wrote it (a Negated flag is true when its
+  // field is false).
+  const auto flag_value = [](const auto& field) -> nlohmann::json {
+    if constexpr (is_negated_v<std::decay_t<decltype(field)>>) return !field.field;
+    else return field;
+  };
+  TrainConfig::visit_fields(config, [&](const char* name, const auto& mine, const char*) {
+    if (std::find(given.begin(), given.end(), name) == given.end()) return;
+    if constexpr (is_negated_v<std::decay_t<decltype(mine)>>) {
+      if (!is_model_field(&mine.field)) return;
+    } else {
+      if (!is_model_field(&mine)) return;
+    }
+    const nlohmann::json value = flag_value(mine);
+    if (value == 0) return;  // the default, whatever the checkpoint's is
+    TrainConfig::visit_fields(from, [&](const char* other, const auto& theirs, const char*) {
+      if (std::string(other) != name) return;
+      const nlohmann::json wanted = flag_value(theirs);
+      if (wanted != value)
+        throw UsageError("--" + std::string(name) + " " + value.dump() + " conflicts with the model of --init " +
+                         source + ", which has --" + name + " " + wanted.dump() +
+                         " (--init takes the whole model from the checkpoint: leave out --" + name + ")");
+    });
+  });
+  config.model = from.model;
 }
 
 optim::ScheduleOptions TrainConfig::schedule_options() const {
@@ -94,7 +157,10 @@ optim::ScheduleOptions TrainConfig::schedule_options() const {
 
 nlohmann::json to_json(const TrainConfig& config) {
   nlohmann::json j = nlohmann::json::object();
-  TrainConfig::visit_fields(config, [&](const char* name, const auto& field, const char*) { j[name] = field; });
+  TrainConfig::visit_fields(config, [&](const char* name, const auto& field, const char*) {
+    if constexpr (is_negated_v<std::decay_t<decltype(field)>>) j[name] = !field.field;
+    else j[name] = field;
+  });
   return j;
 }
 
@@ -109,22 +175,11 @@ void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string&
       if (key != name) return;
       known = true;
       using T = std::decay_t<decltype(field)>;
-      const bool fits = [&] {
-        if constexpr (std::is_same_v<T, bool>) return value.is_boolean();
-        else if constexpr (std::is_same_v<T, std::string>) return value.is_string();
-        else if constexpr (std::is_floating_point_v<T>) return value.is_number();
-        else if constexpr (std::is_unsigned_v<T>)
-          return value.is_number_unsigned() && value.get<uint64_t>() <= std::numeric_limits<T>::max();
-        else
-          return value.is_number_integer() &&
-                 (value.is_number_unsigned() ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
-                                             : value.get<int64_t>() >= std::numeric_limits<T>::min() &&
-                                                   value.get<int64_t>() <= std::numeric_limits<T>::max());
-      }();
-      if (!fits)
+      if (!fits<T>(value))
         throw UsageError(source + ": \"" + key + "\" has the wrong type or is out of range (" + value.type_name() + "): " +
                          std::string(value.dump()));
-      field = value.get<T>();
+      if constexpr (is_negated_v<T>) field.field = !value.get<bool>();
+      else field = value.get<T>();
     });
     if (!known) {
       std::string valid;

@@ -2,34 +2,42 @@
 //
 // The same field list (visit_fields) drives the CLI flags (--d-model), the
 // keys of --config FILE.json ("d-model"), the run folder's config.json and the
-// config stored in checkpoints, so the four can never drift apart.
+// config stored in checkpoints, so the four can never drift apart. The model's
+// fields live in one layers::ModelSpec; the list below gives them their flag
+// names.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "layers/transformer.h"
+#include "layers/model_spec.h"
 #include "optim/schedule.h"
 
 namespace headlab::train {
+
+// A bool flag that sets a model field to false when given: --no-layernorm
+// (layernorm), --bidirectional (causal). Bool is bool or const bool.
+template <class Bool>
+struct Negated {
+  Bool& field;
+};
+template <class T>
+inline constexpr bool is_negated_v = false;
+template <class Bool>
+inline constexpr bool is_negated_v<Negated<Bool>> = true;
 
 struct TrainConfig {
   // task
   std::string task = "first-prev-pair";
   std::string data;  // a JSONL file instead of a task
   bool shuffle = false;
-  int64_t vocab = 0;    // 0: the task's default
-  int64_t seq_len = 0;  // 0: the task's default
-  // model
-  int64_t layers = 1;
-  int64_t heads = 2;
-  int64_t d_model = 64;
-  int64_t d_ff = 0;  // 0: 4 * d_model
-  bool attn_only = false;
-  bool no_layernorm = false;
-  bool bidirectional = false;
+  // The model. vocab, max_seq_len (--seq-len) and classes 0 stand for the
+  // task's own (a data file's classes: its vocab); d_ff 0 for 4 * d_model.
+  layers::ModelSpec model{.vocab = 0, .classes = 0, .max_seq_len = 0, .layers = 1, .heads = 2, .d_model = 64};
   // optimization
   int64_t batch = 64;
   int64_t steps = 600;
@@ -48,21 +56,25 @@ struct TrainConfig {
   int64_t analyze_every = 100;    // 0: only at the end
   int64_t checkpoint_every = 0;   // 0: only at the end (and on a signal)
 
-  // Calls f(flag name, field reference, help) for every field above.
+  // Calls f(flag name, field reference, help) for every field above; a model
+  // field that the flag sets to false comes as a Negated (is_negated_v).
   template <class Self, class F>
   static void visit_fields(Self& c, F&& f) {
+    using Bool = std::remove_reference_t<decltype((c.model.layernorm))>;  // const with Self
+    Negated<Bool> no_layernorm{c.model.layernorm}, bidirectional{c.model.causal};
     f("task", c.task, "synthetic task (see `headlab tasks`)");
     f("data", c.data, "train on a JSONL file of {\"tokens\": [...], \"targets\": [...]} lines instead of a task");
     f("shuffle", c.shuffle, "with --data: shuffle the sequences each epoch (seeded)");
-    f("vocab", c.vocab, "input vocabulary size (0: the task's default)");
-    f("seq-len", c.seq_len, "sequence length (0: the task's default)");
-    f("layers", c.layers, "transformer blocks");
-    f("heads", c.heads, "attention heads per block (must divide --d-model)");
-    f("d-model", c.d_model, "model width");
-    f("d-ff", c.d_ff, "MLP width (0: 4 * d-model)");
-    f("attn-only", c.attn_only, "no MLP in the blocks");
-    f("no-layernorm", c.no_layernorm, "no LayerNorm anywhere");
-    f("bidirectional", c.bidirectional, "attention sees every position (default: causal)");
+    f("vocab", c.model.vocab, "input vocabulary size (0: the task's default)");
+    f("seq-len", c.model.max_seq_len, "sequence length (0: the task's default)");
+    f("classes", c.model.classes, "output classes (0: the task's; with --data, --vocab)");
+    f("layers", c.model.layers, "transformer blocks");
+    f("heads", c.model.heads, "attention heads per block (must divide --d-model)");
+    f("d-model", c.model.d_model, "model width");
+    f("d-ff", c.model.d_ff, "MLP width (0: 4 * d-model)");
+    f("attn-only", c.model.attn_only, "no MLP in the blocks");
+    f("no-layernorm", no_layernorm, "no LayerNorm anywhere");
+    f("bidirectional", bidirectional, "attention sees every position (default: causal)");
     f("batch", c.batch, "sequences per training step");
     f("steps", c.steps, "training steps");
     f("lr", c.lr, "peak learning rate");
@@ -82,10 +94,21 @@ struct TrainConfig {
 
   // Throws UsageError naming the first bad value and what would fit.
   void validate() const;
-  // The model these settings describe, for a task with these sizes.
-  layers::TransformerOptions model_options(int64_t vocab_size, int64_t classes, int64_t max_seq_len) const;
   optim::ScheduleOptions schedule_options() const;
 };
+
+// The flag that sets a model field ("max_seq_len" -> "--seq-len"), for
+// messages about a model (layers::ModelSpec::FieldName).
+std::string model_flag(const std::string& field);
+// Validates a model spec, naming the flags in a UsageError.
+void validate_model(const layers::ModelSpec& spec);
+
+// Makes `model` (a checkpoint's, named by `source`) the config's model. A
+// model flag among `given` whose value differs is a UsageError naming the
+// flag, the given value and the checkpoint's (0 for --vocab, --seq-len,
+// --classes or --d-ff means "the default" and never differs).
+void take_model(TrainConfig& config, const layers::ModelSpec& model, const std::vector<std::string>& given,
+                const std::string& source);
 
 nlohmann::json to_json(const TrainConfig& config);
 // Applies the keys of `j` onto `config`; an unknown key or a wrong type is a

@@ -174,6 +174,8 @@ Batch DataFile::rows(int64_t first, int64_t count) const {
   return out;
 }
 
+Batch DataFile::eval_batch(int64_t rows_wanted, uint64_t /*seed*/) { return rows(0, eval_rows(rows_wanted)); }
+
 Batch DataFile::sample(int64_t batch, core::Generator& gen) {
   if (batch < 1 || batch > std::numeric_limits<int32_t>::max() / seq_len_) {
     throw std::invalid_argument("DataFile::sample: batch " + std::to_string(batch) + " must be in [1, " +

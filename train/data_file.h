@@ -16,6 +16,7 @@
 // change the real positions either (it only comes after them).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,15 +46,14 @@ class DataFile final : public Task {
   // position: for evaluation over the whole file.
   Batch rows(int64_t first, int64_t count) const;
 
-  // Where sample() is in the stream, for checkpoints: with the generator's state
-  // it makes the next batches exactly reproducible. The epoch's permutation is
-  // regenerated from epoch_seed.
-  struct Position {
-    uint64_t epoch_seed = 0;  // seeds the current epoch's shuffle (unused without shuffle)
-    int64_t next = 0;         // index into the epoch order; size() = epoch finished
-  };
-  Position position() const { return position_; }
-  void set_position(const Position& position);  // throws std::invalid_argument if next is out of [0, size()]
+  // The first min(rows, size()) sequences, whatever the seed.
+  int64_t eval_rows(int64_t rows) const override { return std::min(rows, size()); }
+  Batch eval_batch(int64_t rows, uint64_t seed) override;
+
+  // The epoch's permutation is regenerated from epoch_seed (unused without
+  // shuffle); next = size() means the epoch is finished.
+  std::optional<Position> position() const override { return position_; }
+  void set_position(const Position& position) override;  // throws std::invalid_argument if next is out of [0, size()]
 
  private:
   struct Sequence {

@@ -1,7 +1,5 @@
 #include "train/session.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -12,68 +10,29 @@
 #include "optim/clip.h"
 #include "optim/factory.h"
 #include "optim/param_groups.h"
-#include "train/data_file.h"
 #include "train/errors.h"
 
 namespace headlab::train {
 namespace {
 
-// Independent streams for initialization, training batches and the eval batch.
+// Independent streams for initialization and training batches (the
+// evaluation batch has its own, Task::eval_batch).
 constexpr uint64_t kDataStream = 0x6461746100000000ULL;  // "data"
-constexpr uint64_t kEvalStream = 0x6576616c00000000ULL;  // "eval"
-
-// Refuses, before anything is allocated, batches that 32-bit token indices
-// cannot address and sizes that cannot fit in the machine's memory: they would
-// otherwise fail deep inside an allocation, after the run folder was written.
-void check_sizes(const TrainConfig& c, const layers::TransformerOptions& m, int64_t eval_rows) {
-  const int64_t t = m.max_seq_len();
-  const int64_t max_rows = std::numeric_limits<int32_t>::max() / t;
-  for (const auto& [flag, rows] : {std::pair<const char*, int64_t>{"batch", c.batch}, {"eval-batch", eval_rows}})
-    if (rows > max_rows)
-      throw UsageError("--" + std::string(flag) + " " + std::to_string(rows) + ": that many sequences of " +
-                       std::to_string(t) + " tokens exceed 2^31-1 tokens (at most " + std::to_string(max_rows) + ")");
-  // A lower bound: parameters and gradients, and per token position the
-  // logits, every layer's attention row per head and its residual stream.
-  const double d = static_cast<double>(m.d_model()), layers = static_cast<double>(m.layers());
-  const double d_ff = m.attn_only() ? 0.0 : static_cast<double>(m.d_ff());
-  const double params = static_cast<double>(m.vocab() + t + m.classes()) * d + layers * (4 * d * d + 2 * d * d_ff);
-  const double per_position =
-      static_cast<double>(m.classes()) + layers * (static_cast<double>(m.heads() * t) + 2 * d + d_ff);
-  const double positions = static_cast<double>(std::max(c.batch, eval_rows) * t);
-  const double bytes = 4 * (2 * params + positions * per_position);
-  const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (ram > 0 && bytes > ram)
-    throw UsageError("this model and batch need at least " + std::to_string(static_cast<int64_t>(bytes / 1e9)) +
-                     " GB of memory, more than this machine's " + std::to_string(static_cast<int64_t>(ram / 1e9)) +
-                     " GB (reduce --batch, --eval-batch, --seq-len, --vocab, --layers or --d-model)");
-}
 
 // A checkpoint's config must describe the model its tensors hold (checked
 // before build() allocates anything from the config).
-void check_config_describes(const TrainConfig& config, const layers::TransformerOptions& model) {
-  const auto task = make_task_for(config);
+void check_config_describes(const Task& task, const layers::ModelSpec& described, const layers::ModelSpec& model) {
   const nlohmann::json want = model_json(model);
-  const nlohmann::json got = model_json(config.model_options(task->vocab(), task->num_classes(), task->seq_len()));
+  const nlohmann::json got = model_json(described);
   if (want == got) return;
   std::string diff;
   for (const auto& [key, value] : want.items())
     if (got[key] != value) diff += (diff.empty() ? "" : ", ") + key + " " + got[key].dump() + " instead of " + value.dump();
-  throw UsageError("the config and task " + task->name() + " describe another model than the checkpoint's tensors (" +
+  throw UsageError("the config and task " + task.name() + " describe another model than the checkpoint's tensors (" +
                    diff + ")");
 }
 
 }  // namespace
-
-std::unique_ptr<Task> make_task_for(const TrainConfig& config) {
-  if (!config.data.empty()) {
-    if (config.vocab <= 0 || config.seq_len <= 0)
-      throw UsageError("--data " + config.data + " needs --vocab and --seq-len (the file's token range and the longest sequence)");
-    return std::make_unique<DataFile>(config.data, config.vocab, config.vocab, config.seq_len, config.shuffle);
-  }
-  const TaskInfo& info = task_info(config.task);
-  return make_task(config.task, config.vocab > 0 ? config.vocab : info.default_vocab,
-                   config.seq_len > 0 ? config.seq_len : info.default_seq_len);
-}
 
 analysis::Examples examples_of(const Batch& batch) {
   return {batch.batch, batch.seq_len, batch.tokens, batch.targets};
@@ -85,19 +44,23 @@ EvalResult evaluate(const layers::Transformer& model, const Batch& batch) {
 
 Session::Session(const TrainConfig& config) : config_(config) {
   config_.validate();
-  build();
+  task_ = make_task_for(config_);
+  build(model_spec_for(config_, *task_));
 }
 
 Session::Session(const Checkpoint& checkpoint) : config_(checkpoint.info.config) {
   config_.validate();
-  check_config_describes(config_, checkpoint.model);
-  build();
+  task_ = make_task_for(config_);
+  const layers::ModelSpec spec = model_spec_for(config_, *task_);
+  check_config_describes(*task_, spec, checkpoint.model);
+  build(spec);
   const std::string source = "checkpoint (" + checkpoint.info.task + ")";
   load_weights(*model_, checkpoint.file, source);
   try {
     optimizer_->import_state(checkpoint.file.tensors, checkpoint.file.metadata);
-    if (auto* data = dynamic_cast<DataFile*>(task_.get()); data && checkpoint.info.data_position)
-      data->set_position(*checkpoint.info.data_position);
+    // Only a task with a stream of its own continues it (analyze --task
+    // reads a data-file run's checkpoint with a synthetic task).
+    if (checkpoint.info.data_position && task_->position()) task_->set_position(*checkpoint.info.data_position);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("cannot resume from the checkpoint: ") + e.what());
   }
@@ -112,29 +75,16 @@ Session::Session(const Checkpoint& checkpoint) : config_(checkpoint.info.config)
   trainer_state_ = checkpoint.info.trainer;
 }
 
-void Session::build() {
-  task_ = make_task_for(config_);
-  const auto options = config_.model_options(task_->vocab(), task_->num_classes(), task_->seq_len());
-  try {
-    options.validate();
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  const auto* file = dynamic_cast<const DataFile*>(task_.get());
-  check_sizes(config_, options, file ? std::min(config_.eval_batch, file->size()) : config_.eval_batch);
+void Session::build(const layers::ModelSpec& spec) {
+  check_sizes(spec, {{"--batch", config_.batch}, {"--eval-batch", task_->eval_rows(config_.eval_batch)}});
   core::Generator init_gen(config_.seed);
-  model_ = std::make_unique<layers::Transformer>(options, init_gen);
+  model_ = std::make_unique<layers::Transformer>(spec, init_gen);
   const double wd = config_.weight_decay >= 0 ? config_.weight_decay : (config_.optimizer == "adamw" ? 0.01 : 0.0);
   optimizer_ = optim::make_optimizer(config_.optimizer, optim::make_param_groups(model_->named_parameters(), wd, false),
                                      config_.lr);
   schedule_ = std::make_unique<optim::Schedule>(config_.schedule_options());
   data_gen_.reseed(config_.seed ^ kDataStream);
-  if (auto* data = dynamic_cast<DataFile*>(task_.get())) {
-    eval_batch_ = data->rows(0, std::min(config_.eval_batch, data->size()));
-  } else {
-    core::Generator eval_gen(config_.seed ^ kEvalStream);
-    eval_batch_ = task_->sample(config_.eval_batch, eval_gen);
-  }
+  eval_batch_ = task_->eval_batch(config_.eval_batch, config_.seed);
 }
 
 StepResult Session::step() {
@@ -170,7 +120,7 @@ CheckpointInfo Session::checkpoint_info() const {
   info.step = step_;
   info.trainer = trainer_state_;
   info.data_rng = data_gen_.state();
-  if (const auto* data = dynamic_cast<const DataFile*>(task_.get())) info.data_position = data->position();
+  info.data_position = task_->position();
   return info;
 }
 

@@ -1,6 +1,7 @@
 // A training session: the task, the model, the optimizer and the random
-// state of one run, and the training step itself. The Trainer (trainer.h)
-// drives it; bench and analyze use it too.
+// state of one run, and the training step itself, built by the run builder
+// (run_builder.h). The Trainer (trainer.h) drives it; bench, sweep and
+// analyze build one too.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/run_builder.h"
 #include "train/tasks.h"
 
 namespace headlab::train {
@@ -25,9 +27,6 @@ struct StepResult {
 
 using analysis::EvalResult;
 using analysis::score_logits;
-
-// The task a config names (or its data file), with sizes resolved.
-std::unique_ptr<Task> make_task_for(const TrainConfig& config);
 
 // The batch as the analysis library reads it (a view: `batch` must outlive it).
 analysis::Examples examples_of(const Batch& batch);
@@ -63,7 +62,7 @@ class Session {
   void save(const std::string& path) const;
 
  private:
-  void build();  // task, model, optimizer and eval batch from config_
+  void build(const layers::ModelSpec& spec);  // model, optimizer and eval batch; task_ is built
 
   TrainConfig config_;
   std::unique_ptr<Task> task_;

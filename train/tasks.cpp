@@ -266,6 +266,18 @@ const Entry& find_entry(const std::string& name) {
 
 }  // namespace
 
+Batch Task::eval_batch(int64_t rows, uint64_t seed) {
+  // Independent of the training batches' stream (session.cpp) and of
+  // initialization, which also start from the run's seed.
+  constexpr uint64_t kEvalStream = 0x6576616c00000000ULL;  // "eval"
+  core::Generator gen(seed ^ kEvalStream);
+  return sample(rows, gen);
+}
+
+void Task::set_position(const Position&) {
+  throw std::invalid_argument("task " + name() + " has no stream position to restore");
+}
+
 const std::vector<TaskInfo>& task_catalog() {
   static const std::vector<TaskInfo> catalog = [] {
     std::vector<TaskInfo> infos;

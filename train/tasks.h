@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,27 @@ class Task {
   // DataFile, their own position). Throws std::invalid_argument unless
   // 1 <= batch and batch * seq_len < 2^31.
   virtual Batch sample(int64_t batch, core::Generator& gen) = 0;
+
+  // The sequences in eval_batch(rows, ...): `rows`, or fewer for a finite
+  // source (a data file has at most its own).
+  virtual int64_t eval_rows(int64_t rows) const { return rows; }
+  // The fixed held-out batch of a run: eval_rows(rows) sequences, drawn from
+  // an evaluation stream of `seed` of its own (never the training batches'),
+  // so that every command evaluates a run on the same batch. A data file
+  // gives its first sequences instead.
+  virtual Batch eval_batch(int64_t rows, uint64_t seed);
+
+  // Where sample() is in a stream of its own beyond the generator (a data
+  // file's epoch), for checkpoints: with the generator's state it makes the
+  // next batches exactly reproducible. Synthetic tasks have none.
+  struct Position {
+    uint64_t epoch_seed = 0;  // seeds the current epoch's shuffle
+    int64_t next = 0;         // index into the epoch order
+  };
+  virtual std::optional<Position> position() const { return std::nullopt; }
+  // Goes back to a position(); throws std::invalid_argument if it does not
+  // fit this task (or the task has none).
+  virtual void set_position(const Position& position);
 };
 
 struct TaskInfo {

@@ -1,13 +1,11 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <fstream>
-#include <iostream>
 
 #include "analysis/heads_json.h"
 #include "analysis/html_report.h"
-#include "analysis/text_report.h"
 #include "train/signals.h"
 
 namespace headlab::train {
@@ -19,18 +17,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string format_duration(double seconds) {
-  const auto s = static_cast<int64_t>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60));
-  else if (s >= 60)
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
-  else
-    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
-  return buf;
-}
-
 void append_line(const std::string& path, const nlohmann::json& j) {
   std::ofstream out(path, std::ios::app);
   out << j.dump() << '\n';
@@ -40,57 +26,48 @@ void append_line(const std::string& path, const nlohmann::json& j) {
 
 }  // namespace
 
-Trainer::Trainer(Session& session, RunFolder folder, std::shared_ptr<spdlog::logger> logger, TrainerOptions options)
-    : session_(session), folder_(std::move(folder)), log_(std::move(logger)), options_(options) {}
+Trainer::Trainer(Session& session, RunFolder folder, TrainerEvents& events, TrainerOptions options)
+    : session_(session), folder_(std::move(folder)), events_(events), options_(options) {}
 
-void Trainer::draw_progress(double elapsed) const {
-  const int64_t done = session_.steps_done(), total = options_.target_steps;
-  const double frac = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(frac * kWidth);
-  std::string bar(static_cast<std::size_t>(filled), '#');
-  bar.resize(kWidth, '.');
-  const int64_t since_start = done - start_step_;
-  const double eta = since_start > 0 ? elapsed / static_cast<double>(since_start) * static_cast<double>(total - done) : 0;
-  std::fprintf(stderr, "\r[%s] %3.0f%%  step %lld/%lld  ETA %s   ", bar.c_str(), frac * 100,
-               static_cast<long long>(done), static_cast<long long>(total), format_duration(eta).c_str());
-  std::fflush(stderr);
-}
-
-void Trainer::log_window(const StepResult& last, double seconds) {
+void Trainer::record(const StepResult& last, bool log, bool analyze, double seconds) {
   const int64_t step = session_.steps_done();
-  const EvalResult eval = evaluate(session_.model(), session_.eval_batch());
-  const double n = static_cast<double>(std::max<int64_t>(window_steps_, 1));
-  const double tokens_per_s = seconds > 0 ? static_cast<double>(window_tokens_) / seconds : 0;
-  nlohmann::json line = {{"step", step},
-                         {"loss", window_loss_ / n},
-                         {"accuracy", window_acc_ / n},
-                         {"eval_loss", eval.loss},
-                         {"eval_accuracy", eval.accuracy},
-                         {"lr", last.lr},
-                         {"grad_norm", last.grad_norm},
-                         {"tokens_per_s", tokens_per_s}};
-  if (options_.progress_bar) std::fprintf(stderr, "\r\033[K");
-  log_->info("step {:>6}  loss {:.4f}  acc {:6.2f}%  eval loss {:.4f}  eval acc {:6.2f}%  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s",
-             step, window_loss_ / n, 100 * window_acc_ / n, eval.loss, 100 * eval.accuracy, last.lr, last.grad_norm,
-             tokens_per_s);
-  const int64_t every = session_.config().analyze_every;
-  if (every > 0 && step % every == 0) {
+  nlohmann::json line = {{"step", step}};
+  if (log) {
+    const EvalResult eval = evaluate(session_.model(), session_.eval_batch());
+    const double n = static_cast<double>(std::max<int64_t>(window_steps_, 1));
+    const LogLine l{.step = step,
+                    .loss = window_loss_ / n,
+                    .accuracy = window_acc_ / n,
+                    .eval_loss = eval.loss,
+                    .eval_accuracy = eval.accuracy,
+                    .lr = last.lr,
+                    .grad_norm = last.grad_norm,
+                    .tokens_per_s = seconds > 0 ? static_cast<double>(window_tokens_) / seconds : 0};
+    line.update({{"loss", l.loss},
+                 {"accuracy", l.accuracy},
+                 {"eval_loss", l.eval_loss},
+                 {"eval_accuracy", l.eval_accuracy},
+                 {"lr", l.lr},
+                 {"grad_norm", l.grad_norm},
+                 {"tokens_per_s", l.tokens_per_s}});
+    events_.logged(l);
+    window_loss_ = window_acc_ = 0;
+    window_steps_ = window_tokens_ = 0;
+  }
+  if (analyze) {
     const analysis::RunAnalysis run =
         analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
     line.update(analysis::compact_json(run));
-    for (int64_t l = 0; l < run.num_layers; ++l) log_->info("  {}", analysis::layer_summary(run, l));
+    events_.analyzed(step, run);
   }
   append_line(folder_.metrics(), line);
-  window_loss_ = window_acc_ = 0;
-  window_steps_ = window_tokens_ = 0;
 }
 
 void Trainer::checkpoint() {
   session_.set_trainer_state({{"loss", window_loss_}, {"accuracy", window_acc_}, {"steps", window_steps_},
                               {"tokens", window_tokens_}});
   session_.save(folder_.checkpoint());
-  log_->debug("checkpoint at step {} -> {}", session_.steps_done(), folder_.checkpoint());
+  events_.checkpoint_written(session_.steps_done(), folder_.checkpoint());
 }
 
 int Trainer::run() {
@@ -113,27 +90,21 @@ int Trainer::run() {
     ++window_steps_;
     const int64_t step = session_.steps_done();
     const bool last = step == options_.target_steps;
-    if (step % config.log_every == 0 || last) {
-      log_window(r, seconds_since(window_start));
-      window_start = Clock::now();
-    }
+    // Each interval on its own: a step may log, analyze, both or neither.
+    const bool log = step % config.log_every == 0 || last;
+    const bool analyze = config.analyze_every > 0 && step % config.analyze_every == 0;
+    if (log || analyze) record(r, log, analyze, seconds_since(window_start));
+    if (log) window_start = Clock::now();
     if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && !last) checkpoint();
-    if (options_.progress_bar) draw_progress(seconds_since(start));
+    events_.stepped(step, seconds_since(start));
     if (const int sig = stop_signal()) {
-      if (options_.progress_bar) std::fprintf(stderr, "\r\033[K");
       checkpoint();
-      log_->warn("stopped by signal {} after step {}; checkpoint saved. Continue with: headlab train --resume {}",
-                 sig, step, folder_.dir);
+      events_.stopped(sig, step);
       return 128 + sig;
     }
   }
-  if (options_.progress_bar) std::fprintf(stderr, "\r\033[K");
   checkpoint();
-  const double seconds = seconds_since(start);
-  log_->info("trained {} steps in {} ({:.1f} ms/step); checkpoint: {}", session_.steps_done() - start_step_,
-             format_duration(seconds),
-             1000 * seconds / static_cast<double>(std::max<int64_t>(1, session_.steps_done() - start_step_)),
-             folder_.checkpoint());
+  events_.finished(session_.steps_done() - start_step_, seconds_since(start));
   return 0;
 }
 
@@ -148,11 +119,6 @@ analysis::RunAnalysis Trainer::finish_report() {
   const analysis::RunAnalysis run =
       analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
   write_analysis_files(folder_, run, to_json(session_.config()));
-  analysis::TextOptions text;
-  text.color = options_.color;
-  std::cout << '\n' << analysis::text_report(run, text) << '\n';
-  std::cout << "report: " << folder_.report() << "\nheads:  " << folder_.heads() << '\n';
-  std::cout.flush();
   return run;
 }
 

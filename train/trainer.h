@@ -1,13 +1,12 @@
-// The training loop of `headlab train`: steps a Session, logs, records
-// metrics.jsonl, analyzes the heads, writes checkpoints and the final report,
-// and stops cleanly on SIGINT/SIGTERM or a non-finite loss.
+// The training loop of `headlab train`: steps a Session, records
+// metrics.jsonl, analyzes the heads, writes checkpoints and the final
+// analysis files, and stops cleanly on SIGINT/SIGTERM or a non-finite loss.
+// It prints nothing: it tells a TrainerEvents what happens, and the command
+// line (train/cli/train_view.h) draws the progress bar, the log and the report.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
-
-#include <spdlog/logger.h>
 
 #include "analysis/analyze_model.h"
 #include "train/run_folder.h"
@@ -15,34 +14,61 @@
 
 namespace headlab::train {
 
+// The averages of one log line (also a line of metrics.jsonl).
+struct LogLine {
+  int64_t step = 0;
+  double loss = 0, accuracy = 0;            // training batches since the last log line
+  double eval_loss = 0, eval_accuracy = 0;  // the fixed evaluation batch
+  double lr = 0, grad_norm = 0;             // of the step itself
+  double tokens_per_s = 0;
+};
+
+// What the trainer reports as it goes; every callback does nothing by default.
+class TrainerEvents {
+ public:
+  virtual ~TrainerEvents() = default;
+  // After every training step; `seconds` since run() began.
+  virtual void stepped(int64_t /*step*/, double /*seconds*/) {}
+  virtual void logged(const LogLine& /*line*/) {}
+  // After a head analysis during training (every --analyze-every steps).
+  virtual void analyzed(int64_t /*step*/, const analysis::RunAnalysis& /*analysis*/) {}
+  virtual void checkpoint_written(int64_t /*step*/, const std::string& /*path*/) {}
+  // A stop signal arrived; the checkpoint after `step` is written.
+  virtual void stopped(int /*signal*/, int64_t /*step*/) {}
+  // The target is reached and the checkpoint written: `steps` trained by
+  // this run() in `seconds`.
+  virtual void finished(int64_t /*steps*/, double /*seconds*/) {}
+};
+
 struct TrainerOptions {
   int64_t target_steps = 0;
-  bool progress_bar = false;  // redrawn on stderr; for terminals only
-  bool color = false;         // ANSI colours in the printed report
   analysis::AnalysisOptions analysis;
 };
 
 class Trainer {
  public:
-  Trainer(Session& session, RunFolder folder, std::shared_ptr<spdlog::logger> logger, TrainerOptions options);
+  Trainer(Session& session, RunFolder folder, TrainerEvents& events, TrainerOptions options);
 
   // Trains to the target step. Returns 0 when done, or 128 + signal after a
   // stop signal (a checkpoint is saved first). A non-finite loss throws
   // std::runtime_error naming the step; the last checkpoint stays as it was.
   int run();
 
-  // Analyzes the heads on the eval batch; writes heads.json and report.html,
-  // prints the text report. Also used by `headlab analyze`.
+  // Analyzes the heads on the eval batch and writes heads.json and
+  // report.html; the caller shows the analysis.
   analysis::RunAnalysis finish_report();
 
+  int64_t start_step() const { return start_step_; }
+
  private:
-  void log_window(const StepResult& last, double seconds);
+  // Writes the metrics line of this step: the log line's averages (log), the
+  // head analysis (analyze), or both.
+  void record(const StepResult& last, bool log, bool analyze, double seconds);
   void checkpoint();
-  void draw_progress(double elapsed) const;
 
   Session& session_;
   RunFolder folder_;
-  std::shared_ptr<spdlog::logger> log_;
+  TrainerEvents& events_;
   TrainerOptions options_;
   // Sums over the steps since the last log line.
   double window_loss_ = 0, window_acc_ = 0;

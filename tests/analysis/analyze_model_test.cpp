@@ -29,9 +29,8 @@ struct PlantedModel {
   Examples examples() const { return {8, T, tokens, targets}; }
 
   explicit PlantedModel(const std::vector<Planted>& patterns, bool values = false)
-      : model(layers::TransformerOptions()
-                  .vocab(4).classes(4).max_seq_len(T).layers(1).heads(H).d_model(D)
-                  .attn_only(true).layernorm(false).causal(true),
+      : model(layers::ModelSpec{.vocab = 4, .classes = 4, .max_seq_len = T, .layers = 1, .heads = H, .d_model = D,
+                                .attn_only = true, .layernorm = false, .causal = true},
               gen, core::DType::f64) {
     model.parameter("tok_emb.weight").mutable_value().fill_(0);
     core::Tensor pos = model.parameter("pos_emb.weight").mutable_value();

@@ -84,6 +84,11 @@ const std::vector<BadCase>& cases() {
     // Model structure and task limits.
     c.push_back({"train_d_model_not_divisible_by_heads", train_tiny({{"--heads", "3"}}), 2,
                  {"--d-model 16", "--heads 3"}});
+    // The suggestion of a head count that divides must not overflow (UBSan).
+    c.push_back({"train_heads_at_int64_max", train_tiny({{"--heads", "9223372036854775807"}}), 2,
+                 {"--heads 9223372036854775807", "try --heads 16"}});
+    c.push_back({"train_d_model_at_int64_max", train_tiny({{"--d-model", "9223372036854775807"}, {"--heads", "2"}}), 2,
+                 {"--d-model 9223372036854775807", "try --heads 1"}});
     c.push_back({"train_seq_len_beyond_modular_addition", train_tiny({{"--task", "modular-addition"}, {"--seq-len", "5"}}),
                  2, {"modular-addition", "seq-len 5"}});
     c.push_back({"train_even_seq_len_for_sort", train_tiny({{"--task", "sort"}, {"--seq-len", "4"}}), 2,
@@ -117,8 +122,20 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_init_missing", with(train_tiny({}), {"--init", "{missing}"}), 2, {"{missing}"}});
     c.push_back({"train_init_is_a_folder", with(train_tiny({}), {"--init", "{dir}"}), 2, {"{dir}"}});
     c.push_back({"train_init_not_a_checkpoint", with(train_tiny({}), {"--init", "{file}"}), 2, {"notes.txt"}});
+    // --init takes the model from the checkpoint (d_model 16, 2 causal heads):
+    // a model flag that says otherwise names both values.
     c.push_back({"train_init_from_another_model", with(train_tiny({{"--d-model", "32"}}), {"--init", "{ck}"}), 2,
-                 {"tok_emb.weight"}});
+                 {"--d-model 32", "--d-model 16"}});
+    c.push_back({"train_init_with_other_heads", with(train_tiny({{"--heads", "4"}}), {"--init", "{ck}"}), 2,
+                 {"--heads 4", "--heads 2", "{ck}"}});
+    c.push_back({"train_init_bidirectional", with(train_tiny({{"--bidirectional", ""}}), {"--init", "{ck}"}), 2,
+                 {"--bidirectional true", "--bidirectional false"}});
+    c.push_back({"train_init_config_with_other_layers",
+                 with(train_tiny({}), {"--init", "{ck}", "--config", "{cfg:{\"layers\": 3}}"}), 2,
+                 {"--layers 3", "--layers 1"}});
+    c.push_back({"train_classes_of_another_task", train_tiny({{"--classes", "10"}}), 2,
+                 {"--classes 10", "first-prev-pair", "64"}});
+    c.push_back({"train_negative_classes", train_tiny({{"--classes", "-2"}}), 2, {"--classes", "-2"}});
     c.push_back({"train_resume_missing", {"train", "--resume", "{missing}"}, 2, {"--resume", "{missing}"}});
     c.push_back({"train_resume_folder_without_checkpoint", {"train", "--resume", "{dir}"}, 2, {"checkpoint"}});
     // Output locations.

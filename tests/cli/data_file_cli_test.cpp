@@ -29,7 +29,8 @@ const std::vector<BadData>& bad_data() {
       {"negative_token", "{\"tokens\": [1, -1, 3]}\n", {"data.jsonl:1", "-1"}},
       {"fractional_token", "{\"tokens\": [1, 2.5]}\n", {"data.jsonl:1", "2.5", "integer"}},
       {"number_beyond_a_double", "{\"tokens\": [1, 1e400]}\n", {"data.jsonl:1", "1e400"}},
-      {"target_outside_the_classes", "{\"tokens\": [1, 2], \"targets\": [3, 8]}\n", {"data.jsonl:1", "8"}},
+      // Beyond both the 8 classes of a run trained on it and the 64 of the shared run.
+      {"target_outside_the_classes", "{\"tokens\": [1, 2], \"targets\": [3, 64]}\n", {"data.jsonl:1", "64"}},
       {"targets_shorter_than_tokens", "{\"tokens\": [1, 2, 3], \"targets\": [3]}\n", {"data.jsonl:1", "targets"}},
       {"sequence_longer_than_seq_len", "{\"tokens\": [1, 2, 3, 4, 5, 6, 7]}\n", {"data.jsonl:1", "seq-len 6"}},
       {"line_not_json", std::string(kGood) + "{\"tokens\": [1, 2\n", {"data.jsonl:2", "JSON"}},
@@ -77,13 +78,36 @@ TEST(DataFile, EvalReadsADataFileWithTheCheckpointsOwnSizes) {
   EXPECT_EQ(result.at("positions"), 4 + 2 + 5) << "next-token targets: every position but the last of each line";
 }
 
-TEST(DataFile, EvalOfATaskModelOnADataFileSaysItDoesNotFit) {
+// Targets are checked against the model's classes, not its vocabulary: the
+// shared run's first-prev-pair model (vocabulary 8, 64 classes) evaluates data
+// of its own kind, and train --data --classes trains on such data.
+TEST(DataFile, TargetsAreCheckedAgainstTheModelsClasses) {
+  TempDir cwd;
+  const std::string data = cwd / "pairs.jsonl";
+  // x_0 * 8 + x_{i-1}, as first-prev-pair's targets.
+  write_bytes(data, "{\"tokens\": [3, 0, 7], \"targets\": [-1, 24, 24]}\n{\"tokens\": [7, 7], \"targets\": [-1, 63]}\n");
+  const RunResult evaluated = run_headlab({"eval", shared_run(), "--data", data, "--json"}, cwd.path());
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.describe();
+  EXPECT_EQ(nlohmann::json::parse(evaluated.out).at("positions"), 3);
+
+  const auto without = train_command(cwd / "tokens", {{"--data", data}, {"--vocab", "8"}, {"--seq-len", "6"}});
+  EXPECT_TRUE(clean_failure(run_headlab(without, cwd.path()), 2, {"pairs.jsonl:1", "24", "[0, 8)"}));
+  const auto with_classes =
+      train_command(cwd / "pairs", {{"--data", data}, {"--vocab", "8"}, {"--seq-len", "6"}, {"--classes", "64"}});
+  const RunResult trained = run_headlab(with_classes, cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  EXPECT_EQ(RawSafetensors::read(cwd / "pairs/checkpoint.safetensors").meta_json("model").at("classes"), 64);
+  const RunResult again = run_headlab({"eval", cwd / "pairs", "--data", data, "--json"}, cwd.path());
+  ASSERT_EQ(again.exit_code, 0) << again.describe();
+}
+
+// A model of 64 classes cannot be scored on data whose targets go beyond them.
+TEST(DataFile, EvalRefusesTargetsBeyondTheModelsClasses) {
   TempDir cwd;
   const std::string data = cwd / "data.jsonl";
-  write_bytes(data, kGood);
-  // The shared run's model predicts first-prev-pair's 64 classes, a data file's targets are tokens (8).
+  write_bytes(data, "{\"tokens\": [1, 2], \"targets\": [-1, 64]}\n");
   const RunResult r = run_headlab({"eval", shared_run(), "--data", data}, cwd.path());
-  EXPECT_TRUE(clean_failure(r, 2, {"does not fit", "classes 64"}));
+  EXPECT_TRUE(clean_failure(r, 2, {"data.jsonl:1", "64", "[0, 64)"}));
 }
 
 }  // namespace

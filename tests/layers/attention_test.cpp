@@ -32,7 +32,7 @@ constexpr int64_t kModel = 16;
 // sharp, so a wrong scale or mask shows up far above rounding.
 std::unique_ptr<MultiHeadAttention> make_attention(int64_t heads, bool causal, uint64_t seed = 1) {
   core::Generator gen(seed);
-  auto mha = std::make_unique<MultiHeadAttention>(MultiHeadAttentionOptions(kModel, heads).causal(causal), gen,
+  auto mha = std::make_unique<MultiHeadAttention>(ModelSpec{.heads = heads, .d_model = kModel, .causal = causal}, gen,
                                                   DType::f64);
   for (auto& [name, p] : mha->named_parameters()) p.mutable_value().copy_(gen.normal(p.shape(), 0.0, 0.5, DType::f64));
   return mha;
@@ -62,7 +62,7 @@ TEST(MultiHeadAttention, ReportsPerHeadWidthDModelOverHeads) {
 TEST(MultiHeadAttention, DModelNotDivisibleByHeadsIsAnErrorNamingBoth) {
   core::Generator gen(0);
   try {
-    MultiHeadAttention mha(MultiHeadAttentionOptions(10, 3), gen);
+    MultiHeadAttention mha(ModelSpec{.heads = 3, .d_model = 10}, gen);
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     const std::string msg = e.what();

@@ -25,7 +25,7 @@ using core::Tensor;
 
 TEST(Linear, ComputesXTimesWeightTransposedPlusBias) {
   core::Generator gen(0);
-  Linear lin(LinearOptions(3, 2), gen, DType::f64);
+  Linear lin(LinearOptions{.in_features = 3, .out_features = 2}, gen, DType::f64);
   lin.weight().mutable_value().copy_(Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64));
   lin.bias().mutable_value().copy_(Tensor::from_vector({10, 20}, {2}, DType::f64));
   const Tensor x = Tensor::from_vector({1, 0, -1, 2, 1, 0}, {2, 1, 3}, DType::f64);
@@ -36,7 +36,7 @@ TEST(Linear, ComputesXTimesWeightTransposedPlusBias) {
 
 TEST(Linear, HasWeightOutByInAndBiasOut) {
   core::Generator gen(0);
-  Linear lin(LinearOptions(3, 5), gen);
+  Linear lin(LinearOptions{.in_features = 3, .out_features = 5}, gen);
   const auto params = lin.named_parameters();
   ASSERT_EQ(params.size(), 2u);
   EXPECT_EQ(params[0].first, "weight");
@@ -48,7 +48,7 @@ TEST(Linear, HasWeightOutByInAndBiasOut) {
 
 TEST(Linear, BiasCanBeTurnedOff) {
   core::Generator gen(0);
-  Linear lin(LinearOptions(3, 5).bias(false), gen, DType::f64);
+  Linear lin(LinearOptions{.in_features = 3, .out_features = 5, .bias = false}, gen, DType::f64);
   EXPECT_EQ(lin.named_parameters().size(), 1u);
   EXPECT_FALSE(lin.bias().defined());
   const Tensor y = lin.forward(Variable(Tensor::zeros({4, 3}, DType::f64))).value();
@@ -57,7 +57,7 @@ TEST(Linear, BiasCanBeTurnedOff) {
 
 TEST(Linear, InitializesWeightsNormalWithStd002AndBiasZero) {
   core::Generator gen(42);
-  Linear lin(LinearOptions(200, 100), gen, DType::f64);
+  Linear lin(LinearOptions{.in_features = 200, .out_features = 100}, gen, DType::f64);
   const Tensor w = lin.weight().value();
   const double mean = core::mean(w).item();
   const double std = std::sqrt(core::mean(core::pow(core::add(w, -mean), 2.0)).item());
@@ -68,27 +68,27 @@ TEST(Linear, InitializesWeightsNormalWithStd002AndBiasZero) {
 
 TEST(Linear, SameSeedGivesSameWeights) {
   core::Generator g1(7), g2(7), g3(8);
-  Linear a(LinearOptions(4, 4), g1), b(LinearOptions(4, 4), g2), c(LinearOptions(4, 4), g3);
+  Linear a(LinearOptions{.in_features = 4, .out_features = 4}, g1), b(LinearOptions{.in_features = 4, .out_features = 4}, g2), c(LinearOptions{.in_features = 4, .out_features = 4}, g3);
   EXPECT_EQ(core::max_abs_diff(a.weight().value(), b.weight().value()), 0.0);
   EXPECT_GT(core::max_abs_diff(a.weight().value(), c.weight().value()), 0.0);
 }
 
 TEST(Linear, WrongInputWidthIsAnErrorNamingTheShapes) {
   core::Generator gen(0);
-  Linear lin(LinearOptions(3, 2), gen);
+  Linear lin(LinearOptions{.in_features = 3, .out_features = 2}, gen);
   try {
     lin.forward(Variable(Tensor::zeros({2, 4})));
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("[2, 4]"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(Linear(LinearOptions(0, 2), gen), std::invalid_argument);
+  EXPECT_THROW(Linear(LinearOptions{.in_features = 0, .out_features = 2}, gen), std::invalid_argument);
 }
 
 TEST(LayerNorm, NormalizesTheLastAxisThenScalesAndShifts) {
   core::Generator gen(0);
-  LayerNorm ln(LayerNormOptions(4), gen, DType::f64);
-  EXPECT_EQ(ln.options().eps(), 1e-5);
+  LayerNorm ln(LayerNormOptions{.normalized_size = 4}, gen, DType::f64);
+  EXPECT_EQ(ln.options().eps, 1e-5);
   EXPECT_EQ(ln.weight().value().to_vector(), (std::vector<double>{1, 1, 1, 1}));
   EXPECT_EQ(ln.bias().value().to_vector(), (std::vector<double>{0, 0, 0, 0}));
   ln.weight().mutable_value().fill_(2.0);
@@ -104,13 +104,13 @@ TEST(LayerNorm, NormalizesTheLastAxisThenScalesAndShifts) {
 
 TEST(LayerNorm, WrongWidthIsAnError) {
   core::Generator gen(0);
-  LayerNorm ln(LayerNormOptions(4), gen);
+  LayerNorm ln(LayerNormOptions{.normalized_size = 4}, gen);
   EXPECT_THROW(ln.forward(Variable(Tensor::zeros({2, 3}))), std::invalid_argument);
 }
 
 TEST(Embedding, LooksUpRowsOfTheTable) {
   core::Generator gen(0);
-  Embedding emb(EmbeddingOptions(5, 3), gen, DType::f64);
+  Embedding emb(EmbeddingOptions{.num_embeddings = 5, .embedding_dim = 3}, gen, DType::f64);
   ASSERT_EQ(emb.weight().shape(), (core::Shape{5, 3}));
   const std::vector<int32_t> ids{4, 0, 4, 2};
   const Tensor y = emb.forward(ids, {2, 2}).value();
@@ -126,7 +126,7 @@ TEST(Embedding, LooksUpRowsOfTheTable) {
 
 TEST(Embedding, IdOutOfRangeIsAnErrorNamingIt) {
   core::Generator gen(0);
-  Embedding emb(EmbeddingOptions(5, 3), gen);
+  Embedding emb(EmbeddingOptions{.num_embeddings = 5, .embedding_dim = 3}, gen);
   const std::vector<int32_t> ids{1, 5};
   try {
     emb.forward(ids, {2});
@@ -141,7 +141,7 @@ TEST(Embedding, IdOutOfRangeIsAnErrorNamingIt) {
 
 TEST(PositionalEmbedding, GivesTheFirstSeqLenRows) {
   core::Generator gen(0);
-  PositionalEmbedding pos(EmbeddingOptions(6, 3), gen, DType::f64);
+  PositionalEmbedding pos(EmbeddingOptions{.num_embeddings = 6, .embedding_dim = 3}, gen, DType::f64);
   EXPECT_EQ(pos.max_seq_len(), 6);
   const Tensor y = pos.forward(4).value();
   ASSERT_EQ(y.shape(), (core::Shape{4, 3}));
@@ -156,7 +156,7 @@ TEST(PositionalEmbedding, GivesTheFirstSeqLenRows) {
 }
 
 TEST(Softmax, NormalizesOverTheChosenAxis) {
-  Softmax sm(SoftmaxOptions(0));
+  Softmax sm(SoftmaxOptions{.axis = 0});
   const Tensor x = Tensor::from_vector({0, 1, std::log(3.0), 1}, {2, 2}, DType::f64);
   const Tensor y = sm.forward(Variable(x)).value();
   EXPECT_NEAR(y.at({0, 0}), 0.25, 1e-15);
@@ -167,7 +167,7 @@ TEST(Softmax, NormalizesOverTheChosenAxis) {
 
 TEST(MLP, IsFc2OfExactGeluOfFc1) {
   core::Generator gen(3);
-  MLP mlp(MLPOptions(4, 8), gen, DType::f64);
+  MLP mlp(MLPOptions{.d_model = 4, .d_ff = 8}, gen, DType::f64);
   std::vector<std::string> names;
   for (auto& [name, p] : mlp.named_parameters()) names.push_back(name);
   EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));

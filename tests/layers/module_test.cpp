@@ -136,7 +136,7 @@ TEST(Module, ReplaceParameterRebindsTheDottedName) {
 
 TEST(Module, ReplacedParameterIsWhatTheLayerComputesWith) {
   core::Generator gen(0);
-  Linear lin(LinearOptions(2, 1).bias(false), gen, core::DType::f64);
+  Linear lin(LinearOptions{.in_features = 2, .out_features = 1, .bias = false}, gen, core::DType::f64);
   const Variable w(Tensor::from_vector({3, 4}, {1, 2}, core::DType::f64), true);
   lin.replace_parameter("weight", w);
   const Variable y = lin.forward(Variable(Tensor::from_vector({1, 1}, {1, 2}, core::DType::f64)));

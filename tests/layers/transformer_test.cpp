@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -24,8 +25,11 @@ using core::Tensor;
 using NamedShapes = std::vector<std::pair<std::string, Shape>>;
 
 // V=7 tokens in, C=3 classes out, T<=6, d=8, h=2, d_ff=16.
-TransformerOptions small_options() {
-  return TransformerOptions().vocab(7).classes(3).max_seq_len(6).layers(2).heads(2).d_model(8).d_ff(16);
+// A small spec, after `change` if given.
+ModelSpec small_spec(const std::function<void(ModelSpec&)>& change = {}) {
+  ModelSpec spec{.vocab = 7, .classes = 3, .max_seq_len = 6, .layers = 2, .heads = 2, .d_model = 8, .d_ff = 16};
+  if (change) change(spec);
+  return spec;
 }
 
 NamedShapes names_and_shapes(const Module& m) {
@@ -36,7 +40,7 @@ NamedShapes names_and_shapes(const Module& m) {
 
 TEST(Transformer, NamedParametersAreTheDocumentedList) {
   core::Generator gen(0);
-  Transformer model(small_options(), gen);
+  Transformer model(small_spec(), gen);
   const NamedShapes expected = {
       {"tok_emb.weight", {7, 8}},          {"pos_emb.weight", {6, 8}},
       {"blocks.0.ln1.weight", {8}},        {"blocks.0.ln1.bias", {8}},
@@ -66,7 +70,7 @@ TEST(Transformer, NamedParametersAreTheDocumentedList) {
 
 TEST(Transformer, AttentionOnlyModelHasNoLn2AndNoMlp) {
   core::Generator gen(0);
-  Transformer model(small_options().attn_only(true), gen);
+  Transformer model(small_spec([](ModelSpec& s) { s.attn_only = true; }), gen);
   const NamedShapes expected = {
       {"tok_emb.weight", {7, 8}},         {"pos_emb.weight", {6, 8}},
       {"blocks.0.ln1.weight", {8}},       {"blocks.0.ln1.bias", {8}},
@@ -87,7 +91,7 @@ TEST(Transformer, AttentionOnlyModelHasNoLn2AndNoMlp) {
 
 TEST(Transformer, ModelWithoutLayerNormHasNoLayerNormParameters) {
   core::Generator gen(0);
-  Transformer model(small_options().layers(1).layernorm(false), gen);
+  Transformer model(small_spec([](ModelSpec& s) { s.layers = 1; s.layernorm = false; }), gen);
   const NamedShapes expected = {
       {"tok_emb.weight", {7, 8}},          {"pos_emb.weight", {6, 8}},
       {"blocks.0.attn.q.weight", {8, 8}},  {"blocks.0.attn.q.bias", {8}},
@@ -103,7 +107,7 @@ TEST(Transformer, ModelWithoutLayerNormHasNoLayerNormParameters) {
 
 TEST(Transformer, AttentionOnlyWithoutLayerNormIsEmbeddingsAttentionAndHead) {
   core::Generator gen(0);
-  Transformer model(small_options().layers(1).attn_only(true).layernorm(false), gen);
+  Transformer model(small_spec([](ModelSpec& s) { s.layers = 1; s.attn_only = true; s.layernorm = false; }), gen);
   std::vector<std::string> names;
   for (auto& [name, p] : model.named_parameters()) names.push_back(name);
   EXPECT_EQ(names, (std::vector<std::string>{"tok_emb.weight", "pos_emb.weight", "blocks.0.attn.q.weight",
@@ -113,14 +117,14 @@ TEST(Transformer, AttentionOnlyWithoutLayerNormIsEmbeddingsAttentionAndHead) {
 }
 
 TEST(Transformer, ClassesDefaultToTheVocabulary) {
-  EXPECT_EQ(TransformerOptions().vocab(11).classes(), 11);
-  EXPECT_EQ(TransformerOptions().vocab(11).classes(4).classes(), 4);
-  EXPECT_EQ(TransformerOptions().d_model(32).d_ff(), 128);
-  EXPECT_EQ(TransformerOptions().d_model(32).heads(4).d_k(), 8);
+  EXPECT_EQ(ModelSpec{.vocab = 11}.resolved().classes, 11);
+  EXPECT_EQ((ModelSpec{.vocab = 11, .classes = 4}.resolved().classes), 4);
+  EXPECT_EQ(ModelSpec{.d_model = 32}.resolved().d_ff, 128);
+  EXPECT_EQ((ModelSpec{.heads = 4, .d_model = 32}.d_k()), 8);
 }
 
 TEST(Transformer, ValidateRejectsNonsenseNamingTheOption) {
-  auto expect_error_naming = [](const TransformerOptions& options, const std::vector<std::string>& words) {
+  auto expect_error_naming = [](const ModelSpec& options, const std::vector<std::string>& words) {
     try {
       options.validate();
       ADD_FAILURE() << "expected std::invalid_argument naming " << words.front();
@@ -128,23 +132,41 @@ TEST(Transformer, ValidateRejectsNonsenseNamingTheOption) {
       for (const auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
     }
   };
-  expect_error_naming(small_options().vocab(0), {"vocab", "0"});
-  expect_error_naming(small_options().classes(-2), {"classes", "-2"});
-  expect_error_naming(small_options().max_seq_len(0), {"max_seq_len"});
-  expect_error_naming(small_options().layers(0), {"layers"});
-  expect_error_naming(small_options().heads(0), {"heads"});
-  expect_error_naming(small_options().d_model(-8), {"d_model", "-8"});
-  expect_error_naming(small_options().d_ff(0), {"d_ff"});
-  expect_error_naming(small_options().d_model(10).heads(4), {"10", "4"});
-  EXPECT_NO_THROW(small_options().validate());
-  EXPECT_NO_THROW(small_options().attn_only(true).d_ff(0).validate());
+  expect_error_naming(small_spec([](ModelSpec& s) { s.vocab = 0; }), {"vocab", "0"});
+  expect_error_naming(small_spec([](ModelSpec& s) { s.classes = -2; }), {"classes", "-2"});
+  expect_error_naming(small_spec([](ModelSpec& s) { s.max_seq_len = 0; }), {"max_seq_len"});
+  expect_error_naming(small_spec([](ModelSpec& s) { s.layers = 0; }), {"layers"});
+  expect_error_naming(small_spec([](ModelSpec& s) { s.heads = 0; }), {"heads"});
+  expect_error_naming(small_spec([](ModelSpec& s) { s.d_model = -8; }), {"d_model", "-8"});
+  expect_error_naming(small_spec([](ModelSpec& s) { s.d_ff = -1; }), {"d_ff", "-1"});
+  expect_error_naming(small_spec([](ModelSpec& s) { s.d_model = 10; s.heads = 4; }), {"10", "4"});
+  EXPECT_NO_THROW(small_spec().validate());
+  EXPECT_NO_THROW(small_spec([](ModelSpec& s) { s.attn_only = true; s.d_ff = 0; }).validate());
   core::Generator gen(0);
-  EXPECT_THROW(Transformer(small_options().d_model(10).heads(4), gen), std::invalid_argument);
+  EXPECT_THROW(Transformer(small_spec([](ModelSpec& s) { s.d_model = 10; s.heads = 4; }), gen), std::invalid_argument);
+}
+
+// The one "heads divides d_model" check suggests values that fit, under the
+// names the caller gives the fields.
+TEST(Transformer, IndivisibleHeadsSuggestTheNearestFits) {
+  const ModelSpec spec = small_spec([](ModelSpec& s) { s.d_model = 10; s.heads = 4; });
+  try {
+    spec.validate();
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("try heads 2 or 5, or d_model 12"), std::string::npos) << e.what();
+  }
+  try {
+    spec.validate([](const std::string& field) { return "--" + field; });
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--d_model 10 is not divisible by --heads 4"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Transformer, ForwardGivesLogitsBatchByTimeByClasses) {
   core::Generator gen(1);
-  Transformer model(small_options(), gen);
+  Transformer model(small_spec(), gen);
   const std::vector<int32_t> tokens{0, 1, 2, 3, 4, 5, 6, 0, 1, 2};
   const Variable logits = model.forward(tokens, 2, 5);
   EXPECT_EQ(logits.shape(), (Shape{2, 5, 3}));
@@ -153,7 +175,7 @@ TEST(Transformer, ForwardGivesLogitsBatchByTimeByClasses) {
 
 TEST(Transformer, SeqLenBeyondMaxIsAnErrorNamingBoth) {
   core::Generator gen(1);
-  Transformer model(small_options(), gen);
+  Transformer model(small_spec(), gen);
   const std::vector<int32_t> tokens(7, 1);
   try {
     model.forward(tokens, 1, 7);
@@ -166,7 +188,7 @@ TEST(Transformer, SeqLenBeyondMaxIsAnErrorNamingBoth) {
 
 TEST(Transformer, TokenOutOfVocabularyIsAnErrorNamingIt) {
   core::Generator gen(1);
-  Transformer model(small_options(), gen);
+  Transformer model(small_spec(), gen);
   const std::vector<int32_t> tokens{1, 2, 9, 3};
   try {
     model.forward(tokens, 2, 2);
@@ -183,7 +205,7 @@ TEST(Transformer, TokenOutOfVocabularyIsAnErrorNamingIt) {
 
 TEST(Transformer, CausalLogitsAtTDoNotChangeWhenLaterTokensChange) {
   core::Generator gen(2);
-  Transformer model(small_options(), gen, DType::f64);
+  Transformer model(small_spec(), gen, DType::f64);
   for (auto& p : model.parameters()) p.mutable_value().copy_(gen.normal(p.shape(), 0.0, 0.5, DType::f64));
   const std::vector<int32_t> a{1, 2, 3, 4, 5, 6};
   const Tensor la = model.forward(a, 1, 6).value();
@@ -198,7 +220,7 @@ TEST(Transformer, CausalLogitsAtTDoNotChangeWhenLaterTokensChange) {
 
 TEST(Transformer, BidirectionalLogitsSeeLaterTokens) {
   core::Generator gen(2);
-  Transformer model(small_options().causal(false), gen, DType::f64);
+  Transformer model(small_spec([](ModelSpec& s) { s.causal = false; }), gen, DType::f64);
   for (auto& p : model.parameters()) p.mutable_value().copy_(gen.normal(p.shape(), 0.0, 0.5, DType::f64));
   const std::vector<int32_t> a{1, 2, 3, 4}, b{1, 2, 3, 0};
   const Tensor la = model.forward(a, 1, 4).value(), lb = model.forward(b, 1, 4).value();
@@ -207,7 +229,7 @@ TEST(Transformer, BidirectionalLogitsSeeLaterTokens) {
 
 TEST(Transformer, PaddedPositionsDoNotAffectRealOnes) {
   core::Generator gen(3);
-  Transformer model(small_options().causal(false), gen, DType::f64);
+  Transformer model(small_spec([](ModelSpec& s) { s.causal = false; }), gen, DType::f64);
   for (auto& p : model.parameters()) p.mutable_value().copy_(gen.normal(p.shape(), 0.0, 0.5, DType::f64));
   const Tensor pad = Tensor::from_vector({1, 1, 1, 0, 0}, {1, 5});
   const std::vector<int32_t> a{1, 2, 3, 4, 5}, b{1, 2, 3, 6, 0}, real{1, 2, 3};
@@ -219,7 +241,7 @@ TEST(Transformer, PaddedPositionsDoNotAffectRealOnes) {
 
 TEST(Transformer, SameSeedGivesTheSameModelAndDifferentSeedADifferentOne) {
   core::Generator g1(5), g2(5), g3(6);
-  Transformer a(small_options(), g1), b(small_options(), g2), c(small_options(), g3);
+  Transformer a(small_spec(), g1), b(small_spec(), g2), c(small_spec(), g3);
   const auto pa = a.parameters(), pb = b.parameters(), pc = c.parameters();
   double diff_same = 0, diff_other = 0;
   for (std::size_t i = 0; i < pa.size(); ++i) {
@@ -232,7 +254,7 @@ TEST(Transformer, SameSeedGivesTheSameModelAndDifferentSeedADifferentOne) {
 
 TEST(Transformer, InitializationIsTheDocumentedOne) {
   core::Generator gen(9);
-  Transformer model(TransformerOptions().vocab(64).max_seq_len(64).layers(1).heads(4).d_model(64), gen, DType::f64);
+  Transformer model(ModelSpec{.vocab = 64, .max_seq_len = 64, .layers = 1, .heads = 4, .d_model = 64}, gen, DType::f64);
   for (auto& [name, p] : model.named_parameters()) {
     const bool is_ln = name.find("ln") != std::string::npos;
     const bool is_bias = name.ends_with(".bias");
@@ -249,7 +271,7 @@ TEST(Transformer, InitializationIsTheDocumentedOne) {
 
 TEST(Transformer, TrainAndEvalReachEveryAttentionLayer) {
   core::Generator gen(0);
-  Transformer model(small_options(), gen);
+  Transformer model(small_spec(), gen);
   model.eval();
   for (int64_t i = 0; i < model.num_layers(); ++i) EXPECT_FALSE(model.attention(i).is_training());
   EXPECT_FALSE(model.block(1).mlp()->fc2().is_training());
@@ -259,7 +281,7 @@ TEST(Transformer, TrainAndEvalReachEveryAttentionLayer) {
 
 TEST(Transformer, AttentionAccessorReachesTheNamedLayer) {
   core::Generator gen(0);
-  Transformer model(small_options(), gen);
+  Transformer model(small_spec(), gen);
   EXPECT_EQ(model.num_layers(), 2);
   EXPECT_EQ(model.attention(1).q().weight().node(), model.parameter("blocks.1.attn.q.weight").node());
   EXPECT_EQ(model.attention(0).d_k(), 4);
@@ -272,13 +294,13 @@ TEST(Transformer, AttentionAccessorReachesTheNamedLayer) {
 
 TEST(Transformer, ProbeReceivesEveryLayersResidualStreamAndMustMatchTheLayers) {
   core::Generator gen(0);
-  Transformer model(small_options(), gen);
+  Transformer model(small_spec(), gen);
   const std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6};
   Probe probe(model.num_layers());
   const Variable logits = model.forward(tokens, 2, 3, nullptr, &probe);
   for (const LayerProbe& layer : probe.layers) {
-    EXPECT_EQ(layer.residual.shape(), (Shape{2, 3, model.options().d_model()}));
-    EXPECT_EQ(layer.head_outputs.shape(), (Shape{2, 3, model.options().d_model()}));
+    EXPECT_EQ(layer.residual.shape(), (Shape{2, 3, model.spec().d_model}));
+    EXPECT_EQ(layer.head_outputs.shape(), (Shape{2, 3, model.spec().d_model}));
   }
   // Without a probe, the same logits to the bit.
   EXPECT_EQ(core::max_abs_diff(model.forward(tokens, 2, 3).value(), logits.value()), 0.0);
@@ -288,7 +310,7 @@ TEST(Transformer, ProbeReceivesEveryLayersResidualStreamAndMustMatchTheLayers) {
 
 TEST(Transformer, CrossEntropyLossReachesEveryParameter) {
   core::Generator gen(0);
-  Transformer model(small_options(), gen);
+  Transformer model(small_spec(), gen);
   const std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6};
   const std::vector<int32_t> targets{0, 1, 2, -1, 2, 1};
   const Variable logits = model.forward(tokens, 2, 3);

@@ -30,7 +30,7 @@ struct TempDir {
 
 TrainConfig tiny_config() {
   TrainConfig c;
-  c.d_model = 16;
+  c.model.d_model = 16;
   c.batch = 8;
   c.eval_batch = 16;
   c.steps = 3;
@@ -144,7 +144,7 @@ TEST(Checkpoint, WeightsOfAnotherShapeAreRejected) {
   const std::string path = (dir.path / "ck.safetensors").string();
   small.save(path);
   TrainConfig wide = tiny_config();
-  wide.d_model = 32;
+  wide.model.d_model = 32;
   Session other(wide);
   try {
     load_weights(other.model(), read_checkpoint(path).file, "--init ck");
@@ -178,8 +178,8 @@ std::string rejection_of_edited(
     const std::function<void(const std::string&)>& load = [](const std::string& path) { read_checkpoint(path); }) {
   TempDir dir;
   TrainConfig c = tiny_config();
-  c.layers = 2;
-  c.attn_only = true;
+  c.model.layers = 2;
+  c.model.attn_only = true;
   Session s(c);
   s.step();
   const std::string path = (dir.path / "ck.safetensors").string();

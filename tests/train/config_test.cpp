@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "train/errors.h"
+#include "train/run_builder.h"
 
 namespace headlab::train {
 namespace {
@@ -20,17 +21,17 @@ std::string error_of(const TrainConfig& c) {
 TEST(TrainConfig, DefaultsAreTheLessonDemo) {
   const TrainConfig c;
   EXPECT_EQ(c.task, "first-prev-pair");
-  EXPECT_EQ(c.layers, 1);
-  EXPECT_EQ(c.heads, 2);
-  EXPECT_EQ(c.d_model, 64);
+  EXPECT_EQ(c.model.layers, 1);
+  EXPECT_EQ(c.model.heads, 2);
+  EXPECT_EQ(c.model.d_model, 64);
   EXPECT_EQ(c.optimizer, "adamw");
   EXPECT_EQ(error_of(c), "");
 }
 
 TEST(TrainConfig, IndivisibleDModelNamesBothNumbers) {
   TrainConfig c;
-  c.d_model = 30;
-  c.heads = 4;
+  c.model.d_model = 30;
+  c.model.heads = 4;
   const std::string m = error_of(c);
   EXPECT_NE(m.find("--d-model 30"), std::string::npos) << m;
   EXPECT_NE(m.find("--heads 4"), std::string::npos) << m;
@@ -38,13 +39,13 @@ TEST(TrainConfig, IndivisibleDModelNamesBothNumbers) {
 
 TEST(TrainConfig, EveryBadValueIsAUsageError) {
   const std::vector<std::function<void(TrainConfig&)>> bad = {
-      [](TrainConfig& c) { c.layers = 0; },        [](TrainConfig& c) { c.heads = -1; },
+      [](TrainConfig& c) { c.model.layers = 0; },  [](TrainConfig& c) { c.model.heads = -1; },
       [](TrainConfig& c) { c.batch = 0; },         [](TrainConfig& c) { c.steps = -5; },
       [](TrainConfig& c) { c.lr = 0; },            [](TrainConfig& c) { c.lr = -1e-3; },
       [](TrainConfig& c) { c.clip = -1; },         [](TrainConfig& c) { c.optimizer = "lion"; },
       [](TrainConfig& c) { c.schedule = "wavy"; }, [](TrainConfig& c) { c.log_every = 0; },
       [](TrainConfig& c) { c.threads = -2; },      [](TrainConfig& c) { c.min_lr = 1.0; },
-      [](TrainConfig& c) { c.d_model = 1 << 20; }, [](TrainConfig& c) { c.eval_batch = 0; },
+      [](TrainConfig& c) { c.model.d_model = 1 << 20; }, [](TrainConfig& c) { c.eval_batch = 0; },
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {
     TrainConfig c;
@@ -56,9 +57,9 @@ TEST(TrainConfig, EveryBadValueIsAUsageError) {
 TEST(TrainConfig, JsonRoundTripKeepsEveryField) {
   TrainConfig c;
   c.task = "induction";
-  c.heads = 4;
+  c.model.heads = 4;
   c.lr = 3e-4;
-  c.attn_only = true;
+  c.model.attn_only = true;
   c.seed = 12345678901234ULL;
   TrainConfig d;
   apply_json(d, to_json(c), "test");
@@ -80,15 +81,16 @@ TEST(TrainConfig, UnknownKeyAndWrongTypeNameTheKey) {
   EXPECT_THROW(apply_json(c, nlohmann::json::array(), "cfg.json"), UsageError);
 }
 
-TEST(TrainConfig, ModelOptionsFollowTheFlags) {
+TEST(TrainConfig, ModelSpecFollowsTheFlags) {
   TrainConfig c;
-  c.bidirectional = true;
-  c.no_layernorm = true;
-  const auto o = c.model_options(8, 64, 6);
-  EXPECT_FALSE(o.causal());
-  EXPECT_FALSE(o.layernorm());
-  EXPECT_EQ(o.d_ff(), 256);
-  EXPECT_EQ(o.classes(), 64);
+  apply_json(c, nlohmann::json{{"bidirectional", true}, {"no-layernorm", true}}, "test");
+  const layers::ModelSpec o = model_spec_for(c, *make_task_for(c));
+  EXPECT_FALSE(o.causal);
+  EXPECT_FALSE(o.layernorm);
+  EXPECT_EQ(o.d_ff, 256);
+  EXPECT_EQ(o.classes, 64);
+  EXPECT_EQ(to_json(c)["no-layernorm"], true);
+  EXPECT_EQ(to_json(c)["bidirectional"], true);
 }
 
 }  // namespace

@@ -168,7 +168,7 @@ TEST_F(DataFileTest, RestoringThePositionAndGeneratorContinuesTheStreamExactly) 
   DataFile data(path, 64, 64, 2, true);
   core::Generator gen(4);
   stream(data, gen, 5, 20);  // mid-way through the second epoch
-  const auto position = data.position();
+  const auto position = *data.position();
   const auto state = gen.state();
   const auto expected = stream(data, gen, 5, 40);
 

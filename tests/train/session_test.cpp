@@ -15,7 +15,7 @@ namespace {
 
 TrainConfig small_demo() {
   TrainConfig c;  // first-prev-pair, V 8, T 6, 1 layer, 2 heads
-  c.d_model = 32;
+  c.model.d_model = 32;
   c.batch = 64;
   c.eval_batch = 256;
   c.lr = 3e-3;
@@ -96,7 +96,7 @@ TEST(Session, BadTaskSettingsAreUsageErrors) {
   c.task = "no-such-task";
   EXPECT_THROW(Session{c}, UsageError);
   c = small_demo();
-  c.heads = 3;  // 32 is not divisible by 3
+  c.model.heads = 3;  // 32 is not divisible by 3
   EXPECT_THROW(Session{c}, UsageError);
 }
 

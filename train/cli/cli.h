@@ -43,8 +43,9 @@ class ConfigFlags {
   std::vector<std::string> names_;
 };
 
-// Reads --config FILE.json onto `config` (UsageError on any problem).
-void apply_config_file(train::TrainConfig& config, const std::string& path);
+// Reads --config FILE.json onto `config` (UsageError on any problem);
+// returns the keys it set.
+std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path);
 
 bool stdout_is_terminal();
 bool stderr_is_terminal();

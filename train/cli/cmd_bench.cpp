@@ -43,12 +43,12 @@ train::TrainConfig preset_config(const std::string& name) {
                               {"medium", 256, 128, 16, 256, 8, 4}};
   for (const P& p : presets) {
     if (name != p.name) continue;
-    c.vocab = p.vocab;
-    c.seq_len = p.seq_len;
+    c.model.vocab = p.vocab;
+    c.model.max_seq_len = p.seq_len;
     c.batch = p.batch;
-    c.d_model = p.d_model;
-    c.heads = p.heads;
-    c.layers = p.layers;
+    c.model.d_model = p.d_model;
+    c.model.heads = p.heads;
+    c.model.layers = p.layers;
     return c;
   }
   throw train::UsageError("--preset must be tiny, small or medium, got '" + name + "'");
@@ -83,15 +83,15 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   config.validate();
   core::set_num_threads(config.threads);
   train::Session session(config);
-  const auto& m = session.model().options();
+  const layers::ModelSpec& m = session.model().spec();
 
   int64_t linear_weights = 0;
   for (const auto& [name, p] : session.model().named_parameters())
     if (p.dim() == 2 && name.find("emb") == std::string::npos) linear_weights += p.numel();
-  const double tokens = static_cast<double>(config.batch * m.max_seq_len());
+  const double tokens = static_cast<double>(config.batch * m.max_seq_len);
   const double flops_per_step =
       tokens * (6.0 * static_cast<double>(linear_weights) +
-                12.0 * static_cast<double>(m.layers() * m.max_seq_len() * m.d_model()));
+                12.0 * static_cast<double>(m.layers * m.max_seq_len * m.d_model));
 
   for (int64_t i = 0; i < args.warmup; ++i) session.step();
   std::vector<double> ms;
@@ -120,9 +120,9 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
     return 0;
   }
   std::printf("%s: %lld layer(s), d_model %lld, %lld heads, batch %lld x %lld tokens, %lld parameters, %d thread(s)\n",
-              args.preset.c_str(), static_cast<long long>(m.layers()), static_cast<long long>(m.d_model()),
-              static_cast<long long>(m.heads()), static_cast<long long>(config.batch),
-              static_cast<long long>(m.max_seq_len()), static_cast<long long>(session.model().num_parameters()),
+              args.preset.c_str(), static_cast<long long>(m.layers), static_cast<long long>(m.d_model),
+              static_cast<long long>(m.heads), static_cast<long long>(config.batch),
+              static_cast<long long>(m.max_seq_len), static_cast<long long>(session.model().num_parameters()),
               core::num_threads());
   std::printf("  %.3f ms/step (median of %lld runs of %lld steps; min %.3f, max %.3f)\n", median,
               static_cast<long long>(args.runs), static_cast<long long>(args.steps), ms.front(), ms.back());

@@ -12,8 +12,8 @@
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
-#include "train/data_file.h"
 #include "train/errors.h"
+#include "train/run_builder.h"
 #include "train/session.h"
 
 namespace headlab::cli {
@@ -35,51 +35,35 @@ int run_eval(const EvalArgs& args) {
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (all cores) or more");
   const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
   core::set_num_threads(args.threads);
+  // The run's own task and evaluation batch unless told otherwise; the model
+  // is always the checkpoint's.
   train::TrainConfig config = ck.info.config;
+  if (args.seed_given) config.seed = args.seed;
+  if (args.batch_given) config.eval_batch = args.batch;
   if (!args.data.empty()) {
-    // The file is read with the model's own sizes (eval has no --vocab or --seq-len).
+    // The file is read with the model's own sizes and classes (eval has no
+    // --vocab, --seq-len or --classes), and all of it is evaluated.
     config.data = args.data;
-    config.vocab = ck.model.vocab();
-    config.seq_len = ck.model.max_seq_len();
+    config.model = ck.model;
+    config.eval_batch = std::numeric_limits<int64_t>::max();
   } else if (!args.task.empty()) {
     config.task = args.task;
     config.data.clear();
   }
-  if (args.seed_given) config.seed = args.seed;
-  if (args.batch_given) config.eval_batch = args.batch;
-  // The task must fit the model: same vocabulary, classes and at most its length.
   const auto task = train::make_task_for(config);
-  if (task->vocab() > ck.model.vocab() || task->num_classes() != ck.model.classes() ||
-      task->seq_len() > ck.model.max_seq_len())
-    throw train::UsageError("task " + task->name() + " (vocab " + std::to_string(task->vocab()) + ", classes " +
-                            std::to_string(task->num_classes()) + ", seq-len " + std::to_string(task->seq_len()) +
-                            ") does not fit the checkpoint's model (vocab " + std::to_string(ck.model.vocab()) +
-                            ", classes " + std::to_string(ck.model.classes()) + ", max seq-len " +
-                            std::to_string(ck.model.max_seq_len()) + ")");
-  core::Generator init(0);
-  layers::Transformer model(ck.model, init);
-  train::load_weights(model, ck.file, args.checkpoint);
-  model.eval();
-
-  train::Batch batch;
-  if (auto* data = dynamic_cast<train::DataFile*>(task.get())) {
-    batch = data->rows(0, data->size());  // the whole file
-  } else {
-    const int64_t max_batch = std::numeric_limits<int32_t>::max() / task->seq_len();
-    if (config.eval_batch > max_batch)
-      throw train::UsageError("--batch " + std::to_string(config.eval_batch) + ": that many sequences of " +
-                              std::to_string(task->seq_len()) + " tokens exceed 2^31-1 tokens (at most " +
-                              std::to_string(max_batch) + ")");
-    core::Generator gen(config.seed ^ 0x6576616c00000000ULL);  // the trainer's eval stream
-    batch = task->sample(config.eval_batch, gen);
-  }
+  train::check_task_fits(*task, ck.model);
+  const int64_t rows = task->eval_rows(config.eval_batch);
+  train::check_sizes(ck.model, {{args.data.empty() ? "--batch" : "--data", rows}});
+  const auto model = train::load_model(ck, args.checkpoint);
+  model->eval();
+  const train::Batch batch = task->eval_batch(rows, config.seed);
 
   const bool want_grads = !args.dump_grads.empty();
   autograd::Variable logits, loss;
   {
     std::optional<autograd::NoGradGuard> no_grad;
     if (!want_grads) no_grad.emplace();
-    logits = model.forward(batch.tokens, batch.batch, batch.seq_len);
+    logits = model->forward(batch.tokens, batch.batch, batch.seq_len);
     loss = autograd::cross_entropy(logits, batch.targets);
   }
   const train::EvalResult r = train::score_logits(logits.value(), batch.targets);
@@ -96,7 +80,7 @@ int run_eval(const EvalArgs& args) {
   if (want_grads) {
     loss.backward();
     core::NamedTensors grads;
-    for (const auto& [name, p] : model.named_parameters())
+    for (const auto& [name, p] : model->named_parameters())
       grads.emplace_back(name, p.has_grad() ? p.grad() : core::Tensor::zeros_like(p.value()));
     core::save_safetensors(args.dump_grads, grads,
                            {{"checkpoint", args.checkpoint}, {"task", task->name()},

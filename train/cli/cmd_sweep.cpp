@@ -328,12 +328,12 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
   sweep.target_accuracy = args.target_accuracy;
   if (args.jobs < 0) throw train::UsageError("--jobs must be 0 (one per core) or more, got " + std::to_string(args.jobs));
   sweep.seeds = train::parse_int_list(args.seeds, "--seeds", 0);
-  sweep.heads = args.heads.empty() ? std::vector<int64_t>{sweep.config.heads}
+  sweep.heads = args.heads.empty() ? std::vector<int64_t>{sweep.config.model.heads}
                                    : train::parse_int_list(args.heads, "--heads", 1, 1024);
   // Every configuration must be one `headlab train` accepts, before anything runs.
   for (const int64_t h : sweep.heads) {
     train::TrainConfig c = sweep.config;
-    c.heads = h;
+    c.model.heads = h;
     c.validate();
     (void)train::Session(c);  // the task, its sizes and the model
   }

@@ -1,12 +1,13 @@
 // `headlab train`: a new run, a resumed one (--resume DIR) or one started
 // from given weights (--init CHECKPOINT).
 #include <filesystem>
-#include <iostream>
+#include <optional>
 
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
 #include "train/cli/logging.h"
+#include "train/cli/train_view.h"
 #include "train/errors.h"
 #include "train/signals.h"
 #include "train/trainer.h"
@@ -50,15 +51,21 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
                               std::to_string(session->steps_done()) + " steps the run has already done");
   } else {
     train::TrainConfig config;
-    if (!args.config_file.empty()) apply_config_file(config, args.config_file);
+    std::vector<std::string> given = flags.given();
+    if (!args.config_file.empty()) {
+      const std::vector<std::string> keys = apply_config_file(config, args.config_file);
+      given.insert(given.end(), keys.begin(), keys.end());
+    }
     flags.apply(config);
     config.validate();
+    std::optional<train::Checkpoint> init;
+    if (!args.init.empty()) {
+      init = train::read_checkpoint(args.init);
+      train::take_model(config, init->model, given, args.init);  // the model is the checkpoint's
+    }
     core::set_num_threads(config.threads);
     session = std::make_unique<train::Session>(config);  // validates the task and model before anything is written
-    if (!args.init.empty()) {
-      const train::Checkpoint ck = train::read_checkpoint(args.init);
-      train::load_weights(session->model(), ck.file, "--init " + args.init);
-    }
+    if (init) train::load_weights(session->model(), init->file, "--init " + args.init);
     target = config.steps;
     folder = train::create_run_folder(args.out.empty() ? train::default_run_dir(config.data.empty() ? config.task : "data")
                                                        : args.out,
@@ -68,11 +75,11 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
 
   auto log = make_run_logger(folder.log(), stdout_is_terminal());
   const train::TrainConfig& config = session->config();
-  const auto& m = session->model().options();
+  const layers::ModelSpec& m = session->model().spec();
   log->info("{} {} in {}: {} layer(s), {} heads, d_model {}, d_k {}, {} parameters, {} thread(s)",
-            args.resume.empty() ? "training" : "resuming", session->task().name(), folder.dir, m.layers(), m.heads(),
-            m.d_model(), m.d_k(), session->model().num_parameters(), core::num_threads());
-  log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, config.batch, m.max_seq_len(),
+            args.resume.empty() ? "training" : "resuming", session->task().name(), folder.dir, m.layers, m.heads,
+            m.d_model, m.d_k(), session->model().num_parameters(), core::num_threads());
+  log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, config.batch, m.max_seq_len,
             config.optimizer, config.lr, config.seed);
   if (!args.resume.empty() && config.lr != resumed_lr) {
     // config.json tells the settings the run goes on with; this log line
@@ -84,9 +91,8 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
 
   train::TrainerOptions options;
   options.target_steps = target;
-  options.progress_bar = stderr_is_terminal();
-  options.color = stdout_is_terminal();
-  train::Trainer trainer(*session, folder, log, options);
+  TrainView view(log, folder, session->steps_done(), target, stderr_is_terminal());
+  train::Trainer trainer(*session, folder, view, options);
   train::install_stop_handlers();
   int status = 0;
   try {
@@ -98,7 +104,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       log->error("{}; no checkpoint had been written yet", e.what());
     throw;
   }
-  if (status == 0) trainer.finish_report();
+  if (status == 0) view.report(trainer.finish_report(), stdout_is_terminal());
   return status;
 }
 
@@ -112,7 +118,7 @@ Command add_train(CLI::App& app) {
   app.add_option("--out", args->out, "the run folder (default: a fresh folder under runs/)");
   app.add_flag("--force", args->force, "overwrite the run files in an existing --out folder");
   app.add_option("--resume", args->resume, "continue the run in this folder (to --steps, by default its own target)");
-  app.add_option("--init", args->init, "start from this checkpoint's weights");
+  app.add_option("--init", args->init, "start from this checkpoint's model and weights (model flags must agree with it)");
   app.footer(
       "With no flags: the default demo (first-prev-pair, vocabulary 8, 6 tokens, 1 layer, 2 heads,\n"
       "d_model 64), which should give one previous-token head and one first-token head.");

@@ -26,7 +26,9 @@ ConfigFlags::ConfigFlags(CLI::App& app, std::vector<std::string> only)
     if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) return;
     names_.emplace_back(name);
     const std::string flag = "--" + std::string(name);
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
+    if constexpr (train::is_negated_v<std::decay_t<decltype(field)>>) {
+      app.add_flag(flag)->description(help);  // apply() reads it: the field is its negation
+    } else if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
       app.add_flag(flag, field, help);
     } else if constexpr (std::is_unsigned_v<std::decay_t<decltype(field)>>) {
       // CLI11 reads "-1" into an unsigned field as 2^64-1.
@@ -50,14 +52,18 @@ void ConfigFlags::apply(train::TrainConfig& config) const {
   // Copy field by field: visit both configs in lockstep.
   train::TrainConfig::visit_fields(config, [&](const char* name, auto& dst, const char*) {
     if (std::find(flags.begin(), flags.end(), name) == flags.end()) return;
-    train::TrainConfig::visit_fields(src, [&](const char* other, const auto& value, const char*) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(dst)>, std::decay_t<decltype(value)>>)
-        if (std::string(other) == name) dst = value;
-    });
+    if constexpr (train::is_negated_v<std::decay_t<decltype(dst)>>) {
+      dst.field = !app_.get_option("--" + std::string(name))->as<bool>();
+    } else {
+      train::TrainConfig::visit_fields(src, [&](const char* other, const auto& value, const char*) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(dst)>, std::decay_t<decltype(value)>>)
+          if (std::string(other) == name) dst = value;
+      });
+    }
   });
 }
 
-void apply_config_file(train::TrainConfig& config, const std::string& path) {
+std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path) {
   std::ifstream in(path);
   if (!in) throw train::UsageError("--config " + path + ": cannot read the file");
   nlohmann::json j;
@@ -71,6 +77,9 @@ void apply_config_file(train::TrainConfig& config, const std::string& path) {
                             (close == std::string::npos ? what : what.substr(close + 2)) + ")");
   }
   train::apply_json(config, j, "--config " + path);
+  std::vector<std::string> keys;
+  for (const auto& item : j.items()) keys.push_back(item.key());
+  return keys;
 }
 
 bool stdout_is_terminal() { return isatty(STDOUT_FILENO) != 0; }

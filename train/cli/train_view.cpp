@@ -1,0 +1,91 @@
+#include "train/cli/train_view.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "analysis/text_report.h"
+
+namespace headlab::cli {
+namespace {
+
+std::string format_duration(double seconds) {
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60));
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
+  return buf;
+}
+
+}  // namespace
+
+TrainView::TrainView(std::shared_ptr<spdlog::logger> log, train::RunFolder folder, int64_t start_step,
+                     int64_t target_steps, bool progress_bar)
+    : log_(std::move(log)),
+      folder_(std::move(folder)),
+      start_step_(start_step),
+      target_steps_(target_steps),
+      progress_bar_(progress_bar) {}
+
+void TrainView::clear_progress() const {
+  if (progress_bar_) std::fprintf(stderr, "\r\033[K");
+}
+
+void TrainView::stepped(int64_t step, double seconds) {
+  if (!progress_bar_) return;
+  const int64_t total = target_steps_;
+  const double frac = total > 0 ? static_cast<double>(step) / static_cast<double>(total) : 1.0;
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(frac * kWidth);
+  std::string bar(static_cast<std::size_t>(filled), '#');
+  bar.resize(kWidth, '.');
+  const int64_t since_start = step - start_step_;
+  const double eta = since_start > 0 ? seconds / static_cast<double>(since_start) * static_cast<double>(total - step) : 0;
+  std::fprintf(stderr, "\r[%s] %3.0f%%  step %lld/%lld  ETA %s   ", bar.c_str(), frac * 100,
+               static_cast<long long>(step), static_cast<long long>(total), format_duration(eta).c_str());
+  std::fflush(stderr);
+}
+
+void TrainView::logged(const train::LogLine& l) {
+  clear_progress();
+  log_->info("step {:>6}  loss {:.4f}  acc {:6.2f}%  eval loss {:.4f}  eval acc {:6.2f}%  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s",
+             l.step, l.loss, 100 * l.accuracy, l.eval_loss, 100 * l.eval_accuracy, l.lr, l.grad_norm, l.tokens_per_s);
+  last_logged_ = l.step;
+}
+
+void TrainView::analyzed(int64_t step, const analysis::RunAnalysis& analysis) {
+  clear_progress();
+  // An analysis between two log lines gets a heading of its own.
+  if (step != last_logged_) log_->info("step {:>6}  head analysis", step);
+  for (int64_t l = 0; l < analysis.num_layers; ++l) log_->info("  {}", analysis::layer_summary(analysis, l));
+}
+
+void TrainView::checkpoint_written(int64_t step, const std::string& path) {
+  log_->debug("checkpoint at step {} -> {}", step, path);
+}
+
+void TrainView::stopped(int signal, int64_t step) {
+  clear_progress();
+  log_->warn("stopped by signal {} after step {}; checkpoint saved. Continue with: headlab train --resume {}", signal,
+             step, folder_.dir);
+}
+
+void TrainView::finished(int64_t steps, double seconds) {
+  clear_progress();
+  log_->info("trained {} steps in {} ({:.1f} ms/step); checkpoint: {}", steps, format_duration(seconds),
+             1000 * seconds / static_cast<double>(std::max<int64_t>(1, steps)), folder_.checkpoint());
+}
+
+void TrainView::report(const analysis::RunAnalysis& analysis, bool color) const {
+  analysis::TextOptions text;
+  text.color = color;
+  std::cout << '\n' << analysis::text_report(analysis, text) << '\n';
+  std::cout << "report: " << folder_.report() << "\nheads:  " << folder_.heads() << '\n';
+  std::cout.flush();
+}
+
+}  // namespace headlab::cli

@@ -1,0 +1,41 @@
+// How `headlab train` shows a run: the progress bar (terminals only), the log
+// lines on the terminal and in train.log, and the final report. The Trainer
+// reports what happens (train/trainer.h); this decides how it looks.
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <memory>
+#include <string>
+
+#include "train/trainer.h"
+
+namespace headlab::cli {
+
+class TrainView final : public train::TrainerEvents {
+ public:
+  // progress_bar: redraw a bar on stderr after every step.
+  TrainView(std::shared_ptr<spdlog::logger> log, train::RunFolder folder, int64_t start_step, int64_t target_steps,
+            bool progress_bar);
+
+  void stepped(int64_t step, double seconds) override;
+  void logged(const train::LogLine& line) override;
+  void analyzed(int64_t step, const analysis::RunAnalysis& analysis) override;
+  void checkpoint_written(int64_t step, const std::string& path) override;
+  void stopped(int signal, int64_t step) override;
+  void finished(int64_t steps, double seconds) override;
+
+  // The final report on stdout: the text report and where the files are.
+  void report(const analysis::RunAnalysis& analysis, bool color) const;
+
+ private:
+  void clear_progress() const;
+
+  std::shared_ptr<spdlog::logger> log_;
+  train::RunFolder folder_;
+  int64_t start_step_, target_steps_;
+  bool progress_bar_;
+  int64_t last_logged_ = -1;  // the step of the last log line
+};
+
+}  // namespace headlab::cli

@@ -1,0 +1,84 @@
+#include "train/run_builder.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "train/data_file.h"
+#include "train/errors.h"
+
+namespace headlab::train {
+
+std::unique_ptr<Task> make_task_for(const TrainConfig& config) {
+  const layers::ModelSpec& m = config.model;
+  if (!config.data.empty()) {
+    if (m.vocab <= 0 || m.max_seq_len <= 0)
+      throw UsageError("--data " + config.data + " needs --vocab and --seq-len (the file's token range and the longest sequence)");
+    // Targets are tokens unless --classes says otherwise.
+    return std::make_unique<DataFile>(config.data, m.vocab, m.classes > 0 ? m.classes : m.vocab, m.max_seq_len,
+                                      config.shuffle);
+  }
+  const TaskInfo& info = task_info(config.task);
+  return make_task(config.task, m.vocab > 0 ? m.vocab : info.default_vocab,
+                   m.max_seq_len > 0 ? m.max_seq_len : info.default_seq_len);
+}
+
+layers::ModelSpec model_spec_for(const TrainConfig& config, const Task& task) {
+  if (config.model.classes > 0 && config.model.classes != task.num_classes())
+    throw UsageError("--classes " + std::to_string(config.model.classes) + " does not fit task " + task.name() +
+                     ", whose targets are one of " + std::to_string(task.num_classes()) +
+                     " classes (leave --classes at 0 for the task's own)");
+  layers::ModelSpec spec = config.model;
+  spec.vocab = task.vocab();
+  spec.max_seq_len = task.seq_len();
+  spec.classes = task.num_classes();
+  spec = spec.resolved();
+  validate_model(spec);
+  return spec;
+}
+
+void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::string, int64_t>>& batches) {
+  const int64_t t = m.max_seq_len;
+  const int64_t max_rows = std::numeric_limits<int32_t>::max() / t;
+  int64_t most_rows = 0;
+  std::string flags;
+  for (const auto& [flag, rows] : batches) {
+    if (rows > max_rows)
+      throw UsageError(flag + " " + std::to_string(rows) + ": that many sequences of " + std::to_string(t) +
+                       " tokens exceed 2^31-1 tokens (at most " + std::to_string(max_rows) + ")");
+    most_rows = std::max(most_rows, rows);
+    flags += flag + ", ";
+  }
+  // A lower bound: parameters and gradients, and per token position the
+  // logits, every layer's attention row per head and its residual stream.
+  const double d = static_cast<double>(m.d_model), layers = static_cast<double>(m.layers);
+  const double d_ff = m.attn_only ? 0.0 : static_cast<double>(m.d_ff);
+  const double params = static_cast<double>(m.vocab + t + m.classes) * d + layers * (4 * d * d + 2 * d * d_ff);
+  const double per_position =
+      static_cast<double>(m.classes) + layers * (static_cast<double>(m.heads * t) + 2 * d + d_ff);
+  const double positions = static_cast<double>(most_rows * t);
+  const double bytes = 4 * (2 * params + positions * per_position);
+  const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  if (ram > 0 && bytes > ram)
+    throw UsageError("this model and batch need at least " + std::to_string(static_cast<int64_t>(bytes / 1e9)) +
+                     " GB of memory, more than this machine's " + std::to_string(static_cast<int64_t>(ram / 1e9)) +
+                     " GB (reduce " + flags + "--seq-len, --vocab, --layers or --d-model)");
+}
+
+void check_task_fits(const Task& task, const layers::ModelSpec& model) {
+  if (task.vocab() > model.vocab || task.num_classes() != model.classes || task.seq_len() > model.max_seq_len)
+    throw UsageError("task " + task.name() + " (vocab " + std::to_string(task.vocab()) + ", classes " +
+                     std::to_string(task.num_classes()) + ", seq-len " + std::to_string(task.seq_len()) +
+                     ") does not fit the checkpoint's model (vocab " + std::to_string(model.vocab) + ", classes " +
+                     std::to_string(model.classes) + ", max seq-len " + std::to_string(model.max_seq_len) + ")");
+}
+
+std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source) {
+  core::Generator init(0);  // every weight is then overwritten
+  auto model = std::make_unique<layers::Transformer>(checkpoint.model, init);
+  load_weights(*model, checkpoint.file, source);
+  return model;
+}
+
+}  // namespace headlab::train

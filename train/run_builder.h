@@ -1,0 +1,45 @@
+// How every command builds a run from its TrainConfig: the task (or data
+// file), the model spec the two imply, the size checks, the model and the
+// fixed evaluation batch. train, analyze, bench and sweep come here through
+// Session (session.h); eval through the same functions without an optimizer.
+// A default, a random stream or a limit therefore lives in one place.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "layers/model_spec.h"
+#include "layers/transformer.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/tasks.h"
+
+namespace headlab::train {
+
+// The task a config names (or its data file), with its sizes resolved.
+// Throws UsageError on anything the task or file cannot use.
+std::unique_ptr<Task> make_task_for(const TrainConfig& config);
+
+// The model `config` describes for `task`: vocab, max_seq_len and classes
+// are the task's, the rest the config's, defaults resolved. Throws UsageError
+// naming the flags (a --classes the task does not have, heads that do not
+// divide d_model, ...).
+layers::ModelSpec model_spec_for(const TrainConfig& config, const Task& task);
+
+// Refuses, before anything is allocated, batches that 32-bit token indices
+// cannot address and sizes that cannot fit in the machine's memory: they
+// would otherwise fail deep inside an allocation. `batches`: each batch's
+// flag (for the message) and its number of sequences of max_seq_len tokens.
+void check_sizes(const layers::ModelSpec& model, const std::vector<std::pair<std::string, int64_t>>& batches);
+
+// Throws UsageError unless `task` can feed `model`: tokens within its
+// vocabulary, the same classes, sequences no longer than its max_seq_len.
+void check_task_fits(const Task& task, const layers::ModelSpec& model);
+
+// A checkpoint's model with its weights; `source` names it in messages.
+std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source);
+
+}  // namespace headlab::train
