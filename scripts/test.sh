@@ -29,7 +29,7 @@ run_ctest() {
   fi
 }
 
-scripts/setup.sh
+scripts/setup.sh --all
 run_ctest build
 if [ "${1:-}" = "--fast" ]; then
   echo "tests: $passed passed, $failed failed"
