@@ -8,6 +8,7 @@
 #include <string>
 
 #include "train/cli/cli.h"
+#include "train/cli/version.h"
 #include "train/errors.h"
 
 namespace {
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   CLI::App app{"headlab: train toy transformers and see what their attention heads learn.\n"
                "Start with `headlab train` (the default demo), then read the head report it prints.",
                "headlab"};
+  app.set_version_flag("--version", cli::version_line(), "print the version and the git commit it was built from");
   app.require_subcommand(1);
   app.fallthrough(false);
   std::map<CLI::App*, cli::Command> commands;
@@ -59,6 +61,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "headlab: error: %s (see --help)\n", one_line(e.what()).c_str());
