@@ -13,6 +13,8 @@ namespace headlab::autograd {
 namespace {
 
 thread_local bool t_grad_enabled = true;
+// The innermost live GradOnlyFor of this thread, or null.
+thread_local const GradOnlyFor* t_grad_only = nullptr;
 // The op whose backward is running on this thread, so that a gradient of the
 // wrong shape names the op that produced it.
 thread_local const char* t_backward_op = nullptr;
@@ -24,6 +26,14 @@ std::string describe(const Tensor& t) { return core::to_string(t.shape()) + " " 
 // any other tensor (an in-place update of one gradient, e.g. clipping, must
 // never change another).
 Tensor owned(const Tensor& g) { return g.is_contiguous() && g.storage().use_count() == 1 ? g : g.clone(); }
+
+// Whether a node takes part in backpropagation: it requires a gradient and,
+// if it is a leaf, no GradOnlyFor scope excludes it.
+bool wants_grad(const Node& n) {
+  if (!n.requires_grad) return false;
+  const bool leaf = !n.backward && !n.freed;
+  return !leaf || t_grad_only == nullptr || t_grad_only->allows(&n);
+}
 
 class BackwardOpScope {
  public:
@@ -66,6 +76,15 @@ NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false;
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 bool grad_enabled() { return t_grad_enabled; }
 
+GradOnlyFor::GradOnlyFor(std::vector<Variable> leaves) : leaves_(std::move(leaves)), previous_(t_grad_only) {
+  t_grad_only = this;
+}
+GradOnlyFor::~GradOnlyFor() { t_grad_only = previous_; }
+
+bool GradOnlyFor::allows(const Node* leaf) const {
+  return std::any_of(leaves_.begin(), leaves_.end(), [leaf](const Variable& v) { return v.node() == leaf; });
+}
+
 // --- Variable ---
 
 Variable::Variable(Tensor value, bool requires_grad) : node_(std::make_shared<Node>()) {
@@ -88,6 +107,8 @@ Variable Variable::from_op(Tensor value, std::vector<Variable> inputs, BackwardF
   }
   return Variable(std::move(node));
 }
+
+bool Variable::requires_grad() const { return node_ && wants_grad(*node_); }
 
 const Tensor& Variable::value() const {
   if (!node_) throw std::invalid_argument("Variable::value: the variable is undefined");
@@ -165,7 +186,7 @@ std::string freed_message(const char* op) {
 
 void Variable::backward(const Tensor& grad_output, bool retain_graph) const {
   if (!node_) throw std::invalid_argument("backward: the variable is undefined");
-  if (!node_->requires_grad)
+  if (!requires_grad())
     throw std::runtime_error("backward: '" + std::string(node_->op) +
                              "' does not require a gradient (no input requires one, or it was computed under "
                              "NoGradGuard)");
@@ -191,7 +212,7 @@ void Variable::backward(const Tensor& grad_output, bool retain_graph) const {
       Frame& top = stack.back();
       if (top.next < top.node->inputs.size()) {
         const std::shared_ptr<Node>& child = top.node->inputs[top.next++].node_;
-        if (!child || !child->requires_grad || seen.count(child.get())) continue;
+        if (!child || !wants_grad(*child) || seen.count(child.get())) continue;
         if (child->freed) throw std::runtime_error(freed_message(child->op));
         seen.insert(child.get());
         stack.push_back({child, 0});  // invalidates `top`, not used again

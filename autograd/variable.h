@@ -63,7 +63,8 @@ class Variable {
   void accumulate_grad(const Tensor& g) const;
   void zero_grad() const;  // drops the gradient
 
-  bool requires_grad() const { return node_ && node_->requires_grad; }
+  // False for a leaf outside the leaves of a live GradOnlyFor on this thread.
+  bool requires_grad() const;
   void set_requires_grad(bool enabled) const;  // leaves only
   bool is_leaf() const { return node_ && !node_->backward && !node_->freed; }
   const char* op() const { return node_ ? node_->op : "undefined"; }
@@ -102,6 +103,28 @@ class NoGradGuard {
 };
 
 bool grad_enabled();
+
+// While alive, on this thread, the only leaves that require a gradient are
+// `leaves` (those of them that require one): every other leaf -- a model's
+// parameters, say -- counts as a constant. Ops then record only what leads to
+// `leaves`, and a backward run inside the scope computes and accumulates
+// gradients only for them. That is dL/d(some inputs) without touching any
+// other leaf's gradient, e.g. head-gate importance on a model that is being
+// trained or probed by other threads (analysis/importance.h). Scopes nest;
+// the innermost one counts.
+class GradOnlyFor {
+ public:
+  explicit GradOnlyFor(std::vector<Variable> leaves);
+  ~GradOnlyFor();
+  GradOnlyFor(const GradOnlyFor&) = delete;
+  GradOnlyFor& operator=(const GradOnlyFor&) = delete;
+
+  bool allows(const Node* leaf) const;
+
+ private:
+  std::vector<Variable> leaves_;
+  const GradOnlyFor* previous_;
+};
 
 // Nodes alive in this process (all threads): lets tests prove that a graph
 // is released after backward.

@@ -14,15 +14,26 @@ Task `previous`: tokens uniform over V, target = the previous token, position
 weight decay 0.01, gradient clipping at 1.0 (headlab's default), and the
 step's accuracy is computed as headlab's step does.
 
-PyTorch gets its best: torch.set_num_threads(N), and the OpenMP build of
+PyTorch gets its best: torch.set_num_threads(N), the OpenMP build of
 OpenBLAS (Debian's torch takes fp32 GEMM from the system OpenBLAS; the
-pthread build would fight OpenMP for the cores). The worker checks which
-libopenblas it loaded and reports it.
+pthread build would fight OpenMP for the cores), and the same warm-up
+headlab's process gets: one large GEMM at N threads before the first step
+(on these 2-vCPU VMs it separates OpenMP's threads onto their own CPUs; see
+docs/performance.md). The worker checks which libopenblas it loaded and
+reports it.
+
+Each round runs every binary and PyTorch once, in a fresh process; the
+ratio to PyTorch is taken per round (so both sides of a ratio saw the same
+moment of the machine), and the median of those ratios is reported with
+their spread (min-max).
 
 Usage (Debian's python3 with python3-torch, not a virtualenv's):
   /usr/bin/python3 bench/compare_torch.py --headlab build/headlab
   /usr/bin/python3 bench/compare_torch.py --headlab build/headlab --presets tiny,small --threads 1,2 --rounds 3
   /usr/bin/python3 bench/compare_torch.py --headlab /tmp/headlab-before --headlab build/headlab   # old vs new
+  /usr/bin/python3 bench/compare_torch.py --no-torch --env ONEDNN_MAX_CPU_ISA=AVX2 \
+      --headlab build/headlab@openblas --headlab build/headlab@onednn                # backends, AVX2 only
+A binary given as PATH@BACKEND runs with --gemm BACKEND.
 """
 import argparse
 import importlib.util
@@ -53,6 +64,11 @@ def torch_worker(preset, threads, warmup, steps, runs, foreach):
     import torch.nn.functional as F
 
     torch.set_num_threads(threads)
+    # The warm-up headlab gets (bench's process runs large GEMMs before it
+    # times): one large product at this thread count.
+    big = torch.randn(1024, 1024)
+    for _ in range(3):
+        big @ big
     torch.manual_seed(1)
     V, T, B, d, h, L = PRESETS[preset]
 
@@ -130,6 +146,14 @@ def torch_worker(preset, threads, warmup, steps, runs, foreach):
         ms.append(1000 * (time.perf_counter() - t0) / steps)
     ms.sort()
     blas = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libopenblas" in line})
+    # The kernels OpenBLAS picked: a CPU it does not know (and no
+    # OPENBLAS_CORETYPE) can leave it on slow generic ones.
+    core = []
+    for path in blas:
+        import ctypes
+        lib = ctypes.CDLL(path)
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        core.append(lib.openblas_get_corename().decode())
     return {
         "preset": preset,
         "threads": torch.get_num_threads(),
@@ -140,6 +164,7 @@ def torch_worker(preset, threads, warmup, steps, runs, foreach):
         "parameters": sum(p.numel() for p in model.parameters()),
         "torch": torch.__version__,
         "openblas": blas,
+        "openblas_core": core,
     }
 
 
@@ -152,8 +177,12 @@ def run_json(cmd, env=None):
 
 
 def run_headlab(binary, preset, threads, a):
-    return run_json([binary, "bench", "--preset", preset, "--threads", str(threads), "--json",
-                     "--warmup-steps", str(a.warmup_steps), "--bench-steps", str(a.bench_steps), "--runs", str(a.runs)])
+    path, _, backend = binary.partition("@")
+    env = dict(os.environ)
+    env.update(kv.split("=", 1) for kv in a.env)
+    return run_json([path, "bench", "--preset", preset, "--threads", str(threads), "--json",
+                     "--warmup-steps", str(a.warmup_steps), "--bench-steps", str(a.bench_steps), "--runs", str(a.runs)]
+                    + (["--gemm", backend] if backend else []), env=env)
 
 
 def run_torch(preset, threads, a):
@@ -181,11 +210,19 @@ def main():
     p.add_argument("--foreach", type=int, default=1, help="torch AdamW foreach (multi-tensor) implementation")
     p.add_argument("--no-torch", action="store_true", help="headlab binaries only")
     p.add_argument("--json", action="store_true", help="also print every result as JSON lines")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="set in headlab's environment (repeatable), e.g. ONEDNN_MAX_CPU_ISA=AVX2")
     a = p.parse_args()
     binaries = a.headlab or ["build/headlab"]
     for b in binaries:
-        if not (os.path.isfile(b) and os.access(b, os.X_OK)):
-            p.error(f"--headlab {b}: no executable there (build it with scripts/setup.sh)")
+        path, _, backend = b.partition("@")
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            p.error(f"--headlab {path}: no executable there (build it with scripts/setup.sh)")
+        if backend not in ("", "onednn", "openblas"):
+            p.error(f"--headlab {b}: the backend after @ must be onednn or openblas")
+    for kv in a.env:
+        if "=" not in kv or kv.startswith("="):
+            p.error(f"--env {kv}: expected NAME=VALUE")
     for preset in a.presets.split(","):
         if preset not in PRESETS:
             p.error(f"--presets: unknown preset '{preset}' (valid: {', '.join(PRESETS)})")
@@ -201,6 +238,8 @@ def main():
         p.error(f"PyTorch is not importable by {sys.executable}: install Debian's python3-torch "
                 "(apt-get install python3-torch) and run this with /usr/bin/python3, or pass --no-torch")
     names = [f"headlab[{i}]" if len(binaries) > 1 else "headlab" for i in range(len(binaries))]
+    if a.env:
+        print(f"# headlab's environment adds {' '.join(a.env)}")
     load = os.getloadavg()
     print(f"# load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cpus; "
           f"rounds {a.rounds}, each of {a.runs} timed runs")
@@ -229,18 +268,24 @@ def main():
                     for r in rs:
                         print(json.dumps({"who": n, **r}))
             rows.append((preset, threads, summary, results))
-            ref = summary.get("torch") or summary[names[0]]
             ref_name = "torch" if "torch" in summary else names[0]
+            ref = summary[ref_name]
             for n, s in summary.items():
-                ratio = s["ms"] / ref["ms"]
+                # Per-round ratios: both sides of each were measured back to back.
+                per_round = [r["ms_per_step"] / q["ms_per_step"] for r, q in zip(results[n], results[ref_name])]
+                s["ratio"] = statistics.median(per_round)
+                s["ratio_min"], s["ratio_max"] = min(per_round), max(per_round)
                 rss_ratio = s["rss"] / ref["rss"]
-                print(f"{preset:6s} {threads}T {n:11s} {s['ms']:9.2f} ms/step  x{ratio:5.3f} of {ref_name}"
+                print(f"{preset:6s} {threads}T {n:11s} {s['ms']:9.2f} ms/step  x{s['ratio']:5.3f} of {ref_name}"
+                      f" ({s['ratio_min']:.3f}-{s['ratio_max']:.3f})"
                       f"  peak RSS {s['rss']:7.1f} MiB (x{rss_ratio:4.2f})   runs {s['all']}", flush=True)
     load = os.getloadavg()
     print(f"# load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if not a.no_torch:
         t = rows[0][3]["torch"][0]
-        print(f"# torch {t['torch']}, OpenBLAS loaded: {', '.join(t['openblas']) or 'none'}")
+        print(f"# torch {t['torch']}, OpenBLAS loaded: {', '.join(t['openblas']) or 'none'}"
+              f" (core {', '.join(t.get('openblas_core', [])) or '?'}; OPENBLAS_CORETYPE="
+              f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
     # A Markdown table for RESULTS.md.
     print()
     cols = names + ([] if a.no_torch else ["torch"])
@@ -250,7 +295,8 @@ def main():
     print("|---" * (2 + len(cols) * 2 + (0 if a.no_torch else 1)) + "|")
     for preset, threads, s, _ in rows:
         cells = [f"{s[c]['ms']:.2f}" for c in cols]
-        ratio = [] if a.no_torch else [" / ".join(f"{s[c]['ms'] / s['torch']['ms']:.3f}" for c in names)]
+        ratio = [] if a.no_torch else [" / ".join(f"{s[c]['ratio']:.3f} ({s[c]['ratio_min']:.2f}-{s[c]['ratio_max']:.2f})"
+                                                  for c in names)]
         rss = [f"{s[c]['rss']:.1f}" for c in cols]
         print(f"| {preset} | {threads} | " + " | ".join(cells + ratio + rss) + " |")
 

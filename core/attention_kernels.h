@@ -10,9 +10,11 @@
 //   P = softmax(mask(scale * Q K^T)),  out = gate * P V.
 // The mask hides keys after the query (causal) and keys whose
 // key_padding[b, key] is 0; a query that sees no key gets a row of zeros.
-// Pairs (b, head) are handed out to OpenMP threads, each computed whole by
-// one thread with single-threaded BLAS: the bits never depend on the
-// thread count.
+// Blocks of whole sequences (all their heads) are handed out to OpenMP
+// threads in one parallel region; each block is computed whole by one thread,
+// every product a single batched GEMM call over the block's (batch, head)
+// grid (core/gemm.h). The blocks depend on the shape only: the bits never
+// depend on the thread count.
 #pragma once
 
 #include <cstdint>

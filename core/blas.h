@@ -1,15 +1,11 @@
-// Internal: headlab's two ways into OpenBLAS's row-major GEMM.
+// Internal: headlab's threads over the GEMMs of core/gemm.h.
 //
-// BLAS always runs single-threaded; headlab's threads split the work above
-// it. OpenBLAS's OpenMP build would otherwise thread every GEMM called outside
-// a parallel region with a fork, a join and fine-grained spin-waits of its
-// own, which on a busy 2-core machine stall whenever one thread is
-// descheduled. Splitting ourselves costs one fork and one join per GEMM, into
-// blocks fixed by the shape alone, so the bits never depend on the thread
-// count.
+// A backend's GEMM always runs single-threaded; headlab's threads split the
+// work above it, into blocks fixed by the shape alone, so the bits never
+// depend on the thread count. One fork and one join cover all the products
+// handed in at once (a Linear's backward passes both of its products).
 #pragma once
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -17,46 +13,13 @@
 #include <initializer_list>
 #include <cstdint>
 #include <stdexcept>
-#include <type_traits>
 
+#include "core/gemm.h"
 #include "core/threads.h"
 
 namespace headlab::core::detail {
 
-// While alive on a thread outside any parallel region, OpenMP (and so
-// OpenBLAS's OpenMP build, which asks omp_get_max_threads()) sees one thread.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas() : previous_(omp_in_parallel() ? 0 : omp_get_max_threads()) {
-    if (previous_ > 1) omp_set_num_threads(1);
-  }
-  ~SingleThreadedBlas() {
-    if (previous_ > 1) omp_set_num_threads(previous_);
-  }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
- private:
-  int previous_;
-};
-
-// C [m, n] = alpha * op(A) [m, k] @ op(B) [k, n] + beta * C, row-major, op =
-// transpose where ta / tb, on the calling thread only.
-template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-          int64_t ldc, T alpha = T(1), T beta = T(0)) {
-  const SingleThreadedBlas single;
-  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
-  const auto LDA = static_cast<blasint>(lda), LDB = static_cast<blasint>(ldb), LDC = static_cast<blasint>(ldc);
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, TA, TB, M, N, K, alpha, a, LDA, b, LDB, beta, c, LDC);
-  } else {
-    cblas_dgemm(CblasRowMajor, TA, TB, M, N, K, alpha, a, LDA, b, LDB, beta, c, LDC);
-  }
-}
-
-// One GEMM's arguments, as for gemm() above.
+// One GEMM's arguments, as for detail::gemm() (core/gemm.h).
 template <class T>
 struct GemmCall {
   bool ta = false, tb = false;

@@ -1,6 +1,6 @@
-// matmul on OpenBLAS: a [..., M, K] @ b [..., K, N] -> [..., M, N].
+// matmul on the GEMM backend (core/gemm.h): a [..., M, K] @ b [..., K, N] -> [..., M, N].
 //
-// A transposed view is handed to BLAS as CblasTrans with its own leading
+// A transposed view is handed to the GEMM as transposed with its own leading
 // dimension, never copied. A batch of products against one shared right
 // operand (the Linear layer's case) becomes a single GEMM over batch * M rows,
 // split into fixed blocks among the threads (core/blas.h); many small

@@ -30,10 +30,9 @@ MultiHeadAttention::MultiHeadAttention(const ModelSpec& spec, core::Generator& g
   k_ = register_module("k", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
   v_ = register_module("v", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
   o_ = register_module("o", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
-  gates_ = Variable(Tensor::ones({spec.heads}, dtype), /*requires_grad=*/false);
 }
 
-Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_mask) {
+Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_mask, LayerProbe* probe) const {
   using namespace autograd;
   const int64_t d_model = spec_.d_model;
   const int64_t h = spec_.heads;
@@ -42,10 +41,12 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
     throw std::invalid_argument("MultiHeadAttention::forward: input " + core::to_string(x.shape()) +
                                 " is not [B, T, d_model=" + std::to_string(d_model) + "]");
   }
-  if (gates_.shape() != Shape{h} || gates_.dtype() != x.dtype()) {
-    throw std::invalid_argument("MultiHeadAttention::forward: gates must be a " + core::to_string(x.dtype()) + " [" +
-                                std::to_string(h) + "] tensor, got " + core::to_string(gates_.dtype()) + " " +
-                                core::to_string(gates_.shape()));
+  const Variable no_gates;
+  const Variable& gates = probe != nullptr ? probe->gates : no_gates;
+  if (gates.defined() && (gates.shape() != Shape{h} || gates.dtype() != x.dtype())) {
+    throw std::invalid_argument("MultiHeadAttention::forward: the probe's gates must be a " +
+                                core::to_string(x.dtype()) + " [" + std::to_string(h) + "] variable, got " +
+                                core::to_string(gates.dtype()) + " " + core::to_string(gates.shape()));
   }
   const int64_t batch = x.size(0);
   const int64_t seq_len = x.size(1);
@@ -62,22 +63,13 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
   const Variable v = v_->forward(x);
   // All-ones gates change no bit, so they enter the op only when a gate
   // differs from 1 or its gradient is wanted.
-  const bool gated = gates_.requires_grad() || !all_ones(gates_.value());
+  const bool gated = gates.defined() && (gates.requires_grad() || !all_ones(gates.value()));
   const Variable concat =
       attention(q, k, v, h, spec_.causal, 1.0 / std::sqrt(static_cast<double>(dk)),
-                padding_mask != nullptr ? *padding_mask : Tensor(), gated ? gates_ : Variable(), &last_attention_);
+                padding_mask != nullptr ? *padding_mask : Tensor(), gated ? gates : Variable(),
+                probe != nullptr ? &probe->attention : nullptr);
+  if (probe != nullptr) probe->head_outputs = concat.value();
   return o_->forward(concat);
-}
-
-void MultiHeadAttention::set_gates(const Variable& gates) {
-  const DType dtype = q_->weight().dtype();
-  if (!gates.defined() || gates.shape() != Shape{spec_.heads} || gates.dtype() != dtype) {
-    throw std::invalid_argument(
-        "MultiHeadAttention::set_gates: gates must be a " + core::to_string(dtype) + " [" +
-        std::to_string(spec_.heads) + "] variable, got " +
-        (gates.defined() ? core::to_string(gates.dtype()) + " " + core::to_string(gates.shape()) : "undefined"));
-  }
-  gates_ = gates;
 }
 
 void MultiHeadAttention::check_head(int64_t head, const char* who) const {

@@ -1,9 +1,10 @@
-// Multi-head attention, exactly as DESIGN.md section 3 states it.
+// Multi-head attention (docs/model.md).
 //
 // X [B, T, d_model]; h heads of width d_k = d_model / h. Q = X W_Q^T + b_Q
 // (likewise K, V) with fused weights [d_model, d_model]: rows i*d_k ..
 // (i+1)*d_k - 1 are head i's own projection W_Q^i. Per head,
 //   A_i = softmax(mask(Q_i K_i^T / sqrt(d_k))),  head_i = gate_i * A_i V_i,
+// (gate_i = 1 unless a probe sets it)
 // then out = concat(head_1..head_h) W_O^T + b_O.
 //
 // The scores, mask, softmax and both products run as one fused op
@@ -13,12 +14,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <utility>
 
 #include "core/random.h"
 #include "layers/linear.h"
 #include "layers/model_spec.h"
 #include "layers/module.h"
+#include "layers/probe.h"
 
 namespace headlab::layers {
 
@@ -35,8 +36,11 @@ class MultiHeadAttention : public Module {
   // x [B, T, d_model] -> [B, T, d_model]. padding_mask [B, T] (any dtype):
   // nonzero = real token, 0 = pad; pad keys get no attention. A query that
   // can see no key at all (a fully masked row) attends to nothing: its row of
-  // A is all zeros and its head output is 0.
-  Variable forward(const Variable& x, const Tensor* padding_mask = nullptr);
+  // A is all zeros and its head output is 0. `probe` (optional, see
+  // layers/probe.h) supplies the head gates and receives the attention
+  // probabilities and the head outputs; throws std::invalid_argument for
+  // gates that are not a [h] variable of x's dtype.
+  Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr) const;
 
   const ModelSpec& spec() const { return spec_; }
   int64_t heads() const { return spec_.heads; }
@@ -51,21 +55,6 @@ class MultiHeadAttention : public Module {
   // (head+1)*d_k - 1 (the part of the output that reads head i's values).
   Tensor head_output_weight(int64_t head) const;
 
-  // A [B, h, T, T] of the last forward pass (undefined before one). It is the
-  // probabilities' value, outside the graph: treat it as read-only.
-  const Tensor& last_attention() const { return last_attention_; }
-  // Puts back a cache saved from last_attention(), so that an analysis that
-  // runs forward passes can leave the layer as it found it.
-  void restore_last_attention(Tensor attention) { last_attention_ = std::move(attention); }
-
-  // Per-head gates [h], 1 by default, multiplied into each head's output
-  // before W_O. Not a parameter (never in named_parameters or checkpoints):
-  // set a value to 0 to ablate a head; set requires_grad for dL/dgate.
-  const Variable& gates() const { return gates_; }
-  // Uses `gates` (a [h] variable of the layer's dtype) from now on, e.g. a
-  // gradcheck's leaf. Throws std::invalid_argument on a wrong shape or dtype.
-  void set_gates(const Variable& gates);
-
   Linear& q() const { return *q_; }
   Linear& k() const { return *k_; }
   Linear& v() const { return *v_; }
@@ -77,8 +66,6 @@ class MultiHeadAttention : public Module {
 
   ModelSpec spec_;
   std::shared_ptr<Linear> q_, k_, v_, o_;
-  Variable gates_;
-  Tensor last_attention_;
 };
 
 }  // namespace headlab::layers

@@ -98,10 +98,10 @@ void attention_cases(Registry& r) {
   r.add<MultiHeadAttention>("MultiHeadAttention causal, left padding (a query sees no key), h=2", mha(2, true),
                             {r.normal({2, 4, 8})},
                             [left_pad](MultiHeadAttention& m, const Vars& x) { return m.forward(x[0], &left_pad); });
-  r.add<MultiHeadAttention>("MultiHeadAttention with respect to the head gates, h=4", mha(4, true),
+  r.add<MultiHeadAttention>("MultiHeadAttention with respect to the probe's head gates, h=4", mha(4, true),
                             {r.normal({2, 3, 8}), r.normal({4})}, [](MultiHeadAttention& m, const Vars& x) {
-                              m.set_gates(x[1]);
-                              return m.forward(x[0]);
+                              LayerProbe probe{.gates = x[1]};
+                              return m.forward(x[0], nullptr, &probe);
                             });
 }
 
@@ -134,6 +134,17 @@ void model_cases(Registry& r) {
         static const std::vector<int32_t> targets{2, 0, 1, 1, 1, 2, -1, -1};
         return autograd::cross_entropy(m.forward(tokens, 2, 4, &pad), targets);
       });
+  // Gates of both layers through the probe: the gradient importance uses.
+  r.add<Transformer>("Transformer 2 layers: cross-entropy loss w.r.t. the probe's gates and every parameter",
+                     std::make_shared<Transformer>(spec, r.gen(), f64), {r.normal({2}), r.normal({2})},
+                     [](Transformer& m, const Vars& x) {
+                       static const std::vector<int32_t> tokens{1, 4, 0, 2, 3, 3, 1, 0};
+                       static const std::vector<int32_t> targets{2, 0, -1, 1, 1, 2, 0, 2};
+                       Probe probe(2);
+                       probe.layers[0].gates = x[0];
+                       probe.layers[1].gates = x[1];
+                       return autograd::cross_entropy(m.forward(tokens, 2, 4, nullptr, &probe), targets);
+                     });
 }
 
 std::vector<GradcheckCase> build() {

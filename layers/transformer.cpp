@@ -33,7 +33,7 @@ TransformerBlock& Transformer::block(int64_t layer) const {
 }
 
 Variable Transformer::forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
-                              const Tensor* padding_mask) {
+                              const Tensor* padding_mask, Probe* probe) const {
   if (batch < 1 || seq_len < 1) {
     throw std::invalid_argument("Transformer::forward: batch and seq_len must be at least 1, got batch=" +
                                 std::to_string(batch) + ", seq_len=" + std::to_string(seq_len));
@@ -55,9 +55,14 @@ Variable Transformer::forward(std::span<const int32_t> tokens, int64_t batch, in
                                   "] is outside the vocabulary [0, " + std::to_string(spec_.vocab) + ")");
     }
   }
+  if (probe != nullptr && static_cast<int64_t>(probe->layers.size()) != num_layers()) {
+    throw std::invalid_argument("Transformer::forward: the probe has " + std::to_string(probe->layers.size()) +
+                                " layers, the model " + std::to_string(num_layers()) + " (use Probe(num_layers()))");
+  }
   // [B, T, d] + [T, d] broadcast over the batch.
   Variable x = tok_emb_->forward(tokens, {batch, seq_len}) + pos_emb_->forward(seq_len);
-  for (auto& block : blocks_) x = block->forward(x, padding_mask);
+  for (std::size_t l = 0; l < blocks_.size(); ++l)
+    x = blocks_[l]->forward(x, padding_mask, probe != nullptr ? &probe->layers[l] : nullptr);
   if (ln_f_) x = ln_f_->forward(x);
   return head_->forward(x);
 }

@@ -1,4 +1,4 @@
-// The decoder-only transformer of DESIGN.md section 4:
+// The decoder-only transformer (docs/model.md):
 //   x = tok_emb[tokens] + pos_emb[0..T-1]
 //   x = block_i(x) for each layer            (pre-LN, see transformer_block.h)
 //   logits = ln_f(x) W_head^T + b_head       (ln_f only with layernorm)
@@ -17,6 +17,7 @@
 #include "layers/model_spec.h"
 #include "layers/module.h"
 #include "layers/module_list.h"
+#include "layers/probe.h"
 #include "layers/transformer_block.h"
 
 namespace headlab::layers {
@@ -30,11 +31,13 @@ class Transformer : public Module {
 
   // tokens [batch, seq_len] row-major, ids in [0, vocab) -> logits
   // [batch, seq_len, classes]. padding_mask [batch, seq_len]: nonzero = real
-  // token, 0 = pad (pad keys receive no attention). Throws
-  // std::invalid_argument naming a bad size, seq_len > max_seq_len or an id
-  // out of range.
+  // token, 0 = pad (pad keys receive no attention). `probe` (optional, one
+  // entry per layer, see layers/probe.h) gates heads and receives each
+  // layer's attention, head outputs and residual stream; the model itself
+  // is never changed. Throws std::invalid_argument naming a bad size,
+  // seq_len > max_seq_len, an id out of range or a probe of the wrong size.
   Variable forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
-                   const Tensor* padding_mask = nullptr);
+                   const Tensor* padding_mask = nullptr, Probe* probe = nullptr) const;
 
   // The spec it was built from, with its defaults spelled out (resolved()).
   const ModelSpec& spec() const { return spec_; }

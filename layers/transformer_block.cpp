@@ -19,9 +19,10 @@ TransformerBlock::TransformerBlock(const ModelSpec& spec, core::Generator& gen, 
   }
 }
 
-Variable TransformerBlock::forward(const Variable& x, const Tensor* padding_mask) {
-  Variable h = x + attn_->forward(ln1_ ? ln1_->forward(x) : x, padding_mask);
+Variable TransformerBlock::forward(const Variable& x, const Tensor* padding_mask, LayerProbe* probe) const {
+  Variable h = x + attn_->forward(ln1_ ? ln1_->forward(x) : x, padding_mask, probe);
   if (mlp_) h = h + mlp_->forward(ln2_ ? ln2_->forward(h) : h);
+  if (probe != nullptr) probe->residual = h.value();
   return h;
 }
 

@@ -13,6 +13,7 @@
 #include "layers/mlp.h"
 #include "layers/model_spec.h"
 #include "layers/module.h"
+#include "layers/probe.h"
 
 namespace headlab::layers {
 
@@ -22,8 +23,9 @@ class TransformerBlock : public Module {
   // layernorm and not attn_only), "mlp" (if not attn_only).
   TransformerBlock(const ModelSpec& spec, core::Generator& gen, DType dtype = DType::f32);
 
-  // x [B, T, d_model] -> [B, T, d_model]; padding_mask as in MultiHeadAttention.
-  Variable forward(const Variable& x, const Tensor* padding_mask = nullptr);
+  // x [B, T, d_model] -> [B, T, d_model]; padding_mask and probe as in
+  // MultiHeadAttention; the probe also receives the block's output (residual).
+  Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr) const;
 
   const ModelSpec& spec() const { return spec_; }
   MultiHeadAttention& attention() const { return *attn_; }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: the Release build, then the whole suite
-# again under AddressSanitizer and UndefinedBehaviorSanitizer, then each
-# libFuzzer target for a bounded time.
+# Sets up, builds and runs every test: the Release build once per GEMM
+# backend (oneDNN, the default, then OpenBLAS through HEADLAB_GEMM), then the
+# whole suite again under AddressSanitizer and UndefinedBehaviorSanitizer,
+# then each libFuzzer target for a bounded time.
 #
-#   scripts/test.sh               all three
-#   scripts/test.sh --fast        the Release run only
+#   scripts/test.sh               all of it
+#   scripts/test.sh --fast        the Release runs only (both backends)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -30,7 +31,8 @@ run_ctest() {
 }
 
 scripts/setup.sh --all
-run_ctest build
+HEADLAB_GEMM=onednn run_ctest build
+HEADLAB_GEMM=openblas run_ctest build
 if [ "${1:-}" = "--fast" ]; then
   echo "tests: $passed passed, $failed failed"
   exit 0

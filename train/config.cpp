@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/gemm.h"
 #include "train/errors.h"
 #include "train/nearest_name.h"
 
@@ -43,6 +44,8 @@ bool fits(const nlohmann::json& value) {
 
 }  // namespace
 
+std::string default_gemm_backend() { return core::default_gemm_backend_name(); }
+
 void TrainConfig::validate() const {
   require(!task.empty() || !data.empty(), "--task must name a task (see `headlab tasks`)");
   require_non_negative("vocab", model.vocab);
@@ -65,6 +68,8 @@ void TrainConfig::validate() const {
   require(std::isfinite(clip) && clip >= 0, "--clip must be 0 (off) or positive, got " + std::to_string(clip));
   require(threads >= 0 && threads <= 1024, "--threads must be between 0 (all cores) and 1024, got " +
                                                std::to_string(threads));
+  require(gemm == "onednn" || gemm == "openblas",
+          "--gemm must be onednn or openblas, got '" + gemm + "' (HEADLAB_GEMM, if set, is the default)");
   require_positive("eval-batch", eval_batch);
   require_positive("log-every", log_every);
   require_non_negative("analyze-every", analyze_every);

@@ -30,6 +30,9 @@ inline constexpr bool is_negated_v = false;
 template <class Bool>
 inline constexpr bool is_negated_v<Negated<Bool>> = true;
 
+// HEADLAB_GEMM's value if set, else "onednn" (core::default_gemm_backend_name).
+std::string default_gemm_backend();
+
 struct TrainConfig {
   // task
   std::string task = "first-prev-pair";
@@ -51,6 +54,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   // running
   int threads = 0;  // 0: all cores
+  std::string gemm = default_gemm_backend();  // onednn or openblas
   int64_t eval_batch = 512;
   int64_t log_every = 50;
   int64_t analyze_every = 100;    // 0: only at the end
@@ -86,6 +90,7 @@ struct TrainConfig {
     f("clip", c.clip, "clip the global gradient norm to this (0: off)");
     f("seed", c.seed, "random seed: same seed and thread count give the same numbers");
     f("threads", c.threads, "threads for OpenMP and OpenBLAS (0: all cores)");
+    f("gemm", c.gemm, "GEMM backend: onednn or openblas (default: $HEADLAB_GEMM, else onednn)");
     f("eval-batch", c.eval_batch, "sequences in the fixed evaluation batch");
     f("log-every", c.log_every, "log and record metrics every N steps");
     f("analyze-every", c.analyze_every, "analyze the heads every N steps (0: only at the end)");

@@ -1,4 +1,4 @@
-// The run folder of `headlab train --out DIR` (DESIGN.md section 5):
+// The run folder of `headlab train --out DIR` (README.md, "The run folder"):
 // config.json, checkpoint.safetensors, metrics.jsonl, heads.json,
 // report.html and train.log.
 #pragma once

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 
+#include "analysis/evaluate.h"
 #include "core/random.h"
 #include "layers/transformer.h"
 #include "optim/optimizer.h"
@@ -24,16 +25,14 @@ struct StepResult {
   int64_t tokens = 0;  // target positions in the batch
 };
 
-struct EvalResult {
-  double loss = 0, accuracy = 0;
-  int64_t count = 0;  // positions with a target
-};
+using analysis::EvalResult;
+using analysis::score_logits;
 
-// Mean cross-entropy and accuracy of `logits` [B, T, C] against targets.
-EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets);
+// The batch as the analysis library reads it (a view: `batch` must outlive it).
+analysis::Examples examples_of(const Batch& batch);
 
 // Loss and accuracy of the model on a batch, without recording a graph.
-EvalResult evaluate(layers::Transformer& model, const Batch& batch);
+EvalResult evaluate(const layers::Transformer& model, const Batch& batch);
 
 class Session {
  public:

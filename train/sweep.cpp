@@ -1,6 +1,5 @@
 #include "train/sweep.h"
 
-#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -12,9 +11,21 @@
 namespace headlab::train {
 namespace {
 
-constexpr std::array<Label, 8> kLabels = {Label::previous_token, Label::first_token, Label::self,
-                                          Label::induction,      Label::duplicate_token, Label::diffuse,
-                                          Label::mixed,          Label::sink};
+using analysis::kPatterns;
+using analysis::label_name;
+
+// The patterns a sweep reports for every head, in the table's order.
+std::vector<const analysis::Pattern*> sweep_patterns() {
+  std::vector<const analysis::Pattern*> out;
+  for (const analysis::Pattern& p : kPatterns)
+    if (p.in_sweep) out.push_back(&p);
+  return out;
+}
+
+double score_of(const std::map<std::string, double, std::less<>>& scores, std::string_view pattern) {
+  const auto it = scores.find(pattern);
+  return it == scores.end() ? 0.0 : it->second;
+}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -103,16 +114,18 @@ std::string run_dir_name(int64_t heads, int64_t seed) {
   return "h" + std::to_string(heads) + "-s" + std::to_string(seed);
 }
 
-void record_analysis(SweepRun& run, const RunAnalysis& analysis) {
+void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis) {
   run.status = RunStatus::done;
   run.error.clear();
   run.loss = analysis.loss;
   run.accuracy = analysis.accuracy;
   run.specialized = analysis.verdict.specialized;
   run.head_results.clear();
-  for (const HeadAnalysis& h : analysis.heads)
-    run.head_results.push_back({head_name(h.layer, h.head), h.label, ranked_patterns(h.scores).front().score,
-                                h.scores.previous_token, h.scores.first_token});
+  for (const analysis::HeadAnalysis& h : analysis.heads) {
+    SweepHead head{analysis::head_name(h.layer, h.head), h.label, analysis::ranked_patterns(h.scores).front().score, {}};
+    for (const analysis::Pattern* p : sweep_patterns()) head.scores[std::string(p->name)] = h.scores[p->name].value_or(0.0);
+    run.head_results.push_back(std::move(head));
+  }
 }
 
 bool reached_target(const SweepRun& run, double target_accuracy) {
@@ -129,10 +142,14 @@ std::string run_line(const SweepRun& run) {
   line += run.specialized ? ", specialized" : ", not specialized";
   for (const SweepHead& h : run.head_results) {
     line += ", " + h.name + " " + label_name(h.label);
-    if (is_pattern(h.label) || h.label == Label::sink)
+    if (h.label.is_pattern() || h.label == Label::sink()) {
       line += " " + fixed(h.score, 2);
-    else
-      line += " (prev " + fixed(h.previous_token, 2) + ", first " + fixed(h.first_token, 2) + ")";
+      continue;
+    }
+    std::string scores;
+    for (const analysis::Pattern* p : sweep_patterns())
+      scores += (scores.empty() ? "" : ", ") + std::string(p->short_name) + " " + fixed(score_of(h.scores, p->name), 2);
+    line += " (" + scores + ")";
   }
   return line + time;
 }
@@ -151,7 +168,7 @@ std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<c
   for (const int64_t h : heads) {
     ConfigSummary c;
     c.heads = h;
-    for (const Label l : kLabels) c.labels[l] = {};
+    for (const Label l : analysis::all_labels()) c.labels[l] = {};
     double seconds = 0;
     for (const SweepRun& r : runs) {
       if (r.heads != h) continue;
@@ -167,16 +184,14 @@ std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<c
         LabelStats& s = c.labels[head.label];
         ++s.heads;
         s.score += head.score;
-        s.previous_token += head.previous_token;
-        s.first_token += head.first_token;
+        for (const analysis::Pattern* p : sweep_patterns()) s.scores[std::string(p->name)] += score_of(head.scores, p->name);
       }
     }
     for (auto& [label, s] : c.labels) {
       if (s.heads == 0) continue;
       const auto n = static_cast<double>(s.heads);
       s.score /= n;
-      s.previous_token /= n;
-      s.first_token /= n;
+      for (auto& [name, total] : s.scores) total /= n;
     }
     if (c.runs > 0) c.mean_seconds = seconds / static_cast<double>(c.runs);
     out.push_back(std::move(c));
@@ -192,7 +207,7 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
   out += buf;
   for (const ConfigSummary& c : configs) {
     std::string labels;
-    for (const Label l : kLabels) {
+    for (const Label l : analysis::all_labels()) {
       const int64_t n = stats_of(c, l).heads;
       if (n == 0) continue;
       labels += (labels.empty() ? "" : ", ") + label_name(l) + " " + std::to_string(n);
@@ -208,13 +223,15 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
   std::string scores;
   for (const ConfigSummary& c : configs) {
     interrupted += c.interrupted;
-    for (const Label l : kLabels) {
+    for (const Label l : analysis::all_labels()) {
       const LabelStats& s = stats_of(c, l);
       if (s.heads == 0) continue;
-      std::snprintf(buf, sizeof buf, "  h%-3lld %-16s %4lld heads  top %.2f  prev %.2f  first %.2f\n",
-                    static_cast<long long>(c.heads), label_name(l).c_str(), static_cast<long long>(s.heads), s.score,
-                    s.previous_token, s.first_token);
+      std::snprintf(buf, sizeof buf, "  h%-3lld %-16s %4lld heads  top %.2f", static_cast<long long>(c.heads),
+                    label_name(l).c_str(), static_cast<long long>(s.heads), s.score);
       scores += buf;
+      for (const analysis::Pattern* p : sweep_patterns())
+        scores += "  " + std::string(p->short_name) + " " + fixed(score_of(s.scores, p->name), 2);
+      scores += "\n";
     }
   }
   if (interrupted > 0) out += "(" + std::to_string(interrupted) + " run(s) stopped by a signal are not counted)\n";
@@ -225,12 +242,12 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
 
 nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy) {
   nlohmann::ordered_json heads = nlohmann::ordered_json::array();
-  for (const SweepHead& h : run.head_results)
-    heads.push_back({{"name", h.name},
-                     {"label", label_name(h.label)},
-                     {"score", rounded(h.score, 1e4)},
-                     {"previous_token", rounded(h.previous_token, 1e4)},
-                     {"first_token", rounded(h.first_token, 1e4)}});
+  for (const SweepHead& h : run.head_results) {
+    nlohmann::ordered_json head = {{"name", h.name}, {"label", label_name(h.label)}, {"score", rounded(h.score, 1e4)}};
+    for (const analysis::Pattern* p : sweep_patterns())
+      head[analysis::pattern_key(*p)] = rounded(score_of(h.scores, p->name), 1e4);
+    heads.push_back(std::move(head));
+  }
   return {{"heads", run.heads},
           {"seed", run.seed},
           {"dir", run.dir},
@@ -247,12 +264,12 @@ nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy) {
 
 nlohmann::ordered_json config_json(const ConfigSummary& c) {
   nlohmann::ordered_json labels = nlohmann::ordered_json::object();
-  for (const Label l : kLabels) {
+  for (const Label l : analysis::all_labels()) {
     const LabelStats& s = stats_of(c, l);
-    labels[label_name(l)] = nlohmann::ordered_json{{"heads", s.heads},
-                             {"score", rounded(s.score, 1e4)},
-                             {"previous_token", rounded(s.previous_token, 1e4)},
-                             {"first_token", rounded(s.first_token, 1e4)}};
+    nlohmann::ordered_json stats = {{"heads", s.heads}, {"score", rounded(s.score, 1e4)}};
+    for (const analysis::Pattern* p : sweep_patterns())
+      stats[analysis::pattern_key(*p)] = rounded(score_of(s.scores, p->name), 1e4);
+    labels[label_name(l)] = std::move(stats);
   }
   return {{"heads", c.heads},
           {"runs", c.runs},

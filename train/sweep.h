@@ -15,9 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/head_labels.h"
+#include "analysis/run_analysis.h"
 
 namespace headlab::train {
+
+using analysis::Label;
 
 // "0-9", "0,3,5-7", "2": comma-separated numbers and inclusive ranges, in the
 // order given. A UsageError names `flag` and the offending text when the list
@@ -29,9 +31,10 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
 // One head of a finished run.
 struct SweepHead {
   std::string name;  // "L0H1"
-  Label label = Label::mixed;
+  Label label = Label::mixed();
   double score = 0;  // the top pattern score (for a pattern label, that pattern's)
-  double previous_token = 0, first_token = 0;
+  // By pattern name, the patterns of analysis::kPatterns marked in_sweep.
+  std::map<std::string, double, std::less<>> scores;
 };
 
 enum class RunStatus { done, failed, interrupted };
@@ -56,16 +59,18 @@ struct SweepRun {
 std::string run_dir_name(int64_t heads, int64_t seed);
 
 // Fills a run's results from its analysis and marks it done.
-void record_analysis(SweepRun& run, const RunAnalysis& analysis);
+void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis);
 
-// "h2 s4: acc 100.0%, specialized, L0H0 previous-token 0.95, L0H1 first-token 0.83 (3.1 s)",
-// or the reason a run failed.
+// "h2 s4: acc 100.0%, specialized, L0H0 previous-token 0.95, L0H1 mixed (prev 0.45, first 0.52) (3.1 s)",
+// or the reason a run failed; a head without a pattern shows its in_sweep scores.
 std::string run_line(const SweepRun& run);
 
 struct LabelStats {
   int64_t heads = 0;  // heads with this label, over the configuration's runs
-  // Means over those heads (0 when there are none).
-  double score = 0, previous_token = 0, first_token = 0;
+  // Means over those heads (0 when there are none): the top score and, by
+  // pattern name, the in_sweep pattern scores.
+  double score = 0;
+  std::map<std::string, double, std::less<>> scores;
 };
 
 // The aggregate of all runs with one head count.
@@ -102,7 +107,7 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
 //    "runs": [run_json...], "configs": [config_json...]}
 // run_json: {"heads", "seed", "dir", "status", "exit_code", "seconds", "error",
 //   "loss", "accuracy" (null unless done), "reached_target", "specialized",
-//   "head_results": [{"name", "label", "score", "previous_token", "first_token"}]}
+//   "head_results": [{"name", "label", "score", then each in_sweep pattern's key: "previous_token", "first_token"}]}
 // config_json: {"heads", "runs", "failed", "interrupted", "reached_target", "reached_target_share",
 //   "specialized", "specialized_share", "mean_seconds",
 //   "labels": {"previous-token": {"heads", "score", "previous_token", "first_token"}, ...}}

@@ -4,7 +4,8 @@
 #include <chrono>
 #include <fstream>
 
-#include "train/report_html.h"
+#include "analysis/heads_json.h"
+#include "analysis/html_report.h"
 #include "train/signals.h"
 
 namespace headlab::train {
@@ -54,9 +55,10 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
     window_steps_ = window_tokens_ = 0;
   }
   if (analyze) {
-    const RunAnalysis analysis = analyze_model(session_.model(), session_.eval_batch(), options_.analysis);
-    line.update(compact_json(analysis));
-    events_.analyzed(step, analysis);
+    const analysis::RunAnalysis run =
+        analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
+    line.update(analysis::compact_json(run));
+    events_.analyzed(step, run);
   }
   append_line(folder_.metrics(), line);
 }
@@ -106,17 +108,18 @@ int Trainer::run() {
   return 0;
 }
 
-void write_analysis_files(const RunFolder& folder, const RunAnalysis& analysis, const nlohmann::json& config) {
+void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& run, const nlohmann::json& config) {
   nlohmann::json heads;
-  to_json(heads, analysis);
+  analysis::to_json(heads, run);
   write_file_atomic(folder.heads(), heads.dump(2) + "\n");
-  write_file_atomic(folder.report(), report_html(analysis, read_metrics(folder.metrics()), config));
+  write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), config));
 }
 
-RunAnalysis Trainer::finish_report() {
-  const RunAnalysis analysis = analyze_model(session_.model(), session_.eval_batch(), options_.analysis);
-  write_analysis_files(folder_, analysis, to_json(session_.config()));
-  return analysis;
+analysis::RunAnalysis Trainer::finish_report() {
+  const analysis::RunAnalysis run =
+      analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
+  write_analysis_files(folder_, run, to_json(session_.config()));
+  return run;
 }
 
 }  // namespace headlab::train

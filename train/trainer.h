@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "train/analysis.h"
+#include "analysis/analyze_model.h"
 #include "train/run_folder.h"
 #include "train/session.h"
 
@@ -31,7 +31,7 @@ class TrainerEvents {
   virtual void stepped(int64_t /*step*/, double /*seconds*/) {}
   virtual void logged(const LogLine& /*line*/) {}
   // After a head analysis during training (every --analyze-every steps).
-  virtual void analyzed(int64_t /*step*/, const RunAnalysis& /*analysis*/) {}
+  virtual void analyzed(int64_t /*step*/, const analysis::RunAnalysis& /*analysis*/) {}
   virtual void checkpoint_written(int64_t /*step*/, const std::string& /*path*/) {}
   // A stop signal arrived; the checkpoint after `step` is written.
   virtual void stopped(int /*signal*/, int64_t /*step*/) {}
@@ -42,7 +42,7 @@ class TrainerEvents {
 
 struct TrainerOptions {
   int64_t target_steps = 0;
-  AnalysisOptions analysis;
+  analysis::AnalysisOptions analysis;
 };
 
 class Trainer {
@@ -56,7 +56,7 @@ class Trainer {
 
   // Analyzes the heads on the eval batch and writes heads.json and
   // report.html; the caller shows the analysis.
-  RunAnalysis finish_report();
+  analysis::RunAnalysis finish_report();
 
   int64_t start_step() const { return start_step_; }
 
@@ -77,6 +77,6 @@ class Trainer {
 };
 
 // Writes heads.json and report.html for an analysis into `folder`.
-void write_analysis_files(const RunFolder& folder, const RunAnalysis& analysis, const nlohmann::json& config);
+void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& analysis, const nlohmann::json& config);
 
 }  // namespace headlab::train

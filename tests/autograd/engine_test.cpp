@@ -198,6 +198,40 @@ TEST(NoGrad, NestsAndIsPerThread) {
   EXPECT_TRUE(other_thread);
 }
 
+TEST(GradOnlyFor, OnlyTheGivenLeavesReceiveAGradient) {
+  Variable w = param({2, 3}, {2});  // a "parameter" that already holds a gradient
+  w.set_grad(tensor({7, 7}, {2}));
+  Variable g = param({0.5, -1}, {2});  // the leaf we want dL/dg of
+  {
+    GradOnlyFor only_g({g});
+    EXPECT_FALSE(w.requires_grad());
+    EXPECT_TRUE(g.requires_grad());
+    Variable y = w * w;
+    EXPECT_FALSE(y.requires_grad()) << "nothing leads to g: no graph";
+    sum(y * g).backward();
+  }
+  EXPECT_TRUE(all_near(grad_of(g), {4, 9}));
+  EXPECT_TRUE(all_near(grad_of(w), {7, 7})) << "w's gradient is untouched";
+  EXPECT_TRUE(w.requires_grad()) << "outside the scope w is a leaf like before";
+}
+
+TEST(GradOnlyFor, NestsAndIsPerThread) {
+  Variable a = param({1}, {1});
+  Variable b = param({1}, {1});
+  GradOnlyFor outer({a});
+  {
+    GradOnlyFor inner({b});
+    EXPECT_FALSE(a.requires_grad());
+    EXPECT_TRUE(b.requires_grad());
+  }
+  EXPECT_TRUE(a.requires_grad());
+  EXPECT_FALSE(b.requires_grad());
+  bool other_thread = false;
+  std::thread t([&] { other_thread = b.requires_grad(); });
+  t.join();
+  EXPECT_TRUE(other_thread);
+}
+
 TEST(Detach, SharesTheValueWithoutHistory) {
   Variable x = param({1, 2}, {2});
   Variable y = x * 2.0;

@@ -60,6 +60,9 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_non_numeric_lr", train_tiny({{"--lr", "fast"}}), 2, {"--lr", "fast"}});
     c.push_back({"train_non_numeric_seed", train_tiny({{"--seed", "x1"}}), 2, {"--seed", "x1"}});
     c.push_back({"train_non_numeric_threads", train_tiny({{"--threads", "two"}}), 2, {"--threads", "two"}});
+    c.push_back({"train_unknown_gemm", train_tiny({{"--gemm", "mkl"}}), 2, {"--gemm", "mkl"}});
+    c.push_back({"train_config_unknown_gemm", with(train_tiny({}), {"--config", "{cfg:{\"gemm\": \"blis\"}}"}), 2,
+                 {"--gemm", "blis"}});
     c.push_back({"train_fractional_vocab", train_tiny({{"--vocab", "8.5"}}), 2, {"--vocab", "8.5"}});
     c.push_back({"train_non_boolean_flag", train_tiny({{"--attn-only=maybe", ""}}), 2, {"--attn-only", "maybe"}});
     // Out of range.
@@ -172,6 +175,8 @@ const std::vector<BadCase>& cases() {
     c.push_back({"eval_non_numeric_batch", {"eval", "{ck}", "--batch", "many"}, 2, {"--batch", "many"}});
     c.push_back({"eval_batch_beyond_32_bit_tokens", {"eval", "{ck}", "--batch", "1000000000"}, 2, {"--batch"}});
     c.push_back({"eval_missing_batch_value", {"eval", "{ck}", "--batch"}, 2, {"--batch"}});
+    c.push_back({"eval_unknown_gemm", {"eval", "{ck}", "--gemm", "cublas"}, 2, {"--gemm", "cublas"}});
+    c.push_back({"analyze_unknown_gemm", {"analyze", "{run}", "--gemm", "cublas"}, 2, {"--gemm", "cublas"}});
     c.push_back({"eval_negative_threads", {"eval", "{ck}", "--threads", "-1"}, 2, {"--threads"}});
     c.push_back({"eval_negative_seed", {"eval", "{ck}", "--seed", "-5"}, 2, {"--seed", "-5"}});
     c.push_back({"eval_unknown_task", {"eval", "{ck}", "--task", "nope"}, 2, {"nope"}});

@@ -56,7 +56,11 @@ for c in s["configs"]:
     check(c["specialized"] == sum(r["specialized"] for r in runs), "specialized count")
     check(c["reached_target"] == sum(r["reached_target"] for r in runs), "reached count")
     check(abs(c["specialized_share"] - c["specialized"] / 2) < 1e-12, "specialized share")
-    check(len(c["labels"]) == 8, "every label listed")
+    # Every label: each pattern of the table (the pattern keys of a head's
+    # scores in heads.json, '-' for '_'), then diffuse, mixed and sink.
+    scores = heads_json["heads"][0]["scores"]
+    patterns = {k.replace("_", "-") for k in scores if k not in ("entropy", "distance")}
+    check(set(c["labels"]) == patterns | {"diffuse", "mixed", "sink"}, "every label listed")
     check(sum(l["heads"] for l in c["labels"].values()) == 2 * c["heads"], "label counts add up to the heads")
 EOF
 

@@ -1,4 +1,4 @@
-// MultiHeadAttention against the lesson's equations (DESIGN.md section 3).
+// MultiHeadAttention against the equations of docs/model.md.
 #include "layers/attention.h"
 
 #include <gtest/gtest.h>
@@ -120,8 +120,9 @@ TEST(MultiHeadAttention, BidirectionalOutputAtTDependsOnLaterPositions) {
 
 TEST(MultiHeadAttention, AttentionRowsSumToOneAndMaskedEntriesAreExactlyZero) {
   auto mha = make_attention(4, true);
-  mha->forward(Variable(random_input(6)));
-  const Tensor& a = mha->last_attention();
+  LayerProbe probe;
+  mha->forward(Variable(random_input(6)), nullptr, &probe);
+  const Tensor& a = probe.attention;
   ASSERT_EQ(a.shape(), (core::Shape{kBatch, 4, kSeq, kSeq}));
   const Tensor row_sums = core::sum(a, {-1});
   EXPECT_LT(core::max_abs_diff(row_sums, Tensor::ones(row_sums.shape(), DType::f64)), 1e-12);
@@ -140,10 +141,11 @@ TEST(MultiHeadAttention, AttentionRowsSumToOneAndMaskedEntriesAreExactlyZero) {
   }
 }
 
-TEST(MultiHeadAttention, LastAttentionEqualsTheReferenceProbabilities) {
+TEST(MultiHeadAttention, ProbedAttentionEqualsTheReferenceProbabilities) {
   auto mha = make_attention(2, true);
   const Tensor x = random_input(7);
-  mha->forward(Variable(x));
+  LayerProbe probe;
+  mha->forward(Variable(x), nullptr, &probe);
   const int64_t dk = mha->d_k();
   for (int64_t i = 0; i < 2; ++i) {
     const Tensor wq = mha->head_weight(MultiHeadAttention::Projection::Q, i);
@@ -157,17 +159,18 @@ TEST(MultiHeadAttention, LastAttentionEqualsTheReferenceProbabilities) {
       }
     }
     const Tensor expected = testing::reference_softmax(scores);
-    EXPECT_LT(core::max_abs_diff(mha->last_attention().select(1, i), expected), 1e-12) << "head " << i;
+    EXPECT_LT(core::max_abs_diff(probe.attention.select(1, i), expected), 1e-12) << "head " << i;
   }
 }
 
-TEST(MultiHeadAttention, ReadingLastAttentionIsNotPartOfTheGraph) {
+TEST(MultiHeadAttention, ProbedAttentionIsNotPartOfTheGraph) {
   auto mha = make_attention(2, true);
   const Variable x(random_input(8), true);
-  const Variable out = mha->forward(x);
-  const Tensor before = mha->last_attention().clone();
+  LayerProbe probe;
+  const Variable out = mha->forward(x, nullptr, &probe);
+  const Tensor before = probe.attention.clone();
   autograd::sum(out).backward();
-  EXPECT_EQ(core::max_abs_diff(before, mha->last_attention()), 0.0);
+  EXPECT_EQ(core::max_abs_diff(before, probe.attention), 0.0);
   EXPECT_TRUE(x.has_grad());
 }
 
@@ -176,8 +179,9 @@ TEST(MultiHeadAttention, PaddingMaskGivesPadKeysNoAttention) {
   const Tensor x = random_input(9);
   // Sequence 0 has 3 real tokens, sequence 1 all 5.
   const Tensor pad = Tensor::from_vector({1, 1, 1, 0, 0, 1, 1, 1, 1, 1}, {kBatch, kSeq}, DType::f64);
-  const Tensor out = mha->forward(Variable(x), &pad).value();
-  const Tensor& a = mha->last_attention();
+  LayerProbe probe;
+  const Tensor out = mha->forward(Variable(x), &pad, &probe).value();
+  const Tensor& a = probe.attention;
   for (int64_t h = 0; h < 2; ++h) {
     for (int64_t q = 0; q < kSeq; ++q) {
       EXPECT_EQ(a.at({0, h, q, 3}), 0.0);
@@ -197,9 +201,10 @@ TEST(MultiHeadAttention, QueryThatSeesNoKeyAttendsToNothingInsteadOfNaN) {
   const Tensor x = random_input(10);
   // Left padding with a causal mask: query 0 of sequence 0 can see no real key.
   const Tensor pad = Tensor::from_vector({0, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {kBatch, kSeq}, DType::f64);
-  const Tensor out = mha->forward(Variable(x), &pad).value();
+  LayerProbe probe;
+  const Tensor out = mha->forward(Variable(x), &pad, &probe).value();
   for (double value : out.to_vector()) ASSERT_TRUE(std::isfinite(value));
-  const Tensor& a = mha->last_attention();
+  const Tensor& a = probe.attention;
   for (int64_t h = 0; h < 2; ++h) {
     for (int64_t k = 0; k < kSeq; ++k) EXPECT_EQ(a.at({0, h, 0, k}), 0.0);
     EXPECT_NEAR(core::sum(a.select(0, 0).select(0, h).select(0, 1)).item(), 1.0, 1e-12);
@@ -226,8 +231,9 @@ TEST(MultiHeadAttention, GateOfZeroRemovesExactlyThatHead) {
     for (int64_t dropped = 0; dropped < h; ++dropped) {
       auto mha = make_attention(h, true);
       const Tensor x = random_input(11);
-      mha->gates().mutable_value().set({dropped}, 0.0);
-      const Tensor out = mha->forward(Variable(x)).value();
+      LayerProbe probe{.gates = Variable(Tensor::ones({h}, DType::f64))};
+      probe.gates.mutable_value().set({dropped}, 0.0);
+      const Tensor out = mha->forward(Variable(x), nullptr, &probe).value();
       const Tensor ref = reference_attention(*mha, x, ReferenceOptions().with_causal(true).without_head(dropped));
       EXPECT_LT(core::max_abs_diff(out, ref), 1e-12) << "heads=" << h << " dropped=" << dropped;
       const Tensor full = reference_attention(*mha, x, ReferenceOptions().with_causal(true));
@@ -236,49 +242,61 @@ TEST(MultiHeadAttention, GateOfZeroRemovesExactlyThatHead) {
   }
 }
 
-TEST(MultiHeadAttention, GatesAreOnesAndNotParameters) {
+TEST(MultiHeadAttention, WithoutAProbeTheGatesAreOnesAndNotParameters) {
   auto mha = make_attention(4, true);
-  EXPECT_EQ(mha->gates().value().to_vector(), (std::vector<double>{1, 1, 1, 1}));
-  EXPECT_FALSE(mha->gates().requires_grad());
-  for (auto& [name, p] : mha->named_parameters()) EXPECT_NE(p.node(), mha->gates().node()) << name;
+  const Tensor x = random_input(16);
+  LayerProbe ones{.gates = Variable(Tensor::ones({4}, DType::f64))};
+  EXPECT_EQ(core::max_abs_diff(mha->forward(Variable(x)).value(), mha->forward(Variable(x), nullptr, &ones).value()),
+            0.0);
+  EXPECT_FALSE(ones.gates.requires_grad());
+  for (auto& [name, p] : mha->named_parameters()) EXPECT_NE(p.node(), ones.gates.node()) << name;
   EXPECT_EQ(mha->num_parameters(), 4 * (kModel * kModel + kModel));
 }
 
 TEST(MultiHeadAttention, GateGradientIsTheLossChangePerUnitGate) {
   auto mha = make_attention(2, true);
   const Tensor x = random_input(12);
-  mha->gates().set_requires_grad(true);
-  autograd::sum(mha->forward(Variable(x))).backward();
-  ASSERT_TRUE(mha->gates().has_grad());
-  const Tensor grad = mha->gates().grad().clone();
+  LayerProbe probe{.gates = Variable(Tensor::ones({2}, DType::f64), /*requires_grad=*/true)};
+  autograd::sum(mha->forward(Variable(x), nullptr, &probe)).backward();
+  ASSERT_TRUE(probe.gates.has_grad());
+  const Tensor grad = probe.gates.grad().clone();
   // Loss is linear in each gate, so a unit step changes it by exactly the gradient.
   const double base = core::sum(mha->forward(Variable(x)).value()).item();
   for (int64_t i = 0; i < 2; ++i) {
-    mha->gates().mutable_value().set({i}, 0.0);
-    const double without = core::sum(mha->forward(Variable(x)).value()).item();
-    mha->gates().mutable_value().set({i}, 1.0);
+    LayerProbe ablated{.gates = Variable(Tensor::ones({2}, DType::f64))};
+    ablated.gates.mutable_value().set({i}, 0.0);
+    const double without = core::sum(mha->forward(Variable(x), nullptr, &ablated).value()).item();
     EXPECT_NEAR(base - without, grad.at({i}), 1e-10) << "head " << i;
   }
 }
 
-TEST(MultiHeadAttention, SetGatesAcceptsOnlyAnHElementVariableOfTheLayersDtype) {
+TEST(MultiHeadAttention, ProbeGatesMustBeAnHElementVariableOfTheInputsDtype) {
   auto mha = make_attention(4, true);
-  const Variable mine(Tensor::from_vector({1, 0, 1, 1}, {4}, DType::f64));
-  mha->set_gates(mine);
-  EXPECT_EQ(mha->gates().node(), mine.node());
-  EXPECT_THROW(mha->set_gates(Variable(Tensor::ones({3}, DType::f64))), std::invalid_argument);
-  EXPECT_THROW(mha->set_gates(Variable(Tensor::ones({4}, DType::f32))), std::invalid_argument);
+  const Variable x(random_input(17));
+  LayerProbe mine{.gates = Variable(Tensor::from_vector({1, 0, 1, 1}, {4}, DType::f64))};
+  EXPECT_NO_THROW(mha->forward(x, nullptr, &mine));
+  LayerProbe short_gates{.gates = Variable(Tensor::ones({3}, DType::f64))};
+  EXPECT_THROW(mha->forward(x, nullptr, &short_gates), std::invalid_argument);
+  LayerProbe f32_gates{.gates = Variable(Tensor::ones({4}, DType::f32))};
+  EXPECT_THROW(mha->forward(x, nullptr, &f32_gates), std::invalid_argument);
 }
 
-TEST(MultiHeadAttention, RestoreLastAttentionPutsBackASavedCache) {
+TEST(MultiHeadAttention, EachProbeKeepsItsOwnPassAndTheLayerKeepsNothing) {
   auto mha = make_attention(2, true);
-  mha->forward(Variable(random_input(14)));
-  const Tensor saved = mha->last_attention();
-  const Tensor copy = saved.clone();
-  mha->forward(Variable(random_input(15)));
-  EXPECT_GT(core::max_abs_diff(mha->last_attention(), copy), 0.0);
-  mha->restore_last_attention(saved);
-  EXPECT_EQ(core::max_abs_diff(mha->last_attention(), copy), 0.0);
+  LayerProbe first, second;
+  mha->forward(Variable(random_input(14)), nullptr, &first);
+  const Tensor copy = first.attention.clone();
+  mha->forward(Variable(random_input(15)), nullptr, &second);
+  EXPECT_GT(core::max_abs_diff(second.attention, copy), 0.0);
+  EXPECT_EQ(core::max_abs_diff(first.attention, copy), 0.0);
+}
+
+TEST(MultiHeadAttention, ProbedHeadOutputsAreWhatWOReads) {
+  auto mha = make_attention(4, true);
+  LayerProbe probe;
+  const Tensor out = mha->forward(Variable(random_input(18)), nullptr, &probe).value();
+  ASSERT_EQ(probe.head_outputs.shape(), (core::Shape{kBatch, kSeq, kModel}));
+  EXPECT_LT(core::max_abs_diff(mha->o().forward(Variable(probe.head_outputs)).value(), out), 1e-12);
 }
 
 TEST(MultiHeadAttention, HeadWeightIsAViewOfThatHeadsRows) {
@@ -325,12 +343,13 @@ TEST(MultiHeadAttention, HeadOutputWeightIsAViewOfThatHeadsColumns) {
 TEST(MultiHeadAttention, SettingAHeadsProjectionChangesOnlyThatHeadsAttention) {
   auto mha = make_attention(4, false);
   const Tensor x = random_input(13);
-  mha->forward(Variable(x));
-  const Tensor before = mha->last_attention().clone();
+  LayerProbe probe;
+  mha->forward(Variable(x), nullptr, &probe);
+  const Tensor before = probe.attention.clone();
   mha->head_weight(MultiHeadAttention::Projection::Q, 1).fill_(0.0);
   mha->head_bias(MultiHeadAttention::Projection::Q, 1).fill_(0.0);
-  mha->forward(Variable(x));
-  const Tensor& after = mha->last_attention();
+  mha->forward(Variable(x), nullptr, &probe);
+  const Tensor& after = probe.attention;
   for (int64_t h = 0; h < 4; ++h) {
     const double diff = core::max_abs_diff(before.select(1, h), after.select(1, h));
     if (h == 1) {

@@ -287,8 +287,25 @@ TEST(Transformer, AttentionAccessorReachesTheNamedLayer) {
   EXPECT_EQ(model.attention(0).d_k(), 4);
   EXPECT_THROW(model.attention(2), std::invalid_argument);
   const std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6};
-  model.forward(tokens, 2, 3);
-  EXPECT_EQ(model.attention(1).last_attention().shape(), (Shape{2, 2, 3, 3}));
+  Probe probe(model.num_layers());
+  model.forward(tokens, 2, 3, nullptr, &probe);
+  EXPECT_EQ(probe.layers[1].attention.shape(), (Shape{2, 2, 3, 3}));
+}
+
+TEST(Transformer, ProbeReceivesEveryLayersResidualStreamAndMustMatchTheLayers) {
+  core::Generator gen(0);
+  Transformer model(small_spec(), gen);
+  const std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6};
+  Probe probe(model.num_layers());
+  const Variable logits = model.forward(tokens, 2, 3, nullptr, &probe);
+  for (const LayerProbe& layer : probe.layers) {
+    EXPECT_EQ(layer.residual.shape(), (Shape{2, 3, model.spec().d_model}));
+    EXPECT_EQ(layer.head_outputs.shape(), (Shape{2, 3, model.spec().d_model}));
+  }
+  // Without a probe, the same logits to the bit.
+  EXPECT_EQ(core::max_abs_diff(model.forward(tokens, 2, 3).value(), logits.value()), 0.0);
+  Probe wrong(model.num_layers() + 1);
+  EXPECT_THROW(model.forward(tokens, 2, 3, nullptr, &wrong), std::invalid_argument);
 }
 
 TEST(Transformer, CrossEntropyLossReachesEveryParameter) {

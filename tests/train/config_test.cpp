@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "train/errors.h"
 #include "train/run_builder.h"
 
@@ -46,12 +49,31 @@ TEST(TrainConfig, EveryBadValueIsAUsageError) {
       [](TrainConfig& c) { c.schedule = "wavy"; }, [](TrainConfig& c) { c.log_every = 0; },
       [](TrainConfig& c) { c.threads = -2; },      [](TrainConfig& c) { c.min_lr = 1.0; },
       [](TrainConfig& c) { c.model.d_model = 1 << 20; }, [](TrainConfig& c) { c.eval_batch = 0; },
+      [](TrainConfig& c) { c.gemm = "mkl"; },
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {
     TrainConfig c;
     bad[i](c);
     EXPECT_NE(error_of(c), "") << "case " << i;
   }
+}
+
+TEST(TrainConfig, GemmBackendComesFromTheEnvironmentAndIsChecked) {
+  const char* saved = std::getenv("HEADLAB_GEMM");
+  const std::string previous = saved ? saved : "";
+  ::setenv("HEADLAB_GEMM", "openblas", 1);
+  EXPECT_EQ(TrainConfig().gemm, "openblas");
+  ::unsetenv("HEADLAB_GEMM");
+  EXPECT_EQ(TrainConfig().gemm, "onednn");
+  ::setenv("HEADLAB_GEMM", "bogus", 1);
+  const std::string m = error_of(TrainConfig());
+  EXPECT_NE(m.find("--gemm"), std::string::npos) << m;
+  EXPECT_NE(m.find("'bogus'"), std::string::npos) << m;
+  EXPECT_NE(m.find("HEADLAB_GEMM"), std::string::npos) << m;
+  if (saved)
+    ::setenv("HEADLAB_GEMM", previous.c_str(), 1);
+  else
+    ::unsetenv("HEADLAB_GEMM");
 }
 
 TEST(TrainConfig, JsonRoundTripKeepsEveryField) {

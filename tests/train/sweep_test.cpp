@@ -13,6 +13,9 @@
 namespace headlab::train {
 namespace {
 
+using analysis::HeadAnalysis;
+using analysis::RunAnalysis;
+
 // The UsageError message of parse_int_list, or "" if it parsed.
 std::string parse_error(const std::string& text, int64_t min_value = 0) {
   try {
@@ -49,7 +52,7 @@ TEST(ParseIntList, RejectsBadListsNamingTheFlagAndTheValue) {
 }
 
 SweepHead head(const char* name, Label label, double score, double prev, double first) {
-  return {name, label, score, prev, first};
+  return {name, label, score, {{"previous-token", prev}, {"first-token", first}}};
 }
 
 SweepRun done_run(int64_t heads, int64_t seed, double accuracy, bool specialized, std::vector<SweepHead> results) {
@@ -75,14 +78,14 @@ TEST(RecordAnalysis, TakesAccuracyVerdictAndEachHeadsLabelAndTopScore) {
   a.verdict.specialized = true;
   HeadAnalysis prev;
   prev.head = 0;
-  prev.label = Label::previous_token;
-  prev.scores.previous_token = 0.95;
-  prev.scores.first_token = 0.03;
+  prev.label = Label::pattern("previous-token");
+  prev.scores["previous-token"] = 0.95;
+  prev.scores["first-token"] = 0.03;
   HeadAnalysis mixed;
   mixed.head = 1;
-  mixed.label = Label::mixed;
-  mixed.scores.previous_token = 0.45;
-  mixed.scores.first_token = 0.52;
+  mixed.label = Label::mixed();
+  mixed.scores["previous-token"] = 0.45;
+  mixed.scores["first-token"] = 0.52;
   a.heads = {prev, mixed};
 
   SweepRun r;
@@ -97,7 +100,7 @@ TEST(RecordAnalysis, TakesAccuracyVerdictAndEachHeadsLabelAndTopScore) {
   EXPECT_TRUE(r.specialized);
   ASSERT_EQ(r.head_results.size(), 2u);
   EXPECT_EQ(r.head_results[0].name, "L0H0");
-  EXPECT_EQ(r.head_results[0].label, Label::previous_token);
+  EXPECT_EQ(r.head_results[0].label, Label::pattern("previous-token"));
   EXPECT_DOUBLE_EQ(r.head_results[0].score, 0.95);
   EXPECT_DOUBLE_EQ(r.head_results[1].score, 0.52);  // a mixed head's best pattern: first-token
   EXPECT_EQ(run_line(r),
@@ -124,14 +127,14 @@ TEST(ReachedTarget, CountsAnAccuracyEqualToTheTargetAndNeverAFailedRun) {
 TEST(Summarize, CountsRunsSharesAndLabelsPerHeadCount) {
   std::vector<SweepRun> runs = {
       done_run(2, 0, 1.0, true,
-               {head("L0H0", Label::previous_token, 0.96, 0.96, 0.01),
-                head("L0H1", Label::first_token, 0.80, 0.10, 0.80)}),
+               {head("L0H0", Label::pattern("previous-token"), 0.96, 0.96, 0.01),
+                head("L0H1", Label::pattern("first-token"), 0.80, 0.10, 0.80)}),
       done_run(2, 1, 1.0, true,
-               {head("L0H0", Label::first_token, 0.90, 0.02, 0.90),
-                head("L0H1", Label::previous_token, 0.94, 0.94, 0.03)}),
+               {head("L0H0", Label::pattern("first-token"), 0.90, 0.02, 0.90),
+                head("L0H1", Label::pattern("previous-token"), 0.94, 0.94, 0.03)}),
       done_run(2, 2, 0.5, false,
-               {head("L0H0", Label::mixed, 0.5, 0.5, 0.4), head("L0H1", Label::mixed, 0.6, 0.3, 0.6)}),
-      done_run(1, 0, 1.0, false, {head("L0H0", Label::mixed, 0.55, 0.45, 0.55)}),
+               {head("L0H0", Label::mixed(), 0.5, 0.5, 0.4), head("L0H1", Label::mixed(), 0.6, 0.3, 0.6)}),
+      done_run(1, 0, 1.0, false, {head("L0H0", Label::mixed(), 0.55, 0.45, 0.55)}),
   };
   SweepRun failed = done_run(2, 3, 0, false, {});
   failed.status = RunStatus::failed;
@@ -150,17 +153,17 @@ TEST(Summarize, CountsRunsSharesAndLabelsPerHeadCount) {
   EXPECT_EQ(s[1].reached_target, 2);
   EXPECT_EQ(s[1].specialized, 2);
   EXPECT_DOUBLE_EQ(s[1].specialized_share(), 2.0 / 3.0);
-  EXPECT_EQ(s[1].labels.at(Label::previous_token).heads, 2);
-  EXPECT_DOUBLE_EQ(s[1].labels.at(Label::previous_token).score, 0.95);
-  EXPECT_EQ(s[1].labels.at(Label::first_token).heads, 2);
-  EXPECT_DOUBLE_EQ(s[1].labels.at(Label::first_token).score, 0.85);
-  EXPECT_EQ(s[1].labels.at(Label::mixed).heads, 2);
-  EXPECT_EQ(s[1].labels.at(Label::sink).heads, 0);
+  EXPECT_EQ(s[1].labels.at(Label::pattern("previous-token")).heads, 2);
+  EXPECT_DOUBLE_EQ(s[1].labels.at(Label::pattern("previous-token")).score, 0.95);
+  EXPECT_EQ(s[1].labels.at(Label::pattern("first-token")).heads, 2);
+  EXPECT_DOUBLE_EQ(s[1].labels.at(Label::pattern("first-token")).score, 0.85);
+  EXPECT_EQ(s[1].labels.at(Label::mixed()).heads, 2);
+  EXPECT_EQ(s[1].labels.at(Label::sink()).heads, 0);
   EXPECT_DOUBLE_EQ(s[1].mean_seconds, 2.0);
 
   EXPECT_EQ(s[0].runs, 1);
   EXPECT_EQ(s[0].specialized, 0);
-  EXPECT_DOUBLE_EQ(s[0].labels.at(Label::mixed).first_token, 0.55);
+  EXPECT_DOUBLE_EQ(s[0].labels.at(Label::mixed()).scores.at("first-token"), 0.55);
   EXPECT_EQ(s[2].runs, 0);  // no runs with 4 heads: zero shares, no division by zero
   EXPECT_EQ(s[2].reached_share(), 0.0);
 
@@ -172,12 +175,12 @@ TEST(Summarize, CountsRunsSharesAndLabelsPerHeadCount) {
 }
 
 TEST(SweepJson, HoldsEveryLabelAndTheSharesPerHeadCount) {
-  const std::vector<SweepRun> runs = {done_run(1, 0, 1.0, true, {head("L0H0", Label::previous_token, 0.9, 0.9, 0.1)})};
+  const std::vector<SweepRun> runs = {done_run(1, 0, 1.0, true, {head("L0H0", Label::pattern("previous-token"), 0.9, 0.9, 0.1)})};
   const std::vector<int64_t> heads = {1};
   const nlohmann::json c = config_json(summarize(runs, heads, 0.99)[0]);
   EXPECT_EQ(c["runs"], 1);
   EXPECT_EQ(c["specialized_share"], 1.0);
-  EXPECT_EQ(c["labels"].size(), 8u);
+  EXPECT_EQ(c["labels"].size(), analysis::all_labels().size());  // the table's patterns, diffuse, mixed, sink
   EXPECT_EQ(c["labels"]["previous-token"]["heads"], 1);
   EXPECT_EQ(c["labels"]["mixed"]["heads"], 0);
 

@@ -43,6 +43,9 @@ class ConfigFlags {
   std::vector<std::string> names_;
 };
 
+// Selects the GEMM backend by name (UsageError naming --gemm if unknown).
+void use_gemm_backend(const std::string& name);
+
 // Reads --config FILE.json onto `config` (UsageError on any problem);
 // returns the keys it set.
 std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path);

@@ -5,11 +5,12 @@
 #include <filesystem>
 #include <iostream>
 
+#include "analysis/heads_json.h"
+#include "analysis/text_report.h"
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
-#include "train/head_report_text.h"
 #include "train/session.h"
 #include "train/trainer.h"
 
@@ -22,12 +23,13 @@ struct AnalyzeArgs {
   std::string target, task, out;
   int64_t batch = 0, example = 0;
   int threads = 0;
+  std::string gemm;  // empty: the checkpoint's backend
   bool json = false, no_color = false, batch_given = false;
-  train::LabelOptions labels;
+  analysis::LabelOptions labels;
 };
 
 // Scores, entropies and JS divergences are fractions in [0, 1]; a loss change is any finite number.
-void check_label_options(const train::LabelOptions& o) {
+void check_label_options(const analysis::LabelOptions& o) {
   const std::pair<const char*, double> fractions[] = {
       {"--threshold", o.score_threshold}, {"--margin", o.margin}, {"--diffuse-entropy", o.diffuse_entropy}};
   for (const auto& [flag, value] : fractions)
@@ -48,6 +50,7 @@ int run_analyze(const AnalyzeArgs& args) {
   check_label_options(args.labels);
   train::Checkpoint ck = train::read_checkpoint(ck_path);
   core::set_num_threads(args.threads);
+  use_gemm_backend(args.gemm.empty() ? ck.info.config.gemm : args.gemm);
   if (!args.task.empty()) {
     ck.info.config.task = args.task;
     ck.info.config.data.clear();
@@ -57,25 +60,26 @@ int run_analyze(const AnalyzeArgs& args) {
   if (args.example >= session.eval_batch().batch)
     throw train::UsageError("--example " + std::to_string(args.example) + " is beyond the " +
                             std::to_string(session.eval_batch().batch) + " sequences of the batch");
-  train::AnalysisOptions options;
+  analysis::AnalysisOptions options;
   options.labels = args.labels;
   options.example = args.example;
-  const train::RunAnalysis analysis = train::analyze_model(session.model(), session.eval_batch(), options);
+  const analysis::RunAnalysis run =
+      analysis::analyze_model(session.model(), train::examples_of(session.eval_batch()), options);
 
   const std::string out = !args.out.empty() ? args.out : is_dir ? args.target : fs::path(ck_path).parent_path().string();
   std::error_code ec;
   fs::create_directories(out.empty() ? "." : out, ec);
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
   train::RunFolder folder{out.empty() ? "." : out};
-  train::write_analysis_files(folder, analysis, train::to_json(session.config()));
+  train::write_analysis_files(folder, run, train::to_json(session.config()));
   if (args.json) {
     nlohmann::json j;
-    train::to_json(j, analysis);
+    analysis::to_json(j, run);
     std::cout << j.dump(2) << '\n';
   } else {
-    train::TextOptions text;
+    analysis::TextOptions text;
     text.color = stdout_is_terminal() && !args.no_color;
-    std::cout << train::text_report(analysis, text) << "\nreport: " << folder.report() << "\nheads:  "
+    std::cout << analysis::text_report(run, text) << "\nreport: " << folder.report() << "\nheads:  "
               << folder.heads() << '\n';
   }
   return 0;
@@ -92,6 +96,7 @@ Command add_analyze(CLI::App& app) {
   app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
   app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");
   app.add_option("--threads", args->threads, "threads (0: all cores)");
+  app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_flag("--json", args->json, "print heads.json instead of the table");
   app.add_flag("--no-color", args->no_color, "no ANSI colours");
   app.add_option("--threshold", args->labels.score_threshold, "a label's score must reach this")

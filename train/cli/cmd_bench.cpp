@@ -1,5 +1,8 @@
 // `headlab bench`: training-step throughput of a model, against the
-// machine's own sgemm peak measured in the same process.
+// machine's physical limit and against its GEMM backend, both measured in the
+// same process: MFU is the step's rate over the FMA peak of the widest vector
+// unit (core/gemm_peak.h); the backend's own peak, on a large square product,
+// says how much of that a GEMM alone reaches.
 //
 // FLOPs per training token (forward + backward): 6 N + 12 L T d, with N the
 // number of Linear weights including the output head (the attention scores
@@ -11,6 +14,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "core/gemm.h"
+#include "core/gemm_peak.h"
 #include "core/ops.h"
 #include "core/random.h"
 #include "core/threads.h"
@@ -54,13 +59,15 @@ train::TrainConfig preset_config(const std::string& name) {
   throw train::UsageError("--preset must be tiny, small or medium, got '" + name + "'");
 }
 
-// Best of a few large sgemms, in GFLOP/s: what this machine's BLAS can do.
-double sgemm_peak_gflops() {
-  constexpr int64_t n = 1024;
+// Best of twelve large square float32 products, in GFLOP/s, on all threads:
+// what the GEMM backend can do here.
+constexpr int64_t kPeakGemmSize = 1024;
+double gemm_peak_gflops() {
+  constexpr int64_t n = kPeakGemmSize;
   core::Generator gen(1);
   const core::Tensor a = gen.normal({n, n}, 0, 1), b = gen.normal({n, n}, 0, 1);
   double best = 0;
-  for (int rep = 0; rep < 6; ++rep) {
+  for (int rep = 0; rep < 12; ++rep) {
     const auto t0 = Clock::now();
     const core::Tensor c = core::matmul(a, b);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -82,6 +89,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   flags.apply(config);
   config.validate();
   core::set_num_threads(config.threads);
+  use_gemm_backend(config.gemm);
   train::Session session(config);
   const layers::ModelSpec& m = session.model().spec();
 
@@ -103,7 +111,9 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   const double gflops = flops_per_step / (median / 1000) / 1e9;
-  const double peak = sgemm_peak_gflops();
+  const double gemm_peak = gemm_peak_gflops();
+  const core::FmaPeak fma = core::fma_peak(core::num_threads());
+  const char* backend = core::gemm_backend_name(core::gemm_backend());
   const nlohmann::json result = {{"preset", args.preset},
                                  {"threads", core::num_threads()},
                                  {"parameters", session.model().num_parameters()},
@@ -112,8 +122,12 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
                                  {"ms_per_step_max", ms.back()},
                                  {"tokens_per_s", tokens / (median / 1000)},
                                  {"gflops", gflops},
-                                 {"sgemm_peak_gflops", peak},
-                                 {"mfu", gflops / peak},
+                                 {"gemm_backend", backend},
+                                 {"gemm_peak_gflops", gemm_peak},
+                                 {"fma_isa", fma.isa},
+                                 {"fma_peak_gflops", fma.gflops},
+                                 {"mfu", gflops / fma.gflops},
+                                 {"gemm_peak_of_fma_peak", gemm_peak / fma.gflops},
                                  {"peak_rss_mib", peak_rss_mib()}};
   if (args.json) {
     std::cout << result.dump() << '\n';
@@ -126,8 +140,13 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
               core::num_threads());
   std::printf("  %.3f ms/step (median of %lld runs of %lld steps; min %.3f, max %.3f)\n", median,
               static_cast<long long>(args.runs), static_cast<long long>(args.steps), ms.front(), ms.back());
-  std::printf("  %.0f tokens/s, %.2f GFLOP/s, MFU %.1f%% of a %.1f GFLOP/s sgemm peak, peak RSS %.1f MiB\n",
-              tokens / (median / 1000), gflops, 100 * gflops / peak, peak, peak_rss_mib());
+  std::printf("  %.0f tokens/s, %.2f GFLOP/s, peak RSS %.1f MiB\n", tokens / (median / 1000), gflops,
+              peak_rss_mib());
+  std::printf("  MFU %.1f%% of the %.1f GFLOP/s %s FMA peak (%d thread(s))\n", 100 * gflops / fma.gflops, fma.gflops,
+              fma.isa, core::num_threads());
+  std::printf("  GEMM backend %s: %.1f GFLOP/s on a %lld^3 product (%.1f%% of the FMA peak); the step runs at %.1f%% of it\n",
+              backend, gemm_peak, static_cast<long long>(kPeakGemmSize), 100 * gemm_peak / fma.gflops,
+              100 * gflops / gemm_peak);
   return 0;
 }
 
@@ -145,7 +164,7 @@ Command add_bench(CLI::App& app) {
   auto flags = std::make_shared<ConfigFlags>(
       app, std::vector<std::string>{"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
                                     "no-layernorm", "bidirectional", "batch", "lr", "optimizer", "weight-decay",
-                                    "clip", "seed", "threads"});
+                                    "clip", "seed", "threads", "gemm"});
   app.footer("Model flags override the preset. FLOPs per token: 6 N + 12 L T d (N: Linear weights incl. the head).");
   return [args, flags] { return run_bench(*args, *flags); };
 }

@@ -25,6 +25,7 @@ struct EvalArgs {
   uint64_t seed = 0;
   bool seed_given = false, batch_given = false;
   int threads = 0;
+  std::string gemm;  // empty: the checkpoint's backend
   bool json = false;
 };
 
@@ -40,6 +41,7 @@ int run_eval(const EvalArgs& args) {
   train::TrainConfig config = ck.info.config;
   if (args.seed_given) config.seed = args.seed;
   if (args.batch_given) config.eval_batch = args.batch;
+  use_gemm_backend(args.gemm.empty() ? config.gemm : args.gemm);
   if (!args.data.empty()) {
     // The file is read with the model's own sizes and classes (eval has no
     // --vocab, --seq-len or --classes), and all of it is evaluated.
@@ -116,6 +118,7 @@ Command add_eval(CLI::App& app) {
           "NONNEGATIVE"))
       ->each([args](const std::string&) { args->seed_given = true; });
   app.add_option("--threads", args->threads, "threads (0: all cores)");
+  app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_option("--dump-logits", args->dump_logits, "write the logits [N, T, C] (and tokens, targets) as safetensors");
   app.add_option("--dump-grads", args->dump_grads,
                  "write d(mean loss)/d(parameter) for every parameter, under the parameter names, as safetensors");

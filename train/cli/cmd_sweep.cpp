@@ -22,6 +22,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "analysis/heads_json.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
 #include "train/run_folder.h"
@@ -231,8 +232,8 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int status) {
     try {
       std::ifstream in(folder + "/heads.json");
       if (!in) throw std::runtime_error("no heads.json");
-      const train::RunAnalysis analysis = nlohmann::json::parse(in).get<train::RunAnalysis>();
-      train::record_analysis(run, analysis);
+      const auto result = nlohmann::json::parse(in).get<analysis::RunAnalysis>();
+      train::record_analysis(run, result);
     } catch (const std::exception& e) {
       run.status = train::RunStatus::failed;
       run.error = std::string("cannot read ") + folder + "/heads.json: " + e.what();

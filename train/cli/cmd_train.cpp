@@ -44,6 +44,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
     flags.apply(ck.info.config);
     ck.info.config.validate();
     core::set_num_threads(ck.info.config.threads);
+    use_gemm_backend(ck.info.config.gemm);
     session = std::make_unique<train::Session>(ck);
     target = session->config().steps;
     if (target < session->steps_done())
@@ -64,6 +65,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       train::take_model(config, init->model, given, args.init);  // the model is the checkpoint's
     }
     core::set_num_threads(config.threads);
+    use_gemm_backend(config.gemm);
     session = std::make_unique<train::Session>(config);  // validates the task and model before anything is written
     if (init) train::load_weights(session->model(), init->file, "--init " + args.init);
     target = config.steps;

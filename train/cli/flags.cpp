@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "core/gemm.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
 
@@ -61,6 +62,14 @@ void ConfigFlags::apply(train::TrainConfig& config) const {
       });
     }
   });
+}
+
+void use_gemm_backend(const std::string& name) {
+  try {
+    core::set_gemm_backend(core::parse_gemm_backend(name));
+  } catch (const std::invalid_argument&) {
+    throw train::UsageError("--gemm must be onednn or openblas, got '" + name + "'");
+  }
 }
 
 std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path) {

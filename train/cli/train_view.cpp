@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "train/head_report_text.h"
+#include "analysis/text_report.h"
 
 namespace headlab::cli {
 namespace {
@@ -57,11 +57,11 @@ void TrainView::logged(const train::LogLine& l) {
   last_logged_ = l.step;
 }
 
-void TrainView::analyzed(int64_t step, const train::RunAnalysis& analysis) {
+void TrainView::analyzed(int64_t step, const analysis::RunAnalysis& analysis) {
   clear_progress();
   // An analysis between two log lines gets a heading of its own.
   if (step != last_logged_) log_->info("step {:>6}  head analysis", step);
-  for (int64_t l = 0; l < analysis.num_layers; ++l) log_->info("  {}", train::layer_summary(analysis, l));
+  for (int64_t l = 0; l < analysis.num_layers; ++l) log_->info("  {}", analysis::layer_summary(analysis, l));
 }
 
 void TrainView::checkpoint_written(int64_t step, const std::string& path) {
@@ -80,10 +80,10 @@ void TrainView::finished(int64_t steps, double seconds) {
              1000 * seconds / static_cast<double>(std::max<int64_t>(1, steps)), folder_.checkpoint());
 }
 
-void TrainView::report(const train::RunAnalysis& analysis, bool color) const {
-  train::TextOptions text;
+void TrainView::report(const analysis::RunAnalysis& analysis, bool color) const {
+  analysis::TextOptions text;
   text.color = color;
-  std::cout << '\n' << train::text_report(analysis, text) << '\n';
+  std::cout << '\n' << analysis::text_report(analysis, text) << '\n';
   std::cout << "report: " << folder_.report() << "\nheads:  " << folder_.heads() << '\n';
   std::cout.flush();
 }

@@ -20,13 +20,13 @@ class TrainView final : public train::TrainerEvents {
 
   void stepped(int64_t step, double seconds) override;
   void logged(const train::LogLine& line) override;
-  void analyzed(int64_t step, const train::RunAnalysis& analysis) override;
+  void analyzed(int64_t step, const analysis::RunAnalysis& analysis) override;
   void checkpoint_written(int64_t step, const std::string& path) override;
   void stopped(int signal, int64_t step) override;
   void finished(int64_t steps, double seconds) override;
 
   // The final report on stdout: the text report and where the files are.
-  void report(const train::RunAnalysis& analysis, bool color) const;
+  void report(const analysis::RunAnalysis& analysis, bool color) const;
 
  private:
   void clear_progress() const;

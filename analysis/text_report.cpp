@@ -1,19 +1,14 @@
-#include "train/head_report_text.h"
+#include "analysis/text_report.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
 
-namespace headlab::train {
-namespace {
+#include "analysis/fixed.h"
 
-std::string fixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  return buf;
-}
+namespace headlab::analysis {
+namespace {
 
 // Columns a UTF-8 string takes: one per code point (no wide characters here).
 int64_t columns(const std::string& s) {
@@ -55,38 +50,24 @@ std::vector<std::string> code_points(const std::string& s) {
   return out;
 }
 
-std::string short_name(Label l) {
-  switch (l) {
-    case Label::previous_token: return "prev";
-    case Label::first_token: return "first";
-    case Label::induction: return "ind";
-    case Label::duplicate_token: return "dup";
-    default: return label_name(l);
-  }
+// "prev" for a pattern, the label's name for the others.
+std::string short_name(Label l) { return l.is_pattern() ? std::string(l.entry().short_name) : label_name(l); }
+
+// ANSI SGR code of a label's colour: patterns in their colour, sinks amber, the rest grey.
+std::string label_colour(Label l) {
+  if (l.is_pattern()) return std::string(l.entry().ansi_colour);
+  return l == Label::sink() ? "38;5;179" : "38;5;245";
 }
 
-// ANSI SGR code of a label's colour: patterns in colour, the rest grey.
-const char* label_colour(Label l) {
-  switch (l) {
-    case Label::previous_token: return "38;5;75";
-    case Label::first_token: return "38;5;215";
-    case Label::self: return "38;5;114";
-    case Label::induction: return "38;5;177";
-    case Label::duplicate_token: return "38;5;80";
-    case Label::sink: return "38;5;179";
-    default: return "38;5;245";
-  }
-}
-
-std::string paint(const std::string& s, const char* sgr, bool color) {
-  return color ? "\x1b[" + std::string(sgr) + "m" + s + "\x1b[0m" : s;
+std::string paint(const std::string& s, const std::string& sgr, bool color) {
+  return color ? "\x1b[" + sgr + "m" + s + "\x1b[0m" : s;
 }
 
 // "previous-token 0.95", "mixed (prev 0.41)", "diffuse (H 0.93)".
 std::string label_with_score(const HeadAnalysis& h) {
   const PatternScore top = ranked_patterns(h.scores)[0];
-  if (h.label == Label::diffuse) return "diffuse (H " + fixed(h.scores.entropy, 2) + ")";
-  if (h.label == Label::mixed) return "mixed (" + short_name(top.pattern) + " " + fixed(top.score, 2) + ")";
+  if (h.label == Label::diffuse()) return "diffuse (H " + fixed(h.scores.entropy, 2) + ")";
+  if (h.label == Label::mixed()) return "mixed (" + short_name(top.pattern) + " " + fixed(top.score, 2) + ")";
   return label_name(h.label) + " " + fixed(top.score, 2);
 }
 
@@ -264,4 +245,4 @@ std::string text_report(const RunAnalysis& run, const TextOptions& options) {
   return verdict_text(run, options) + "\n" + head_table(run, options) + "\n" + attention_heatmaps(run, options);
 }
 
-}  // namespace headlab::train
+}  // namespace headlab::analysis

@@ -1,12 +1,14 @@
-// report.html: one self-contained page (inline CSS, inline JS drawing inline
-// SVG, no fonts, scripts or images from anywhere) showing a run's head analysis:
+// report.html: one self-contained page (inline CSS and JS -- the files
+// analysis/report/report.css and report.js, embedded at build time -- drawing
+// inline SVG, no fonts, scripts or images from anywhere) showing a run's head analysis:
 // the verdict, a layer-by-head grid of attention heatmaps on a real example
 // (hover for values, click for a large view), metric curves over training with
 // the step where each head's pattern emerged, the JS-divergence matrix and the
 // head table with ablation. Every chart can be saved as an SVG file.
 //
 // All data reach the page as one JSON document inside a <script
-// type="application/json"> whose '<', '>' and '&' are \u-escaped, and the page
+// type="application/json"> whose '<', '>' and '&' are \u-escaped (the
+// pattern list among them, from kPatterns), and the page
 // builds its DOM with textContent, so no string from the run (token labels,
 // config values) is ever parsed as HTML.
 #pragma once
@@ -19,9 +21,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/head_labels.h"
+#include "analysis/labels.h"
+#include "analysis/run_analysis.h"
 
-namespace headlab::train {
+namespace headlab::analysis {
 
 struct ReportOptions {
   std::string title = "headlab report";
@@ -45,4 +48,4 @@ std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history
 // &, <, >, " and ' as character references, for text and attribute values.
 std::string html_escape(std::string_view text);
 
-}  // namespace headlab::train
+}  // namespace headlab::analysis

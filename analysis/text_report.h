@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <string>
 
-#include "train/head_labels.h"
+#include "analysis/run_analysis.h"
 
-namespace headlab::train {
+namespace headlab::analysis {
 
 struct TextOptions {
   bool color = false;          // ANSI colours
@@ -42,4 +42,4 @@ std::string attention_heatmaps(const RunAnalysis& run, const TextOptions& option
 // verdict_text + head_table + attention_heatmaps.
 std::string text_report(const RunAnalysis& run, const TextOptions& options = {});
 
-}  // namespace headlab::train
+}  // namespace headlab::analysis

@@ -1,19 +1,12 @@
-#include "train/head_metrics.h"
+#include "analysis/head_metrics.h"
 
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-namespace headlab::train {
+namespace headlab::analysis {
 namespace {
-
-// A contiguous [B, h, T, T] view of one layer's attention, read as doubles.
-template <class T>
-struct Probs {
-  const T* data;
-  int64_t batch, heads, len;
-  const T* row(int64_t b, int64_t h, int64_t q) const { return data + ((b * heads + h) * len + q) * len; }
-};
 
 // Number of keys query q can see.
 int64_t visible_keys(int64_t q, int64_t len, bool causal) { return causal ? q + 1 : len; }
@@ -21,30 +14,18 @@ int64_t visible_keys(int64_t q, int64_t len, bool causal) { return causal ? q + 
 std::string shape_of(const core::Tensor& t) { return core::to_string(t.shape()); }
 
 // Scores of one head on one example; the batch functions average these.
-template <class T>
-HeadScores example_scores(const Probs<T>& p, int64_t b, int64_t h, std::span<const int32_t> tokens, bool causal) {
-  const int64_t len = p.len;
+HeadScores example_scores(const HeadMap& a) {
   HeadScores s;
-  double prev = 0, first = 0, self = 0;
-  for (int64_t q = 2; q < len; ++q) {
-    const T* a = p.row(b, h, q);
-    prev += a[q - 1];
-    first += a[0];
-    self += a[q];
-  }
-  const auto n_late = static_cast<double>(len - 2);
-  s.previous_token = prev / n_late;
-  s.first_token = first / n_late;
-  s.self = self / n_late;
+  for (std::size_t i = 0; i < kPatternCount; ++i) s.patterns[i] = kPatterns[i].score(a);
 
+  const int64_t len = a.len;
   double entropy = 0, distance = 0;
   int64_t n_entropy = 0;
   for (int64_t q = 0; q < len; ++q) {
-    const T* a = p.row(b, h, q);
-    const int64_t keys = visible_keys(q, len, causal);
+    const int64_t keys = visible_keys(q, len, a.causal);
     double hq = 0, dq = 0;
     for (int64_t k = 0; k < keys; ++k) {
-      const double v = a[k];
+      const double v = a(q, k);
       if (v > 0) hq -= v * std::log(v);
       dq += v * static_cast<double>(q > k ? q - k : k - q);
     }
@@ -56,48 +37,38 @@ HeadScores example_scores(const Probs<T>& p, int64_t b, int64_t h, std::span<con
   }
   s.entropy = n_entropy > 0 ? entropy / static_cast<double>(n_entropy) : 0.0;
   s.distance = distance / static_cast<double>(len);
-
-  if (!tokens.empty()) {
-    const int32_t* x = tokens.data() + b * len;
-    double induction = 0, duplicate = 0;
-    int64_t n_queries = 0;
-    // Copies at j >= q - 2 are left out: there the key after the copy (j + 1)
-    // or the copy itself would be the query or its previous token, and a
-    // previous-token or self head would score as induction or duplicate-token.
-    for (int64_t q = 3; q < len; ++q) {
-      const T* a = p.row(b, h, q);
-      bool seen = false;
-      double ind = 0, dup = 0;
-      for (int64_t j = 0; j + 2 < q; ++j) {
-        if (x[j] != x[q]) continue;
-        seen = true;
-        ind += a[j + 1];  // the token right after the earlier copy
-        dup += a[j];      // the earlier copy
-      }
-      if (seen) {
-        induction += ind;
-        duplicate += dup;
-        ++n_queries;
-      }
-    }
-    if (n_queries > 0) {
-      s.induction = induction / static_cast<double>(n_queries);
-      s.duplicate_token = duplicate / static_cast<double>(n_queries);
-    }
-  }
   return s;
 }
 
-template <class T>
-void check_rows(const Probs<T>& p, bool causal, const char* op) {
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t q = 0; q < p.len; ++q) {
-        const T* a = p.row(b, h, q);
+// One layer's attention [B, h, T, T] as doubles (exact for f32), with the
+// map of one head on one example.
+struct LayerMaps {
+  core::Tensor probs;
+  std::span<const int32_t> tokens;
+  bool causal;
+  int64_t batch() const { return probs.size(0); }
+  int64_t heads() const { return probs.size(1); }
+  int64_t len() const { return probs.size(2); }
+  HeadMap map(int64_t b, int64_t h) const {
+    const int64_t len = this->len();
+    return {probs.data<double>() + (b * heads() + h) * len * len, len, causal,
+            tokens.empty() ? tokens : tokens.subspan(static_cast<std::size_t>(b * len), static_cast<std::size_t>(len))};
+  }
+};
+
+LayerMaps layer_maps(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal) {
+  return {attn.to(core::DType::f64).contiguous(), tokens, causal};
+}
+
+void check_rows(const LayerMaps& maps, const char* op) {
+  for (int64_t b = 0; b < maps.batch(); ++b)
+    for (int64_t h = 0; h < maps.heads(); ++h) {
+      const HeadMap a = maps.map(b, h);
+      for (int64_t q = 0; q < a.len; ++q) {
         double sum = 0;
-        for (int64_t k = 0; k < p.len; ++k) {
-          const double v = a[k];
-          const bool hidden = causal && k > q;
+        for (int64_t k = 0; k < a.len; ++k) {
+          const double v = a(q, k);
+          const bool hidden = a.causal && k > q;
           if (!(v >= -1e-6) || (hidden && v > 1e-6))
             throw std::invalid_argument(std::string(op) + ": attention[" + std::to_string(b) + ", " +
                                         std::to_string(h) + ", " + std::to_string(q) + ", " + std::to_string(k) +
@@ -112,48 +83,37 @@ void check_rows(const Probs<T>& p, bool causal, const char* op) {
                                       std::to_string(h) + ", " + std::to_string(q) + ", :] sums to " +
                                       std::to_string(sum) + ", expected 1 (softmax over keys)");
       }
-}
-
-template <class F>
-decltype(auto) with_probs(const core::Tensor& attn, F&& f) {
-  const core::Tensor c = attn.contiguous();
-  return core::dispatch(c.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const Probs<T> p{c.data<T>(), c.size(0), c.size(1), c.size(2)};
-    return f(p);
-  });
+    }
 }
 
 HeadScores mean_scores(const std::vector<HeadScores>& per_example) {
   HeadScores m;
-  double ind = 0, dup = 0;
-  int64_t n_ind = 0;
+  std::array<double, kPatternCount> sums{};
+  std::array<int64_t, kPatternCount> counts{};
   for (const HeadScores& s : per_example) {
-    m.previous_token += s.previous_token;
-    m.first_token += s.first_token;
-    m.self += s.self;
+    for (std::size_t i = 0; i < kPatternCount; ++i) {
+      if (!s.patterns[i]) continue;
+      sums[i] += *s.patterns[i];
+      ++counts[i];
+    }
     m.entropy += s.entropy;
     m.distance += s.distance;
-    if (s.induction) {  // induction and duplicate-token exist together
-      ind += *s.induction;
-      dup += *s.duplicate_token;
-      ++n_ind;
-    }
   }
+  for (std::size_t i = 0; i < kPatternCount; ++i)
+    m.patterns[i] = counts[i] > 0 ? std::optional<double>(sums[i] / static_cast<double>(counts[i])) : std::nullopt;
   const auto n = static_cast<double>(per_example.size());
-  m.previous_token /= n;
-  m.first_token /= n;
-  m.self /= n;
   m.entropy /= n;
   m.distance /= n;
-  if (n_ind > 0) {
-    m.induction = ind / static_cast<double>(n_ind);
-    m.duplicate_token = dup / static_cast<double>(n_ind);
-  }
   return m;
 }
 
 }  // namespace
+
+double HeadScores::at(std::string_view name) const {
+  const std::optional<double>& score = (*this)[name];
+  if (!score) throw std::invalid_argument("HeadScores::at: the " + std::string(name) + " score is absent");
+  return *score;
+}
 
 void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal, const char* op) {
   if (!attn.defined()) throw std::invalid_argument(std::string(op) + ": attention tensor is undefined");
@@ -167,7 +127,7 @@ void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, 
   if (!tokens.empty() && static_cast<int64_t>(tokens.size()) != expected)
     throw std::invalid_argument(std::string(op) + ": " + std::to_string(tokens.size()) + " tokens for attention " +
                                 shape_of(attn) + ", expected batch*T = " + std::to_string(expected) + " or none");
-  with_probs(attn, [&](const auto& p) { check_rows(p, causal, op); });
+  check_rows(layer_maps(attn, tokens, causal), op);
 }
 
 std::vector<HeadScores> example_head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
@@ -176,24 +136,22 @@ std::vector<HeadScores> example_head_scores(const core::Tensor& attn, std::span<
   if (b < 0 || b >= attn.size(0))
     throw std::invalid_argument("example_head_scores: example " + std::to_string(b) + " is outside the batch of " +
                                 std::to_string(attn.size(0)));
-  return with_probs(attn, [&](const auto& p) {
-    std::vector<HeadScores> out;
-    for (int64_t h = 0; h < p.heads; ++h) out.push_back(example_scores(p, b, h, tokens, causal));
-    return out;
-  });
+  const LayerMaps maps = layer_maps(attn, tokens, causal);
+  std::vector<HeadScores> out;
+  for (int64_t h = 0; h < maps.heads(); ++h) out.push_back(example_scores(maps.map(b, h)));
+  return out;
 }
 
 std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal) {
   check_attention(attn, tokens, causal, "head_scores");
-  return with_probs(attn, [&](const auto& p) {
-    std::vector<HeadScores> out;
-    for (int64_t h = 0; h < p.heads; ++h) {
-      std::vector<HeadScores> per_example;
-      for (int64_t b = 0; b < p.batch; ++b) per_example.push_back(example_scores(p, b, h, tokens, causal));
-      out.push_back(mean_scores(per_example));
-    }
-    return out;
-  });
+  const LayerMaps maps = layer_maps(attn, tokens, causal);
+  std::vector<HeadScores> out;
+  for (int64_t h = 0; h < maps.heads(); ++h) {
+    std::vector<HeadScores> per_example;
+    for (int64_t b = 0; b < maps.batch(); ++b) per_example.push_back(example_scores(maps.map(b, h)));
+    out.push_back(mean_scores(per_example));
+  }
+  return out;
 }
 
 double js_divergence(std::span<const double> p, std::span<const double> q) {
@@ -253,4 +211,4 @@ std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tens
   return js;
 }
 
-}  // namespace headlab::train
+}  // namespace headlab::analysis

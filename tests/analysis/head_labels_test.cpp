@@ -1,12 +1,13 @@
 // Labels, sinks, the verdict and heads.json (docs/head-metrics.md).
-#include "train/head_labels.h"
+#include "analysis/heads_json.h"
+#include "analysis/run_analysis.h"
 
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <vector>
 
-namespace headlab::train {
+namespace headlab::analysis {
 namespace {
 
 using core::DType;
@@ -34,57 +35,57 @@ Tensor uniform_heads(int64_t len, int64_t heads) {
 
 HeadScores scores(double prev, double first_token, double self_score, double entropy) {
   HeadScores s;
-  s.previous_token = prev;
-  s.first_token = first_token;
-  s.self = self_score;
+  s["previous-token"] = prev;
+  s["first-token"] = first_token;
+  s["self"] = self_score;
   s.entropy = entropy;
   return s;
 }
 
 TEST(LabelHead, TopPatternAboveThresholdAndMarginNamesTheHead) {
   const LabelOptions o;
-  EXPECT_EQ(label_head(scores(0.9, 0.05, 0.05, 0.1), std::nullopt, o), Label::previous_token);
-  EXPECT_EQ(label_head(scores(0.1, 0.8, 0.1, 0.2), std::nullopt, o), Label::first_token);
-  EXPECT_EQ(label_head(scores(0.1, 0.1, 0.8, 0.2), std::nullopt, o), Label::self);
+  EXPECT_EQ(label_head(scores(0.9, 0.05, 0.05, 0.1), std::nullopt, o), Label::pattern("previous-token"));
+  EXPECT_EQ(label_head(scores(0.1, 0.8, 0.1, 0.2), std::nullopt, o), Label::pattern("first-token"));
+  EXPECT_EQ(label_head(scores(0.1, 0.1, 0.8, 0.2), std::nullopt, o), Label::pattern("self"));
   HeadScores ind = scores(0.1, 0.1, 0.0, 0.2);
-  ind.induction = 0.7;
-  ind.duplicate_token = 0.1;
-  EXPECT_EQ(label_head(ind, std::nullopt, o), Label::induction);
+  ind["induction"] = 0.7;
+  ind["duplicate-token"] = 0.1;
+  EXPECT_EQ(label_head(ind, std::nullopt, o), Label::pattern("induction"));
 }
 
 TEST(LabelHead, TooCloseARunnerUpGivesMixedOrDiffuseByEntropy) {
   const LabelOptions o;  // margin 0.15, diffuse at entropy >= 0.8
-  EXPECT_EQ(label_head(scores(0.55, 0.45, 0.0, 0.5), std::nullopt, o), Label::mixed);
-  EXPECT_EQ(label_head(scores(0.3, 0.3, 0.2, 0.95), std::nullopt, o), Label::diffuse);
-  EXPECT_EQ(label_head(scores(0.45, 0.1, 0.1, 0.5), std::nullopt, o), Label::mixed);  // below threshold
+  EXPECT_EQ(label_head(scores(0.55, 0.45, 0.0, 0.5), std::nullopt, o), Label::mixed());
+  EXPECT_EQ(label_head(scores(0.3, 0.3, 0.2, 0.95), std::nullopt, o), Label::diffuse());
+  EXPECT_EQ(label_head(scores(0.45, 0.1, 0.1, 0.5), std::nullopt, o), Label::mixed());  // below threshold
 }
 
 TEST(LabelHead, ThresholdsAreOptions) {
   LabelOptions o;
   o.score_threshold = 0.4;
   o.margin = 0.05;
-  EXPECT_EQ(label_head(scores(0.45, 0.38, 0.0, 0.5), std::nullopt, o), Label::previous_token);
+  EXPECT_EQ(label_head(scores(0.45, 0.38, 0.0, 0.5), std::nullopt, o), Label::pattern("previous-token"));
   o.diffuse_entropy = 0.4;
   o.score_threshold = 0.9;
-  EXPECT_EQ(label_head(scores(0.45, 0.38, 0.0, 0.5), std::nullopt, o), Label::diffuse);
+  EXPECT_EQ(label_head(scores(0.45, 0.38, 0.0, 0.5), std::nullopt, o), Label::diffuse());
 }
 
 TEST(LabelHead, FirstTokenHeadWhoseAblationBarelyMattersIsASink) {
   const LabelOptions o;  // sink at delta loss <= 0.02
   const HeadScores s = scores(0.05, 0.9, 0.05, 0.1);
-  EXPECT_EQ(label_head(s, 0.005, o), Label::sink);
-  EXPECT_EQ(label_head(s, -0.01, o), Label::sink);  // ablation even helps
-  EXPECT_EQ(label_head(s, 0.5, o), Label::first_token);
-  EXPECT_EQ(label_head(s, std::nullopt, o), Label::first_token) << "no ablation, no sink";
+  EXPECT_EQ(label_head(s, 0.005, o), Label::sink());
+  EXPECT_EQ(label_head(s, -0.01, o), Label::sink());  // ablation even helps
+  EXPECT_EQ(label_head(s, 0.5, o), Label::pattern("first-token"));
+  EXPECT_EQ(label_head(s, std::nullopt, o), Label::pattern("first-token")) << "no ablation, no sink";
   // A cheap previous-token head is still a previous-token head.
-  EXPECT_EQ(label_head(scores(0.9, 0.05, 0.05, 0.1), 0.0, o), Label::previous_token);
+  EXPECT_EQ(label_head(scores(0.9, 0.05, 0.05, 0.1), 0.0, o), Label::pattern("previous-token"));
 }
 
 TEST(LabelNames, RoundTripAndRejectUnknownNames) {
-  for (Label l : {Label::previous_token, Label::first_token, Label::self, Label::induction, Label::duplicate_token,
-                  Label::diffuse, Label::mixed, Label::sink})
+  for (Label l : {Label::pattern("previous-token"), Label::pattern("first-token"), Label::pattern("self"), Label::pattern("induction"), Label::pattern("duplicate-token"),
+                  Label::diffuse(), Label::mixed(), Label::sink()})
     EXPECT_EQ(label_from_name(label_name(l)), l);
-  EXPECT_EQ(label_name(Label::previous_token), "previous-token");
+  EXPECT_EQ(label_name(Label::pattern("previous-token")), "previous-token");
   EXPECT_THROW(label_from_name("prev"), std::invalid_argument);
 }
 
@@ -96,12 +97,12 @@ TEST(AnalyzeAttention, PlantedHeadsAreLabelledAndTheRunIsSpecialized) {
   EXPECT_EQ(run.num_layers, 2);
   EXPECT_EQ(run.num_heads, 2);
   ASSERT_EQ(run.heads.size(), 4u);
-  EXPECT_EQ(run.at(0, 0).label, Label::previous_token);
-  EXPECT_DOUBLE_EQ(run.at(0, 0).scores.previous_token, 1.0);
-  EXPECT_EQ(run.at(0, 1).label, Label::first_token);
-  EXPECT_DOUBLE_EQ(run.at(0, 1).scores.first_token, 1.0);
-  EXPECT_EQ(run.at(1, 0).label, Label::diffuse);
-  EXPECT_EQ(run.at(1, 1).label, Label::diffuse);
+  EXPECT_EQ(run.at(0, 0).label, Label::pattern("previous-token"));
+  EXPECT_DOUBLE_EQ(run.at(0, 0).scores.at("previous-token"), 1.0);
+  EXPECT_EQ(run.at(0, 1).label, Label::pattern("first-token"));
+  EXPECT_DOUBLE_EQ(run.at(0, 1).scores.at("first-token"), 1.0);
+  EXPECT_EQ(run.at(1, 0).label, Label::diffuse());
+  EXPECT_EQ(run.at(1, 1).label, Label::diffuse());
   EXPECT_EQ(run.example.tokens, tokens);
   ASSERT_EQ(run.example.attention.size(), 2u);
   EXPECT_EQ(run.example.attention[0][0][2 * 6 + 1], 1.0);  // L0H0 at q = 2 looks at k = 1
@@ -111,7 +112,7 @@ TEST(AnalyzeAttention, PlantedHeadsAreLabelledAndTheRunIsSpecialized) {
   EXPECT_GT(*run.verdict.min_js, 0.5);
 
   const RunAnalysis selfs = analyze_attention({l1}, tokens, true);
-  EXPECT_EQ(selfs.at(0, 0).label, Label::self);
+  EXPECT_EQ(selfs.at(0, 0).label, Label::pattern("self"));
   EXPECT_FALSE(selfs.verdict.specialized) << "two heads with the same pattern: one distinct label";
   EXPECT_EQ(selfs.verdict.distinct_labels, 1);
 }
@@ -126,7 +127,7 @@ TEST(AnalyzeAttention, UniformHeadsAreNotSpecialized) {
 TEST(AnalyzeAttention, OneHeadModelNeverSpecializes) {
   // Specialization is heads taking different roles; one head has no other to differ from.
   const RunAnalysis run = analyze_attention({one_hot_heads(5, {previous})}, {}, true);
-  EXPECT_EQ(run.at(0, 0).label, Label::previous_token);
+  EXPECT_EQ(run.at(0, 0).label, Label::pattern("previous-token"));
   EXPECT_FALSE(run.verdict.specialized);
 }
 
@@ -145,7 +146,7 @@ RunAnalysis planted_pair(double prev_acc_drop, double first_delta_loss, double f
 
 TEST(Verdict, SpecializedWhenEveryPatternHeadsAblationCostsAccuracy) {
   const RunAnalysis run = planted_pair(0.6, 1.5, 0.5);
-  EXPECT_EQ(run.at(0, 1).label, Label::first_token);
+  EXPECT_EQ(run.at(0, 1).label, Label::pattern("first-token"));
   EXPECT_TRUE(run.verdict.specialized);
   EXPECT_EQ(run.verdict.counted_heads, 2);
   EXPECT_DOUBLE_EQ(*run.verdict.min_js, 0.8);  // disjoint at 4 of the 5 queries q >= 1
@@ -153,7 +154,7 @@ TEST(Verdict, SpecializedWhenEveryPatternHeadsAblationCostsAccuracy) {
 
 TEST(Verdict, AFirstTokenSinkDoesNotCountAndLeavesOneLabel) {
   const RunAnalysis run = planted_pair(0.6, 0.001, 0.0);
-  EXPECT_EQ(run.at(0, 1).label, Label::sink);
+  EXPECT_EQ(run.at(0, 1).label, Label::sink());
   EXPECT_FALSE(run.verdict.specialized);
   EXPECT_EQ(run.verdict.distinct_labels, 1);
 }
@@ -168,7 +169,7 @@ TEST(Verdict, AHeadWhoseAblationCostsLossButNoAccuracyStillCounts) {
 TEST(Verdict, AHeadWhoseAblationCostsNeitherAccuracyNorLossIsNotCounted) {
   // Loss moves a little (no sink: above 0.02 nats) but below 0.05 nats, and accuracy not at all.
   const RunAnalysis run = planted_pair(0.6, 0.03, 0.001);
-  EXPECT_EQ(run.at(0, 1).label, Label::first_token);
+  EXPECT_EQ(run.at(0, 1).label, Label::pattern("first-token"));
   EXPECT_EQ(run.verdict.counted_heads, 1);
   EXPECT_FALSE(run.verdict.specialized);
   bool named = false;
@@ -195,8 +196,8 @@ TEST(HeadsJson, RoundTripKeepsEveryFieldAndAbsentValues) {
   EXPECT_EQ(nlohmann::json(back), j);
   EXPECT_EQ(back.at(0, 0).importance, 0.25);
   EXPECT_FALSE(back.at(0, 1).importance.has_value());
-  EXPECT_FALSE(back.at(0, 0).scores.induction.has_value());
-  EXPECT_EQ(back.at(0, 1).label, Label::first_token);
+  EXPECT_FALSE(back.at(0, 0).scores["induction"].has_value());
+  EXPECT_EQ(back.at(0, 1).label, Label::pattern("first-token"));
   EXPECT_EQ(back.example.attention, run.example.attention);
   EXPECT_EQ(back.verdict.reasons, run.verdict.reasons);
   EXPECT_TRUE(j.at("heads")[0].at("scores").at("induction").is_null());
@@ -224,4 +225,4 @@ TEST(CompactJson, HoldsEachHeadsLabelAndScoresAndTheLayersJs) {
 }
 
 }  // namespace
-}  // namespace headlab::train
+}  // namespace headlab::analysis

@@ -4,11 +4,12 @@
 #include <string>
 #include <vector>
 
-#include "train/head_labels.h"
-#include "train/head_report_text.h"
-#include "train/report_html.h"
+#include "analysis/heads_json.h"
+#include "analysis/run_analysis.h"
+#include "analysis/text_report.h"
+#include "analysis/html_report.h"
 
-namespace headlab::train {
+namespace headlab::analysis {
 namespace {
 
 using core::DType;
@@ -176,4 +177,4 @@ TEST(EmergenceStep, IsTheStartOfTheLastRunAtOrAboveTheThreshold) {
 }
 
 }  // namespace
-}  // namespace headlab::train
+}  // namespace headlab::analysis

@@ -1,19 +1,24 @@
-#include "train/report_html.h"
+#include "analysis/html_report.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "train/report_html_assets.h"
+#include "analysis/heads_json.h"
+#include "analysis/report_assets.h"
 
-namespace headlab::train {
+namespace headlab::analysis {
 namespace {
 
-// The compact record's key of a pattern: "previous-token" -> "previous_token".
-std::string pattern_key(Label pattern) {
-  std::string key = label_name(pattern);
-  for (char& c : key)
-    if (c == '-') c = '_';
-  return key;
+// The patterns as the page's script uses them, in the table's order.
+nlohmann::json patterns_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Pattern& p : kPatterns)
+    out.push_back({{"key", pattern_key(p)},
+                   {"name", p.name},
+                   {"short_name", p.short_name},
+                   {"colour", p.html_colour},
+                   {"definition", p.definition}});
+  return out;
 }
 
 double round4(double v) { return std::round(v * 1e4) / 1e4; }
@@ -69,14 +74,16 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
   for (const HeadAnalysis& h : run.heads) {
     const Label pattern = ranked_patterns(h.scores)[0].pattern;
     const std::string name = head_name(h.layer, h.head);
-    const auto emerged = emergence_step(history, name, pattern_key(pattern), options.labels.score_threshold);
+    const std::string key = pattern_key(pattern.entry());
+    const auto emerged = emergence_step(history, name, key, options.labels.score_threshold);
     extra.push_back({{"name", name},
-                     {"pattern", pattern_key(pattern)},
+                     {"pattern", key},
                      {"pattern_label", label_name(pattern)},
                      {"emerged", emerged ? nlohmann::json(*emerged) : nlohmann::json()}});
   }
   const LabelOptions& l = options.labels;
   return {{"title", options.title},
+          {"patterns", patterns_json()},
           {"run", std::move(r)},
           {"heads_extra", std::move(extra)},
           {"history", history},
@@ -149,4 +156,4 @@ std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json
   return html;
 }
 
-}  // namespace headlab::train
+}  // namespace headlab::analysis

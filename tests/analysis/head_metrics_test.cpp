@@ -1,5 +1,5 @@
 // Head scores on attention matrices planted by hand (docs/head-metrics.md).
-#include "train/head_metrics.h"
+#include "analysis/head_metrics.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,9 @@
 #include <stdexcept>
 #include <vector>
 
-namespace headlab::train {
+#include "analysis/labels.h"
+
+namespace headlab::analysis {
 namespace {
 
 using core::DType;
@@ -52,29 +54,54 @@ TEST(HeadScores, PlantedPreviousFirstSelfAndUniformHeadsGetExactScores) {
   const std::vector<HeadScores> s = head_scores(a, {}, /*causal=*/true);
   ASSERT_EQ(s.size(), 4u);
 
-  EXPECT_DOUBLE_EQ(s[0].previous_token, 1.0);
-  EXPECT_DOUBLE_EQ(s[0].first_token, 0.0);
-  EXPECT_DOUBLE_EQ(s[0].self, 0.0);
+  EXPECT_DOUBLE_EQ(s[0].at("previous-token"), 1.0);
+  EXPECT_DOUBLE_EQ(s[0].at("first-token"), 0.0);
+  EXPECT_DOUBLE_EQ(s[0].at("self"), 0.0);
   EXPECT_DOUBLE_EQ(s[0].entropy, 0.0);
   EXPECT_DOUBLE_EQ(s[0].distance, 4.0 / 5.0);  // q = 0 attends itself, the rest one step back
 
-  EXPECT_DOUBLE_EQ(s[1].first_token, 1.0);
-  EXPECT_DOUBLE_EQ(s[1].previous_token, 0.0);
+  EXPECT_DOUBLE_EQ(s[1].at("first-token"), 1.0);
+  EXPECT_DOUBLE_EQ(s[1].at("previous-token"), 0.0);
   EXPECT_DOUBLE_EQ(s[1].distance, (0 + 1 + 2 + 3 + 4) / 5.0);
 
-  EXPECT_DOUBLE_EQ(s[2].self, 1.0);
-  EXPECT_DOUBLE_EQ(s[2].previous_token, 0.0);
+  EXPECT_DOUBLE_EQ(s[2].at("self"), 1.0);
+  EXPECT_DOUBLE_EQ(s[2].at("previous-token"), 0.0);
   EXPECT_DOUBLE_EQ(s[2].distance, 0.0);
 
-  EXPECT_DOUBLE_EQ(s[3].previous_token, (1.0 / 3 + 1.0 / 4 + 1.0 / 5) / 3);
-  EXPECT_DOUBLE_EQ(s[3].first_token, (1.0 / 3 + 1.0 / 4 + 1.0 / 5) / 3);
+  EXPECT_DOUBLE_EQ(s[3].at("previous-token"), (1.0 / 3 + 1.0 / 4 + 1.0 / 5) / 3);
+  EXPECT_DOUBLE_EQ(s[3].at("first-token"), (1.0 / 3 + 1.0 / 4 + 1.0 / 5) / 3);
   EXPECT_NEAR(s[3].entropy, 1.0, 1e-12);
   EXPECT_DOUBLE_EQ(s[3].distance, (0 + 0.5 + 1 + 1.5 + 2) / 5);
 
   for (const HeadScores& h : s) {
-    EXPECT_FALSE(h.induction.has_value()) << "no tokens given";
-    EXPECT_FALSE(h.duplicate_token.has_value());
+    EXPECT_FALSE(h["induction"].has_value()) << "no tokens given";
+    EXPECT_FALSE(h["duplicate-token"].has_value());
   }
+}
+
+TEST(HeadScores, LocalScoresAttentionTwoBackButNotThePositionalPatterns) {
+  // Causal, T = 6: a head on q - 2 (q >= 2) scores 1 at q = 3, 4, 5 and 0 at
+  // q = 2, whose key two back is position 0 (first-token's).
+  const RowFn two_back = [](int64_t q, int64_t len) { return one_hot(q >= 2 ? q - 2 : 0, len); };
+  const RowFn half_prev_half_two_back = [](int64_t q, int64_t len) {
+    std::vector<double> r(static_cast<std::size_t>(len), 0.0);
+    r[static_cast<std::size_t>(q > 0 ? q - 1 : 0)] += 0.5;
+    r[static_cast<std::size_t>(q > 1 ? q - 2 : 0)] += 0.5;
+    return r;
+  };
+  const Tensor a = planted(1, 6, {two_back, kPrevious, kFirst, kSelf, half_prev_half_two_back});
+  const std::vector<HeadScores> s = head_scores(a, {}, /*causal=*/true);
+  EXPECT_DOUBLE_EQ(s[0].at("local"), 3.0 / 4.0);
+  EXPECT_EQ(label_head(s[0], std::nullopt, {}), Label::pattern("local"));
+  for (std::size_t h = 1; h <= 3; ++h) EXPECT_DOUBLE_EQ(s[h].at("local"), 0.0) << "head " << h;
+  EXPECT_DOUBLE_EQ(s[4].at("local"), 0.5 * 3.0 / 4.0);
+
+  // Bidirectional: keys q - 2, q + 1 and q + 2 (those that exist, not 0) count.
+  const RowFn next = [](int64_t q, int64_t len) { return one_hot(q + 1 < len ? q + 1 : q, len); };
+  const std::vector<HeadScores> b = head_scores(planted(1, 6, {next, kUniformAll}), {}, /*causal=*/false);
+  EXPECT_DOUBLE_EQ(b[0].at("local"), 3.0 / 4.0);  // q = 2, 3, 4 attend q + 1; q = 5 attends itself
+  // Uniform 1/6: q = 2 has keys 3, 4; q = 3 has 1, 4, 5; q = 4 has 2, 5; q = 5 has 3.
+  EXPECT_DOUBLE_EQ(b[1].at("local"), (2.0 + 3.0 + 2.0 + 1.0) / 6.0 / 4.0);
 }
 
 TEST(HeadScores, Float32AttentionGivesTheSameScoresAsFloat64) {
@@ -82,7 +109,7 @@ TEST(HeadScores, Float32AttentionGivesTheSameScoresAsFloat64) {
   const std::vector<HeadScores> s64 = head_scores(planted(1, 6, heads), {}, true);
   const std::vector<HeadScores> s32 = head_scores(planted(1, 6, heads, DType::f32), {}, true);
   for (std::size_t h = 0; h < heads.size(); ++h) {
-    EXPECT_NEAR(s32[h].previous_token, s64[h].previous_token, 1e-6);
+    EXPECT_NEAR(s32[h].at("previous-token"), s64[h].at("previous-token"), 1e-6);
     EXPECT_NEAR(s32[h].entropy, s64[h].entropy, 1e-6);
     EXPECT_NEAR(s32[h].distance, s64[h].distance, 1e-6);
   }
@@ -94,7 +121,7 @@ TEST(HeadScores, BidirectionalEntropyDividesByLogOfAllKeys) {
   EXPECT_NEAR(s.entropy, 1.0, 1e-12);
   // Mean |q - k| over all keys: q = 0: 1.5, q = 1: 1, q = 2: 1, q = 3: 1.5.
   EXPECT_DOUBLE_EQ(s.distance, (1.5 + 1 + 1 + 1.5) / 4);
-  EXPECT_DOUBLE_EQ(s.previous_token, 0.25);
+  EXPECT_DOUBLE_EQ(s.at("previous-token"), 0.25);
 }
 
 TEST(HeadScores, CausalFlagRejectsAttentionAboveTheDiagonal) {
@@ -110,16 +137,16 @@ TEST(HeadScores, InductionAndDuplicateHeadsScoreOneOnARepeatedSegment) {
   const RowFn duplicate = [](int64_t q, int64_t n) { return one_hot(q >= 4 ? q - 3 : 0, n); };
   const std::vector<HeadScores> s = head_scores(planted(1, len, {induction, duplicate, kPrevious}), tokens, true);
 
-  ASSERT_TRUE(s[0].induction && s[0].duplicate_token);
-  EXPECT_DOUBLE_EQ(*s[0].induction, 1.0);
-  EXPECT_DOUBLE_EQ(*s[0].duplicate_token, 0.0);
-  EXPECT_DOUBLE_EQ(s[0].first_token, 2.0 / 5.0);  // q = 2, 3 of q = 2..6
+  ASSERT_TRUE(s[0]["induction"] && s[0]["duplicate-token"]);
+  EXPECT_DOUBLE_EQ(*s[0]["induction"], 1.0);
+  EXPECT_DOUBLE_EQ(*s[0]["duplicate-token"], 0.0);
+  EXPECT_DOUBLE_EQ(s[0].at("first-token"), 2.0 / 5.0);  // q = 2, 3 of q = 2..6
 
-  EXPECT_DOUBLE_EQ(*s[1].duplicate_token, 1.0);
-  EXPECT_DOUBLE_EQ(*s[1].induction, 0.0);
+  EXPECT_DOUBLE_EQ(*s[1]["duplicate-token"], 1.0);
+  EXPECT_DOUBLE_EQ(*s[1]["induction"], 0.0);
 
-  EXPECT_DOUBLE_EQ(*s[2].induction, 0.0);
-  EXPECT_DOUBLE_EQ(*s[2].duplicate_token, 0.0);
+  EXPECT_DOUBLE_EQ(*s[2]["induction"], 0.0);
+  EXPECT_DOUBLE_EQ(*s[2]["duplicate-token"], 0.0);
 }
 
 TEST(HeadScores, PreviousTokenHeadScoresNoInductionOnAlternatingTokens) {
@@ -127,10 +154,10 @@ TEST(HeadScores, PreviousTokenHeadScoresNoInductionOnAlternatingTokens) {
   // nearby copies (j >= q - 2) are left out; only q = 5's copy at j = 1 counts.
   const std::vector<int32_t> tokens = {5, 1, 2, 1, 2, 1};
   const HeadScores s = head_scores(planted(1, 6, {kPrevious}), tokens, true)[0];
-  ASSERT_TRUE(s.induction.has_value());
-  EXPECT_DOUBLE_EQ(*s.induction, 0.0);
-  EXPECT_DOUBLE_EQ(*s.duplicate_token, 0.0);
-  EXPECT_DOUBLE_EQ(s.previous_token, 1.0);
+  ASSERT_TRUE(s["induction"].has_value());
+  EXPECT_DOUBLE_EQ(*s["induction"], 0.0);
+  EXPECT_DOUBLE_EQ(*s["duplicate-token"], 0.0);
+  EXPECT_DOUBLE_EQ(s.at("previous-token"), 1.0);
 }
 
 TEST(HeadScores, InductionAveragesOnlyOverExamplesWithARepeat) {
@@ -138,10 +165,10 @@ TEST(HeadScores, InductionAveragesOnlyOverExamplesWithARepeat) {
   // Example 0 repeats a segment, example 1 has all-distinct tokens.
   const std::vector<int32_t> tokens = {9, 1, 2, 3, 1, 2, 3, /**/ 0, 1, 2, 3, 4, 5, 6};
   const Tensor a = planted(2, 7, {induction});
-  EXPECT_FALSE(example_head_scores(a, tokens, true, 1)[0].induction.has_value());
+  EXPECT_FALSE(example_head_scores(a, tokens, true, 1)[0]["induction"].has_value());
   const HeadScores batch = head_scores(a, tokens, true)[0];
-  ASSERT_TRUE(batch.induction.has_value());
-  EXPECT_DOUBLE_EQ(*batch.induction, *example_head_scores(a, tokens, true, 0)[0].induction);
+  ASSERT_TRUE(batch["induction"].has_value());
+  EXPECT_DOUBLE_EQ(*batch["induction"], *example_head_scores(a, tokens, true, 0)[0]["induction"]);
 }
 
 // Softmax of fixed pseudo-random scores under a causal mask: [B, h, T, T].
@@ -173,22 +200,22 @@ TEST(HeadScores, BatchScoreEqualsTheMeanOfPerExampleScores) {
     double ind = 0, dup = 0;
     for (int64_t b = 0; b < batch; ++b) {
       const HeadScores e = example_head_scores(a, tokens, true, b)[h];
-      sum.previous_token += e.previous_token / batch;
-      sum.first_token += e.first_token / batch;
-      sum.self += e.self / batch;
+      *sum["previous-token"] += e.at("previous-token") / batch;
+      *sum["first-token"] += e.at("first-token") / batch;
+      *sum["self"] += e.at("self") / batch;
       sum.entropy += e.entropy / batch;
       sum.distance += e.distance / batch;
-      ASSERT_TRUE(e.induction.has_value());  // every example repeats a token
-      ind += *e.induction / batch;
-      dup += *e.duplicate_token / batch;
+      ASSERT_TRUE(e["induction"].has_value());  // every example repeats a token
+      ind += *e["induction"] / batch;
+      dup += *e["duplicate-token"] / batch;
     }
-    EXPECT_NEAR(whole[h].previous_token, sum.previous_token, 1e-12);
-    EXPECT_NEAR(whole[h].first_token, sum.first_token, 1e-12);
-    EXPECT_NEAR(whole[h].self, sum.self, 1e-12);
+    EXPECT_NEAR(whole[h].at("previous-token"), sum.at("previous-token"), 1e-12);
+    EXPECT_NEAR(whole[h].at("first-token"), sum.at("first-token"), 1e-12);
+    EXPECT_NEAR(whole[h].at("self"), sum.at("self"), 1e-12);
     EXPECT_NEAR(whole[h].entropy, sum.entropy, 1e-12);
     EXPECT_NEAR(whole[h].distance, sum.distance, 1e-12);
-    EXPECT_NEAR(*whole[h].induction, ind, 1e-12);
-    EXPECT_NEAR(*whole[h].duplicate_token, dup, 1e-12);
+    EXPECT_NEAR(*whole[h]["induction"], ind, 1e-12);
+    EXPECT_NEAR(*whole[h]["duplicate-token"], dup, 1e-12);
   }
 }
 
@@ -204,12 +231,12 @@ TEST(HeadScores, NonContiguousViewsAreReadThroughTheirStrides) {
   const Tensor a = planted(2, 5, {kPrevious, kFirst});
   const Tensor head1 = a.slice(1, 1, 2);  // [2, 1, T, T], strided over the batch
   ASSERT_FALSE(head1.is_contiguous());
-  EXPECT_DOUBLE_EQ(head_scores(head1, {}, true)[0].first_token, 1.0);
+  EXPECT_DOUBLE_EQ(head_scores(head1, {}, true)[0].at("first-token"), 1.0);
   // Batch and head axes swapped: each "head" is now one example averaged over
   // the previous-token and the first-token head.
   const Tensor swapped = a.transpose(0, 1);
   ASSERT_FALSE(swapped.is_contiguous());
-  for (const HeadScores& s : head_scores(swapped, {}, true)) EXPECT_DOUBLE_EQ(s.previous_token, 0.5);
+  for (const HeadScores& s : head_scores(swapped, {}, true)) EXPECT_DOUBLE_EQ(s.at("previous-token"), 0.5);
 }
 
 TEST(HeadScores, RejectsWrongShapesRowsAndTokenCounts) {
@@ -252,4 +279,4 @@ TEST(JsDistanceMatrix, RejectsLayersWithDifferentSequenceLengths) {
 }
 
 }  // namespace
-}  // namespace headlab::train
+}  // namespace headlab::analysis

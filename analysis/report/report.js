@@ -1,128 +1,3 @@
-// The stylesheet and script of report.html (see report_html.h), kept apart
-// from the C++ that assembles the page. The script reads one JSON document
-// from <script id="headlab-data"> and builds the DOM with textContent and
-// setAttribute only, never innerHTML with data, so no run string becomes markup.
-#pragma once
-
-namespace headlab::train {
-
-inline constexpr const char* kReportCss = R"CSS(
-:root {
-  --bg: #f4f5f7; --card: #ffffff; --ink: #0f172a; --ink2: #334155; --muted: #64748b;
-  --line: #e2e8f0; --line2: #f1f5f9; --good: #15803d; --bad: #b91c1c;
-  --font: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Liberation Sans", Arial, sans-serif;
-  --mono: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace;
-}
-* { box-sizing: border-box; }
-body { margin: 0; background: var(--bg); color: var(--ink); font: 14px/1.5 var(--font); }
-main { max-width: 1240px; margin: 0 auto; padding: 28px 28px 48px; }
-h1 { font-size: 25px; margin: 2px 0 0; letter-spacing: -0.015em; font-weight: 700; }
-h2 { font-size: 16px; margin: 0 0 2px; font-weight: 650; }
-.brand { color: var(--muted); font-size: 11px; text-transform: uppercase; letter-spacing: .1em; font-weight: 700; }
-.sub { color: var(--muted); margin: 0 0 14px; font-size: 13px; max-width: 860px; }
-.chips { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 10px; }
-.kv { background: #fff; border: 1px solid var(--line); border-radius: 999px; padding: 1px 10px; font-size: 12px; color: var(--muted); }
-.kv b { color: var(--ink); font-weight: 600; }
-section.card { background: var(--card); border: 1px solid var(--line); border-radius: 12px; padding: 20px 22px;
-  margin-top: 18px; box-shadow: 0 1px 2px rgba(15, 23, 42, .04); }
-.verdict { display: grid; grid-template-columns: minmax(0, 1fr) auto; gap: 24px; border-left: 6px solid var(--bad); }
-.verdict.good { border-left-color: var(--good); }
-.status { display: flex; align-items: center; gap: 10px; font-weight: 700; font-size: 21px; letter-spacing: -0.01em; }
-.status .badge { font-size: 11px; text-transform: uppercase; letter-spacing: .08em; color: #fff; background: var(--bad);
-  border-radius: 999px; padding: 2px 10px; }
-.verdict.good .status .badge { background: var(--good); }
-.headline { color: var(--ink2); margin: 4px 0 0; }
-.reasons { margin: 10px 0 0; padding-left: 18px; color: var(--ink2); font-size: 13px; }
-.reasons li { margin: 3px 0; }
-.stats { display: grid; grid-template-columns: repeat(2, minmax(110px, auto)); gap: 12px 28px; align-content: start; }
-.stat .v { font-size: 23px; font-weight: 650; font-variant-numeric: tabular-nums; line-height: 1.2; }
-.stat .k { font-size: 11px; color: var(--muted); text-transform: uppercase; letter-spacing: .06em; }
-.chip { display: inline-block; padding: 1px 9px; border-radius: 999px; font-size: 12px; font-weight: 600; color: #fff;
-  white-space: nowrap; line-height: 1.6; }
-.seq { display: flex; flex-wrap: wrap; gap: 4px; margin: 0 0 16px; }
-.tok { font-family: var(--mono); font-size: 12px; background: var(--line2); border: 1px solid var(--line); border-radius: 5px;
-  padding: 0 6px; white-space: pre; }
-.tok i { color: var(--muted); font-style: normal; font-size: 10px; margin-right: 5px; }
-.grid { display: grid; gap: 14px; align-items: start; }
-.colhead { font-size: 12px; color: var(--muted); font-weight: 600; text-align: center; }
-.rowhead { writing-mode: vertical-rl; transform: rotate(180deg); font-size: 12px; color: var(--muted); font-weight: 600;
-  text-align: center; align-self: center; }
-.head-card { border: 1px solid var(--line); border-radius: 10px; padding: 10px 12px 8px; cursor: zoom-in; background: #fff;
-  transition: box-shadow .15s, border-color .15s; min-width: 0; }
-.head-card:hover, .head-card:focus-visible { border-color: #94a3b8; box-shadow: 0 6px 18px rgba(15, 23, 42, .08); outline: none; }
-.head-top { display: flex; flex-wrap: wrap; align-items: center; gap: 4px 8px; margin-bottom: 6px; }
-.head-top .chip { max-width: 100%; overflow: hidden; text-overflow: ellipsis; }
-.hname { font-weight: 700; font-family: var(--mono); font-size: 13px; }
-.head-top .score { margin-left: auto; font-variant-numeric: tabular-nums; font-weight: 650; white-space: nowrap; }
-.head-foot { font-size: 12px; color: var(--muted); margin-top: 4px; font-variant-numeric: tabular-nums; }
-svg.heatmap { display: block; max-width: 100%; height: auto; margin: 0 auto; }
-.legend-inline { display: flex; gap: 10px; flex-wrap: wrap; font-size: 12px; color: var(--muted); align-items: center; margin-top: 12px; }
-.ramp { width: 140px; height: 10px; border-radius: 3px; border: 1px solid var(--line); }
-.charts { display: grid; grid-template-columns: 1fr 1fr; gap: 18px 26px; }
-.chart { min-width: 0; }
-.chart.wide { grid-column: 1 / -1; }
-.chart-head { display: flex; align-items: baseline; gap: 10px; }
-.chart-head h3 { font-size: 13px; margin: 0; font-weight: 650; }
-.chart-head .btn { margin-left: auto; }
-.chart svg { display: block; width: 100%; height: auto; }
-.caption { font-size: 12px; color: var(--muted); margin-top: 4px; }
-.row2 { display: grid; grid-template-columns: minmax(0, auto) minmax(260px, 1fr); gap: 28px; align-items: start; }
-.row2 svg { max-width: 100%; height: auto; }
-.pairs { font-size: 13px; color: var(--ink2); }
-.pairs ol { padding-left: 18px; margin: 6px 0; }
-.pairs li { margin: 2px 0; font-variant-numeric: tabular-nums; }
-.table-wrap { overflow-x: auto; }
-table.heads { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 13px; }
-table.heads th { text-align: right; font-size: 11px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted);
-  font-weight: 600; padding: 6px 8px; border-bottom: 1px solid var(--line); white-space: nowrap; }
-table.heads td { text-align: right; padding: 6px 8px; border-bottom: 1px solid var(--line2); white-space: nowrap; }
-table.heads th:nth-child(-n+2), table.heads td:nth-child(-n+2) { text-align: left; }
-table.heads tbody tr { cursor: zoom-in; }
-table.heads tbody tr:hover td { background: #f8fafc; }
-td.top { font-weight: 700; }
-.neg { color: var(--bad); }
-.muted { color: var(--muted); }
-.tip { position: fixed; pointer-events: none; z-index: 30; background: #0f172a; color: #e2e8f0; padding: 6px 10px;
-  border-radius: 7px; font-size: 12px; line-height: 1.45; box-shadow: 0 8px 24px rgba(0, 0, 0, .2); display: none;
-  max-width: 340px; font-variant-numeric: tabular-nums; white-space: pre; }
-.tip b { color: #fff; }
-.modal { position: fixed; inset: 0; background: rgba(15, 23, 42, .55); display: flex; align-items: center;
-  justify-content: center; z-index: 20; padding: 24px; }
-.panel { background: #fff; border-radius: 14px; max-width: 1120px; width: 100%; max-height: 100%; overflow: auto;
-  padding: 20px 24px 22px; display: grid; grid-template-columns: minmax(0, 1fr) 290px; gap: 8px 26px;
-  box-shadow: 0 24px 60px rgba(0, 0, 0, .3); }
-.panel .title { grid-column: 1 / -1; display: flex; align-items: center; gap: 10px; margin-bottom: 8px; }
-.panel .title .hname { font-size: 17px; }
-.panel .btns { margin-left: auto; display: flex; gap: 6px; }
-.btn { border: 1px solid var(--line); background: #fff; border-radius: 7px; padding: 3px 10px; font: inherit; font-size: 12px;
-  cursor: pointer; color: var(--ink2); }
-.btn:hover { background: var(--line2); }
-.bars .b { display: grid; grid-template-columns: 96px 1fr 42px; align-items: center; gap: 8px; font-size: 12px; margin: 5px 0; }
-.bars .track { height: 8px; background: var(--line2); border-radius: 4px; overflow: hidden; }
-.bars .fill { height: 100%; border-radius: 4px; }
-.bars .num { text-align: right; font-variant-numeric: tabular-nums; }
-dl.facts { display: grid; grid-template-columns: auto 1fr; gap: 4px 12px; font-size: 13px; margin: 16px 0 0; }
-dl.facts dt { color: var(--muted); }
-dl.facts dd { margin: 0; text-align: right; font-variant-numeric: tabular-nums; }
-details.config summary { cursor: pointer; color: var(--muted); font-size: 13px; }
-details.config pre { background: #f8fafc; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px;
-  font: 12px/1.45 var(--mono); overflow: auto; max-height: 360px; }
-.defs { display: grid; grid-template-columns: 1fr 1fr; gap: 6px 32px; font-size: 13px; color: var(--ink2); margin-top: 8px; }
-.defs b { color: var(--ink); }
-.empty { color: var(--muted); font-style: italic; }
-footer { color: var(--muted); font-size: 12px; margin-top: 24px; text-align: center; }
-.noscript { background: #fff; border: 1px solid var(--line); border-radius: 12px; padding: 20px; }
-@media (max-width: 900px) {
-  .charts, .row2, .defs, .verdict, .panel { grid-template-columns: 1fr; }
-}
-@media print {
-  .modal, .tip, .btn { display: none !important; }
-  section.card { break-inside: avoid; box-shadow: none; }
-  body { background: #fff; }
-}
-)CSS";
-
-inline constexpr const char* kReportJs = R"JS(
 (function () {
   'use strict';
   const D = JSON.parse(document.getElementById('headlab-data').textContent);
@@ -134,18 +9,12 @@ inline constexpr const char* kReportJs = R"JS(
   const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Liberation Sans", Arial, sans-serif';
   const MONO = 'ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace';
 
-  const LABEL_COLOR = {
-    'previous-token': '#2563eb', 'first-token': '#ea580c', 'self': '#16a34a', 'induction': '#9333ea',
-    'duplicate-token': '#0891b2', 'sink': '#a16207', 'diffuse': '#94a3b8', 'mixed': '#64748b'
-  };
-  const PATTERNS = [['previous_token', 'previous-token', 'prev'], ['first_token', 'first-token', 'first'],
-    ['self', 'self', 'self'], ['induction', 'induction', 'ind'], ['duplicate_token', 'duplicate-token', 'dup']];
+  // The patterns come from the C++ pattern table (analysis/patterns.h), in its order.
+  const PATTERNS = D.patterns.map((p) => [p.key, p.name, p.short_name]);
+  const LABEL_COLOR = Object.assign({ 'sink': '#a16207', 'diffuse': '#94a3b8', 'mixed': '#64748b' },
+    Object.fromEntries(D.patterns.map((p) => [p.name, p.colour])));
   const DEFS = [
-    ['previous-token', 'mean attention of a query on the token just before it (queries q ≥ 2).'],
-    ['first-token', 'mean attention of a query on position 0 (queries q ≥ 2).'],
-    ['self', 'mean attention of a query on itself (queries q ≥ 2).'],
-    ['induction', 'attention on the token right after an earlier copy of the current token.'],
-    ['duplicate-token', 'attention on earlier copies of the current token.'],
+    ...D.patterns.map((p) => [p.name, p.definition]),
     ['entropy', 'mean entropy of a query’s attention divided by log(keys it can see): 0 = one key, 1 = uniform.'],
     ['distance', 'mean |query − key| weighted by attention, in positions.'],
     ['JS divergence', 'mean Jensen–Shannon divergence between two heads’ attention rows, in bits: 0 = same, 1 = disjoint.'],
@@ -551,7 +420,7 @@ inline constexpr const char* kReportJs = R"JS(
   }
 
   function tableSection() {
-    const cols = ['head', 'label', 'prev', 'first', 'self', 'induction', 'dup', 'entropy', 'distance', 'Δ loss', 'Δ acc (pts)', 'importance', 'emerged at'];
+    const cols = ['head', 'label', ...PATTERNS.map((p) => p[2]), 'entropy', 'distance', 'Δ loss', 'Δ acc (pts)', 'importance', 'emerged at'];
     const body = el('tbody', {});
     heads.forEach((hd, i) => {
       const s = hd.scores, top = topPattern(hd);
@@ -634,6 +503,3 @@ inline constexpr const char* kReportJs = R"JS(
   const linked = /^#L(\d+)H(\d+)$/.exec(location.hash);
   if (linked && +linked[1] < L && +linked[2] < H) openModal(+linked[1] * H + +linked[2]);
 })();
-)JS";
-
-}  // namespace headlab::train

@@ -1,36 +1,51 @@
-// Per-head attention scores (DESIGN section 6; formulas in docs/head-metrics.md).
+// Per-head attention scores (formulas in docs/head-metrics.md).
 //
 // Pure functions over attention probabilities: one layer's A is a tensor
 // [B, h, T, T] (f32 or f64) whose rows sum to 1 over keys. Causal models have
 // zeros above the diagonal (query q sees keys 0..q); bidirectional ones see all
-// T keys. Nothing here reads or changes a model or its cached attention.
+// T keys. Nothing here reads or changes a model.
 //
 // Every batch score is the mean of the per-example scores, so a batch of one
 // example gives that example's score and a batch's score is the mean over its
-// examples (induction and duplicate-token: the mean over the examples where the
-// score exists).
+// examples (a score that can be absent: the mean over the examples where it
+// exists).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "analysis/patterns.h"
 #include "core/tensor.h"
 
-namespace headlab::train {
+namespace headlab::analysis {
 
 struct HeadScores {
-  double previous_token = 0;  // mean over q >= 2 of A[q, q-1]
-  double first_token = 0;     // mean over q >= 2 of A[q, 0]
-  double self = 0;            // mean over q >= 2 of A[q, q]
-  // Over the queries q with an earlier copy of their token at some j <= q - 3
-  // (nearer copies are left out: their keys j, j + 1 would be the previous
-  // token or q itself). Absent when no query has one, or no tokens are given.
-  std::optional<double> induction;        // mean over such q of sum_j A[q, j+1]
-  std::optional<double> duplicate_token;  // mean over such q of sum_j A[q, j]
+  // One score per entry of kPatterns, in its order; absent only for a pattern
+  // that can be absent.
+  std::array<std::optional<double>, kPatternCount> patterns = present_patterns();
   double entropy = 0;   // mean over q with >= 2 visible keys of H(A[q,:]) / log(keys)
   double distance = 0;  // mean over all q of sum_k A[q, k] |q - k|, in positions
+
+  // The score of the pattern called `name`; throws std::invalid_argument for
+  // an unknown name.
+  std::optional<double>& operator[](std::string_view name) { return patterns[pattern_index(name)]; }
+  const std::optional<double>& operator[](std::string_view name) const { return patterns[pattern_index(name)]; }
+  // The score of a pattern that has one; throws std::invalid_argument for an
+  // unknown name or an absent score.
+  double at(std::string_view name) const;
+
+ private:
+  // 0 for the patterns that always have a score, absent for the others.
+  static std::array<std::optional<double>, kPatternCount> present_patterns() {
+    std::array<std::optional<double>, kPatternCount> p;
+    for (std::size_t i = 0; i < kPatternCount; ++i)
+      if (!kPatterns[i].can_be_absent) p[i] = 0.0;
+    return p;
+  }
 };
 
 // Checks that `attn` is one layer's attention [B, h, T, T] with T >= 3 and
@@ -40,7 +55,7 @@ struct HeadScores {
 void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal, const char* op);
 
 // Scores of every head of one layer over the batch: result[head].
-// tokens: row-major [B, T], or empty (then induction/duplicate are absent).
+// tokens: row-major [B, T], or empty (then the token patterns are absent).
 std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal);
 
 // Scores of every head on example `b` alone: result[head].
@@ -58,4 +73,4 @@ double js_divergence(std::span<const double> p, std::span<const double> q);
 // all queries when bidirectional. Every layer must have the same B and T.
 std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tensor>& layers, bool causal);
 
-}  // namespace headlab::train
+}  // namespace headlab::analysis

@@ -1,0 +1,56 @@
+#include "analysis/evaluate.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace headlab::analysis {
+
+Examples Examples::rows(int64_t first, int64_t count) const {
+  if (first < 0 || count < 0 || first + count > batch)
+    throw std::invalid_argument("Examples::rows: rows " + std::to_string(first) + " .. " +
+                                std::to_string(first + count - 1) + " are outside the " + std::to_string(batch) +
+                                " examples");
+  const auto begin = static_cast<std::size_t>(first * seq_len), size = static_cast<std::size_t>(count * seq_len);
+  return {count, seq_len, tokens.subspan(begin, size), targets.subspan(begin, size)};
+}
+
+EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets) {
+  const int64_t classes = logits.size(-1);
+  const core::Tensor flat = logits.reshape({-1, classes}).contiguous().to(core::DType::f64);
+  const int64_t rows = flat.size(0);
+  if (rows != static_cast<int64_t>(targets.size()))
+    throw std::invalid_argument("score_logits: " + std::to_string(rows) + " rows of logits for " +
+                                std::to_string(targets.size()) + " targets");
+  EvalResult r;
+  int64_t correct = 0;
+  double loss = 0;
+  const double* p = flat.data<double>();
+  for (int64_t i = 0; i < rows; ++i) {
+    const int32_t t = targets[static_cast<std::size_t>(i)];
+    if (t < 0) continue;
+    const double* row = p + i * classes;
+    // Log-sum-exp shifted by the row's max; the prediction is its first argmax.
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; ++c)
+      if (row[c] > row[best]) best = c;
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - row[best]);
+    loss += std::log(sum) - (row[t] - row[best]);
+    correct += best == t;
+    ++r.count;
+  }
+  if (r.count > 0) {
+    r.loss = loss / static_cast<double>(r.count);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.count);
+  }
+  return r;
+}
+
+EvalResult evaluate(const layers::Transformer& model, const Examples& examples, layers::Probe* probe) {
+  autograd::NoGradGuard no_grad;
+  const autograd::Variable logits = model.forward(examples.tokens, examples.batch, examples.seq_len, nullptr, probe);
+  return score_logits(logits.value(), examples.targets);
+}
+
+}  // namespace headlab::analysis

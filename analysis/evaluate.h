@@ -1,0 +1,36 @@
+// Loss and accuracy of a model's predictions: the numbers training logs and
+// ablation compares.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/tensor.h"
+#include "layers/probe.h"
+#include "layers/transformer.h"
+
+namespace headlab::analysis {
+
+// Row-major [batch, seq_len] tokens and targets (-1 = no target), viewed.
+struct Examples {
+  int64_t batch = 0, seq_len = 0;
+  std::span<const int32_t> tokens, targets;
+
+  // Rows first .. first + count - 1.
+  Examples rows(int64_t first, int64_t count) const;
+};
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  int64_t count = 0;  // positions with a target
+};
+
+// Mean cross-entropy and accuracy of `logits` [B, T, C] against targets.
+EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets);
+
+// Loss and accuracy of the model on `examples`, without recording a graph.
+// `probe` (optional) gates heads and receives what the forward pass shows,
+// as in Transformer::forward.
+EvalResult evaluate(const layers::Transformer& model, const Examples& examples, layers::Probe* probe = nullptr);
+
+}  // namespace headlab::analysis

@@ -1,0 +1,155 @@
+#include "analysis/heads_json.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace headlab::analysis {
+namespace {
+
+nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+
+std::optional<double> optional_from(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  return j.at(key).get<double>();
+}
+
+double rounded(double v) { return std::round(v * 1e4) / 1e4; }
+
+nlohmann::json rounded(const std::optional<double>& v) { return v ? nlohmann::json(rounded(*v)) : nlohmann::json(); }
+
+nlohmann::json scores_json(const HeadScores& s) {
+  nlohmann::json j = {{"entropy", s.entropy}, {"distance", s.distance}};
+  for (std::size_t i = 0; i < kPatternCount; ++i) j[pattern_key(kPatterns[i])] = optional_json(s.patterns[i]);
+  return j;
+}
+
+HeadScores scores_from(const nlohmann::json& j) {
+  HeadScores s;
+  for (std::size_t i = 0; i < kPatternCount; ++i) {
+    const std::string key = pattern_key(kPatterns[i]);
+    if (!kPatterns[i].can_be_absent && j.contains(key) && j.at(key).is_null())
+      throw std::invalid_argument("heads.json: the " + key + " score is null; it always has a value");
+    s.patterns[i] = optional_from(j, key.c_str());
+  }
+  s.entropy = j.at("entropy").get<double>();
+  s.distance = j.at("distance").get<double>();
+  return s;
+}
+
+}  // namespace
+
+void to_json(nlohmann::json& j, const RunAnalysis& run) {
+  nlohmann::json heads = nlohmann::json::array();
+  for (const HeadAnalysis& h : run.heads)
+    heads.push_back({{"layer", h.layer},
+                     {"head", h.head},
+                     {"name", head_name(h.layer, h.head)},
+                     {"label", label_name(h.label)},
+                     {"scores", scores_json(h.scores)},
+                     {"ablation_delta_loss", optional_json(h.ablation_delta_loss)},
+                     {"ablation_delta_accuracy", optional_json(h.ablation_delta_acc)},
+                     {"importance", optional_json(h.importance)}});
+  const int64_t len = run.example.length();
+  nlohmann::json attention = nlohmann::json::array();
+  for (const auto& layer : run.example.attention) {
+    nlohmann::json maps = nlohmann::json::array();
+    for (const std::vector<double>& map : layer) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (int64_t q = 0; q < len && static_cast<std::size_t>((q + 1) * len) <= map.size(); ++q)
+        rows.push_back(std::vector<double>(map.begin() + q * len, map.begin() + (q + 1) * len));
+      maps.push_back(std::move(rows));
+    }
+    attention.push_back(std::move(maps));
+  }
+  j = {{"format", "headlab-heads/1"},
+       {"layers", run.num_layers},
+       {"heads_per_layer", run.num_heads},
+       {"causal", run.causal},
+       {"loss", optional_json(run.loss)},
+       {"accuracy", optional_json(run.accuracy)},
+       {"heads", std::move(heads)},
+       {"js_divergence", run.js},
+       {"verdict",
+        {{"specialized", run.verdict.specialized},
+         {"reasons", run.verdict.reasons},
+         {"counted_heads", run.verdict.counted_heads},
+         {"distinct_labels", run.verdict.distinct_labels},
+         {"min_js", optional_json(run.verdict.min_js)}}},
+       {"example",
+        {{"tokens", run.example.tokens}, {"token_labels", run.example.token_labels}, {"attention", attention}}}};
+}
+
+void from_json(const nlohmann::json& j, RunAnalysis& run) {
+  if (j.value("format", std::string()) != "headlab-heads/1")
+    throw std::invalid_argument("heads.json: format is '" + j.value("format", std::string("(missing)")) +
+                                "', expected 'headlab-heads/1'");
+  RunAnalysis r;
+  r.num_layers = j.at("layers").get<int64_t>();
+  r.num_heads = j.at("heads_per_layer").get<int64_t>();
+  r.causal = j.at("causal").get<bool>();
+  r.loss = optional_from(j, "loss");
+  r.accuracy = optional_from(j, "accuracy");
+  for (const nlohmann::json& h : j.at("heads")) {
+    HeadAnalysis a;
+    a.layer = h.at("layer").get<int64_t>();
+    a.head = h.at("head").get<int64_t>();
+    a.label = label_from_name(h.at("label").get<std::string>());
+    a.scores = scores_from(h.at("scores"));
+    a.ablation_delta_loss = optional_from(h, "ablation_delta_loss");
+    a.ablation_delta_acc = optional_from(h, "ablation_delta_accuracy");
+    a.importance = optional_from(h, "importance");
+    r.heads.push_back(a);
+  }
+  if (static_cast<int64_t>(r.heads.size()) != r.num_layers * r.num_heads)
+    throw std::invalid_argument("heads.json: " + std::to_string(r.heads.size()) + " heads listed for " +
+                                std::to_string(r.num_layers) + " layers x " + std::to_string(r.num_heads) +
+                                " heads per layer");
+  r.js = j.at("js_divergence").get<std::vector<std::vector<double>>>();
+  const nlohmann::json& v = j.at("verdict");
+  r.verdict.specialized = v.at("specialized").get<bool>();
+  r.verdict.reasons = v.at("reasons").get<std::vector<std::string>>();
+  r.verdict.counted_heads = v.at("counted_heads").get<int64_t>();
+  r.verdict.distinct_labels = v.at("distinct_labels").get<int64_t>();
+  r.verdict.min_js = optional_from(v, "min_js");
+  const nlohmann::json& e = j.at("example");
+  r.example.tokens = e.at("tokens").get<std::vector<int32_t>>();
+  r.example.token_labels = e.at("token_labels").get<std::vector<std::string>>();
+  for (const nlohmann::json& layer : e.at("attention")) {
+    std::vector<std::vector<double>> maps;
+    for (const nlohmann::json& rows : layer) {
+      std::vector<double> map;
+      for (const nlohmann::json& row : rows) {
+        const auto values = row.get<std::vector<double>>();
+        map.insert(map.end(), values.begin(), values.end());
+      }
+      if (static_cast<int64_t>(map.size()) != r.example.length() * r.example.length())
+        throw std::invalid_argument("heads.json: an example attention map has " + std::to_string(map.size()) +
+                                    " values, expected T*T = " +
+                                    std::to_string(r.example.length() * r.example.length()));
+      maps.push_back(std::move(map));
+    }
+    r.example.attention.push_back(std::move(maps));
+  }
+  run = std::move(r);
+}
+
+nlohmann::json compact_json(const RunAnalysis& run) {
+  nlohmann::json heads = nlohmann::json::object();
+  for (const HeadAnalysis& h : run.heads) {
+    const HeadScores& s = h.scores;
+    nlohmann::json o = {{"label", label_name(h.label)},
+                        {"score", rounded(ranked_patterns(s)[0].score)},
+                        {"entropy", rounded(s.entropy)},
+                        {"distance", rounded(s.distance)}};
+    for (std::size_t i = 0; i < kPatternCount; ++i) o[pattern_key(kPatterns[i])] = rounded(s.patterns[i]);
+    if (h.ablation_delta_loss) o["ablation_delta_loss"] = rounded(*h.ablation_delta_loss);
+    if (h.ablation_delta_acc) o["ablation_delta_accuracy"] = rounded(*h.ablation_delta_acc);
+    if (h.importance) o["importance"] = *h.importance;  // often tiny: not rounded
+    heads[head_name(h.layer, h.head)] = std::move(o);
+  }
+  nlohmann::json layer_js = nlohmann::json::array();
+  for (int64_t l = 0; l < run.num_layers; ++l) layer_js.push_back(rounded(layer_mean_js(run, l)));
+  return {{"heads", std::move(heads)}, {"layer_js", std::move(layer_js)}, {"specialized", run.verdict.specialized}};
+}
+
+}  // namespace headlab::analysis

@@ -1,0 +1,92 @@
+#include "analysis/run_analysis.h"
+
+#include <stdexcept>
+
+namespace headlab::analysis {
+
+std::string head_name(int64_t layer, int64_t head) { return "L" + std::to_string(layer) + "H" + std::to_string(head); }
+
+std::string AttentionExample::token_label(int64_t position) const {
+  const auto p = static_cast<std::size_t>(position);
+  if (p < token_labels.size()) return token_labels[p];
+  if (p < tokens.size()) return std::to_string(tokens[p]);
+  return "?";
+}
+
+const HeadAnalysis& RunAnalysis::at(int64_t layer, int64_t head) const {
+  if (layer < 0 || layer >= num_layers || head < 0 || head >= num_heads ||
+      static_cast<std::size_t>(layer * num_heads + head) >= heads.size())
+    throw std::invalid_argument("RunAnalysis::at: no head " + head_name(layer, head) + " in a run of " +
+                                std::to_string(num_layers) + " layers x " + std::to_string(num_heads) + " heads");
+  return heads[static_cast<std::size_t>(layer * num_heads + head)];
+}
+
+HeadAnalysis& RunAnalysis::at(int64_t layer, int64_t head) {
+  return const_cast<HeadAnalysis&>(static_cast<const RunAnalysis&>(*this).at(layer, head));
+}
+
+RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, bool causal,
+                              const LabelOptions& options, int64_t example) {
+  if (layers.empty()) throw std::invalid_argument("analyze_attention: no layers given");
+  RunAnalysis run;
+  run.num_layers = static_cast<int64_t>(layers.size());
+  run.num_heads = layers[0].dim() == 4 ? layers[0].size(1) : 0;
+  run.causal = causal;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const core::Tensor& a = layers[l];
+    if (a.dim() != 4 || a.size(1) != run.num_heads)
+      throw std::invalid_argument("analyze_attention: layer " + std::to_string(l) + " has attention " +
+                                  core::to_string(a.shape()) + " but layer 0 has " + std::to_string(run.num_heads) +
+                                  " heads; every layer needs [B, " + std::to_string(run.num_heads) + ", T, T]");
+    if (example < 0 || example >= a.size(0))
+      throw std::invalid_argument("analyze_attention: example " + std::to_string(example) +
+                                  " is outside the batch of " + std::to_string(a.size(0)));
+    const std::vector<HeadScores> scores = head_scores(a, tokens, causal);
+    for (int64_t h = 0; h < run.num_heads; ++h) {
+      HeadAnalysis head;
+      head.layer = static_cast<int64_t>(l);
+      head.head = h;
+      head.scores = scores[static_cast<std::size_t>(h)];
+      run.heads.push_back(head);
+    }
+    // The example's maps, copied so that the analysis outlives the tensors.
+    const core::Tensor ex = a.select(0, example).to(core::DType::f64).contiguous();
+    const int64_t len = ex.size(1);
+    const double* d = ex.data<double>();
+    std::vector<std::vector<double>> maps;
+    for (int64_t h = 0; h < run.num_heads; ++h) maps.emplace_back(d + h * len * len, d + (h + 1) * len * len);
+    run.example.attention.push_back(std::move(maps));
+  }
+  run.js = js_distance_matrix(layers, causal);
+  if (!tokens.empty()) {
+    const int64_t len = layers[0].size(2);
+    const auto first = tokens.begin() + example * len;
+    run.example.tokens.assign(first, first + len);
+  } else {
+    for (int32_t t = 0; t < static_cast<int32_t>(layers[0].size(2)); ++t) run.example.tokens.push_back(t);
+  }
+  relabel(run, options);
+  return run;
+}
+
+void relabel(RunAnalysis& run, const LabelOptions& options) {
+  for (HeadAnalysis& h : run.heads) h.label = label_head(h.scores, h.ablation_delta_loss, options);
+  run.verdict = judge(run, options);
+}
+
+std::optional<double> layer_mean_js(const RunAnalysis& run, int64_t layer) {
+  if (run.num_heads < 2) return std::nullopt;
+  double total = 0;
+  int64_t pairs = 0;
+  for (int64_t a = 0; a < run.num_heads; ++a)
+    for (int64_t b = a + 1; b < run.num_heads; ++b) {
+      const auto i = static_cast<std::size_t>(layer * run.num_heads + a);
+      const auto j = static_cast<std::size_t>(layer * run.num_heads + b);
+      if (i >= run.js.size() || j >= run.js[i].size()) return std::nullopt;
+      total += run.js[i][j];
+      ++pairs;
+    }
+  return total / static_cast<double>(pairs);
+}
+
+}  // namespace headlab::analysis

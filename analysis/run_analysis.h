@@ -1,0 +1,72 @@
+// The analysis record of a run: every head's scores, label, ablation and
+// importance, the head-to-head JS matrix, the verdict and one example's
+// attention for heatmaps. It is what heads.json, the terminal table and
+// report.html show (docs/head-metrics.md).
+//
+// The flow: analyze_attention() scores every head from attention tensors,
+// labels them and judges the run. The caller may then fill in what needs the
+// model -- ablation deltas, gate importance, the unablated loss and accuracy,
+// token labels (analyze_model in analyze_model.h does all of it) -- and call
+// relabel(), which recomputes labels (sinks need ablation) and the verdict.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "analysis/head_metrics.h"
+#include "analysis/labels.h"
+#include "analysis/verdict.h"
+#include "core/tensor.h"
+
+namespace headlab::analysis {
+
+struct HeadAnalysis {
+  int64_t layer = 0, head = 0;
+  HeadScores scores;
+  Label label = Label::mixed();
+  // Filled by the caller when the model is at hand (all absent otherwise):
+  std::optional<double> ablation_delta_loss;  // loss(gate = 0) - loss, nats
+  std::optional<double> ablation_delta_acc;   // accuracy(gate = 0) - accuracy, fraction
+  std::optional<double> importance;           // mean |dL/d gate| over the batch
+};
+
+std::string head_name(int64_t layer, int64_t head);  // "L0H1"
+
+// One example's attention, for heatmaps.
+struct AttentionExample {
+  std::vector<int32_t> tokens;             // [T]
+  std::vector<std::string> token_labels;   // [T] for display; empty = the token ids
+  std::vector<std::vector<std::vector<double>>> attention;  // [layer][head][q * T + k]
+  int64_t length() const { return static_cast<int64_t>(tokens.size()); }
+  std::string token_label(int64_t position) const;  // token_labels[p], else the id
+};
+
+struct RunAnalysis {
+  int64_t num_layers = 0, num_heads = 0;  // heads per layer
+  bool causal = true;
+  std::optional<double> loss, accuracy;   // of the unablated model on the analysis batch
+  std::vector<HeadAnalysis> heads;        // layer-major: index = layer * num_heads + head
+  std::vector<std::vector<double>> js;    // JS divergence (bits) between heads, same order
+  Verdict verdict;
+  AttentionExample example;
+
+  const HeadAnalysis& at(int64_t layer, int64_t head) const;
+  HeadAnalysis& at(int64_t layer, int64_t head);
+};
+
+// Scores, JS matrix, labels and verdict from the attention of every layer
+// ([B, h, T, T] each, same B, h and T) and the tokens [B * T] (may be empty);
+// the example for heatmaps is batch row `example`.
+RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, bool causal,
+                              const LabelOptions& options = {}, int64_t example = 0);
+
+// Recomputes every label and the verdict, e.g. after ablation was filled in.
+void relabel(RunAnalysis& run, const LabelOptions& options = {});
+
+// Mean JS divergence between the heads of one layer; absent for one head.
+std::optional<double> layer_mean_js(const RunAnalysis& run, int64_t layer);
+
+}  // namespace headlab::analysis

@@ -1,0 +1,103 @@
+#include "analysis/verdict.h"
+
+#include <algorithm>
+
+#include "analysis/fixed.h"
+#include "analysis/run_analysis.h"
+
+namespace headlab::analysis {
+namespace {
+
+std::string points(double fraction) { return fixed(100.0 * fraction, 1) + " pts"; }
+
+// The indices of the heads that count towards specialization, with the reasons
+// for leaving pattern-labelled heads out.
+std::vector<std::size_t> counted_heads(const RunAnalysis& run, const LabelOptions& options,
+                                       std::vector<std::string>& left_out) {
+  std::vector<std::size_t> counted;
+  for (std::size_t i = 0; i < run.heads.size(); ++i) {
+    const HeadAnalysis& h = run.heads[i];
+    if (!is_pattern(h.label)) continue;
+    const bool costs_accuracy = !h.ablation_delta_acc || -*h.ablation_delta_acc >= options.min_ablation_acc_drop;
+    const bool costs_loss = h.ablation_delta_loss && *h.ablation_delta_loss >= options.min_ablation_loss_rise;
+    if (!costs_accuracy && !costs_loss) {
+      left_out.push_back(head_name(h.layer, h.head) + " " + label_name(h.label) + ": ablation costs only " +
+                         points(-*h.ablation_delta_acc) + " of accuracy and " +
+                         fixed(h.ablation_delta_loss.value_or(0.0), 3) + " nats of loss (need " +
+                         points(options.min_ablation_acc_drop) + " or " + fixed(options.min_ablation_loss_rise, 2) +
+                         " nats), not counted");
+      continue;
+    }
+    counted.push_back(i);
+  }
+  return counted;
+}
+
+}  // namespace
+
+Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
+  Verdict v;
+  std::vector<std::string> left_out;
+  const std::vector<std::size_t> counted = counted_heads(run, options, left_out);
+  v.counted_heads = static_cast<int64_t>(counted.size());
+
+  std::vector<Label> labels;
+  std::string listed;
+  for (std::size_t i : counted) {
+    const HeadAnalysis& h = run.heads[i];
+    if (std::find(labels.begin(), labels.end(), h.label) == labels.end()) labels.push_back(h.label);
+    const double score = ranked_patterns(h.scores)[0].score;
+    listed += (listed.empty() ? "" : ", ") + head_name(h.layer, h.head) + " " + label_name(h.label) + " " +
+              fixed(score, 2);
+  }
+  v.distinct_labels = static_cast<int64_t>(labels.size());
+  const int64_t needed = std::max<int64_t>(1, options.min_distinct_labels);
+
+  const std::size_t n_heads = run.heads.size();
+  v.reasons.push_back(std::to_string(counted.size()) + " of " + std::to_string(n_heads) +
+                      " heads have a role (a clear pattern)" + (listed.empty() ? "" : ": " + listed));
+  for (const std::string& s : left_out) v.reasons.push_back(s);
+  const bool enough_labels = v.distinct_labels >= needed;
+  v.reasons.push_back(std::to_string(v.distinct_labels) + " distinct pattern label" +
+                      (v.distinct_labels == 1 ? "" : "s") + " (need " + std::to_string(needed) + ")");
+
+  // The weakest separation between two counted heads that claim different patterns.
+  bool separated = true;
+  std::string closest;
+  for (std::size_t a = 0; a < counted.size(); ++a)
+    for (std::size_t b = a + 1; b < counted.size(); ++b) {
+      const HeadAnalysis& ha = run.heads[counted[a]];
+      const HeadAnalysis& hb = run.heads[counted[b]];
+      if (ha.label == hb.label || counted[a] >= run.js.size() || counted[b] >= run.js[counted[a]].size()) continue;
+      const double js = run.js[counted[a]][counted[b]];
+      if (!v.min_js || js < *v.min_js) {
+        v.min_js = js;
+        closest = head_name(ha.layer, ha.head) + "-" + head_name(hb.layer, hb.head);
+      }
+    }
+  if (v.min_js) {
+    separated = *v.min_js >= options.min_js;
+    v.reasons.push_back("JS divergence between differently labelled heads: min " + fixed(*v.min_js, 2) +
+                        " bits (" + closest + "; need " + fixed(options.min_js, 2) + ")");
+  }
+
+  bool any_ablation = false;
+  std::string costs;
+  for (std::size_t i : counted) {
+    const HeadAnalysis& h = run.heads[i];
+    if (!h.ablation_delta_acc) continue;
+    any_ablation = true;
+    costs += (costs.empty() ? "" : ", ") + head_name(h.layer, h.head) + " " + fixed(100.0 * *h.ablation_delta_acc, 1);
+  }
+  if (any_ablation)
+    v.reasons.push_back("ablating each counted head changes accuracy by: " + costs + " pts (need a drop of " +
+                        points(options.min_ablation_acc_drop) + ", or a loss rise of " +
+                        fixed(options.min_ablation_loss_rise, 2) + " nats)");
+  else if (!counted.empty())
+    v.reasons.push_back("ablation not measured");
+
+  v.specialized = !counted.empty() && enough_labels && separated;
+  return v;
+}
+
+}  // namespace headlab::analysis

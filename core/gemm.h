@@ -1,0 +1,99 @@
+// headlab's one GEMM interface, with two implementations: oneDNN (the
+// default) and OpenBLAS.
+//
+//   C [m, n] = alpha * op(A) [m, k] @ op(B) [k, n] + beta * C
+//
+// row-major, op = transpose where ta / tb, computed on the calling thread
+// only: headlab's own threads split the work above it (core/blas.h), into
+// blocks fixed by the shape alone. Each backend gives the same bits run to
+// run for the same shapes; the two backends differ from each other in the
+// last bits (their kernels sum in different orders).
+//
+// float64 always runs on OpenBLAS: oneDNN's matmul has no f64 on CPUs. The
+// float64 gradient checks therefore test OpenBLAS's products under either
+// backend, and the float32 suite tests the selected one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+namespace headlab::core {
+
+enum class GemmBackend { onednn, openblas };
+
+// The backend every float32 GEMM uses from now on (process-wide). Before any
+// call it is HEADLAB_GEMM's value ("onednn" or "openblas"), else oneDNN.
+// gemm_backend() throws std::invalid_argument when HEADLAB_GEMM holds
+// anything else.
+GemmBackend gemm_backend();
+void set_gemm_backend(GemmBackend backend);
+// "onednn" / "openblas" -> the backend; anything else throws std::invalid_argument.
+GemmBackend parse_gemm_backend(const std::string& name);
+const char* gemm_backend_name(GemmBackend backend);
+// HEADLAB_GEMM's text if set, else "onednn": the default a CLI flag shows.
+std::string default_gemm_backend_name();
+
+namespace detail {
+
+// A batch of products over a [outer, inner] grid of independent GEMMs, all
+// of one shape: product (i, j) reads a + i * a_stride[0] + j * a_stride[1]
+// (likewise b, c) with the leading dimensions below. Attention's heads are
+// the grid [batch, heads] of [T, d_k] blocks inside [B, T, d] tensors.
+template <class T>
+struct BatchedGemm {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t outer = 1, inner = 1;
+  const T* a = nullptr;
+  int64_t lda = 0, a_stride[2] = {0, 0};
+  const T* b = nullptr;
+  int64_t ldb = 0, b_stride[2] = {0, 0};
+  T* c = nullptr;
+  int64_t ldc = 0, c_stride[2] = {0, 0};
+  T alpha = T(1), beta = T(0);
+};
+
+void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float* c, int64_t ldc, float alpha, float beta);
+void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+                   int64_t ldb, double* c, int64_t ldc, double alpha, double beta);
+void onednn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float* c, int64_t ldc, float alpha, float beta);
+
+void onednn_batched_gemm(const BatchedGemm<float>& g);
+
+// The product above on the calling thread, by the selected backend.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+          int64_t ldc, T alpha = T(1), T beta = T(0)) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (gemm_backend() == GemmBackend::onednn) {
+      onednn_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
+      return;
+    }
+  }
+  openblas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
+}
+
+// The whole batch on the calling thread: one oneDNN primitive, or a loop of
+// OpenBLAS calls. Either way each product's bits depend only on its shape.
+template <class T>
+void batched_gemm(const BatchedGemm<T>& g) {
+  if (g.outer <= 0 || g.inner <= 0 || g.m <= 0 || g.n <= 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (gemm_backend() == GemmBackend::onednn) {
+      onednn_batched_gemm(g);
+      return;
+    }
+  }
+  for (int64_t i = 0; i < g.outer; ++i)
+    for (int64_t j = 0; j < g.inner; ++j)
+      openblas_gemm(g.ta, g.tb, g.m, g.n, g.k, g.a + i * g.a_stride[0] + j * g.a_stride[1], g.lda,
+                    g.b + i * g.b_stride[0] + j * g.b_stride[1], g.ldb, g.c + i * g.c_stride[0] + j * g.c_stride[1],
+                    g.ldc, g.alpha, g.beta);
+}
+
+}  // namespace detail
+
+}  // namespace headlab::core

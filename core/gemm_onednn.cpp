@@ -1,0 +1,201 @@
+// The oneDNN implementation of core/gemm.h: one matmul primitive per shape.
+//
+// Creating a primitive costs far more than a small product (oneDNN
+// dispatches over its implementations and JIT-compiles a kernel), so each
+// thread keeps its primitives in a small map keyed by everything that shapes
+// them: sizes, leading dimensions, transposes, alpha and beta. A cached
+// entry also holds its memory objects and its scratchpad, so a call only
+// swaps the data pointers in and executes: no allocation per product.
+//
+// Every product runs on one thread. Called inside a parallel region, oneDNN
+// (built on the same OpenMP runtime, DNNL_CPU_RUNTIME = OMP in dnnl_config.h)
+// runs sequentially; outside one, the thread count is set to 1 around the
+// call, and around the creation too, so a primitive's kernel and blocking
+// never depend on the thread count: the bits are the same at any count.
+#include <omp.h>
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "core/gemm.h"
+
+namespace headlab::core::detail {
+namespace {
+
+// Everything a primitive is made for: a batch of outer x inner products
+// (1 x 1 for a single one) with their strides, sizes, leading dimensions.
+struct Key {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  int64_t outer = 1, inner = 1, sa[2] = {0, 0}, sb[2] = {0, 0}, sc[2] = {0, 0};
+  float alpha = 1, beta = 0;
+  auto fields() const {
+    return std::make_tuple(ta, tb, m, n, k, lda, ldb, ldc, outer, inner, sa[0], sa[1], sb[0], sb[1], sc[0], sc[1]);
+  }
+  bool operator==(const Key& o) const {
+    return fields() == o.fields() && std::memcmp(&alpha, &o.alpha, sizeof alpha) == 0 &&
+           std::memcmp(&beta, &o.beta, sizeof beta) == 0;
+  }
+};
+
+struct KeyHash {
+  std::size_t operator()(const Key& key) const {
+    uint32_t alpha = 0, beta = 0;
+    std::memcpy(&alpha, &key.alpha, sizeof alpha);
+    std::memcpy(&beta, &key.beta, sizeof beta);
+    std::size_t h = (key.ta ? 1u : 0u) | (key.tb ? 2u : 0u);
+    const auto mix = [&h](int64_t v) { h = h * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(v); };
+    std::apply([&](bool, bool, auto... v) { (mix(v), ...); }, key.fields());
+    mix(alpha);
+    mix(beta);
+    return h;
+  }
+};
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+
+// One shape's primitive with its arguments, ready to run.
+struct Entry {
+  dnnl::matmul primitive;
+  dnnl::memory a, b, c, scratch;
+  std::unique_ptr<std::byte[], AlignedFree> scratch_buffer;
+  dnnl_exec_arg_t args[4] = {};
+  int nargs = 0;
+};
+
+// While alive, OpenMP (and so oneDNN) sees one thread on this thread.
+class OneThread {
+ public:
+  OneThread() : previous_(omp_get_max_threads()) {
+    if (previous_ != 1) omp_set_num_threads(1);
+  }
+  ~OneThread() {
+    if (previous_ != 1) omp_set_num_threads(previous_);
+  }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int previous_;
+};
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// A training step uses a few dozen shapes; a program that keeps changing
+// them (say, evaluation at many batch sizes) starts over past this many.
+constexpr std::size_t kMaxCachedShapes = 512;
+
+struct ThreadCache {
+  dnnl::stream stream{cpu_engine()};
+  std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> entries;
+};
+
+// A [rows, cols] matrix (transposed in memory if `trans`, leading dimension
+// ld), behind the key's batch axes of more than one product.
+dnnl::memory::desc matrix_md(const Key& key, int64_t rows, int64_t cols, bool trans, int64_t ld,
+                             const int64_t* batch_strides) {
+  dnnl::memory::dims dims, strides;
+  if (key.outer > 1) {
+    dims.push_back(key.outer);
+    strides.push_back(batch_strides[0]);
+  }
+  if (key.inner > 1) {
+    dims.push_back(key.inner);
+    strides.push_back(batch_strides[1]);
+  }
+  dims.insert(dims.end(), {rows, cols});
+  strides.insert(strides.end(), {trans ? 1 : ld, trans ? ld : 1});
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+std::unique_ptr<Entry> create(const Key& key) {
+  const dnnl::memory::desc a_md = matrix_md(key, key.m, key.k, key.ta, key.lda, key.sa);
+  const dnnl::memory::desc b_md = matrix_md(key, key.k, key.n, key.tb, key.ldb, key.sb);
+  const dnnl::memory::desc c_md = matrix_md(key, key.m, key.n, false, key.ldc, key.sc);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+  if (key.beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(key.beta);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, cpu_engine());
+  auto e = std::make_unique<Entry>();
+  e->primitive = dnnl::matmul(pd);
+  const dnnl::engine& engine = cpu_engine();
+  e->a = dnnl::memory(a_md, engine, nullptr);
+  e->b = dnnl::memory(b_md, engine, nullptr);
+  e->c = dnnl::memory(c_md, engine, nullptr);
+  e->args[0] = {DNNL_ARG_SRC, e->a.get()};
+  e->args[1] = {DNNL_ARG_WEIGHTS, e->b.get()};
+  e->args[2] = {DNNL_ARG_DST, e->c.get()};
+  e->nargs = 3;
+  const dnnl::memory::desc scratch_md = pd.scratchpad_desc();
+  if (const std::size_t bytes = scratch_md.get_size(); bytes > 0) {
+    e->scratch_buffer.reset(new (std::align_val_t{64}) std::byte[bytes]);
+    e->scratch = dnnl::memory(scratch_md, engine, e->scratch_buffer.get());
+    e->args[e->nargs++] = {DNNL_ARG_SCRATCHPAD, e->scratch.get()};
+  }
+  return e;
+}
+
+void run(const Key& key, const float* a, const float* b, float* c) {
+  thread_local ThreadCache cache;
+  const OneThread one;
+  auto it = cache.entries.find(key);
+  if (it == cache.entries.end()) {
+    if (cache.entries.size() >= kMaxCachedShapes) cache.entries.clear();
+    try {
+      it = cache.entries.emplace(key, create(key)).first;
+    } catch (const dnnl::error& e) {
+      throw std::runtime_error(std::string("oneDNN cannot create a matmul for this product (") + e.what() +
+                               "); try --gemm openblas");
+    }
+  }
+  Entry& e = *it->second;
+  dnnl_memory_set_data_handle(e.a.get(), const_cast<float*>(a));
+  dnnl_memory_set_data_handle(e.b.get(), const_cast<float*>(b));
+  dnnl_memory_set_data_handle(e.c.get(), c);
+  const dnnl_status_t status = dnnl_primitive_execute(e.primitive.get(), cache.stream.get(), e.nargs, e.args);
+  if (status != dnnl_success)
+    throw std::runtime_error("oneDNN's matmul failed with status " + std::to_string(static_cast<int>(status)));
+}
+
+}  // namespace
+
+void onednn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float* c, int64_t ldc, float alpha, float beta) {
+  onednn_batched_gemm({.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c,
+                       .ldc = ldc, .alpha = alpha, .beta = beta});
+}
+
+void onednn_batched_gemm(const BatchedGemm<float>& g) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) {  // nothing to multiply: C = beta C, as BLAS defines it
+    for (int64_t i = 0; i < g.outer; ++i)
+      for (int64_t j = 0; j < g.inner; ++j)
+        openblas_gemm(g.ta, g.tb, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, g.c + i * g.c_stride[0] + j * g.c_stride[1],
+                      g.ldc, g.alpha, g.beta);
+    return;
+  }
+  const Key key{.ta = g.ta, .tb = g.tb, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda, .ldb = g.ldb, .ldc = g.ldc,
+                .outer = g.outer, .inner = g.inner, .sa = {g.a_stride[0], g.a_stride[1]},
+                .sb = {g.b_stride[0], g.b_stride[1]}, .sc = {g.c_stride[0], g.c_stride[1]}, .alpha = g.alpha,
+                .beta = g.beta};
+  run(key, g.a, g.b, g.c);
+}
+
+}  // namespace headlab::core::detail

@@ -1,0 +1,17 @@
+// What the machine can do, to put a measured rate in proportion: the FMA
+// peak of the widest vector unit the CPU has, chosen at run time.
+#pragma once
+
+namespace headlab::core {
+
+struct FmaPeak {
+  const char* isa;  // "AVX-512", "AVX2+FMA" or "SSE2" (multiply then add)
+  double gflops;    // float32, all `threads` threads together
+};
+
+// Each of `threads` OpenMP threads runs a loop of independent
+// multiply-adds on the widest float vectors the CPU supports (many
+// accumulators, so latency never limits it); best of a few timings.
+FmaPeak fma_peak(int threads);
+
+}  // namespace headlab::core

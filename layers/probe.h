@@ -1,0 +1,43 @@
+// layers::Probe: what a caller changes in, and reads out of, one forward pass
+// of a Transformer (docs/architecture.md, "Observing a forward pass").
+//
+// The model holds no analysis state: a forward pass without a probe does
+// nothing extra, and one with a probe writes only into the probe, so several
+// threads can probe one model at once (each with its own Probe) while it is
+// not being trained.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "core/tensor.h"
+
+namespace headlab::layers {
+
+using autograd::Variable;
+using core::Tensor;
+
+// One attention layer's (and its block's) part of a probe.
+struct LayerProbe {
+  // In: per-head gates [h] of the model's dtype, multiplied into each head's
+  // output before W_O (0 ablates a head). Undefined = all 1. A gate that
+  // requires a gradient receives dL/dgate from backward.
+  Variable gates{};
+  // Out: the attention probabilities A [B, h, T, T], a value outside the graph.
+  Tensor attention{};
+  // Out: concat(gate_i * A_i V_i) [B, T, d_model] before W_O: head i's output
+  // is columns i*d_k .. (i+1)*d_k - 1.
+  Tensor head_outputs{};
+  // Out: the residual stream after the block [B, T, d_model].
+  Tensor residual{};
+};
+
+struct Probe {
+  Probe() = default;
+  explicit Probe(int64_t num_layers) : layers(static_cast<std::size_t>(num_layers)) {}
+  // One entry per layer of the model, in order.
+  std::vector<LayerProbe> layers;
+};
+
+}  // namespace headlab::layers

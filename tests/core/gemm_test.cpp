@@ -1,0 +1,138 @@
+// The GEMM interface (core/gemm.h): both backends against a double-precision
+// reference on every transpose, leading dimensions wider than the matrix,
+// alpha and beta; the same bits on a repeat; backend selection by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+#include "core/gemm.h"
+#include "core/random.h"
+
+namespace headlab::core {
+namespace {
+
+// Restores the backend a test changed.
+class BackendScope {
+ public:
+  explicit BackendScope(GemmBackend b) : previous_(gemm_backend()) { set_gemm_backend(b); }
+  ~BackendScope() { set_gemm_backend(previous_); }
+  BackendScope(const BackendScope&) = delete;
+  BackendScope& operator=(const BackendScope&) = delete;
+
+ private:
+  GemmBackend previous_;
+};
+
+std::vector<float> random_floats(int64_t count, uint64_t seed) {
+  const std::vector<double> v = Generator(seed).normal({count}, 0, 1).to_vector();
+  return {v.begin(), v.end()};
+}
+
+class GemmCase : public ::testing::TestWithParam<std::tuple<GemmBackend, bool, bool, float, float>> {};
+
+TEST_P(GemmCase, MatchesDoubleReference) {
+  const auto [backend, ta, tb, alpha, beta] = GetParam();
+  const BackendScope scope(backend);
+  const int64_t m = 37, n = 21, k = 50;
+  // Leading dimensions wider than the stored rows, as the attention heads' blocks are.
+  const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+  const std::vector<float> a = random_floats((ta ? k : m) * lda, 1), b = random_floats((tb ? n : k) * ldb, 2);
+  std::vector<float> c = random_floats(m * ldc, 3);
+  const std::vector<float> c0 = c;
+  detail::gemm<float>(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, alpha, beta);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      if (j >= n) {  // padding past n is never written
+        EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]);
+        continue;
+      }
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p)
+        s += static_cast<double>(ta ? a[p * lda + i] : a[i * lda + p]) *
+             static_cast<double>(tb ? b[j * ldb + p] : b[p * ldb + j]);
+      const double want = alpha * s + beta * static_cast<double>(c0[i * ldc + j]);
+      EXPECT_NEAR(c[i * ldc + j], want, 1e-4 * (1 + std::abs(want))) << i << "," << j;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, GemmCase,
+                         ::testing::Combine(::testing::Values(GemmBackend::onednn, GemmBackend::openblas),
+                                            ::testing::Bool(), ::testing::Bool(), ::testing::Values(1.0f, 0.25f),
+                                            ::testing::Values(0.0f, 1.0f)));
+
+TEST(Gemm, SameBitsOnRepeatAndInsideAParallelRegion) {
+  for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+    const BackendScope scope(backend);
+    const int64_t m = 96, n = 80, k = 300;
+    const std::vector<float> a = random_floats(m * k, 4), b = random_floats(k * n, 5);
+    std::vector<float> first(static_cast<std::size_t>(m * n)), again(first.size());
+    detail::gemm<float>(false, false, m, n, k, a.data(), k, b.data(), n, first.data(), n);
+    // Each thread computes the same product (a primitive per thread, created there).
+    std::vector<std::vector<float>> per_thread(4, std::vector<float>(first.size()));
+#pragma omp parallel for num_threads(2)
+    for (int t = 0; t < 4; ++t)
+      detail::gemm<float>(false, false, m, n, k, a.data(), k, b.data(), n, per_thread[t].data(), n);
+    detail::gemm<float>(false, false, m, n, k, a.data(), k, b.data(), n, again.data(), n);
+    EXPECT_EQ(first, again) << gemm_backend_name(backend);
+    for (const auto& got : per_thread) EXPECT_EQ(first, got) << gemm_backend_name(backend);
+  }
+}
+
+// Attention's layout: q, k [B, T, d] with head h in columns h*dk..; scores
+// S [B, H, T, T] = alpha Q_h K_h^T, then O [B, T, d] = S_h V_h.
+TEST(Gemm, BatchedHeadsMatchTheSingleProducts) {
+  const int64_t B = 3, H = 4, T = 9, dk = 5, d = H * dk;
+  const std::vector<float> q = random_floats(B * T * d, 6), k = random_floats(B * T * d, 7);
+  for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+    const BackendScope scope(backend);
+    std::vector<float> s(static_cast<std::size_t>(B * H * T * T)), o(static_cast<std::size_t>(B * T * d), 5.0f);
+    detail::BatchedGemm<float> qk;
+    qk.tb = true;
+    qk.m = T, qk.n = T, qk.k = dk, qk.outer = B, qk.inner = H;
+    qk.a = q.data(), qk.lda = d, qk.a_stride[0] = T * d, qk.a_stride[1] = dk;
+    qk.b = k.data(), qk.ldb = d, qk.b_stride[0] = T * d, qk.b_stride[1] = dk;
+    qk.c = s.data(), qk.ldc = T, qk.c_stride[0] = H * T * T, qk.c_stride[1] = T * T;
+    qk.alpha = 0.5f;
+    detail::batched_gemm(qk);
+    detail::BatchedGemm<float> sv;
+    sv.m = T, sv.n = dk, sv.k = T, sv.outer = B, sv.inner = H;
+    sv.a = s.data(), sv.lda = T, sv.a_stride[0] = H * T * T, sv.a_stride[1] = T * T;
+    sv.b = k.data(), sv.ldb = d, sv.b_stride[0] = T * d, sv.b_stride[1] = dk;
+    sv.c = o.data(), sv.ldc = d, sv.c_stride[0] = T * d, sv.c_stride[1] = dk;
+    sv.beta = 1.0f;  // adds to the 5s already there
+    detail::batched_gemm(sv);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        std::vector<float> s1(static_cast<std::size_t>(T * T)), o1(static_cast<std::size_t>(T * dk), 5.0f);
+        detail::gemm<float>(false, true, T, T, dk, q.data() + b * T * d + h * dk, d, k.data() + b * T * d + h * dk, d,
+                            s1.data(), T, 0.5f);
+        detail::gemm<float>(false, false, T, dk, T, s1.data(), T, k.data() + b * T * d + h * dk, d, o1.data(), dk, 1.0f,
+                            1.0f);
+        for (int64_t i = 0; i < T; ++i) {
+          for (int64_t j = 0; j < T; ++j)
+            EXPECT_NEAR(s[((b * H + h) * T + i) * T + j], s1[i * T + j], 1e-5) << gemm_backend_name(backend);
+          for (int64_t j = 0; j < dk; ++j)
+            EXPECT_NEAR(o[(b * T + i) * d + h * dk + j], o1[i * dk + j], 1e-4) << gemm_backend_name(backend);
+        }
+      }
+  }
+}
+
+TEST(Gemm, BackendsByName) {
+  EXPECT_EQ(parse_gemm_backend("onednn"), GemmBackend::onednn);
+  EXPECT_EQ(parse_gemm_backend("openblas"), GemmBackend::openblas);
+  EXPECT_STREQ(gemm_backend_name(GemmBackend::onednn), "onednn");
+  EXPECT_STREQ(gemm_backend_name(GemmBackend::openblas), "openblas");
+  try {
+    parse_gemm_backend("mkl");
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'mkl'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace headlab::core
