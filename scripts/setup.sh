@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Installs whatever Debian packages headlab needs and are missing, then
-# configures and builds. Idempotent, and quiet when everything is present.
+# configures and builds. Idempotent; the build shows one progress line and
+# keeps make's full output in <build dir>/setup.log (its tail is printed if
+# the build fails). Uses ccache when it is installed.
 #
-#   scripts/setup.sh              Release build in build/
-#   scripts/setup.sh --sanitize   ASan + UBSan build in build-san/
+#   scripts/setup.sh              Release build of the headlab program in build/
+#   scripts/setup.sh --all        Release build of everything (tests too) in build/
+#   scripts/setup.sh --sanitize   ASan + UBSan build of everything in build-san/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir=build
 cmake_args=()
+# The main job runs only the program; the test command builds the rest.
+targets=(--target headlab)
 for arg in "$@"; do
   case "$arg" in
-    --sanitize) build_dir=build-san; cmake_args+=(-DHEADLAB_SANITIZE=ON) ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --all) targets=() ;;
+    --sanitize) build_dir=build-san; cmake_args+=(-DHEADLAB_SANITIZE=ON); targets=() ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -31,8 +37,43 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+mkdir -p "$build_dir"
+log="$build_dir/setup.log"
+: >"$log"
+
+# Prints the log's path and tail, then fails.
+fail() {
+  echo "setup.sh: $1 failed; full log: $log" >&2
+  tail -n 30 "$log" >&2
+  exit 1
+}
+
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
-  cmake -S . -B "$build_dir" "${cmake_args[@]}" >/dev/null
+  if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
+    cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S . -B "$build_dir" "${cmake_args[@]}" >>"$log" 2>&1 || fail "configuring"
 fi
-echo "setup.sh: building in $build_dir/" >&2
-cmake --build "$build_dir" -j "$(nproc)"
+
+# Reads make's output, appends it to the log and shows its "[ xx%]" progress:
+# one line redrawn in place on a terminal, else a line every 10 percent.
+progress() {
+  local line pct shown=-10 tty=0
+  [ -t 2 ] && tty=1
+  ((tty)) || echo "setup.sh: building in $build_dir/ (log: $log)" >&2
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >>"$log"
+    [[ "$line" =~ ^\[\ *([0-9]+)%\] ]] || continue
+    pct=${BASH_REMATCH[1]}
+    if ((tty)); then
+      printf '\rsetup.sh: building in %s/ %3d%% (log: %s)' "$build_dir" "$pct" "$log" >&2
+    elif ((pct / 10 > shown / 10)); then
+      echo "setup.sh: $pct%" >&2
+    fi
+    shown=$pct
+  done
+  ((tty)) && printf '\n' >&2
+  return 0
+}
+
+cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}" 2>&1 | progress || fail "the build"

@@ -30,7 +30,7 @@ run_ctest() {
   fi
 }
 
-scripts/setup.sh
+scripts/setup.sh --all
 HEADLAB_GEMM=onednn run_ctest build
 HEADLAB_GEMM=openblas run_ctest build
 if [ "${1:-}" = "--fast" ]; then

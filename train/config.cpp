@@ -10,6 +10,7 @@
 
 #include "core/gemm.h"
 #include "train/errors.h"
+#include "train/nearest_name.h"
 
 namespace headlab::train {
 namespace {
@@ -188,10 +189,14 @@ void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string&
     });
     if (!known) {
       std::string valid;
+      std::vector<std::string> names;
       TrainConfig::visit_fields(config, [&](const char* name, const auto&, const char*) {
         valid += (valid.empty() ? "" : ", ") + std::string(name);
+        names.emplace_back(name);
       });
-      throw UsageError(source + ": unknown key \"" + key + "\" (valid keys: " + valid + ")");
+      const std::string near = nearest_name(key, names);
+      throw UsageError(source + ": unknown key \"" + key + "\"" +
+                       (near.empty() ? "" : " (did you mean \"" + near + "\"?)") + " (valid keys: " + valid + ")");
     }
   }
 }

@@ -209,6 +209,18 @@ const std::vector<BadCase>& cases() {
     c.push_back({"analyze_task_of_another_model", {"analyze", "{run}", "--task", "induction"}, 2, {"induction"}});
     c.push_back({"analyze_negative_threads", {"analyze", "{run}", "--threads", "-1"}, 2, {"--threads"}});
     c.push_back({"analyze_out_under_a_file", {"analyze", "{run}", "--out", "{file}/analysis"}, 2, {"--out"}});
+    // A mistyped flag or config key names the nearest one ('_' for '-' counts as near).
+    c.push_back({"train_flag_with_underscore", with(train_tiny({}), {"--d_model", "64"}), 2,
+                 {"headlab train: error: unknown flag --d_model (did you mean --d-model?)"}});
+    c.push_back({"train_flag_typo_with_value", with(train_tiny({}), {"--stpes=3"}), 2,
+                 {"unknown flag --stpes (did you mean --steps?)"}});
+    c.push_back({"sweep_flag_typo", {"sweep", "--seed_s", "3"}, 2, {"unknown flag --seed_s (did you mean --seeds?)"}});
+    c.push_back({"eval_flag_typo", {"eval", "{ck}", "--bach", "3"}, 2, {"unknown flag --bach (did you mean --batch?)"}});
+    c.push_back({"train_config_key_with_underscore", with(train_tiny({}), {"--config", "{cfg:{\"d_model\": 3}}"}), 2,
+                 {"unknown key \"d_model\" (did you mean \"d-model\"?)"}});
+    // A flag given twice (the tiny flags already hold --steps).
+    c.push_back({"train_repeated_flag", with(train_tiny({}), {"--steps", "6"}), 2,
+                 {"headlab train: error: --steps was given 2 times; give it once"}});
     return c;
   }();
   return all;

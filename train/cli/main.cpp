@@ -6,9 +6,12 @@
 #include <map>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "train/cli/cli.h"
+#include "train/cli/version.h"
 #include "train/errors.h"
+#include "train/nearest_name.h"
 
 namespace {
 
@@ -19,6 +22,38 @@ std::string one_line(std::string text) {
   return text;
 }
 
+// "--d_model=64" -> "--d_model"; "" for anything that is not a long flag.
+std::string long_flag(const std::string& arg) {
+  if (!arg.starts_with("--") || arg.size() == 2) return "";
+  return arg.substr(0, arg.find('='));
+}
+
+// CLI11 calls an unknown flag "The following arguments were not expected: 64
+// --d_model" and a repeated one "At Most 1 required but received 2". Say
+// which flag and how to fix it; "" leaves CLI11's message (a stray argument).
+std::string usage_message(const CLI::App& sub, const std::vector<std::string>& args, const CLI::ParseError& e) {
+  std::map<const CLI::Option*, int> times;
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    const std::string flag = long_flag(arg);
+    if (flag.empty()) continue;
+    const CLI::Option* opt = sub.get_option_no_throw(flag);
+    if (opt == nullptr && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      std::vector<std::string> names;
+      for (const CLI::Option* o : sub.get_options())
+        for (const std::string& name : o->get_lnames()) names.push_back(name);
+      const std::string near = headlab::train::nearest_name(flag.substr(2), names);
+      return "unknown flag " + flag + (near.empty() ? " (see --help)" : " (did you mean --" + near + "?)");
+    }
+    if (opt != nullptr) ++times[opt];
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr)
+    for (const auto& [opt, n] : times)
+      if (n > 1 && opt->get_items_expected_max() == 1)
+        return opt->get_name() + " was given " + std::to_string(n) + " times; give it once";
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -26,6 +61,7 @@ int main(int argc, char** argv) {
   CLI::App app{"headlab: train toy transformers and see what their attention heads learn.\n"
                "Start with `headlab train` (the default demo), then read the head report it prints.",
                "headlab"};
+  app.set_version_flag("--version", cli::version_line(), "print the version and the git commit it was built from");
   app.require_subcommand(1);
   app.fallthrough(false);
   std::map<CLI::App*, cli::Command> commands;
@@ -60,7 +96,16 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (const CLI::App* sub = argc > 1 && argv[1][0] != '-' ? app.get_subcommand(argv[1]) : nullptr) {
+      const std::string message = usage_message(*sub, std::vector<std::string>(argv + 2, argv + argc), e);
+      if (!message.empty()) {
+        std::fprintf(stderr, "headlab %s: error: %s\n", argv[1], message.c_str());
+        return 2;
+      }
+    }
     std::fprintf(stderr, "headlab: error: %s (see --help)\n", one_line(e.what()).c_str());
     return 2;
   }

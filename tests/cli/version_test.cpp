@@ -1,0 +1,31 @@
+// `headlab --version` names the release and the commit it was built from.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/cli/fixtures.h"
+
+namespace headlab::cli_test {
+namespace {
+
+TEST(Version, PrintsReleaseAndCommitOnOneLine) {
+  TempDir cwd;
+  const RunResult r = run_headlab({"--version"}, cwd.path());
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(r.err, "");
+  // CMake's project(VERSION), then a short commit, "-dirty" if tracked files
+  // had changes at build time, or "unknown" outside a git checkout.
+  const std::string release = "headlab " HEADLAB_EXPECTED_VERSION " (git ";
+  ASSERT_TRUE(r.out.starts_with(release)) << r.out;
+  const std::string rest = r.out.substr(release.size());
+  ASSERT_TRUE(rest.ends_with(")\n")) << r.out;
+  std::string commit = rest.substr(0, rest.size() - 2);
+  if (commit.ends_with("-dirty")) commit.resize(commit.size() - 6);
+  const bool hex =
+      commit.size() >= 7 && commit.size() <= 40 && commit.find_first_not_of("0123456789abcdef") == std::string::npos;
+  EXPECT_TRUE(hex || rest == "unknown)\n") << r.out;
+  EXPECT_TRUE(is_empty_dir(cwd.path()));
+}
+
+}  // namespace
+}  // namespace headlab::cli_test
