@@ -52,6 +52,31 @@ layers::TransformerOptions model_from_json(const nlohmann::json& j) {
   return o;
 }
 
+namespace {
+
+template <class T>
+std::optional<int64_t> first_non_finite_index(const core::Tensor& t) {
+  const T* p = t.data<T>();
+  for (int64_t i = 0, n = t.numel(); i < n; ++i)
+    if (!std::isfinite(p[i])) return i;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> first_non_finite(const core::NamedTensors& tensors) {
+  for (const auto& [name, tensor] : tensors) {
+    const core::Tensor t = tensor.contiguous();
+    const std::optional<int64_t> at =
+        t.dtype() == core::DType::f32 ? first_non_finite_index<float>(t) : first_non_finite_index<double>(t);
+    if (!at) continue;
+    const double value = t.dtype() == core::DType::f32 ? t.data<float>()[*at] : t.data<double>()[*at];
+    return "\"" + name + "\" holds " + (std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf") + " at element " +
+           std::to_string(*at) + " (of " + std::to_string(t.numel()) + ")";
+  }
+  return std::nullopt;
+}
+
 void save_checkpoint(const std::string& path, const layers::Transformer& model, const optim::Optimizer* optimizer,
                      const CheckpointInfo& info) {
   core::NamedTensors tensors;
@@ -62,6 +87,8 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
     for (auto& t : state.tensors) tensors.push_back(std::move(t));
     meta = std::move(state.metadata);
   }
+  if (const auto bad = first_non_finite(tensors))
+    throw NonFiniteState("the model is not finite at step " + std::to_string(info.step) + ": " + *bad);
   meta["format"] = kCheckpointFormat;
   meta["format_version"] = kCheckpointVersion;
   meta["model"] = model_json(model.options()).dump();
@@ -72,6 +99,9 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
   if (info.data_position)
     meta["data.position"] =
         nlohmann::json{{"epoch_seed", info.data_position->epoch_seed}, {"next", info.data_position->next}}.dump();
+  if (info.data_file)
+    meta["data.file"] =
+        nlohmann::json{{"path", info.config.data}, {"size", info.data_file->size}, {"hash", info.data_file->hash}}.dump();
   if (!info.trainer.is_null()) meta["trainer"] = info.trainer.dump();
   core::save_safetensors(path, tensors, meta);
 }
@@ -222,6 +252,14 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
       throw UsageError(path + ": metadata \"data.position\" must be {\"epoch_seed\": unsigned, \"next\": integer}, got " +
                        p.dump().substr(0, 80));
     ck.info.data_position = DataFile::Position{p["epoch_seed"].get<uint64_t>(), p["next"].get<int64_t>()};
+  }
+  if (meta.count("data.file")) {
+    const nlohmann::json f = parse_meta_json(meta, "data.file", path);
+    if (!f.is_object() || !f.contains("size") || !f.contains("hash") || !f["size"].is_number_unsigned() ||
+        !f["hash"].is_number_unsigned())
+      throw UsageError(path + ": metadata \"data.file\" must be {\"path\", \"size\": unsigned, \"hash\": unsigned}, got " +
+                       f.dump().substr(0, 80));
+    ck.info.data_file = DataFile::Fingerprint{f["size"].get<uint64_t>(), f["hash"].get<uint64_t>()};
   }
   return ck;
 }

@@ -60,17 +60,41 @@ DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t
   if (std::filesystem::is_directory(path_, error)) {
     throw UsageError("cannot read data file '" + path_ + "': it is a directory");
   }
-  std::ifstream in(path_);
+  std::ifstream in(path_, std::ios::binary);
   if (!in) throw UsageError("cannot read data file '" + path_ + "': " + std::strerror(errno));
 
+  // Lines are cut from raw chunks, so that the fingerprint hashes the exact
+  // bytes and no line grows past its bound.
+  const std::size_t max_line = (std::size_t{1} << 20) + 64 * static_cast<std::size_t>(std::min<int64_t>(seq_len, 1 << 24));
+  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a 64
+  uint64_t bytes = 0;
   std::string line;
   int64_t line_number = 0;
-  while (std::getline(in, line)) {
+  std::vector<char> chunk(1 << 16);
+  auto end_line = [&] {
     ++line_number;
     if (!is_blank(line)) parse_line(line, line_number);
+    line.clear();
+  };
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    const auto got = static_cast<std::size_t>(in.gcount());
+    for (std::size_t i = 0; i < got; ++i) hash = (hash ^ static_cast<unsigned char>(chunk[i])) * 0x100000001b3ULL;
+    bytes += got;
+    for (std::size_t begin = 0; begin < got;) {
+      const char* newline = static_cast<const char*>(std::memchr(chunk.data() + begin, '\n', got - begin));
+      const std::size_t end = newline ? static_cast<std::size_t>(newline - chunk.data()) : got;
+      line.append(chunk.data() + begin, end - begin);
+      if (line.size() > max_line)
+        throw UsageError(path_ + ":" + std::to_string(line_number + 1) + ": the line is longer than " +
+                         std::to_string(max_line) + " bytes (is this a JSONL file, one sequence per line?)");
+      if (newline) end_line();
+      begin = end + 1;
+    }
   }
   if (in.bad())
     throw UsageError("cannot read data file '" + path_ + "': read error after line " + std::to_string(line_number));
+  if (!line.empty()) end_line();
+  fingerprint_ = {bytes, hash};
   if (sequences_.empty()) {
     throw UsageError(path_ + ": no sequences (the file is empty or holds only blank lines)");
   }
@@ -208,8 +232,8 @@ void DataFile::start_epoch(uint64_t epoch_seed) {
 
 void DataFile::set_position(const Position& position) {
   if (position.next < 0 || position.next > size()) {
-    throw std::invalid_argument("DataFile::set_position: next " + std::to_string(position.next) + " is out of [0, " +
-                                std::to_string(size()) + "] for " + path_);
+    throw std::invalid_argument("the data position " + std::to_string(position.next) + " is beyond the " +
+                                std::to_string(size()) + " sequences of " + path_ + " (has the file changed?)");
   }
   start_epoch(position.epoch_seed);
   position_ = position;

@@ -7,6 +7,8 @@
 //     tokens[i+1], and the last position has none (-1).
 //   - No other keys (a misspelt "target" would otherwise silently mean
 //     next-token). Blank lines are skipped.
+//   - A line is at most 1 MiB plus 64 bytes per position of seq-len (a file
+//     without newlines, /dev/zero, cannot grow memory without bound).
 // Every problem is a UsageError naming FILE:LINE and what is wrong.
 //
 // Batches: sequences in file order, wrapping around after the last one; with
@@ -53,6 +55,16 @@ class DataFile final : public Task {
     int64_t next = 0;         // index into the epoch order; size() = epoch finished
   };
   Position position() const { return position_; }
+
+  // What a checkpoint records of the file, to refuse it once it has changed:
+  // its size and a 64-bit FNV-1a hash of its bytes.
+  struct Fingerprint {
+    uint64_t size = 0;
+    uint64_t hash = 0;
+    bool operator==(const Fingerprint&) const = default;
+  };
+  const Fingerprint& fingerprint() const { return fingerprint_; }
+  const std::string& path() const { return path_; }
   void set_position(const Position& position);  // throws std::invalid_argument if next is out of [0, size()]
 
  private:
@@ -70,6 +82,7 @@ class DataFile final : public Task {
   std::vector<Sequence> sequences_;
   std::vector<int64_t> order_;  // the current epoch's order of sequences_
   Position position_;
+  Fingerprint fingerprint_;
 };
 
 }  // namespace headlab::train

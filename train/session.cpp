@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -118,13 +120,30 @@ EvalResult evaluate(layers::Transformer& model, const Batch& batch) {
 
 Session::Session(const TrainConfig& config) : config_(config) {
   config_.validate();
+  // The checkpoint and config.json name the data file absolutely, so that
+  // eval, analyze and --resume find it from any folder.
+  if (!config_.data.empty()) config_.data = std::filesystem::absolute(config_.data).lexically_normal().string();
   build();
+}
+
+void check_data_unchanged(const CheckpointInfo& info, const Task& task) {
+  const auto* data = dynamic_cast<const DataFile*>(&task);
+  if (!data || !info.data_file || data->fingerprint() == *info.data_file) return;
+  const auto describe = [](const DataFile::Fingerprint& f) {
+    char hash[24];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(f.hash));
+    return std::to_string(f.size) + " bytes, hash " + hash;
+  };
+  throw UsageError("the data file " + data->path() + " has changed since the checkpoint was written (then " +
+                   describe(*info.data_file) + "; now " + describe(data->fingerprint()) +
+                   "): restore it, or train a new run on the new file");
 }
 
 Session::Session(const Checkpoint& checkpoint) : config_(checkpoint.info.config) {
   config_.validate();
   check_config_describes(config_, checkpoint.model);
   build();
+  check_data_unchanged(checkpoint.info, *task_);
   const std::string source = "checkpoint (" + checkpoint.info.task + ")";
   load_weights(*model_, checkpoint.file, source);
   try {
@@ -203,10 +222,21 @@ CheckpointInfo Session::checkpoint_info() const {
   info.step = step_;
   info.trainer = trainer_state_;
   info.data_rng = data_gen_.state();
-  if (const auto* data = dynamic_cast<const DataFile*>(task_.get())) info.data_position = data->position();
+  if (const auto* data = dynamic_cast<const DataFile*>(task_.get())) {
+    info.data_position = data->position();
+    info.data_file = data->fingerprint();
+  }
   return info;
 }
 
-void Session::save(const std::string& path) const { save_checkpoint(path, *model_, optimizer_.get(), checkpoint_info()); }
+void Session::save(const std::string& path) const {
+  // Finite weights can still be useless: an update of 1e30 overflows the next
+  // forward pass. The held-out loss says whether the model can be resumed.
+  const EvalResult eval = evaluate(*model_, eval_batch_);
+  if (!std::isfinite(eval.loss))
+    throw NonFiniteState("the model's held-out loss is " + std::to_string(eval.loss) + " at step " +
+                         std::to_string(step_));
+  save_checkpoint(path, *model_, optimizer_.get(), checkpoint_info());
+}
 
 }  // namespace headlab::train

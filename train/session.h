@@ -30,6 +30,10 @@ struct EvalResult {
 // The task a config names (or its data file), with sizes resolved.
 std::unique_ptr<Task> make_task_for(const TrainConfig& config);
 
+// A UsageError if `task` reads a data file whose size or hash differ from
+// those the checkpoint recorded (a resume would no longer be exact).
+void check_data_unchanged(const CheckpointInfo& info, const Task& task);
+
 // Mean cross-entropy and accuracy of `logits` [B, T, C] against targets.
 EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets);
 
@@ -61,6 +65,8 @@ class Session {
   // What the trainer keeps across a resume (see CheckpointInfo::trainer).
   const nlohmann::json& trainer_state() const { return trainer_state_; }
   void set_trainer_state(nlohmann::json state) { trainer_state_ = std::move(state); }
+  // Writes a checkpoint; throws NonFiniteState (writing nothing) if a
+  // parameter, an optimizer tensor or the held-out loss is not finite.
   void save(const std::string& path) const;
 
  private:

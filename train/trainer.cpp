@@ -1,6 +1,8 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -59,6 +61,11 @@ void Trainer::draw_progress(double elapsed) const {
 void Trainer::log_window(const StepResult& last, double seconds) {
   const int64_t step = session_.steps_done();
   const EvalResult eval = evaluate(session_.model(), session_.eval_batch());
+  // The step's update ruined the model: no metrics line for it (the checkpoint
+  // writer would refuse it too).
+  if (!std::isfinite(eval.loss))
+    throw std::runtime_error("the model's held-out loss is " + std::to_string(eval.loss) + " at step " +
+                             std::to_string(step) + " (try a lower --lr or --clip)");
   const double n = static_cast<double>(std::max<int64_t>(window_steps_, 1));
   const double tokens_per_s = seconds > 0 ? static_cast<double>(window_tokens_) / seconds : 0;
   nlohmann::json line = {{"step", step},
@@ -87,13 +94,19 @@ void Trainer::log_window(const StepResult& last, double seconds) {
 void Trainer::checkpoint() {
   session_.set_trainer_state({{"loss", window_loss_}, {"accuracy", window_acc_}, {"steps", window_steps_},
                               {"tokens", window_tokens_}});
-  session_.save(folder_.checkpoint());
+  try {
+    session_.save(folder_.checkpoint());
+  } catch (const NonFiniteState& e) {
+    throw std::runtime_error(std::string(e.what()) + " (try a lower --lr or --clip)");
+  }
+  last_checkpoint_step_ = session_.steps_done();
   log_->debug("checkpoint at step {} -> {}", session_.steps_done(), folder_.checkpoint());
 }
 
 int Trainer::run() {
   const TrainConfig& config = session_.config();
   start_step_ = session_.steps_done();
+  if (start_step_ > 0) last_checkpoint_step_ = start_step_;  // resumed from it
   if (const nlohmann::json& w = session_.trainer_state(); w.is_object()) {
     window_loss_ = w.value("loss", 0.0);
     window_acc_ = w.value("accuracy", 0.0);
@@ -120,8 +133,9 @@ int Trainer::run() {
     if (const int sig = stop_signal()) {
       if (options_.progress_bar) std::fprintf(stderr, "\r\033[K");
       checkpoint();
-      log_->warn("stopped by signal {} after step {}; checkpoint saved. Continue with: headlab train --resume {}",
-                 sig, step, folder_.dir);
+      log_->warn("stopped by {} after step {}; checkpoint saved. Continue with: headlab train --resume {}",
+                 sig == SIGPIPE ? std::string("a failed write to stdout") : "signal " + std::to_string(sig), step,
+                 folder_.dir);
       return 128 + sig;
     }
   }

@@ -27,13 +27,18 @@ class Trainer {
   Trainer(Session& session, RunFolder folder, std::shared_ptr<spdlog::logger> logger, TrainerOptions options);
 
   // Trains to the target step. Returns 0 when done, or 128 + signal after a
-  // stop signal (a checkpoint is saved first). A non-finite loss throws
-  // std::runtime_error naming the step; the last checkpoint stays as it was.
+  // stop signal (a checkpoint is saved first). A non-finite loss, gradient or
+  // model throws std::runtime_error naming the step; the last checkpoint, which
+  // is always finite, stays as it was.
   int run();
 
   // Analyzes the heads on the eval batch; writes heads.json and report.html,
   // prints the text report. Also used by `headlab analyze`.
   RunAnalysis finish_report();
+
+  // The step of the newest checkpoint in the run folder that this run wrote or
+  // resumed from, or -1 if there is none.
+  int64_t last_checkpoint_step() const { return last_checkpoint_step_; }
 
  private:
   void log_window(const StepResult& last, double seconds);
@@ -48,6 +53,7 @@ class Trainer {
   double window_loss_ = 0, window_acc_ = 0;
   int64_t window_steps_ = 0, window_tokens_ = 0;
   int64_t start_step_ = 0;
+  int64_t last_checkpoint_step_ = -1;
 };
 
 // Writes heads.json and report.html for an analysis into `folder`.

@@ -56,6 +56,7 @@ int run_eval(const EvalArgs& args) {
                             ") does not fit the checkpoint's model (vocab " + std::to_string(ck.model.vocab()) +
                             ", classes " + std::to_string(ck.model.classes()) + ", max seq-len " +
                             std::to_string(ck.model.max_seq_len()) + ")");
+  if (args.data.empty()) train::check_data_unchanged(ck.info, *task);  // the run's own file
   core::Generator init(0);
   layers::Transformer model(ck.model, init);
   train::load_weights(model, ck.file, args.checkpoint);
