@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "train/errors.h"
+#include "train/json_input.h"
 
 namespace headlab::train {
 
@@ -28,16 +29,16 @@ layers::TransformerOptions model_from_json(const nlohmann::json& j) {
   auto integer = [&](const char* key) {
     const nlohmann::json& v = j.at(key);
     if (!v.is_number_integer())
-      throw std::invalid_argument(std::string("\"") + key + "\" must be an integer, got " + v.dump().substr(0, 40));
+      throw std::invalid_argument(std::string("\"") + key + "\" must be an integer, got " + brief_json(v, 40));
     return v.get<int64_t>();
   };
   auto boolean = [&](const char* key) {
     const nlohmann::json& v = j.at(key);
     if (!v.is_boolean())
-      throw std::invalid_argument(std::string("\"") + key + "\" must be true or false, got " + v.dump().substr(0, 40));
+      throw std::invalid_argument(std::string("\"") + key + "\" must be true or false, got " + brief_json(v, 40));
     return v.get<bool>();
   };
-  if (!j.is_object()) throw std::invalid_argument("the model must be a JSON object, got " + j.dump().substr(0, 40));
+  if (!j.is_object()) throw std::invalid_argument("the model must be a JSON object, got " + brief_json(j, 40));
   layers::TransformerOptions o;
   o.vocab(integer("vocab"))
       .classes(integer("classes"))
@@ -125,9 +126,9 @@ const std::string& meta_at(const core::Metadata& meta, const std::string& key, c
 
 nlohmann::json parse_meta_json(const core::Metadata& meta, const std::string& key, const std::string& path) {
   try {
-    return nlohmann::json::parse(meta_at(meta, key, path));
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(path + ": metadata \"" + key + "\" is not valid JSON (" + json_problem(e) + ")");
+    return parse_user_json(meta_at(meta, key, path));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(path + ": metadata \"" + key + "\" is not valid JSON (" + e.what() + ")");
   }
 }
 
@@ -143,10 +144,10 @@ core::Generator::State parse_rng(const nlohmann::json& j, const std::string& pat
   core::Generator::State state{};
   if (!j.is_array() || j.size() != state.size())
     throw UsageError(path + ": metadata \"rng.data\" must be an array of " + std::to_string(state.size()) +
-                     " unsigned integers, got " + j.dump().substr(0, 80));
+                     " unsigned integers, got " + brief_json(j, 80));
   for (std::size_t i = 0; i < state.size(); ++i) {
     if (!j[i].is_number_unsigned())
-      throw UsageError(path + ": metadata \"rng.data\"[" + std::to_string(i) + "] is " + j[i].dump().substr(0, 40) +
+      throw UsageError(path + ": metadata \"rng.data\"[" + std::to_string(i) + "] is " + brief_json(j[i], 40) +
                        ", not an unsigned integer");
     state[i] = j[i].get<uint64_t>();
   }
@@ -162,7 +163,7 @@ core::Generator::State parse_rng(const nlohmann::json& j, const std::string& pat
 // that none converts out of range or overflows.
 void check_trainer(const nlohmann::json& j, int64_t step, const std::string& path) {
   auto bad = [&](const std::string& what) {
-    return UsageError(path + ": metadata \"trainer\" " + what + ", got " + j.dump().substr(0, 80));
+    return UsageError(path + ": metadata \"trainer\" " + what + ", got " + brief_json(j, 80));
   };
   if (!j.is_object()) throw bad("must be a JSON object");
   for (const char* key : {"loss", "accuracy"})
@@ -237,6 +238,10 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
     throw UsageError(path + ": invalid metadata \"model\": " + json_problem(e));
   }
   check_model_matches_tensors(ck.model, ck.file, path);
+  // headlab never writes a non-finite value (save_checkpoint); one here would
+  // give a plausible loss (softmax turns a NaN row into zeros) or "-nan".
+  if (const auto bad = first_non_finite(ck.file.tensors))
+    throw UsageError(path + ": tensor " + *bad + "; a checkpoint holds only finite numbers (the file is damaged)");
   apply_json(ck.info.config, parse_meta_json(meta, "config", path), path + " (config)");
   ck.info.task = meta_at(meta, "task", path);
   ck.info.step = parse_step(meta_at(meta, "step", path), path);
@@ -250,7 +255,7 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
     if (!p.is_object() || !p.contains("epoch_seed") || !p.contains("next") || !p["epoch_seed"].is_number_unsigned() ||
         !p["next"].is_number_integer())
       throw UsageError(path + ": metadata \"data.position\" must be {\"epoch_seed\": unsigned, \"next\": integer}, got " +
-                       p.dump().substr(0, 80));
+                       brief_json(p, 80));
     ck.info.data_position = DataFile::Position{p["epoch_seed"].get<uint64_t>(), p["next"].get<int64_t>()};
   }
   if (meta.count("data.file")) {
@@ -258,7 +263,7 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
     if (!f.is_object() || !f.contains("size") || !f.contains("hash") || !f["size"].is_number_unsigned() ||
         !f["hash"].is_number_unsigned())
       throw UsageError(path + ": metadata \"data.file\" must be {\"path\", \"size\": unsigned, \"hash\": unsigned}, got " +
-                       f.dump().substr(0, 80));
+                       brief_json(f, 80));
     ck.info.data_file = DataFile::Fingerprint{f["size"].get<uint64_t>(), f["hash"].get<uint64_t>()};
   }
   return ck;

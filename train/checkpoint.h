@@ -72,8 +72,8 @@ struct Checkpoint {
   layers::TransformerOptions model;
   CheckpointInfo info;
 };
-// Reads and checks the file and its metadata; throws UsageError saying what
-// is wrong (a checkpoint is user input).
+// Reads and checks the file, its metadata and that every tensor is finite;
+// throws UsageError saying what is wrong (a checkpoint is user input).
 Checkpoint read_checkpoint(const std::string& path);
 // The same for a file's bytes already in memory; `path` names it in messages.
 Checkpoint read_checkpoint(std::span<const uint8_t> bytes, const std::string& path);

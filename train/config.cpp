@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "train/errors.h"
+#include "train/json_input.h"
 
 namespace headlab::train {
 namespace {
@@ -26,6 +27,17 @@ void require_non_negative(const char* flag, int64_t value) {
 }  // namespace
 
 void TrainConfig::validate() const {
+  // Strings go into config.json and checkpoints as JSON, which holds UTF-8 only.
+  visit_fields(*this, [](const char* name, const auto& field, const char*) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::string>) {
+      try {
+        (void)nlohmann::json(field).dump();
+      } catch (const nlohmann::json::exception&) {
+        throw UsageError("--" + std::string(name) + " '" + brief_json(nlohmann::json(field)) +
+                         "' is not valid UTF-8 text");
+      }
+    }
+  });
   require(!task.empty() || !data.empty(), "--task must name a task (see `headlab tasks`)");
   require_non_negative("vocab", vocab);
   require_non_negative("seq-len", seq_len);
@@ -123,7 +135,7 @@ void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string&
       }();
       if (!fits)
         throw UsageError(source + ": \"" + key + "\" has the wrong type or is out of range (" + value.type_name() + "): " +
-                         std::string(value.dump()));
+                         brief_json(value));
       field = value.get<T>();
     });
     if (!known) {
@@ -131,7 +143,7 @@ void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string&
       TrainConfig::visit_fields(config, [&](const char* name, const auto&, const char*) {
         valid += (valid.empty() ? "" : ", ") + std::string(name);
       });
-      throw UsageError(source + ": unknown key \"" + key + "\" (valid keys: " + valid + ")");
+      throw UsageError(source + ": unknown key \"" + brief_text(key) + "\" (valid keys: " + valid + ")");
     }
   }
 }

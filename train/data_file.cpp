@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "train/errors.h"
+#include "train/json_input.h"
 
 namespace headlab::train {
 namespace {
@@ -30,18 +31,6 @@ std::optional<int64_t> integer_of(const json& value) {
   }
   if (value.is_number_integer()) return value.get<int64_t>();
   return std::nullopt;
-}
-
-// nlohmann's messages start with "[json.exception.parse_error.101] " and count
-// lines within the one line it was given; the user needs the rest, and the
-// file's line number comes from us.
-std::string parse_problem(const std::string& what) {
-  std::string text = what;
-  const auto close = text.find("] ");
-  if (text.starts_with("[json.exception.") && close != std::string::npos) text = text.substr(close + 2);
-  const std::string inner_line = "at line 1, column";
-  if (const auto at = text.find(inner_line); at != std::string::npos) text.replace(at, inner_line.size(), "at column");
-  return text;
 }
 
 bool is_blank(const std::string& line) { return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos; }
@@ -113,16 +102,16 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
   const std::string where = path_ + ":" + std::to_string(line_number) + ": ";
   json object;
   try {
-    object = json::parse(line);
-  } catch (const json::exception& e) {
-    throw UsageError(where + "invalid JSON: " + parse_problem(e.what()));
+    object = parse_user_json(line);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(where + "invalid JSON: " + e.what());
   }
   if (!object.is_object()) {
     throw UsageError(where + "expected a JSON object {\"tokens\": [...]}, got " + std::string(object.type_name()));
   }
   for (const auto& item : object.items()) {
     if (item.key() != "tokens" && item.key() != "targets") {
-      throw UsageError(where + "unknown key \"" + item.key() + "\" (expected \"tokens\" and optionally \"targets\")");
+      throw UsageError(where + "unknown key \"" + brief_text(item.key()) + "\" (expected \"tokens\" and optionally \"targets\")");
     }
   }
   const auto tokens = object.find("tokens");
@@ -139,7 +128,7 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
   for (std::size_t i = 0; i < tokens->size(); ++i) {
     const json& value = (*tokens)[i];
     const auto token = integer_of(value);
-    const std::string what = "token " + value.dump() + " (tokens[" + std::to_string(i) + "])";
+    const std::string what = "token " + brief_json(value) + " (tokens[" + std::to_string(i) + "])";
     if (!token) throw UsageError(where + what + " is not an integer");
     if (*token < 0 || *token >= vocab_) {
       throw UsageError(where + what + " is out of the vocab: tokens must be in [0, " + std::to_string(vocab_) + ")");
@@ -171,7 +160,7 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
     for (std::size_t i = 0; i < targets->size(); ++i) {
       const json& value = (*targets)[i];
       const auto target = integer_of(value);
-      const std::string what = "target " + value.dump() + " (targets[" + std::to_string(i) + "])";
+      const std::string what = "target " + brief_json(value) + " (targets[" + std::to_string(i) + "])";
       if (!target) throw UsageError(where + what + " is not an integer");
       check_target(*target, what);
       sequence.targets.push_back(static_cast<int32_t>(*target));

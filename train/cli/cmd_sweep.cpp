@@ -25,6 +25,7 @@
 
 #include "train/cli/cli.h"
 #include "train/errors.h"
+#include "train/json_input.h"
 #include "train/run_folder.h"
 #include "train/session.h"
 #include "train/signals.h"
@@ -348,11 +349,12 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
     apply_config_file(sweep.config, sweep.dir + "/config.json");
     try {
       std::ifstream in(plan_path);
-      const nlohmann::json plan = nlohmann::json::parse(in);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const nlohmann::json plan = train::parse_user_json(text);
       sweep.seeds = plan.at("seeds").get<std::vector<int64_t>>();
       sweep.heads = plan.at("heads").get<std::vector<int64_t>>();
       sweep.target_accuracy = plan.at("target_accuracy").get<double>();
-    } catch (const nlohmann::json::exception&) {
+    } catch (const std::exception&) {
       throw train::UsageError("--resume " + sweep.dir + ": " + plan_path + " is not a sweep's plan");
     }
     seeds_text = join(sweep.seeds);
