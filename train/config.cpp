@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <utility>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -11,6 +13,9 @@
 
 namespace headlab::train {
 namespace {
+
+// Each size of the model at most 2^30: products of two stay far inside int64.
+constexpr int64_t kMaxSize = int64_t{1} << 30;
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
@@ -44,6 +49,11 @@ void TrainConfig::validate() const {
   require_positive("layers", layers);
   require_positive("heads", heads);
   require_positive("d-model", d_model);
+  // Bounds first, so that no arithmetic below (or in a message) overflows.
+  for (const auto& [flag, value] : {std::pair<const char*, int64_t>{"vocab", vocab}, {"seq-len", seq_len},
+                                    {"layers", layers}, {"heads", heads}, {"d-model", d_model}, {"d-ff", d_ff}})
+    require(value <= kMaxSize, "--" + std::string(flag) + " " + std::to_string(value) + " is beyond the " +
+                                   std::to_string(kMaxSize) + " headlab supports (it trains toy models)");
   require(d_model % heads == 0, "--d-model " + std::to_string(d_model) + " is not divisible by --heads " +
                                     std::to_string(heads) + ": each head gets d_model / heads dimensions (try --d-model " +
                                     std::to_string((d_model / heads + 1) * heads) + ")");
@@ -72,7 +82,9 @@ void TrainConfig::validate() const {
   // Guards against absurd sizes that would only fail later, deep in an allocation.
   const double params = static_cast<double>(layers) * 12.0 * static_cast<double>(d_model) *
                         static_cast<double>(d_model);
-  require(params < 2e9, "the model would have about " + std::to_string(static_cast<int64_t>(params)) +
+  char about[32];
+  std::snprintf(about, sizeof about, "%.3g", params);  // beyond int64 for the largest sizes
+  require(params < 2e9, std::string("the model would have about ") + about +
                             " parameters; headlab trains toy models (reduce --layers or --d-model)");
 }
 

@@ -27,6 +27,8 @@ constexpr uint64_t kEvalStream = 0x6576616c00000000ULL;  // "eval"
 // Refuses, before anything is allocated, batches that 32-bit token indices
 // cannot address and sizes that cannot fit in the machine's memory: they would
 // otherwise fail deep inside an allocation, after the run folder was written.
+}  // namespace
+
 void check_sizes(const TrainConfig& c, const layers::TransformerOptions& m, int64_t eval_rows) {
   const int64_t t = m.max_seq_len();
   const int64_t max_rows = std::numeric_limits<int32_t>::max() / t;
@@ -44,11 +46,17 @@ void check_sizes(const TrainConfig& c, const layers::TransformerOptions& m, int6
   const double positions = static_cast<double>(std::max(c.batch, eval_rows) * t);
   const double bytes = 4 * (2 * params + positions * per_position);
   const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (ram > 0 && bytes > ram)
-    throw UsageError("this model and batch need at least " + std::to_string(static_cast<int64_t>(bytes / 1e9)) +
-                     " GB of memory, more than this machine's " + std::to_string(static_cast<int64_t>(ram / 1e9)) +
-                     " GB (reduce --batch, --eval-batch, --seq-len, --vocab, --layers or --d-model)");
+  if (ram > 0 && bytes > ram) {
+    // %g: the estimate can exceed any integer type.
+    char need[32], have[32];
+    std::snprintf(need, sizeof need, "%.3g", bytes / 1e9);
+    std::snprintf(have, sizeof have, "%.3g", ram / 1e9);
+    throw UsageError(std::string("this model and batch need at least ") + need + " GB of memory, more than this machine's " +
+                     have + " GB (reduce --batch, --eval-batch, --seq-len, --vocab, --layers or --d-model)");
+  }
 }
+
+namespace {
 
 // A checkpoint's config must describe the model its tensors hold (checked
 // before build() allocates anything from the config).
@@ -166,6 +174,11 @@ Session::Session(const Checkpoint& checkpoint) : config_(checkpoint.info.config)
 
 void Session::build() {
   task_ = make_task_for(config_);
+  // Checked before anything runs: the head analysis during and after training
+  // scores positions q >= 2.
+  if (task_->seq_len() < kMinSeqLen)
+    throw UsageError("--seq-len " + std::to_string(task_->seq_len()) + " is too short: the head analysis needs at least " +
+                     std::to_string(kMinSeqLen) + " positions per sequence");
   const auto options = config_.model_options(task_->vocab(), task_->num_classes(), task_->seq_len());
   try {
     options.validate();

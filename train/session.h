@@ -30,6 +30,14 @@ struct EvalResult {
 // The task a config names (or its data file), with sizes resolved.
 std::unique_ptr<Task> make_task_for(const TrainConfig& config);
 
+// Head analysis scores positions q >= 2: shorter sequences are a usage error.
+inline constexpr int64_t kMinSeqLen = 3;
+
+// A UsageError, before anything is allocated, for batches (c.batch training
+// rows, `eval_rows` evaluation rows) that 32-bit token indices cannot address
+// or that cannot fit in this machine's memory with model `m`.
+void check_sizes(const TrainConfig& c, const layers::TransformerOptions& m, int64_t eval_rows);
+
 // A UsageError if `task` reads a data file whose size or hash differ from
 // those the checkpoint recorded (a resume would no longer be exact).
 void check_data_unchanged(const CheckpointInfo& info, const Task& task);

@@ -113,7 +113,12 @@ int Trainer::run() {
     window_steps_ = w.value("steps", int64_t{0});
     window_tokens_ = w.value("tokens", int64_t{0});
   }
-  truncate_metrics(folder_.metrics(), start_step_);
+  // A run that finished off the --log-every grid logged its last step early
+  // and kept that window's sums in its checkpoint: extending it drops that
+  // line and goes on with the sums, as if it had never stopped.
+  const bool on_grid = start_step_ % config.log_every == 0;
+  truncate_metrics(folder_.metrics(), on_grid || start_step_ == 0 ? start_step_ : start_step_ - 1);
+  if (on_grid) window_loss_ = window_acc_ = 0, window_steps_ = window_tokens_ = 0;
   const auto start = Clock::now();
   auto window_start = start;
   while (session_.steps_done() < options_.target_steps) {
@@ -124,9 +129,15 @@ int Trainer::run() {
     ++window_steps_;
     const int64_t step = session_.steps_done();
     const bool last = step == options_.target_steps;
-    if (step % config.log_every == 0 || last) {
+    if (step % config.log_every == 0) {
       log_window(r, seconds_since(window_start));
       window_start = Clock::now();
+    } else if (last) {
+      // The final line, off the grid; the final checkpoint keeps the sums.
+      const double loss = window_loss_, accuracy = window_acc_;
+      const int64_t steps = window_steps_, tokens = window_tokens_;
+      log_window(r, seconds_since(window_start));
+      window_loss_ = loss, window_acc_ = accuracy, window_steps_ = steps, window_tokens_ = tokens;
     }
     if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && !last) checkpoint();
     if (options_.progress_bar) draw_progress(seconds_since(start));

@@ -132,6 +132,17 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_data_endless_line", train_tiny({{"--data", "/dev/zero"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
                  {"/dev/zero:1", "longer than"}});
     c.push_back({"train_huge_task_name", train_tiny({{"--task", std::string(100000, 'y')}}), 2, {"yyy"}});
+    // The largest int64: no overflow (UBSan) in checks or messages.
+    const std::string max64 = "9223372036854775807";
+    for (const char* flag : {"--d-model", "--layers", "--heads", "--d-ff", "--vocab", "--seq-len"})
+      c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2,
+                   {std::string(flag) + " " + max64, "beyond"}});
+    for (const char* flag : {"--batch", "--eval-batch"})
+      c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2, {flag}});
+    c.push_back({"train_seq_len_too_short_for_analysis", train_tiny({{"--seq-len", "2"}}), 2, {"seq-len 2", "3"}});
+    c.push_back({"train_data_seq_len_too_short_for_analysis",
+                 train_tiny({{"--data", "{cfg:{\"tokens\": [1, 2]}}"}, {"--vocab", "8"}, {"--seq-len", "2"}}), 2,
+                 {"seq-len 2", "3"}});
     c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2, {"--vocab"}});
     c.push_back({"train_init_missing", with(train_tiny({}), {"--init", "{missing}"}), 2, {"{missing}"}});
     c.push_back({"train_init_is_a_folder", with(train_tiny({}), {"--init", "{dir}"}), 2, {"{dir}"}});
@@ -173,6 +184,11 @@ const std::vector<BadCase>& cases() {
     c.push_back({"eval_zero_batch", {"eval", "{ck}", "--batch", "0"}, 2, {"--batch", "0"}});
     c.push_back({"eval_non_numeric_batch", {"eval", "{ck}", "--batch", "many"}, 2, {"--batch", "many"}});
     c.push_back({"eval_batch_beyond_32_bit_tokens", {"eval", "{ck}", "--batch", "1000000000"}, 2, {"--batch"}});
+    c.push_back({"eval_batch_beyond_memory", {"eval", "{ck}", "--batch", "300000000"}, 2, {"memory", "--batch"}});
+    c.push_back({"eval_batch_int64_max", {"eval", "{ck}", "--batch", "9223372036854775807"}, 2, {"--batch"}});
+    c.push_back({"analyze_batch_int64_max", {"analyze", "{run}", "--batch", "9223372036854775807"}, 2, {"batch 9223372036854775807"}});
+    c.push_back({"eval_big_file_that_is_no_checkpoint", {"eval", "{cfg:" + std::string(1 << 20, 'x') + "}"}, 2,
+                 {"header length"}});
     c.push_back({"eval_missing_batch_value", {"eval", "{ck}", "--batch"}, 2, {"--batch"}});
     c.push_back({"eval_negative_threads", {"eval", "{ck}", "--threads", "-1"}, 2, {"--threads"}});
     c.push_back({"eval_negative_seed", {"eval", "{ck}", "--seed", "-5"}, 2, {"--seed", "-5"}});

@@ -215,5 +215,75 @@ TEST(StopSignals, AClosedStdoutStopsARunWithACheckpoint) {
   EXPECT_NE(read_bytes(run + "/train.log").find("stopped by a failed write to stdout"), std::string::npos);
 }
 
+TEST(EvalData, ScoresAFileInBatchesWithinBoundedMemory) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--task", "previous"}}), dir.path()).exit_code, 0);
+  std::string text;
+  for (int i = 0; i < 300000; ++i) text += "{\"tokens\": [" + std::to_string(i % 8) + ", 1, 2, 3, 4, " +
+                                           std::to_string(i / 8 % 8) + "]}\n";
+  write_bytes(dir / "big.jsonl", text);
+  // Scored at once, the file takes over 2 GB; a batch at a time, tens of MB.
+  const std::string command = "ulimit -v 1000000; exec '" + headlab_path() + "' eval '" + run +
+                              "' --data big.jsonl --threads 1 --json";
+  Child limited("/bin/bash", {"-c", command}, dir.path(), dir.path());
+  const RunResult r = limited.wait(300);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const auto whole = nlohmann::json::parse(r.out);
+  EXPECT_EQ(whole["sequences"], 300000);
+  EXPECT_EQ(whole["positions"], 1500000);
+  // The batch size does not change the result.
+  const RunResult small = run_headlab({"eval", run, "--data", "big.jsonl", "--batch", "7777", "--json"}, dir.path());
+  ASSERT_EQ(small.exit_code, 0) << small.describe();
+  EXPECT_NEAR(nlohmann::json::parse(small.out)["loss"].get<double>(), whole["loss"].get<double>(), 1e-9);
+  EXPECT_NEAR(nlohmann::json::parse(small.out)["accuracy"].get<double>(), whole["accuracy"].get<double>(), 1e-12);
+}
+
+TEST(Stdout, AFailedWriteIsAnError) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  TempDir dir;
+  const std::string command = "exec '" + headlab_path() + "' eval '" + shared_run() + "' --json >/dev/full";
+  Child child("/bin/bash", {"-c", command}, dir.path(), dir.path());
+  const RunResult r = child.wait(60);
+  EXPECT_TRUE(clean_failure(r, 1, {"standard output"}));
+}
+
+TEST(StopSignals, SigtermDuringTheFinalAnalysisEndsTheRunAsStopped) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  // A large evaluation batch: the final analysis takes about a second.
+  Child child(headlab_path(), train_command(run, {{"--eval-batch", "4096"}, {"--d-model", "64"}, {"--steps", "5"}}),
+              dir.path(), dir.path());
+  ASSERT_TRUE(wait_until([&] {
+    return fs::exists(run + "/train.log") && read_bytes(run + "/train.log").find("trained 5 steps") != std::string::npos;
+  }));
+  child.signal(SIGTERM);
+  const RunResult r = child.wait(60);
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.describe();
+  EXPECT_EQ(checkpoint_step(run + "/checkpoint.safetensors"), 5);
+}
+
+TEST(Extend, AFinishedRunOffTheLogGridGoesOnAsIfItHadNeverStopped) {
+  TempDir dir;
+  const auto flags = [](const char* steps) {
+    return std::vector<std::pair<std::string, std::string>>{{"--steps", steps}, {"--log-every", "10"}};
+  };
+  ASSERT_EQ(run_headlab(train_command(dir / "reference", flags("40")), dir.path()).exit_code, 0);
+  ASSERT_EQ(run_headlab(train_command(dir / "run", flags("25")), dir.path()).exit_code, 0);
+  ASSERT_EQ(run_headlab({"train", "--resume", dir / "run", "--steps", "40"}, dir.path()).exit_code, 0);
+  EXPECT_EQ(metrics_without_timing(dir / "run"), metrics_without_timing(dir / "reference"));
+}
+
+TEST(Utf8, AConfigStringThatIsNotUtf8IsAUsageError) {
+  TempDir dir;
+  const std::string name = std::string("data-") + '\xff' + ".jsonl";
+  write_bytes(dir / name, "{\"tokens\": [1, 2, 3, 4]}\n");
+  const RunResult r =
+      run_headlab(train_command(dir / "run", {{"--data", name}, {"--vocab", "8"}, {"--seq-len", "6"}}), dir.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"--data", "UTF-8"}));
+  EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+}
+
 }  // namespace
 }  // namespace headlab::cli_test

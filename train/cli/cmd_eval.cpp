@@ -62,55 +62,82 @@ int run_eval(const EvalArgs& args) {
   train::load_weights(model, ck.file, args.checkpoint);
   model.eval();
 
-  train::Batch batch;
-  if (auto* data = dynamic_cast<train::DataFile*>(task.get())) {
-    batch = data->rows(0, data->size());  // the whole file
-  } else {
-    const int64_t max_batch = std::numeric_limits<int32_t>::max() / task->seq_len();
-    if (config.eval_batch > max_batch)
-      throw train::UsageError("--batch " + std::to_string(config.eval_batch) + ": that many sequences of " +
-                              std::to_string(task->seq_len()) + " tokens exceed 2^31-1 tokens (at most " +
-                              std::to_string(max_batch) + ")");
-    core::Generator gen(config.seed ^ 0x6576616c00000000ULL);  // the trainer's eval stream
-    batch = task->sample(config.eval_batch, gen);
+  const bool want_grads = !args.dump_grads.empty();
+  const bool want_dump = want_grads || !args.dump_logits.empty();
+  auto* data = dynamic_cast<train::DataFile*>(task.get());
+  // Without a dump, a data file is scored --batch rows at a time (memory
+  // bounded by the batch, not the file); a dump holds the whole file.
+  const int64_t rows = data ? (want_dump ? data->size() : std::min(config.eval_batch, data->size())) : config.eval_batch;
+  const int64_t max_rows = std::numeric_limits<int32_t>::max() / task->seq_len();
+  if (rows > max_rows)
+    throw train::UsageError("--batch " + std::to_string(rows) + ": that many sequences of " +
+                            std::to_string(task->seq_len()) + " tokens exceed 2^31-1 tokens (at most " +
+                            std::to_string(max_rows) + ")");
+  {
+    train::TrainConfig sizes = config;
+    sizes.batch = 1;  // eval trains nothing
+    train::check_sizes(sizes, ck.model, rows);
   }
 
-  const bool want_grads = !args.dump_grads.empty();
-  autograd::Variable logits, loss;
-  {
-    std::optional<autograd::NoGradGuard> no_grad;
-    if (!want_grads) no_grad.emplace();
-    logits = model.forward(batch.tokens, batch.batch, batch.seq_len);
-    loss = autograd::cross_entropy(logits, batch.targets);
-  }
-  const train::EvalResult r = train::score_logits(logits.value(), batch.targets);
-  if (!args.dump_logits.empty()) {
-    core::Tensor tokens = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
-    core::Tensor targets = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
-    for (std::size_t i = 0; i < batch.tokens.size(); ++i) {
-      tokens.data<double>()[i] = batch.tokens[i];
-      targets.data<double>()[i] = batch.targets[i];
+  // One batch: forward (with a graph for --dump-grads), score, dumps.
+  train::EvalResult total;
+  double loss_sum = 0, correct = 0;
+  int64_t sequences = 0, batches = 0;
+  auto evaluate_batch = [&](const train::Batch& batch) {
+    autograd::Variable logits, loss;
+    {
+      std::optional<autograd::NoGradGuard> no_grad;
+      if (!want_grads) no_grad.emplace();
+      logits = model.forward(batch.tokens, batch.batch, batch.seq_len);
+      loss = autograd::cross_entropy(logits, batch.targets);
     }
-    core::save_safetensors(args.dump_logits, {{"logits", logits.value()}, {"tokens", tokens}, {"targets", targets}},
-                           {{"checkpoint", args.checkpoint}, {"task", task->name()}});
+    const train::EvalResult r = train::score_logits(logits.value(), batch.targets);
+    if (sequences == 0) total = r;  // one batch: its result exactly
+    loss_sum += r.loss * static_cast<double>(r.count);
+    correct += r.accuracy * static_cast<double>(r.count);
+    if (sequences > 0) total.count += r.count;
+    sequences += batch.batch;
+    ++batches;
+    if (!args.dump_logits.empty()) {
+      core::Tensor tokens = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
+      core::Tensor targets = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
+      for (std::size_t i = 0; i < batch.tokens.size(); ++i) {
+        tokens.data<double>()[i] = batch.tokens[i];
+        targets.data<double>()[i] = batch.targets[i];
+      }
+      core::save_safetensors(args.dump_logits, {{"logits", logits.value()}, {"tokens", tokens}, {"targets", targets}},
+                             {{"checkpoint", args.checkpoint}, {"task", task->name()}});
+    }
+    if (want_grads) {
+      loss.backward();
+      core::NamedTensors grads;
+      for (const auto& [name, p] : model.named_parameters())
+        grads.emplace_back(name, p.has_grad() ? p.grad() : core::Tensor::zeros_like(p.value()));
+      core::save_safetensors(args.dump_grads, grads,
+                             {{"checkpoint", args.checkpoint}, {"task", task->name()},
+                              {"loss", std::to_string(r.loss)}, {"positions", std::to_string(r.count)}});
+    }
+  };
+  if (data) {
+    for (int64_t first = 0; first < data->size(); first += rows)
+      evaluate_batch(data->rows(first, std::min(rows, data->size() - first)));
+  } else {
+    core::Generator gen(config.seed ^ 0x6576616c00000000ULL);  // the trainer's eval stream
+    evaluate_batch(task->sample(rows, gen));
   }
-  if (want_grads) {
-    loss.backward();
-    core::NamedTensors grads;
-    for (const auto& [name, p] : model.named_parameters())
-      grads.emplace_back(name, p.has_grad() ? p.grad() : core::Tensor::zeros_like(p.value()));
-    core::save_safetensors(args.dump_grads, grads,
-                           {{"checkpoint", args.checkpoint}, {"task", task->name()},
-                            {"loss", std::to_string(r.loss)}, {"positions", std::to_string(r.count)}});
+  if (batches > 1 && total.count > 0) {
+    total.loss = loss_sum / static_cast<double>(total.count);
+    total.accuracy = correct / static_cast<double>(total.count);
   }
+  const train::EvalResult& r = total;
   if (args.json) {
-    std::cout << nlohmann::json{{"task", task->name()}, {"sequences", batch.batch}, {"positions", r.count},
+    std::cout << nlohmann::json{{"task", task->name()}, {"sequences", sequences}, {"positions", r.count},
                                 {"loss", r.loss}, {"accuracy", r.accuracy}}
                      .dump()
               << '\n';
   } else {
     std::printf("%s: %lld sequences, %lld target positions\nloss %.6f  accuracy %.2f%%\n", task->name().c_str(),
-                static_cast<long long>(batch.batch), static_cast<long long>(r.count), r.loss, 100 * r.accuracy);
+                static_cast<long long>(sequences), static_cast<long long>(r.count), r.loss, 100 * r.accuracy);
   }
   return 0;
 }
@@ -121,8 +148,9 @@ Command add_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   app.add_option("checkpoint", args->checkpoint, "a checkpoint.safetensors (or a run folder)")->required();
   app.add_option("--task", args->task, "evaluate on this task (default: the checkpoint's)");
-  app.add_option("--data", args->data, "evaluate on every sequence of this JSONL file");
-  app.add_option("--batch", args->batch, "sequences sampled from the task (default: the run's eval batch)")
+  app.add_option("--data", args->data, "evaluate on every sequence of this JSONL file, --batch at a time");
+  app.add_option("--batch", args->batch,
+                 "sequences sampled from the task, or scored at a time from --data (default: the run's eval batch)")
       ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--seed", args->seed, "seed of the sampled batch (default: the run's)")
       ->check(CLI::Validator(

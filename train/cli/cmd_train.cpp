@@ -100,7 +100,15 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       log->error("{}; no checkpoint had been written yet", e.what());
     throw;
   }
-  if (status == 0) trainer.finish_report();
+  if (status == 0) {
+    trainer.finish_report();
+    // A stop signal during the final analysis: the checkpoint is saved and
+    // the report written; the run still ends as stopped, as asked.
+    if (const int sig = train::stop_signal()) {
+      log->warn("signal {} during the final analysis; the run is complete and saved in {}", sig, folder.dir);
+      status = 128 + sig;
+    }
+  }
   return status;
 }
 
