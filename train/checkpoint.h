@@ -1,4 +1,4 @@
-// Checkpoints: one safetensors file per DESIGN.md section 5.
+// Checkpoints: one safetensors file (README, "The model and its checkpoints").
 //
 // Tensors: the model's parameters under their dotted names (PyTorch layouts)
 // and the optimizer's state ("optimizer.<param>.<slot>"). __metadata__:

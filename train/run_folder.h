@@ -1,6 +1,6 @@
-// The run folder of `headlab train --out DIR` (DESIGN.md section 5):
+// The run folder of `headlab train --out DIR` (README, "The run folder"):
 // config.json, checkpoint.safetensors, metrics.jsonl, heads.json,
-// report.html and train.log.
+// report.html, train.log and train.lock.
 #pragma once
 
 #include <cstdint>
