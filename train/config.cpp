@@ -69,19 +69,20 @@ void TrainConfig::validate() const {
   require_non_negative("seq-len", model.max_seq_len);
   require_non_negative("classes", model.classes);
   require_non_negative("d-ff", model.d_ff);
-  // Bounds first, so that no arithmetic below (or in a message) overflows.
-  for (const auto& [flag, value] :
-       {std::pair<const char*, int64_t>{"vocab", model.vocab}, {"seq-len", model.max_seq_len},
-        {"classes", model.classes}, {"layers", model.layers}, {"heads", model.heads}, {"d-model", model.d_model},
-        {"d-ff", model.d_ff}})
-    require(value <= kMaxSize, "--" + std::string(flag) + " " + std::to_string(value) + " is beyond the " +
-                                   std::to_string(kMaxSize) + " headlab supports (it trains toy models)");
   // The task fixes vocab and seq-len left at 0 once it is built; the rest of
   // the model can be checked now.
   layers::ModelSpec known = model;
   if (known.vocab == 0) known.vocab = 1;
   if (known.max_seq_len == 0) known.max_seq_len = 1;
   validate_model(known);
+  // Bounds before any arithmetic below (or in a message) can overflow; the
+  // model check above computes nothing that could.
+  for (const auto& [flag, value] :
+       {std::pair<const char*, int64_t>{"vocab", model.vocab}, {"seq-len", model.max_seq_len},
+        {"classes", model.classes}, {"layers", model.layers}, {"heads", model.heads}, {"d-model", model.d_model},
+        {"d-ff", model.d_ff}})
+    require(value <= kMaxSize, "--" + std::string(flag) + " " + std::to_string(value) + " is beyond the " +
+                                   std::to_string(kMaxSize) + " headlab supports (it trains toy models)");
   require_positive("batch", batch);
   require_non_negative("steps", steps);
   require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + std::to_string(lr));

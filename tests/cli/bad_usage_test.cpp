@@ -142,9 +142,14 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_huge_task_name", train_tiny({{"--task", std::string(100000, 'y')}}), 2, {"yyy"}});
     // The largest int64: no overflow (UBSan) in checks or messages.
     const std::string max64 = "9223372036854775807";
-    for (const char* flag : {"--d-model", "--layers", "--heads", "--d-ff", "--vocab", "--seq-len"})
+    for (const char* flag : {"--layers", "--d-ff", "--vocab", "--seq-len"})
       c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2,
                    {std::string(flag) + " " + max64, "beyond"}});
+    // These first fail the divisibility check, whose suggestion must not
+    // overflow either (the two cases above).
+    for (const char* flag : {"--d-model", "--heads"})
+      c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2,
+                   {std::string(flag) + " " + max64, "divisible"}});
     for (const char* flag : {"--batch", "--eval-batch"})
       c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2, {flag}});
     c.push_back({"train_seq_len_too_short_for_analysis", train_tiny({{"--seq-len", "2"}}), 2, {"seq-len 2", "3"}});
