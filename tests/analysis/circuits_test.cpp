@@ -163,7 +163,8 @@ TEST(Composition, MatchesTheDenseFormulaOnRandomWeights) {
   auto mm = [](const Tensor& x, const Tensor& y) { return core::matmul(x, y); };
   auto fro = [](const Tensor& x) { return std::sqrt(core::sum(core::mul(x, x)).item()); };
   const Tensor wqk = mm(r.q.transpose(0, 1), r.k), wov = mm(a.o, a.v), wov_r = mm(r.o, r.v);
-  const Composition& c = find(composition_scores(w), 1, 0);
+  const std::vector<Composition> all = composition_scores(w);
+  const Composition& c = find(all, 1, 0);
   EXPECT_NEAR(c.q, fro(mm(wqk.transpose(0, 1), wov)) / (fro(wqk) * fro(wov)), 1e-12);
   EXPECT_NEAR(c.k, fro(mm(wqk, wov)) / (fro(wqk) * fro(wov)), 1e-12);
   EXPECT_NEAR(c.v, fro(mm(wov_r, wov)) / (fro(wov_r) * fro(wov)), 1e-12);
