@@ -1,6 +1,8 @@
 #include "analysis/heads_json.h"
 
+#include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 namespace headlab::analysis {
@@ -36,6 +38,74 @@ HeadScores scores_from(const nlohmann::json& j) {
   return s;
 }
 
+std::string composition_key(const Composition& c) {
+  return head_name(c.writer_layer, c.writer_head) + ">" + head_name(c.reader_layer, c.reader_head);
+}
+
+// "L1H0" -> (1, 0); anything else is an error naming the text.
+std::pair<int64_t, int64_t> parse_head_name(const std::string& name, const RunAnalysis& r) {
+  int64_t layer = -1, head = -1;
+  char tail = 0;
+  if (std::sscanf(name.c_str(), "L%" SCNd64 "H%" SCNd64 "%c", &layer, &head, &tail) != 2 || layer < 0 ||
+      head < 0 || layer >= r.num_layers || head >= r.num_heads)
+    throw std::invalid_argument("heads.json: '" + name + "' is not a head of this model (L0H0 .. L" +
+                                std::to_string(r.num_layers - 1) + "H" + std::to_string(r.num_heads - 1) + ")");
+  return {layer, head};
+}
+
+nlohmann::json circuits_json(const RunAnalysis& run) {
+  nlohmann::json comp = nlohmann::json::array();
+  for (const Composition& c : run.composition)
+    comp.push_back({{"writer", head_name(c.writer_layer, c.writer_head)},
+                    {"reader", head_name(c.reader_layer, c.reader_head)},
+                    {"q", c.q},
+                    {"k", c.k},
+                    {"v", c.v}});
+  return {{"composition", std::move(comp)},
+          {"composition_baseline", optional_json(run.composition_baseline)},
+          {"layernorm_folded", run.circuits_layernorm_folded},
+          {"mlp_ignored", run.circuits_mlp_ignored}};
+}
+
+void circuits_from(const nlohmann::json& j, RunAnalysis& r) {
+  for (const nlohmann::json& c : j.at("composition")) {
+    const auto [wl, wh] = parse_head_name(c.at("writer").get<std::string>(), r);
+    const auto [rl, rh] = parse_head_name(c.at("reader").get<std::string>(), r);
+    r.composition.push_back({wl, wh, rl, rh, c.at("q").get<double>(), c.at("k").get<double>(), c.at("v").get<double>()});
+  }
+  r.composition_baseline = optional_from(j, "composition_baseline");
+  r.circuits_layernorm_folded = j.value("layernorm_folded", false);
+  r.circuits_mlp_ignored = j.value("mlp_ignored", false);
+}
+
+nlohmann::json pruning_json(const PruningCurve& p, int64_t heads) {
+  std::vector<std::string> order;
+  for (int64_t i : p.order) order.push_back(head_name(i / heads, i % heads));
+  return {{"order", order},
+          {"loss", p.loss},
+          {"accuracy", p.accuracy},
+          {"random_loss", p.random_loss},
+          {"random_accuracy", p.random_accuracy},
+          {"random_orders", p.random_orders}};
+}
+
+PruningCurve pruning_from(const nlohmann::json& j, const RunAnalysis& r) {
+  PruningCurve p;
+  for (const std::string& name : j.at("order").get<std::vector<std::string>>()) {
+    const auto [layer, head] = parse_head_name(name, r);
+    p.order.push_back(layer * r.num_heads + head);
+  }
+  p.loss = j.at("loss").get<std::vector<double>>();
+  p.accuracy = j.at("accuracy").get<std::vector<double>>();
+  p.random_loss = j.at("random_loss").get<std::vector<double>>();
+  p.random_accuracy = j.at("random_accuracy").get<std::vector<double>>();
+  p.random_orders = j.at("random_orders").get<int64_t>();
+  if (p.loss.size() != p.order.size() + 1 || p.accuracy.size() != p.loss.size())
+    throw std::invalid_argument("heads.json: the pruning curve has " + std::to_string(p.loss.size()) +
+                                " points for " + std::to_string(p.order.size()) + " heads (expected heads + 1)");
+  return p;
+}
+
 }  // namespace
 
 void to_json(nlohmann::json& j, const RunAnalysis& run) {
@@ -48,7 +118,10 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
                      {"scores", scores_json(h.scores)},
                      {"ablation_delta_loss", optional_json(h.ablation_delta_loss)},
                      {"ablation_delta_accuracy", optional_json(h.ablation_delta_acc)},
-                     {"importance", optional_json(h.importance)}});
+                     {"importance", optional_json(h.importance)},
+                     {"importance_margin", optional_json(h.importance_margin)},
+                     {"importance_normalized", optional_json(h.importance_normalized)},
+                     {"copying", optional_json(h.copying)}});
   const int64_t len = run.example.length();
   nlohmann::json attention = nlohmann::json::array();
   for (const auto& layer : run.example.attention) {
@@ -76,7 +149,9 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
          {"distinct_labels", run.verdict.distinct_labels},
          {"min_js", optional_json(run.verdict.min_js)}}},
        {"example",
-        {{"tokens", run.example.tokens}, {"token_labels", run.example.token_labels}, {"attention", attention}}}};
+        {{"tokens", run.example.tokens}, {"token_labels", run.example.token_labels}, {"attention", attention}}},
+       {"circuits", circuits_json(run)},
+       {"pruning", run.pruning ? pruning_json(*run.pruning, run.num_heads) : nlohmann::json()}};
 }
 
 void from_json(const nlohmann::json& j, RunAnalysis& run) {
@@ -98,6 +173,9 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
     a.ablation_delta_loss = optional_from(h, "ablation_delta_loss");
     a.ablation_delta_acc = optional_from(h, "ablation_delta_accuracy");
     a.importance = optional_from(h, "importance");
+    a.importance_margin = optional_from(h, "importance_margin");
+    a.importance_normalized = optional_from(h, "importance_normalized");
+    a.copying = optional_from(h, "copying");
     r.heads.push_back(a);
   }
   if (static_cast<int64_t>(r.heads.size()) != r.num_layers * r.num_heads)
@@ -130,6 +208,9 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
     }
     r.example.attention.push_back(std::move(maps));
   }
+  // Files written before the circuit analysis existed have neither key.
+  if (j.contains("circuits") && j.at("circuits").is_object()) circuits_from(j.at("circuits"), r);
+  if (j.contains("pruning") && j.at("pruning").is_object()) r.pruning = pruning_from(j.at("pruning"), r);
   run = std::move(r);
 }
 
@@ -145,11 +226,20 @@ nlohmann::json compact_json(const RunAnalysis& run) {
     if (h.ablation_delta_loss) o["ablation_delta_loss"] = rounded(*h.ablation_delta_loss);
     if (h.ablation_delta_acc) o["ablation_delta_accuracy"] = rounded(*h.ablation_delta_acc);
     if (h.importance) o["importance"] = *h.importance;  // often tiny: not rounded
+    if (h.importance_normalized) o["importance_normalized"] = rounded(*h.importance_normalized);
+    if (h.copying) o["copying"] = rounded(*h.copying);
     heads[head_name(h.layer, h.head)] = std::move(o);
   }
   nlohmann::json layer_js = nlohmann::json::array();
   for (int64_t l = 0; l < run.num_layers; ++l) layer_js.push_back(rounded(layer_mean_js(run, l)));
-  return {{"heads", std::move(heads)}, {"layer_js", std::move(layer_js)}, {"specialized", run.verdict.specialized}};
+  nlohmann::json out = {{"heads", std::move(heads)}, {"layer_js", std::move(layer_js)}, {"specialized", run.verdict.specialized}};
+  if (!run.composition.empty()) {
+    nlohmann::json comp = nlohmann::json::object();
+    for (const Composition& c : run.composition)
+      comp[composition_key(c)] = {{"q", rounded(c.q)}, {"k", rounded(c.k)}, {"v", rounded(c.v)}};
+    out["composition"] = std::move(comp);
+  }
+  return out;
 }
 
 }  // namespace headlab::analysis

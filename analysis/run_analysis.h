@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/circuit_records.h"
 #include "analysis/head_metrics.h"
 #include "analysis/labels.h"
 #include "analysis/verdict.h"
@@ -30,7 +31,10 @@ struct HeadAnalysis {
   // Filled by the caller when the model is at hand (all absent otherwise):
   std::optional<double> ablation_delta_loss;  // loss(gate = 0) - loss, nats
   std::optional<double> ablation_delta_acc;   // accuracy(gate = 0) - accuracy, fraction
-  std::optional<double> importance;           // mean |dL/d gate| over the batch
+  std::optional<double> importance;           // mean |dL/d gate| over the batch (Michel et al.)
+  std::optional<double> importance_margin;    // mean |d margin / d gate|: does not saturate (importance.h)
+  std::optional<double> importance_normalized;  // importance_margin / its layer's Euclidean norm
+  std::optional<double> copying;              // the OV circuit's copying score (circuits.h)
 };
 
 std::string head_name(int64_t layer, int64_t head);  // "L0H1"
@@ -52,6 +56,11 @@ struct RunAnalysis {
   std::vector<std::vector<double>> js;    // JS divergence (bits) between heads, same order
   Verdict verdict;
   AttentionExample example;
+  // Weight-based circuits, filled when the model is at hand (analyze_model):
+  std::vector<Composition> composition;             // every (earlier, later) pair of heads
+  std::optional<double> composition_baseline;       // mean score of random matrices of the same shapes
+  bool circuits_layernorm_folded = false, circuits_mlp_ignored = false;  // the approximation used
+  std::optional<PruningCurve> pruning;
 
   const HeadAnalysis& at(int64_t layer, int64_t head) const;
   HeadAnalysis& at(int64_t layer, int64_t head);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "analysis/circuit_text.h"
 #include "analysis/fixed.h"
 
 namespace headlab::analysis {
@@ -187,7 +188,11 @@ std::string head_table(const RunAnalysis& run, const TextOptions& options) {
     for (std::size_t i = 0; i < std::min<std::size_t>(2, ranked.size()); ++i)
       top += (i ? "  " : "") + short_name(ranked[i].pattern) + " " + fixed(ranked[i].score, 2);
     const std::string abl = h.ablation_delta_acc ? fixed(100.0 * *h.ablation_delta_acc, 1) + " pts" : "-";
-    const std::string imp = h.importance ? fixed(*h.importance, 4) : "-";
+    // Normalized margin importance when measured (it agrees with ablation where
+    // the loss gradient has vanished); the raw loss gradient only for older files.
+    const std::string imp = h.importance_normalized ? fixed(*h.importance_normalized, 2)
+                            : h.importance          ? fixed(*h.importance, 4)
+                                                    : "-";
     out << pad_left(std::to_string(h.layer), 5) << "  " << pad_left(std::to_string(h.head), 4) << "  "
         << paint(pad_right(label_name(h.label), 15), label_colour(h.label), options.color) << "  "
         << pad_right(top, 22) << "  " << pad_left(fixed(h.scores.entropy, 2), 7) << "  "
@@ -242,7 +247,9 @@ std::string attention_heatmaps(const RunAnalysis& run, const TextOptions& option
 }
 
 std::string text_report(const RunAnalysis& run, const TextOptions& options) {
-  return verdict_text(run, options) + "\n" + head_table(run, options) + "\n" + attention_heatmaps(run, options);
+  const std::string circuits = circuit_text(run);
+  return verdict_text(run, options) + "\n" + head_table(run, options) + (circuits.empty() ? "" : "\n" + circuits) +
+         "\n" + attention_heatmaps(run, options);
 }
 
 }  // namespace headlab::analysis

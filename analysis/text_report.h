@@ -28,7 +28,8 @@ std::string layer_summary(const RunAnalysis& run, int64_t layer);
 std::string verdict_text(const RunAnalysis& run, const TextOptions& options = {});
 
 // One row per head: layer, head, label, top two scores, entropy, distance,
-// ablation delta accuracy (points), importance.
+// ablation delta accuracy (points), importance (the per-layer normalized
+// margin importance; the raw loss gradient only for files without it).
 std::string head_table(const RunAnalysis& run, const TextOptions& options = {});
 
 // One head's attention on the example, queries down, keys across, each cell
@@ -39,7 +40,7 @@ std::string attention_heatmap(const RunAnalysis& run, int64_t layer, int64_t hea
 // Every head's heatmap, layer by layer, side by side where the width allows.
 std::string attention_heatmaps(const RunAnalysis& run, const TextOptions& options = {});
 
-// verdict_text + head_table + attention_heatmaps.
+// verdict_text + head_table + circuit_text (circuit_text.h) + attention_heatmaps.
 std::string text_report(const RunAnalysis& run, const TextOptions& options = {});
 
 }  // namespace headlab::analysis

@@ -61,8 +61,9 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
     window_steps_ = window_tokens_ = 0;
   }
   if (analyze) {
-    const analysis::RunAnalysis run =
-        analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
+    analysis::AnalysisOptions during = options_.analysis;
+    during.pruning = false;  // the pruning curve is for the final report
+    const analysis::RunAnalysis run = analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), during);
     line.update(analysis::compact_json(run));
     events_.analyzed(step, run);
   }

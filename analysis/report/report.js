@@ -19,7 +19,9 @@
     ['distance', 'mean |query − key| weighted by attention, in positions.'],
     ['JS divergence', 'mean Jensen–Shannon divergence between two heads’ attention rows, in bits: 0 = same, 1 = disjoint.'],
     ['ablation Δ', 'change in loss / accuracy when the head’s gate (before W_O) is 0.'],
-    ['importance', 'mean |∂loss/∂gate| over the batch (Michel et al., 2019).'],
+    ['importance', 'mean |∂margin/∂gate| over the batch, divided by its layer’s Euclidean norm (Michel et al., 2019, on the correct class’s logit margin, which does not saturate as the loss does).'],
+    ['copying score', 'share of positive eigenvalue mass of the head’s OV circuit W_U W_O W_V W_E: 1 = attending to a token raises that token’s logit.'],
+    ['composition', 'Q/K/V-composition ‖W_QK^T W_OV‖, ‖W_QK W_OV‖, ‖W_OV′ W_OV‖ over the product of norms: how much of an earlier head’s output a later head reads through its queries, keys or values.'],
     ['sink', 'a first-token head whose ablation barely changes the loss.'],
     ['diffuse / mixed', 'no pattern clears the threshold and margin; diffuse when entropy is high.']
   ];
@@ -42,6 +44,8 @@
   const fmt = (v, d = 2) => (isNum(v) ? v.toFixed(d) : '–');
   const pts = (v) => (isNum(v) ? (v > 0 ? '+' : '') + (100 * v).toFixed(1) : '–');
   const signed = (v, d = 3) => (isNum(v) ? (v > 0 ? '+' : '') + v.toFixed(d) : '–');
+  // The normalized margin importance when measured; the raw loss gradient only for older files.
+  const importanceText = (hd) => (isNum(hd.importance_normalized) ? fmt(hd.importance_normalized) : fmtImportance(hd.importance));
   const fmtImportance = (v) => (isNum(v) ? (v === 0 || Math.abs(v) >= 1e-3 ? v.toFixed(4) : v.toExponential(2)) : '–');
   const clamp = (x, a, b) => Math.max(a, Math.min(b, x));
   const headName = (l, h) => 'L' + l + 'H' + h;
@@ -215,7 +219,7 @@
       grid.append(sv('text', { x: X(t), y: Ht - m.b + 16, 'text-anchor': 'middle', fill: '#64748b', text: fmtTick(t) }));
     }
     grid.append(sv('line', { x1: m.l, x2: W - m.r, y1: Ht - m.b, y2: Ht - m.b, stroke: '#94a3b8' }));
-    grid.append(sv('text', { x: W - m.r, y: Ht - 3, 'text-anchor': 'end', fill: '#94a3b8', text: 'step' }));
+    grid.append(sv('text', { x: W - m.r, y: Ht - 3, 'text-anchor': 'end', fill: '#94a3b8', text: cfg.xLabel || 'step' }));
     svg.append(grid);
     for (const hl of cfg.hlines || []) {
       svg.append(sv('line', { x1: m.l, x2: W - m.r, y1: Y(hl.y), y2: Y(hl.y), stroke: '#64748b', 'stroke-dasharray': '4 4' }));
@@ -252,7 +256,7 @@
         const p = s.points.find((q) => q[0] === best);
         if (p) lines.push(s.name + '  ' + (cfg.tipFmt || yFmt)(p[1]));
       }
-      showTip(ev, 'step ' + best, lines);
+      showTip(ev, (cfg.xLabel || 'step') + ' ' + best, lines);
     });
     hit.addEventListener('mouseleave', () => { hideTip(); guide.setAttribute('visibility', 'hidden'); });
     return svg;
@@ -434,7 +438,7 @@
         el('td', { text: fmt(s.entropy) }), el('td', { text: fmt(s.distance, 2) }),
         el('td', { text: signed(hd.ablation_delta_loss) }),
         el('td', { class: isNum(hd.ablation_delta_accuracy) && hd.ablation_delta_accuracy <= -opt.min_ablation_acc_drop ? 'neg' : null, text: pts(hd.ablation_delta_accuracy) }),
-        el('td', { text: fmtImportance(hd.importance) }),
+        el('td', { text: importanceText(hd) }),
         el('td', { text: isNum(extra[i].emerged) ? 'step ' + extra[i].emerged : '–' })));
     });
     const table = el('table', { class: 'heads' }, el('thead', {}, el('tr', {}, ...cols.map((c) => el('th', { text: c })))), body);
@@ -449,6 +453,98 @@
     return section('What the numbers mean', th,
       el('div', { class: 'defs' }, ...DEFS.map(([k, v]) => el('div', {}, el('b', { text: k }), ' — ' + v))),
       el('details', { class: 'config' }, el('summary', { text: 'Run configuration (config.json)' }), el('pre', { text: JSON.stringify(D.config, null, 2) })));
+  }
+
+
+  // --- circuits from the weights: composition graph, copying scores, pruning curve ---
+  const COMP_KINDS = [['q', 'Q', '#2563eb'], ['k', 'K', '#dc2626'], ['v', 'V', '#16a34a']];
+  function compositionGraph(comp, base) {
+    const colW = 170, rowH = 46, W = 60 + (L - 1) * colW + 60 + 40, Ht = 40 + H * rowH;
+    const svg = sv('svg', { class: 'composition', viewBox: '0 0 ' + W + ' ' + Ht, width: W, height: Ht, 'font-family': FONT, 'font-size': 12, role: 'img', 'aria-label': 'composition between heads' });
+    const at = (l, h) => [50 + l * colW, 30 + h * rowH + rowH / 2];
+    const b = isNum(base) ? base : 0;
+    const edges = sv('g', { fill: 'none' });
+    comp.forEach((c, i) => COMP_KINDS.forEach(([key, name, color], j) => {
+      const v = c[key];
+      if (!isNum(v) || v <= b) return;
+      const wl = +c.writer.slice(1, c.writer.indexOf('H')), wh = +c.writer.slice(c.writer.indexOf('H') + 1);
+      const rl = +c.reader.slice(1, c.reader.indexOf('H')), rh = +c.reader.slice(c.reader.indexOf('H') + 1);
+      const [x1, y1] = at(wl, wh), [x2, y2] = at(rl, rh), bend = (j - 1) * 14;
+      const strength = clamp((v - b) / Math.max(1e-9, 1 - b), 0, 1);
+      edges.append(sv('path', { class: 'edge', d: 'M' + x1 + ' ' + y1 + ' C' + (x1 + colW / 2) + ' ' + (y1 + bend) + ' ' + (x2 - colW / 2) + ' ' + (y2 + bend) + ' ' + x2 + ' ' + y2,
+        stroke: color, 'stroke-width': (1 + 9 * strength).toFixed(2), 'stroke-opacity': (0.25 + 0.7 * strength).toFixed(2), 'data-i': i, 'data-kind': key }));
+    }));
+    svg.append(edges);
+    for (let l = 0; l < L; ++l) {
+      svg.append(sv('text', { x: at(l, 0)[0], y: 14, 'text-anchor': 'middle', fill: '#64748b', text: 'layer ' + l }));
+      for (let h = 0; h < H; ++h) {
+        const [x, y] = at(l, h), hd = headAt(l, h);
+        svg.append(sv('circle', { class: 'node', cx: x, cy: y, r: 15, fill: colorOf(hd.label), stroke: '#fff', 'stroke-width': 2 }));
+        svg.append(sv('text', { x, y, 'text-anchor': 'middle', 'dominant-baseline': 'central', fill: '#fff', 'font-weight': 700, 'font-size': 10, 'pointer-events': 'none', text: 'H' + h }));
+      }
+    }
+    svg.addEventListener('mousemove', (ev) => {
+      const t = ev.target;
+      if (!t.dataset || t.dataset.i === undefined) return hideTip();
+      const c = comp[+t.dataset.i];
+      showTip(ev, c.writer + ' → ' + c.reader, COMP_KINDS.map(([key, name]) => name + '-composition ' + fmt(c[key], 3)).concat(['random baseline ' + fmt(base, 3)]));
+    });
+    svg.addEventListener('mouseleave', hideTip);
+    return svg;
+  }
+  function copyingChart() {
+    const rowH = 22, left = 58, barW = 300, W = left + barW + 60, Ht = 10 + heads.length * rowH + 24;
+    const svg = sv('svg', { class: 'copying', viewBox: '0 0 ' + W + ' ' + Ht, width: W, height: Ht, 'font-family': FONT, 'font-size': 12, role: 'img', 'aria-label': 'copying scores' });
+    heads.forEach((hd, i) => {
+      const y = 10 + i * rowH, v = hd.copying;
+      svg.append(sv('text', { x: left - 8, y: y + rowH / 2, 'text-anchor': 'end', 'dominant-baseline': 'central', 'font-family': MONO, fill: '#334155', text: headName(hd.layer, hd.head) }));
+      svg.append(sv('rect', { x: left, y: y + 4, width: barW, height: rowH - 8, fill: '#f1f5f9' }));
+      if (isNum(v)) svg.append(sv('rect', { class: 'copy-bar', x: left, y: y + 4, width: (barW * clamp(v, 0, 1)).toFixed(1), height: rowH - 8, fill: colorOf(hd.label) }));
+      svg.append(sv('text', { x: left + barW + 6, y: y + rowH / 2, 'dominant-baseline': 'central', fill: '#334155', text: fmt(v) }));
+    });
+    const y0 = 10 + heads.length * rowH;
+    svg.append(sv('line', { x1: left + barW / 2, x2: left + barW / 2, y1: 6, y2: y0, stroke: '#94a3b8', 'stroke-dasharray': '3 3' }));
+    for (const [v, a] of [[0, 'start'], [0.5, 'middle'], [1, 'end']])
+      svg.append(sv('text', { x: left + barW * v, y: y0 + 14, 'text-anchor': a, fill: '#64748b', text: String(v) }));
+    return svg;
+  }
+  function pruningChart(p) {
+    const xs = p.loss.map((_, i) => i);
+    const accSeries = [{ name: 'accuracy, importance order', color: '#15803d', points: xs.map((i) => [i, p.accuracy[i]]) }];
+    const lossSeries = [{ name: 'loss, importance order', color: '#0f172a', points: xs.map((i) => [i, p.loss[i]]) }];
+    if (p.random_accuracy.length) {
+      accSeries.push({ name: 'accuracy, random (mean of ' + p.random_orders + ')', color: '#15803d', dash: '7 4', points: xs.map((i) => [i, p.random_accuracy[i]]) });
+      lossSeries.push({ name: 'loss, random (mean of ' + p.random_orders + ')', color: '#0f172a', dash: '7 4', points: xs.map((i) => [i, p.random_loss[i]]) });
+    }
+    return [lineChart({ series: accSeries, yMin: 0, yMax: 1, xLabel: 'heads removed', yFmt: (v) => Math.round(100 * v) + '%', tipFmt: (v) => (100 * v).toFixed(1) + '%' }),
+      lineChart({ series: lossSeries, xLabel: 'heads removed', tipFmt: (v) => v.toFixed(4) })];
+  }
+  function circuitSection() {
+    const c = run.circuits || {}, comp = c.composition || [], base = c.composition_baseline;
+    const charts = el('div', { class: 'charts' });
+    if (comp.length) {
+      const g = compositionGraph(comp, base);
+      const top = comp.map((x) => COMP_KINDS.map(([key, name]) => [x[key], name, x])).flat().sort((a, b) => b[0] - a[0]).slice(0, 6);
+      charts.append(chartBox('Composition between layers', g, 'composition.svg', false,
+        'Edges: Q (blue), K (red), V (green) composition above the random baseline ' + fmt(base) + ', wider = stronger. Strongest: ' +
+        top.map(([v, name, x]) => x.writer + '→' + x.reader + ' ' + name + ' ' + fmt(v)).join(' · ') + '.'));
+    }
+    if (heads.some((hd) => isNum(hd.copying))) {
+      const svg = copyingChart();
+      charts.append(chartBox('Copying score of each head’s OV circuit', svg, 'copying.svg', false,
+        'Share of positive eigenvalue mass of W_U W_O W_V W_E: near 1, attending to a token raises that token’s logit (copying).'));
+    }
+    if (run.pruning) {
+      const [acc, loss] = pruningChart(run.pruning);
+      const order = run.pruning.order.join(', ');
+      charts.append(chartBox('Pruning: accuracy', acc, 'pruning-accuracy.svg', false, 'Heads zero-ablated in order of normalized importance, least important first: ' + order + '; dashed: random orders.'));
+      charts.append(chartBox('Pruning: loss', loss, 'pruning-loss.svg', false, null));
+    }
+    if (!charts.children.length) return null;
+    const approx = c.layernorm_folded || c.mlp_ignored
+      ? 'Approximation: ' + [c.layernorm_folded ? 'LayerNorm folded as its centering and scale' : null, c.mlp_ignored ? 'MLPs ignored' : null].filter(Boolean).join(', ') + '.'
+      : 'Exact: an attention-only model without LayerNorm.';
+    return el('div', { id: 'circuits' }, section('Circuits', 'What the weights say heads do together (Elhage et al., 2021) and what removing them costs. ' + approx, charts));
   }
 
   // --- large view of one head ---
@@ -474,7 +570,8 @@
     const facts = el('dl', { class: 'facts' },
       ...fact('entropy', fmt(hd.scores.entropy, 3)), ...fact('distance', fmt(hd.scores.distance, 2) + ' positions'),
       ...fact('ablation Δ loss', signed(hd.ablation_delta_loss)), ...fact('ablation Δ accuracy', isNum(hd.ablation_delta_accuracy) ? pts(hd.ablation_delta_accuracy) + ' pts' : '–'),
-      ...fact('importance', fmtImportance(hd.importance)),
+      ...fact('importance', importanceText(hd)),
+      ...fact('copying score', fmt(hd.copying)),
       ...fact('emerged', isNum(extra[i].emerged) ? 'step ' + extra[i].emerged : '–'));
     modal = el('div', { class: 'modal', onclick: (e) => { if (e.target === modal) closeModal(); } },
       el('div', { class: 'panel', role: 'dialog', 'aria-modal': 'true', 'aria-label': headName(l, h) },
@@ -498,7 +595,7 @@
     else if (e.key === 'ArrowLeft') openModal(i - 1);
   });
 
-  app.append(header(), verdict(), gridSection(), curvesSection(), jsSection(), tableSection(), defsSection(),
+  app.append(header(), verdict(), gridSection(), curvesSection(), circuitSection() || '', jsSection(), tableSection(), defsSection(),
     el('footer', { text: 'Generated by headlab · one self-contained file: no network, no external fonts or scripts.' }));
   const linked = /^#L(\d+)H(\d+)$/.exec(location.hash);
   if (linked && +linked[1] < L && +linked[2] < H) openModal(+linked[1] * H + +linked[2]);

@@ -165,6 +165,27 @@ TEST(ReportHtml, CarriesTheAnalysisHistoryAndEmergenceSteps) {
   EXPECT_EQ(data.at("options").at("score_threshold"), 0.5);
 }
 
+TEST(ReportHtml, CarriesTheCircuitViewsData) {
+  RunAnalysis run = planted_run();
+  run.at(0, 0).copying = 0.9;
+  run.at(0, 1).importance_normalized = 0.8;
+  PruningCurve p;
+  p.order = {1, 0};
+  p.loss = {0.05, 0.4, 2.0};
+  p.accuracy = {0.98, 0.6, 0.1};
+  p.random_loss = {0.05, 0.9, 2.0};
+  p.random_accuracy = {0.98, 0.4, 0.1};
+  p.random_orders = 5;
+  run.pruning = p;
+  const std::string html = report_html(run, history(), {});
+  const nlohmann::json data = page_data_of(html);
+  EXPECT_EQ(data.at("run").at("heads")[0].at("copying"), 0.9);
+  EXPECT_EQ(data.at("run").at("heads")[1].at("importance_normalized"), 0.8);
+  EXPECT_EQ(data.at("run").at("pruning").at("order"), (nlohmann::json{"L0H1", "L0H0"}));
+  EXPECT_TRUE(data.at("run").at("circuits").at("composition").empty());
+  EXPECT_NE(html.find("function circuitSection"), std::string::npos);
+}
+
 TEST(EmergenceStep, IsTheStartOfTheLastRunAtOrAboveTheThreshold) {
   std::vector<nlohmann::json> h;
   const double scores[] = {0.1, 0.6, 0.4, 0.55, 0.7};
