@@ -109,6 +109,17 @@ Batch FixedSets::eval_batch(int64_t rows, uint64_t seed) {
   return out;
 }
 
+Batch FixedSets::eval_slice(int64_t first, int64_t count, uint64_t seed) {
+  if (!held_out_) return train_ ? Task::eval_slice(first, count, seed) : base_->eval_slice(first, count, seed);
+  if (first < 0 || count < 1 || count > held_out_->batch - first)
+    throw std::invalid_argument("FixedSets::eval_slice: first " + std::to_string(first) + ", count " +
+                                std::to_string(count) + " are not a non-empty range within the " +
+                                std::to_string(held_out_->batch) + " held-out sequences");
+  Batch out = empty_like(*held_out_);
+  for (int64_t row = first; row < first + count; ++row) append_row(out, *held_out_, row);
+  return out;
+}
+
 std::optional<Task::Position> FixedSets::position() const {
   return order_ ? std::optional<Position>(order_->position()) : base_->position();
 }

@@ -51,6 +51,10 @@ class FixedSets final : public Task {
   int64_t eval_rows(int64_t rows) const override;
   // Throws UsageError if the training set leaves too few other sequences.
   Batch eval_batch(int64_t rows, uint64_t seed) override;
+  // Slices of a held-out list or file; the rejection-drawn set is one draw.
+  Batch eval_slice(int64_t first, int64_t count, uint64_t seed) override;
+  // The training file's (with --data), not --eval-data's.
+  std::optional<Fingerprint> fingerprint() const override { return base_->fingerprint(); }
 
   std::optional<Position> position() const override;
   void set_position(const Position& position) override;
