@@ -81,6 +81,10 @@ void basic_cases(Registry& r) {
                  [](Softmax& m, const Vars& x) { return m.forward(x[0]); });
   r.add<MLP>("MLP 4 -> 8 -> 4 (exact GELU)", std::make_shared<MLP>(MLPOptions{.d_model = 4, .d_ff = 8}, r.gen(), f64),
              {r.normal({2, 3, 4})}, [](MLP& m, const Vars& x) { return m.forward(x[0]); });
+  // Random weights put fc1's outputs at |h| ~ 0.5, far from ReLU's kink at the
+  // finite-difference step.
+  r.add<MLP>("MLP 4 -> 8 -> 4 (ReLU)", std::make_shared<MLP>(MLPOptions{.d_model = 4, .d_ff = 8, .relu = true}, r.gen(), f64),
+             {r.normal({2, 3, 4})}, [](MLP& m, const Vars& x) { return m.forward(x[0]); });
 }
 
 void attention_cases(Registry& r) {
@@ -133,6 +137,16 @@ void model_cases(Registry& r) {
         static const std::vector<int32_t> tokens{1, 4, 0, 2, 3, 3, 0, 0};
         static const std::vector<int32_t> targets{2, 0, 1, 1, 1, 2, -1, -1};
         return autograd::cross_entropy(m.forward(tokens, 2, 4, &pad), targets);
+      });
+  // The grokking model's shape (Nanda et al. 2023): ReLU, no LayerNorm.
+  r.add<Transformer>(
+      "Transformer ReLU MLP, no LayerNorm: cross-entropy loss",
+      std::make_shared<Transformer>(ModelSpec{.vocab = 5, .classes = 3, .max_seq_len = 3, .layers = 1, .heads = 2, .d_model = 8, .d_ff = 16, .layernorm = false, .activation = "relu"},
+                                    r.gen(), f64),
+      {}, [](Transformer& m, const Vars&) {
+        static const std::vector<int32_t> tokens{1, 4, 0, 2, 3, 3};
+        static const std::vector<int32_t> targets{-1, -1, 1, -1, -1, 2};
+        return autograd::cross_entropy(m.forward(tokens, 2, 3), targets);
       });
   // Gates of both layers through the probe: the gradient importance uses.
   r.add<Transformer>("Transformer 2 layers: cross-entropy loss w.r.t. the probe's gates and every parameter",

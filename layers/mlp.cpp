@@ -12,6 +12,7 @@ MLP::MLP(const MLPOptions& options, core::Generator& gen, DType dtype) : options
 // fc1 and GELU run as one node (autograd::linear_gelu): the same numbers as
 // gelu(fc1(x)), with one pass less in the backward.
 Variable MLP::forward(const Variable& x) const {
+  if (options_.relu) return fc2_->forward(autograd::relu(fc1_->forward(x)));
   return fc2_->forward(autograd::linear_gelu(x, fc1_->weight(), fc1_->bias()));
 }
 

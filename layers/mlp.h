@@ -1,4 +1,5 @@
-// The transformer's feed-forward block: fc2(GELU(fc1(x))), GELU in exact erf form.
+// The transformer's feed-forward block: fc2(act(fc1(x))), act GELU in exact erf
+// form (the default) or ReLU.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@ namespace headlab::layers {
 struct MLPOptions {
   int64_t d_model = 0;
   int64_t d_ff = 0;
+  bool relu = false;  // ReLU instead of GELU
 };
 
 class MLP : public Module {

@@ -50,6 +50,8 @@ void ModelSpec::validate(FieldName name) const {
   require(heads >= 1, "heads", heads, "at least 1");
   require(d_model >= 1, "d_model", d_model, "at least 1");
   require(d_ff >= 0, "d_ff", d_ff, "0 (4 * d_model) or more");
+  if (activation != "gelu" && activation != "relu")
+    throw std::invalid_argument(name("activation") + " must be gelu or relu, got '" + activation + "'");
   if (d_model % heads == 0) return;
   // Each head reads its own d_k = d_model / heads columns of Q, K and V.
   std::string fits;

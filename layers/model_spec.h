@@ -21,6 +21,7 @@ struct ModelSpec {
   bool attn_only = false;  // no MLP in the blocks
   bool layernorm = true;   // pre-LN blocks and a final LayerNorm
   bool causal = true;      // query t never sees keys after t
+  std::string activation = "gelu";  // the MLP's: "gelu" (exact erf form) or "relu"
 
   // Calls f(name, field reference) for every field above, in order.
   template <class Self, class F>
@@ -35,6 +36,7 @@ struct ModelSpec {
     f("attn_only", s.attn_only);
     f("layernorm", s.layernorm);
     f("causal", s.causal);
+    f("activation", s.activation);
   }
 
   // Each head's width, d_model / heads.
@@ -47,8 +49,9 @@ struct ModelSpec {
   // passes its flag names ("--d-model").
   using FieldName = std::string (*)(const std::string& field);
   // Throws std::invalid_argument naming the first field that makes no sense:
-  // a size below 1 (classes and d_ff below 0), or heads that do not divide
-  // d_model, with the nearest head counts and d_model that would.
+  // a size below 1 (classes and d_ff below 0), an activation other than gelu
+  // or relu, or heads that do not divide d_model, with the nearest head counts
+  // and d_model that would.
   void validate(FieldName name = nullptr) const;
 };
 

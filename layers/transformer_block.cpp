@@ -15,7 +15,7 @@ TransformerBlock::TransformerBlock(const ModelSpec& spec, core::Generator& gen, 
     if (spec_.layernorm) {
       ln2_ = register_module("ln2", std::make_shared<LayerNorm>(LayerNormOptions{.normalized_size = d}, gen, dtype));
     }
-    mlp_ = register_module("mlp", std::make_shared<MLP>(MLPOptions{.d_model = d, .d_ff = spec_.d_ff}, gen, dtype));
+    mlp_ = register_module("mlp", std::make_shared<MLP>(MLPOptions{.d_model = d, .d_ff = spec_.d_ff, .relu = spec_.activation == "relu"}, gen, dtype));
   }
 }
 

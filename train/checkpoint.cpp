@@ -23,11 +23,16 @@ layers::ModelSpec model_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw std::invalid_argument("the model must be a JSON object, got " + brief_json(j, 40));
   layers::ModelSpec spec;
   layers::ModelSpec::visit_fields(spec, [&](const char* key, auto& field) {
+    // Checkpoints written before the activation was a choice have none: GELU.
+    if (std::string(key) == "activation" && !j.contains(key)) return;
     const nlohmann::json& v = j.at(key);
     // Strict types: nlohmann would convert 1e300 to an int64 (undefined behaviour).
     if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
       if (!v.is_boolean())
         throw std::invalid_argument(std::string("\"") + key + "\" must be true or false, got " + brief_json(v, 40));
+    } else if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::string>) {
+      if (!v.is_string())
+        throw std::invalid_argument(std::string("\"") + key + "\" must be a string, got " + brief_json(v, 40));
     } else if (!v.is_number_integer()) {
       throw std::invalid_argument(std::string("\"") + key + "\" must be an integer, got " + brief_json(v, 40));
     }

@@ -39,6 +39,8 @@ bool fits(const nlohmann::json& value) {
   if constexpr (std::is_same_v<T, bool> || is_negated_v<T>) return value.is_boolean();
   else if constexpr (std::is_same_v<T, std::string>) return value.is_string();
   else if constexpr (std::is_floating_point_v<T>) return value.is_number();
+  else if constexpr (std::is_same_v<T, std::vector<double>>)
+    return value.is_array() && std::all_of(value.begin(), value.end(), [](const auto& v) { return v.is_number(); });
   else if constexpr (std::is_unsigned_v<T>)
     return value.is_number_unsigned() && value.get<uint64_t>() <= std::numeric_limits<T>::max();
   else
@@ -83,7 +85,23 @@ void TrainConfig::validate() const {
         {"d-ff", model.d_ff}})
     require(value <= kMaxSize, "--" + std::string(flag) + " " + std::to_string(value) + " is beyond the " +
                                    std::to_string(kMaxSize) + " headlab supports (it trains toy models)");
-  require_positive("batch", batch);
+  require_non_negative("batch", batch);
+  require_non_negative("train-size", train_size);
+  require(std::isfinite(train_fraction) && train_fraction >= 0 && train_fraction < 1,
+          "--train-fraction must be in (0, 1), or 0 for off, got " + std::to_string(train_fraction));
+  require(train_size == 0 || train_fraction == 0,
+          "give --train-size or --train-fraction, not both (--train-size " + std::to_string(train_size) +
+              ", --train-fraction " + std::to_string(train_fraction) + ")");
+  require(data.empty() || (train_size == 0 && train_fraction == 0),
+          "--data is already a fixed training set: it takes no --train-size or --train-fraction (give a held-out "
+          "file with --eval-data)");
+  require(betas.size() == 2, "--betas takes two numbers B1,B2 (such as 0.9,0.98), got " +
+                                 std::to_string(betas.size()));
+  for (const double b : betas)
+    require(std::isfinite(b) && b >= 0 && b < 1, "--betas: each must be in [0, 1), got " + std::to_string(b));
+  require(std::isfinite(eps) && eps > 0, "--eps must be a positive number, got " + std::to_string(eps));
+  require(optimizer != "sgd" || (betas == TrainConfig{}.betas && eps == TrainConfig{}.eps),
+          "--betas and --eps are Adam's and AdamW's: --optimizer sgd has neither");
   require_non_negative("steps", steps);
   require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + std::to_string(lr));
   require(std::isfinite(weight_decay), "--weight-decay must be a number");
@@ -208,6 +226,11 @@ void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string&
       if (key != name) return;
       known = true;
       using T = std::decay_t<decltype(field)>;
+      if constexpr (std::is_same_v<T, int64_t>)
+        if (key == "batch" && value == "full") {  // as on the command line
+          field = 0;
+          return;
+        }
       if (!fits<T>(value))
         throw UsageError(source + ": \"" + key + "\" has the wrong type or is out of range (" + value.type_name() + "): " +
                          brief_json(value));

@@ -38,15 +38,22 @@ struct TrainConfig {
   std::string task = "first-prev-pair";
   std::string data;  // a JSONL file instead of a task
   bool shuffle = false;
+  // A finite training set (train/fixed_sets.h): 0 and 0 mean fresh examples
+  // every step, as a task does by default.
+  int64_t train_size = 0;
+  double train_fraction = 0;
+  std::string eval_data;  // a JSONL file to evaluate on instead of the task's held-out batch
   // The model. vocab, max_seq_len (--seq-len) and classes 0 stand for the
   // task's own (a data file's classes: its vocab); d_ff 0 for 4 * d_model.
   layers::ModelSpec model{.vocab = 0, .classes = 0, .max_seq_len = 0, .layers = 1, .heads = 2, .d_model = 64};
   // optimization
-  int64_t batch = 64;
+  int64_t batch = 64;  // 0: the whole (finite) training set
   int64_t steps = 600;
   double lr = 1e-3;
   std::string optimizer = "adamw";
   double weight_decay = -1;  // < 0: the optimizer's default (AdamW 0.01, others 0)
+  std::vector<double> betas = {0.9, 0.999};  // Adam and AdamW
+  double eps = 1e-8;                         // Adam and AdamW
   int64_t warmup = 0;
   std::string schedule = "constant";
   double min_lr = 0;
@@ -69,6 +76,12 @@ struct TrainConfig {
     f("task", c.task, "synthetic task (see `headlab tasks`)");
     f("data", c.data, "train on a JSONL file of {\"tokens\": [...], \"targets\": [...]} lines instead of a task");
     f("shuffle", c.shuffle, "with --data: shuffle the sequences each epoch (seeded)");
+    f("train-size", c.train_size,
+      "train on a fixed set of N examples drawn once from the seed, in shuffled epochs; evaluate on held-out "
+      "examples (0: fresh examples every step)");
+    f("train-fraction", c.train_fraction,
+      "modular-addition: train on this fraction of all p^2 pairs, evaluate on the rest (0: off)");
+    f("eval-data", c.eval_data, "evaluate on this JSONL file (same format as --data) instead of the task's batch");
     f("vocab", c.model.vocab, "input vocabulary size (0: the task's default)");
     f("seq-len", c.model.max_seq_len, "sequence length (0: the task's default)");
     f("classes", c.model.classes, "output classes (0: the task's; with --data, --vocab)");
@@ -76,14 +89,18 @@ struct TrainConfig {
     f("heads", c.model.heads, "attention heads per block (must divide --d-model)");
     f("d-model", c.model.d_model, "model width");
     f("d-ff", c.model.d_ff, "MLP width (0: 4 * d-model)");
+    f("activation", c.model.activation, "MLP activation: gelu or relu");
     f("attn-only", c.model.attn_only, "no MLP in the blocks");
     f("no-layernorm", no_layernorm, "no LayerNorm anywhere");
     f("bidirectional", bidirectional, "attention sees every position (default: causal)");
-    f("batch", c.batch, "sequences per training step");
+    f("batch", c.batch, "sequences per training step (0 or full: the whole finite training set)");
     f("steps", c.steps, "training steps");
     f("lr", c.lr, "peak learning rate");
     f("optimizer", c.optimizer, "adamw, adam or sgd");
-    f("weight-decay", c.weight_decay, "weight decay (negative: the optimizer's default, 0.01 for adamw)");
+    f("weight-decay", c.weight_decay,
+      "weight decay, decoupled for adamw (negative: the optimizer's default, 0.01 for adamw)");
+    f("betas", c.betas, "adam/adamw: B1,B2, the moments' decay rates");
+    f("eps", c.eps, "adam/adamw: added to the denominator's square root");
     f("warmup", c.warmup, "linear warmup steps");
     f("schedule", c.schedule, "constant, cosine, linear or step");
     f("min-lr", c.min_lr, "the floor of the cosine/linear decay");

@@ -38,7 +38,7 @@ bool is_blank(const std::string& line) { return line.find_first_not_of(" \t\r\n\
 }  // namespace
 
 DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle)
-    : path_(std::move(path)), vocab_(vocab), num_classes_(num_classes), seq_len_(seq_len), shuffle_(shuffle) {
+    : path_(std::move(path)), vocab_(vocab), num_classes_(num_classes), seq_len_(seq_len) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   if (vocab < 1 || vocab > kMax || num_classes < 1 || num_classes > kMax || seq_len < 1) {
     throw std::invalid_argument("DataFile: vocab " + std::to_string(vocab) + ", num_classes " +
@@ -95,7 +95,7 @@ DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t
                      ": no position has a target (all targets are -1, or every sequence is a single "
                      "token without \"targets\"), so there is nothing to learn or score");
   }
-  position_.next = size();  // the first sample() starts the first epoch
+  order_ = EpochOrder(size(), shuffle);
 }
 
 void DataFile::parse_line(const std::string& line, int64_t line_number) {
@@ -197,28 +197,9 @@ Batch DataFile::sample(int64_t batch, core::Generator& gen) {
   }
   const auto n = static_cast<std::size_t>(batch * seq_len_);
   Batch out{batch, seq_len_, std::vector<int32_t>(n, 0), std::vector<int32_t>(n, -1)};
-  for (int64_t row = 0; row < batch; ++row) {
-    if (position_.next == size()) {
-      const uint64_t seed = shuffle_ ? gen.next_u64() : 0;
-      start_epoch(seed);
-      position_ = {seed, 0};
-    }
-    const int64_t index = order_[static_cast<std::size_t>(position_.next++)];
-    fill_row(out, row, sequences_[static_cast<std::size_t>(index)]);
-  }
+  for (int64_t row = 0; row < batch; ++row)
+    fill_row(out, row, sequences_[static_cast<std::size_t>(order_.next(gen))]);
   return out;
-}
-
-void DataFile::start_epoch(uint64_t epoch_seed) {
-  order_.resize(sequences_.size());
-  std::iota(order_.begin(), order_.end(), int64_t{0});
-  if (!shuffle_) return;
-  // A generator of its own, so that a checkpoint needs only the seed to rebuild
-  // the epoch's permutation (Fisher-Yates).
-  core::Generator epoch(epoch_seed);
-  for (std::size_t i = order_.size() - 1; i > 0; --i) {
-    std::swap(order_[i], order_[static_cast<std::size_t>(epoch.integer(0, static_cast<int64_t>(i) + 1))]);
-  }
 }
 
 void DataFile::set_position(const Position& position) {
@@ -226,8 +207,7 @@ void DataFile::set_position(const Position& position) {
     throw std::invalid_argument("the data position " + std::to_string(position.next) + " is beyond the " +
                                 std::to_string(size()) + " sequences of " + path_ + " (has the file changed?)");
   }
-  start_epoch(position.epoch_seed);
-  position_ = position;
+  order_.set_position(position);
 }
 
 }  // namespace headlab::train

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/random.h"
+#include "train/epoch_order.h"
 #include "train/tasks.h"
 
 namespace headlab::train {
@@ -43,10 +44,10 @@ class DataFile final : public Task {
   // Draws from gen only at the start of each epoch, and only when shuffling.
   Batch sample(int64_t batch, core::Generator& gen) override;
 
-  int64_t size() const { return static_cast<int64_t>(sequences_.size()); }
+  int64_t size() const override { return static_cast<int64_t>(sequences_.size()); }
   // Sequences [first, first + count) in file order, without touching the epoch
   // position: for evaluation over the whole file.
-  Batch rows(int64_t first, int64_t count) const;
+  Batch rows(int64_t first, int64_t count) const override;
 
   // The first min(rows, size()) sequences, whatever the seed.
   int64_t eval_rows(int64_t rows) const override { return std::min(rows, size()); }
@@ -55,7 +56,7 @@ class DataFile final : public Task {
 
   // The epoch's permutation is regenerated from epoch_seed (unused without
   // shuffle); next = size() means the epoch is finished.
-  std::optional<Position> position() const override { return position_; }
+  std::optional<Position> position() const override { return order_.position(); }
   void set_position(const Position& position) override;  // throws std::invalid_argument if next is out of [0, size()]
 
   std::optional<Fingerprint> fingerprint() const override { return fingerprint_; }
@@ -68,14 +69,11 @@ class DataFile final : public Task {
 
   void parse_line(const std::string& line, int64_t line_number);
   void fill_row(Batch& out, int64_t row, const Sequence& sequence) const;
-  void start_epoch(uint64_t epoch_seed);
 
   std::string path_;
   int64_t vocab_, num_classes_, seq_len_;
-  bool shuffle_;
   std::vector<Sequence> sequences_;
-  std::vector<int64_t> order_;  // the current epoch's order of sequences_
-  Position position_;
+  EpochOrder order_{1, false};  // sized once the file is read
   Fingerprint fingerprint_;
 };
 

@@ -8,10 +8,13 @@
 
 #include "train/data_file.h"
 #include "train/errors.h"
+#include "train/fixed_sets.h"
 
 namespace headlab::train {
 
-std::unique_ptr<Task> make_task_for(const TrainConfig& config) {
+namespace {
+
+std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
   const layers::ModelSpec& m = config.model;
   if (!config.data.empty()) {
     if (m.vocab <= 0 || m.max_seq_len <= 0)
@@ -23,6 +26,12 @@ std::unique_ptr<Task> make_task_for(const TrainConfig& config) {
   const TaskInfo& info = task_info(config.task);
   return make_task(config.task, m.vocab > 0 ? m.vocab : info.default_vocab,
                    m.max_seq_len > 0 ? m.max_seq_len : info.default_seq_len);
+}
+
+}  // namespace
+
+std::unique_ptr<Task> make_task_for(const TrainConfig& config) {
+  return with_fixed_sets(make_base_task(config), config);
 }
 
 layers::ModelSpec model_spec_for(const TrainConfig& config, const Task& task) {

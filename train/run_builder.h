@@ -19,7 +19,8 @@
 
 namespace headlab::train {
 
-// The task a config names (or its data file), with its sizes resolved.
+// The task a config names (or its data file), with its sizes resolved and
+// its fixed training and held-out sets if the config asks (fixed_sets.h).
 // Throws UsageError on anything the task or file cannot use.
 std::unique_ptr<Task> make_task_for(const TrainConfig& config);
 

@@ -1,5 +1,6 @@
 #include "train/session.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "optim/factory.h"
 #include "optim/param_groups.h"
 #include "train/errors.h"
+#include "train/fixed_sets.h"
 
 namespace headlab::train {
 namespace {
@@ -82,19 +84,27 @@ Session::Session(const Checkpoint& checkpoint) : config_(checkpoint.info.config)
 }
 
 void Session::build(const layers::ModelSpec& spec) {
-  check_sizes(spec, {{"--batch", config_.batch}, {"--eval-batch", task_->eval_rows(config_.eval_batch)}});
+  batch_rows_ = config_.batch > 0 ? config_.batch : task_->size();
+  if (batch_rows_ == 0)
+    throw UsageError("--batch 0 (full) trains on the whole training set, but task " + task_->name() +
+                     " draws fresh examples: give --train-size N (or --train-fraction F, or --data FILE), or a --batch "
+                     "of 1 or more");
+  const int64_t train_eval_rows = has_fixed_sets(config_) ? std::min(config_.eval_batch, task_->size()) : 0;
+  check_sizes(spec, {{"--batch", batch_rows_},
+                     {"--eval-batch", std::max(task_->eval_rows(config_.eval_batch), train_eval_rows)}});
   core::Generator init_gen(config_.seed);
   model_ = std::make_unique<layers::Transformer>(spec, init_gen);
   const double wd = config_.weight_decay >= 0 ? config_.weight_decay : (config_.optimizer == "adamw" ? 0.01 : 0.0);
   optimizer_ = optim::make_optimizer(config_.optimizer, optim::make_param_groups(model_->named_parameters(), wd, false),
-                                     config_.lr);
+                                     config_.lr, {config_.betas.at(0), config_.betas.at(1), config_.eps});
   schedule_ = std::make_unique<optim::Schedule>(config_.schedule_options());
   data_gen_.reseed(config_.seed ^ kDataStream);
   eval_batch_ = task_->eval_batch(config_.eval_batch, config_.seed);
+  if (train_eval_rows > 0) train_eval_batch_ = task_->rows(0, train_eval_rows);
 }
 
 StepResult Session::step() {
-  const Batch batch = task_->sample(config_.batch, data_gen_);
+  const Batch batch = task_->sample(batch_rows_, data_gen_);
   StepResult r;
   r.lr = schedule_->lr_at(step_);
   optimizer_->set_lr(r.lr);

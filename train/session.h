@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "analysis/evaluate.h"
@@ -54,6 +55,12 @@ class Session {
   int64_t steps_done() const { return step_; }
   // The fixed held-out batch that evaluation and head analysis use.
   const Batch& eval_batch() const { return eval_batch_; }
+  // With a fixed training set and a held-out set apart from it
+  // (has_fixed_sets): the training set's first --eval-batch sequences, on
+  // which the trainer logs the training loss and accuracy. Otherwise none.
+  const std::optional<Batch>& train_eval_batch() const { return train_eval_batch_; }
+  // Sequences per step: --batch, or for --batch 0 the whole training set.
+  int64_t batch_rows() const { return batch_rows_; }
 
   CheckpointInfo checkpoint_info() const;
   // What the trainer keeps across a resume (see CheckpointInfo::trainer).
@@ -73,6 +80,8 @@ class Session {
   std::unique_ptr<optim::Schedule> schedule_;
   core::Generator data_gen_;
   Batch eval_batch_;
+  std::optional<Batch> train_eval_batch_;
+  int64_t batch_rows_ = 0;
   int64_t step_ = 0;
   nlohmann::json trainer_state_;
 };

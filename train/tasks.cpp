@@ -135,13 +135,35 @@ class ModularAdditionTask final : public SyntheticTask {
  public:
   explicit ModularAdditionTask(int64_t vocab) : SyntheticTask("modular-addition", vocab, vocab - 1, 3) {}
 
+  // Up to 2^22 pairs (p <= 2048): a list of 12 M tokens at most.
+  std::optional<Batch> all_examples() const override {
+    const int64_t p = vocab() - 1;
+    if (p > 2048) return std::nullopt;
+    const int64_t n = p * p;
+    Batch out{n, 3, std::vector<int32_t>(static_cast<std::size_t>(3 * n), 0),
+              std::vector<int32_t>(static_cast<std::size_t>(3 * n), -1)};
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t a = i / p, b = i % p;
+      write(Row(out.tokens).subspan(static_cast<std::size_t>(3 * i), 3),
+            Row(out.targets).subspan(static_cast<std::size_t>(3 * i), 3), a, b);
+    }
+    return out;
+  }
+
  protected:
   void fill(Row x, Row y, core::Generator& gen) const override {
     const int64_t p = vocab() - 1;
-    x[0] = draw(gen, p);
-    x[1] = draw(gen, p);
+    const int32_t a = draw(gen, p);
+    write(x, y, a, draw(gen, p));
+  }
+
+ private:
+  void write(Row x, Row y, int64_t a, int64_t b) const {
+    const int64_t p = vocab() - 1;
+    x[0] = static_cast<int32_t>(a);
+    x[1] = static_cast<int32_t>(b);
     x[2] = static_cast<int32_t>(p);
-    y[2] = static_cast<int32_t>((int64_t{x[0]} + x[1]) % p);
+    y[2] = static_cast<int32_t>((a + b) % p);
   }
 };
 
@@ -269,9 +291,13 @@ const Entry& find_entry(const std::string& name) {
 Batch Task::eval_batch(int64_t rows, uint64_t seed) {
   // Independent of the training batches' stream (session.cpp) and of
   // initialization, which also start from the run's seed.
-  constexpr uint64_t kEvalStream = 0x6576616c00000000ULL;  // "eval"
   core::Generator gen(seed ^ kEvalStream);
   return sample(rows, gen);
+}
+
+Batch Task::rows(int64_t first, int64_t count) const {
+  throw std::invalid_argument("task " + name() + " draws fresh examples: it has no rows (first " +
+                              std::to_string(first) + ", count " + std::to_string(count) + ")");
 }
 
 Batch Task::eval_slice(int64_t first, int64_t count, uint64_t seed) {

@@ -21,7 +21,8 @@
 //                     each sorted position except the last predict the next
 //                     token (positions n .. 2n-1 predict x_{n+1} .. x_{2n}).
 //   modular-addition  [a, b, =] with p = V-1, a and b uniform in [0, p), '=' the
-//                     token p; the only target, at '=', is (a + b) mod p.
+//                     token p; the only target, at '=', is (a + b) mod p. Its
+//                     p^2 pairs can be listed (all_examples) for a split.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +68,18 @@ class Task {
   // seed), and throws std::invalid_argument otherwise.
   virtual Batch eval_slice(int64_t first, int64_t count, uint64_t seed);
 
+  // A finite training source (a data file, a fixed training set): how many
+  // sequences it serves in each epoch, which --batch 0 trains on at once.
+  // 0: a stream that draws fresh examples.
+  virtual int64_t size() const { return 0; }
+  // Sequences [first, first + count) of a finite source in its fixed order,
+  // without touching its position; throws std::invalid_argument for a range
+  // outside [0, size()) (always, for a stream).
+  virtual Batch rows(int64_t first, int64_t count) const;
+  // Every distinct example, for a task with few enough to list (modular
+  // addition's p^2 pairs, in the order a * p + b); nullopt otherwise.
+  virtual std::optional<Batch> all_examples() const { return std::nullopt; }
+
   // Where sample() is in a stream of its own beyond the generator (a data
   // file's epoch), for checkpoints: with the generator's state it makes the
   // next batches exactly reproducible. Synthetic tasks have none.
@@ -89,6 +102,10 @@ class Task {
   };
   virtual std::optional<Fingerprint> fingerprint() const { return std::nullopt; }
 };
+
+// Task::eval_batch draws from a generator seeded with seed ^ kEvalStream,
+// apart from initialization and the training batches.
+inline constexpr uint64_t kEvalStream = 0x6576616c00000000ULL;  // "eval"
 
 struct TaskInfo {
   std::string name;

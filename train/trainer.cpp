@@ -41,14 +41,19 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
       throw std::runtime_error("the model's held-out loss is " + std::to_string(eval.loss) + " at step " +
                                std::to_string(step) + " (try a lower --lr or --clip)");
     const double n = static_cast<double>(std::max<int64_t>(window_steps_, 1));
-    const LogLine l{.step = step,
+    LogLine l{.step = step,
                     .loss = window_loss_ / n,
                     .accuracy = window_acc_ / n,
                     .eval_loss = eval.loss,
                     .eval_accuracy = eval.accuracy,
                     .lr = last.lr,
                     .grad_norm = last.grad_norm,
-                    .tokens_per_s = seconds > 0 ? static_cast<double>(window_tokens_) / seconds : 0};
+                    .tokens_per_s = seconds > 0 ? static_cast<double>(window_tokens_) / seconds : 0,
+                    .train = {}};
+    if (const auto& train = session_.train_eval_batch()) {
+      l.train = evaluate(session_.model(), *train);
+      line.update({{"train_loss", l.train->loss}, {"train_accuracy", l.train->accuracy}});
+    }
     line.update({{"loss", l.loss},
                  {"accuracy", l.accuracy},
                  {"eval_loss", l.eval_loss},

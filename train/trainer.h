@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "analysis/analyze_model.h"
@@ -18,9 +19,12 @@ namespace headlab::train {
 struct LogLine {
   int64_t step = 0;
   double loss = 0, accuracy = 0;            // training batches since the last log line
-  double eval_loss = 0, eval_accuracy = 0;  // the fixed evaluation batch
+  double eval_loss = 0, eval_accuracy = 0;  // the fixed evaluation (held-out) batch
   double lr = 0, grad_norm = 0;             // of the step itself
   double tokens_per_s = 0;
+  // With a fixed training set: the model at this step on the training set
+  // (Session::train_eval_batch).
+  std::optional<EvalResult> train;
 };
 
 // What the trainer reports as it goes; every callback does nothing by default.

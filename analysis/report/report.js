@@ -346,12 +346,18 @@
 
   function curvesSection() {
     const charts = el('div', { class: 'charts' });
-    const loss = [['loss', '#0f172a'], ['eval_loss', '#2563eb']].map(([k, c]) => ({ name: k.replace('_', ' '), color: c, points: seriesOf(k) })).filter((s) => s.points.length);
+    // With a fixed training set (train_* in the metrics): the model on the
+    // training set and on the held-out set, instead of the batch averages.
+    const fixedSet = seriesOf('train_accuracy').length > 0;
+    const curves = (what) => (fixedSet ? [['train_' + what, '#15803d', 'train ' + what], ['eval_' + what, '#dc2626', 'held-out ' + what]]
+      : [[what, what === 'loss' ? '#0f172a' : '#15803d', what], ['eval_' + what, what === 'loss' ? '#2563eb' : '#0891b2', 'eval ' + what]])
+      .map(([k, c, name]) => ({ name: name, color: c, points: seriesOf(k) })).filter((s) => s.points.length);
+    const loss = curves('loss');
     const lossPts = loss.flatMap((s) => s.points.map((p) => p[1]));
     const useLog = lossPts.length && Math.min(...lossPts) > 0 && Math.max(...lossPts) / Math.min(...lossPts) > 30;
     const lossSvg = loss.length ? lineChart({ series: loss, log: useLog, tipFmt: (v) => v.toFixed(4) }) : null;
     charts.append(chartBox('Loss' + (useLog ? ' (log scale)' : ''), lossSvg, 'loss.svg', false));
-    const acc = [['accuracy', '#15803d'], ['eval_accuracy', '#0891b2']].map(([k, c]) => ({ name: k.replace('_', ' '), color: c, points: seriesOf(k) })).filter((s) => s.points.length);
+    const acc = curves('accuracy');
     const accSvg = acc.length ? lineChart({ series: acc, yMin: 0, yMax: 1, yFmt: (v) => Math.round(100 * v) + '%', tipFmt: (v) => (100 * v).toFixed(1) + '%' }) : null;
     charts.append(chartBox('Accuracy', accSvg, 'accuracy.svg', false));
 

@@ -48,7 +48,7 @@ const std::vector<BadCase>& cases() {
     // Negative values.
     for (const char* flag : {"--d-model", "--steps", "--batch", "--layers", "--heads", "--vocab", "--seq-len",
                              "--warmup", "--threads", "--log-every", "--analyze-every", "--checkpoint-every",
-                             "--eval-batch", "--d-ff", "--seed"})
+                             "--eval-batch", "--d-ff", "--seed", "--train-size"})
       c.push_back({std::string("train_negative_") + (flag + 2), train_tiny({{flag, "-3"}}), 2, {flag, "-3"}});
     for (const char* flag : {"--lr", "--clip", "--min-lr"})
       c.push_back({std::string("train_negative_") + (flag + 2), train_tiny({{flag, "-0.5"}}), 2, {flag, "-0.5"}});
@@ -171,6 +171,48 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_init_config_with_other_layers",
                  with(train_tiny({}), {"--init", "{ck}", "--config", "{cfg:{\"layers\": 3}}"}), 2,
                  {"--layers 3", "--layers 1"}});
+    // The finite training set and the optimizer's and model's options (issue 16).
+    const std::vector<std::pair<std::string, std::string>> mod = {
+        {"--task", "modular-addition"}, {"--vocab", "6"}, {"--seq-len", "3"}};  // p = 5: 25 pairs
+    const auto mod_with = [&](std::vector<std::pair<std::string, std::string>> more) {
+      more.insert(more.begin(), mod.begin(), mod.end());
+      return train_tiny(more);
+    };
+    c.push_back({"train_fraction_one", mod_with({{"--train-fraction", "1"}}), 2, {"--train-fraction"}});
+    c.push_back({"train_fraction_negative", mod_with({{"--train-fraction", "-0.3"}}), 2, {"--train-fraction"}});
+    c.push_back({"train_fraction_nan", mod_with({{"--train-fraction", "nan"}}), 2, {"--train-fraction"}});
+    c.push_back({"train_fraction_leaving_nothing_held_out", mod_with({{"--train-fraction", "0.99"}}), 2,
+                 {"--train-fraction", "25 distinct examples"}});
+    c.push_back({"train_size_beyond_the_pairs", mod_with({{"--train-size", "25"}}), 2,
+                 {"--train-size 25", "--train-size 1 to 24"}});
+    c.push_back({"train_fraction_of_an_unlisted_task", train_tiny({{"--train-fraction", "0.3"}}), 2,
+                 {"--train-fraction", "first-prev-pair", "--train-size"}});
+    c.push_back({"train_size_and_fraction", mod_with({{"--train-size", "5"}, {"--train-fraction", "0.3"}}), 2,
+                 {"--train-size", "--train-fraction", "not both"}});
+    c.push_back({"train_size_with_data", train_tiny({{"--data", "{file}"}, {"--vocab", "8"}, {"--seq-len", "6"},
+                                                      {"--train-size", "4"}}),
+                 2, {"--data", "--train-size"}});
+    c.push_back({"train_size_beyond_32_bit_tokens", train_tiny({{"--train-size", "999999999999"}}), 2,
+                 {"--train-size 999999999999", "2^31"}});
+    c.push_back({"train_full_batch_of_a_stream", train_tiny({{"--batch", "full"}}), 2,
+                 {"--batch 0 (full)", "--train-size"}});
+    c.push_back({"train_batch_neither_number_nor_full", train_tiny({{"--batch", "half"}}), 2, {"--batch", "half"}});
+    c.push_back({"train_eval_data_missing", train_tiny({{"--eval-data", "{missing}"}}), 2, {"{missing}"}});
+    c.push_back({"train_eval_data_not_jsonl", train_tiny({{"--eval-data", "{file}"}}), 2, {"notes.txt:1", "JSON"}});
+    c.push_back({"train_betas_one_value", train_tiny({{"--betas", "0.9"}}), 2, {"--betas", "two numbers"}});
+    c.push_back({"train_betas_three_values", train_tiny({{"--betas", "0.9,0.98,0.99"}}), 2, {"--betas"}});
+    c.push_back({"train_beta_of_one", train_tiny({{"--betas", "0.9,1"}}), 2, {"--betas", "[0, 1)"}});
+    c.push_back({"train_beta_negative", train_tiny({{"--betas", "-0.1,0.98"}}), 2, {"--betas"}});
+    c.push_back({"train_betas_not_numbers", train_tiny({{"--betas", "a,b"}}), 2, {"--betas"}});
+    c.push_back({"train_config_betas_not_a_list", with(train_tiny({}), {"--config", "{cfg:{\"betas\": 0.9}}"}), 2,
+                 {"betas", "wrong type"}});
+    c.push_back({"train_eps_zero", train_tiny({{"--eps", "0"}}), 2, {"--eps"}});
+    c.push_back({"train_eps_nan", train_tiny({{"--eps", "nan"}}), 2, {"--eps"}});
+    c.push_back({"train_betas_with_sgd", train_tiny({{"--optimizer", "sgd"}, {"--betas", "0.9,0.98"}}), 2,
+                 {"--betas", "sgd"}});
+    c.push_back({"train_unknown_activation", train_tiny({{"--activation", "tanh"}}), 2, {"--activation", "tanh"}});
+    c.push_back({"train_config_unknown_activation", with(train_tiny({}), {"--config", "{cfg:{\"activation\": \"swish\"}}"}),
+                 2, {"--activation", "swish"}});
     c.push_back({"train_classes_of_another_task", train_tiny({{"--classes", "10"}}), 2,
                  {"--classes 10", "first-prev-pair", "64"}});
     c.push_back({"train_negative_classes", train_tiny({{"--classes", "-2"}}), 2, {"--classes", "-2"}});

@@ -57,6 +57,20 @@ TEST(Checkpoint, RoundTripRestoresWeightsOptimizerAndStep) {
   EXPECT_EQ(b.optimizer().step_count(), a.optimizer().step_count());
 }
 
+// Checkpoints written before the MLP's activation was a choice have no
+// "activation" in their model: they are GELU models. A wrong type is refused.
+TEST(Checkpoint, ModelWithoutActivationIsGelu) {
+  layers::ModelSpec relu;
+  relu.activation = "relu";
+  nlohmann::json j = model_json(relu);
+  EXPECT_EQ(j["activation"], "relu");
+  EXPECT_EQ(model_from_json(j).activation, "relu");
+  j.erase("activation");
+  EXPECT_EQ(model_from_json(j).activation, "gelu");
+  j["activation"] = 1;
+  EXPECT_THROW(model_from_json(j), std::invalid_argument);
+}
+
 TEST(Checkpoint, HoldsTheDocumentedTensorNamesAndShapes) {
   TempDir dir;
   Session s(tiny_config());

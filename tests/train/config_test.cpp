@@ -43,13 +43,21 @@ TEST(TrainConfig, IndivisibleDModelNamesBothNumbers) {
 TEST(TrainConfig, EveryBadValueIsAUsageError) {
   const std::vector<std::function<void(TrainConfig&)>> bad = {
       [](TrainConfig& c) { c.model.layers = 0; },  [](TrainConfig& c) { c.model.heads = -1; },
-      [](TrainConfig& c) { c.batch = 0; },         [](TrainConfig& c) { c.steps = -5; },
+      [](TrainConfig& c) { c.steps = -5; },
       [](TrainConfig& c) { c.lr = 0; },            [](TrainConfig& c) { c.lr = -1e-3; },
       [](TrainConfig& c) { c.clip = -1; },         [](TrainConfig& c) { c.optimizer = "lion"; },
       [](TrainConfig& c) { c.schedule = "wavy"; }, [](TrainConfig& c) { c.log_every = 0; },
       [](TrainConfig& c) { c.threads = -2; },      [](TrainConfig& c) { c.min_lr = 1.0; },
       [](TrainConfig& c) { c.model.d_model = 1 << 20; }, [](TrainConfig& c) { c.eval_batch = 0; },
       [](TrainConfig& c) { c.gemm = "mkl"; },
+      [](TrainConfig& c) { c.batch = -1; },        [](TrainConfig& c) { c.train_size = -1; },
+      [](TrainConfig& c) { c.train_fraction = 1; }, [](TrainConfig& c) { c.train_fraction = -0.5; },
+      [](TrainConfig& c) { c.train_size = 10, c.train_fraction = 0.5; },
+      [](TrainConfig& c) { c.data = "x.jsonl", c.train_size = 10; },
+      [](TrainConfig& c) { c.betas = {0.9}; },     [](TrainConfig& c) { c.betas = {0.9, 1.0}; },
+      [](TrainConfig& c) { c.betas = {-0.1, 0.9}; }, [](TrainConfig& c) { c.eps = 0; },
+      [](TrainConfig& c) { c.optimizer = "sgd", c.eps = 1e-6; },
+      [](TrainConfig& c) { c.model.activation = "tanh"; },
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {
     TrainConfig c;
@@ -83,6 +91,11 @@ TEST(TrainConfig, JsonRoundTripKeepsEveryField) {
   c.lr = 3e-4;
   c.model.attn_only = true;
   c.seed = 12345678901234ULL;
+  c.betas = {0.8, 0.98};
+  c.eps = 1e-6;
+  c.model.activation = "relu";
+  c.train_fraction = 0.3;
+  c.eval_data = "held-out.jsonl";
   TrainConfig d;
   apply_json(d, to_json(c), "test");
   EXPECT_EQ(to_json(d), to_json(c));
@@ -101,6 +114,11 @@ TEST(TrainConfig, UnknownKeyAndWrongTypeNameTheKey) {
   EXPECT_THROW(apply_json(c, nlohmann::json{{"heads", "two"}}, "cfg.json"), UsageError);
   EXPECT_THROW(apply_json(c, nlohmann::json{{"heads", 2.5}}, "cfg.json"), UsageError);
   EXPECT_THROW(apply_json(c, nlohmann::json::array(), "cfg.json"), UsageError);
+  EXPECT_THROW(apply_json(c, nlohmann::json{{"betas", 0.9}}, "cfg.json"), UsageError);
+  EXPECT_THROW(apply_json(c, nlohmann::json{{"betas", {0.9, "x"}}}, "cfg.json"), UsageError);
+  EXPECT_THROW(apply_json(c, nlohmann::json{{"batch", "half"}}, "cfg.json"), UsageError);
+  apply_json(c, nlohmann::json{{"batch", "full"}}, "cfg.json");  // as --batch full
+  EXPECT_EQ(c.batch, 0);
 }
 
 TEST(TrainConfig, ModelSpecFollowsTheFlags) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/ops.h"
+#include "tests/train/test_util.h"
 #include "train/errors.h"
 
 namespace headlab::train {
@@ -23,14 +24,7 @@ TrainConfig small_demo() {
   return c;
 }
 
-std::vector<double> flat_weights(layers::Transformer& m) {
-  std::vector<double> out;
-  for (const auto& [name, p] : m.named_parameters()) {
-    const auto v = p.value().to_vector();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
+using test::flat_weights;
 
 TEST(Session, LearnsTheDemoTask) {
   Session s(small_demo());

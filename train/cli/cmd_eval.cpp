@@ -43,6 +43,12 @@ int run_eval(const EvalArgs& args) {
   if (args.seed_given) config.seed = args.seed;
   if (args.batch_given) config.eval_batch = args.batch;
   use_gemm_backend(args.gemm.empty() ? config.gemm : args.gemm);
+  if (!args.data.empty() || !args.task.empty()) {
+    // Another source than the run's: none of its training or held-out sets.
+    config.train_size = 0;
+    config.train_fraction = 0;
+    config.eval_data.clear();
+  }
   if (!args.data.empty()) {
     // The file is read with the model's own sizes and classes (eval has no
     // --vocab, --seq-len or --classes), and all of it is evaluated.

@@ -81,7 +81,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   log->info("{} {} in {}: {} layer(s), {} heads, d_model {}, d_k {}, {} parameters, {} thread(s)",
             args.resume.empty() ? "training" : "resuming", session->task().name(), folder.dir, m.layers, m.heads,
             m.d_model, m.d_k(), session->model().num_parameters(), core::num_threads());
-  log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, config.batch, m.max_seq_len,
+  log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, session->batch_rows(), m.max_seq_len,
             config.optimizer, config.lr, config.seed);
   if (!args.resume.empty() && config.lr != resumed_lr) {
     // config.json tells the settings the run goes on with; this log line

@@ -32,9 +32,16 @@ ConfigFlags::ConfigFlags(CLI::App& app, std::vector<std::string> only)
       app.add_flag(flag)->description(help);  // apply() reads it: the field is its negation
     } else if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
       app.add_flag(flag, field, help);
+    } else if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::vector<double>>) {
+      std::string shown;
+      for (const double v : field) shown += (shown.empty() ? "" : ",") + CLI::detail::to_string(v);
+      app.add_option(flag, field, help)->delimiter(',')->default_str(shown);
     } else if constexpr (std::is_unsigned_v<std::decay_t<decltype(field)>>) {
       // CLI11 reads "-1" into an unsigned field as 2^64-1.
       app.add_option(flag, field, help)->default_val(field)->check(non_negative());
+    } else if (std::string(name) == "batch") {
+      // --batch full: the whole training set, as 0.
+      app.add_option(flag, field, help)->default_val(field)->transform(CLI::Transformer({{"full", "0"}}));
     } else {
       app.add_option(flag, field, help)->default_val(field);
     }

@@ -53,6 +53,15 @@ void TrainView::stepped(int64_t step, double seconds) {
 
 void TrainView::logged(const train::LogLine& l) {
   clear_progress();
+  if (l.train) {
+    // A fixed training set: the model on it and on the held-out set, now.
+    log_->info("step {:>6}  train loss {:.4f}  acc {:6.2f}%  held-out loss {:.4f}  acc {:6.2f}%  lr {:.2e}  |g| {:.3f}  "
+               "{:.0f} tok/s",
+               l.step, l.train->loss, 100 * l.train->accuracy, l.eval_loss, 100 * l.eval_accuracy, l.lr, l.grad_norm,
+               l.tokens_per_s);
+    last_logged_ = l.step;
+    return;
+  }
   log_->info("step {:>6}  loss {:.4f}  acc {:6.2f}%  eval loss {:.4f}  eval acc {:6.2f}%  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s",
              l.step, l.loss, 100 * l.accuracy, l.eval_loss, 100 * l.eval_accuracy, l.lr, l.grad_norm, l.tokens_per_s);
   last_logged_ = l.step;

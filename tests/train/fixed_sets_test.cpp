@@ -1,0 +1,291 @@
+// Finite training sets (--train-size, --train-fraction, --eval-data): the
+// split is disjoint and a function of the seed, epochs visit every training
+// example once in a fresh order, full batches, exact resume, the train and
+// held-out metrics; and the optimizer options that the grokking setup needs
+// (weight decay as a lever, betas, eps).
+#include "train/fixed_sets.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "optim/adam.h"
+#include "tests/train/test_util.h"
+#include "train/errors.h"
+#include "train/run_builder.h"
+#include "train/session.h"
+
+namespace headlab::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Modular addition mod p = 11: 121 pairs.
+TrainConfig mod_config(double fraction = 0.3) {
+  TrainConfig c;
+  c.task = "modular-addition";
+  c.model.vocab = 12;
+  c.model.max_seq_len = 3;
+  c.model.d_model = 16;
+  c.train_fraction = fraction;
+  c.batch = 7;
+  c.eval_batch = 1000;
+  c.seed = 3;
+  return c;
+}
+
+// Each row as its (a, b) pair.
+std::vector<std::pair<int, int>> pairs_of(const Batch& b) {
+  std::vector<std::pair<int, int>> out;
+  for (int64_t r = 0; r < b.batch; ++r) {
+    const auto at = static_cast<std::size_t>(r * b.seq_len);
+    out.emplace_back(b.tokens[at], b.tokens[at + 1]);
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> rows_of(const Batch& b) {
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t r = 0; r < b.batch; ++r) {
+    const auto at = b.tokens.begin() + r * b.seq_len;
+    out.emplace_back(at, at + b.seq_len);
+  }
+  return out;
+}
+
+using test::flat_weights;
+
+TEST(FixedSets, ModularAdditionSplitIsDisjointCompleteAndSeeded) {
+  const TrainConfig c = mod_config();
+  const auto task = make_task_for(c);
+  ASSERT_EQ(task->size(), 36);  // round(0.3 * 121)
+  const auto train = pairs_of(task->rows(0, task->size()));
+  const Batch held = task->eval_batch(c.eval_batch, c.seed);
+  ASSERT_EQ(held.batch, 121 - 36);
+  EXPECT_EQ(task->eval_rows(10), 10);
+  std::set<std::pair<int, int>> all(train.begin(), train.end());
+  EXPECT_EQ(all.size(), train.size()) << "a training pair appears twice";
+  for (const auto& pair : pairs_of(held)) EXPECT_TRUE(all.insert(pair).second) << "held out and trained on";
+  EXPECT_EQ(all.size(), 121u);  // together, every pair once
+  // Targets are (a + b) mod p at '='.
+  for (int64_t r = 0; r < held.batch; ++r)
+    EXPECT_EQ(held.targets[static_cast<std::size_t>(3 * r + 2)],
+              (held.tokens[static_cast<std::size_t>(3 * r)] + held.tokens[static_cast<std::size_t>(3 * r + 1)]) % 11);
+
+  // The same seed gives the same split; another seed another one.
+  EXPECT_EQ(pairs_of(make_task_for(c)->rows(0, 36)), train);
+  TrainConfig other = c;
+  other.seed = 4;
+  EXPECT_NE(pairs_of(make_task_for(other)->rows(0, 36)), train);
+  // --train-size N is the same split's first N.
+  TrainConfig sized = c;
+  sized.train_fraction = 0;
+  sized.train_size = 36;
+  EXPECT_EQ(pairs_of(make_task_for(sized)->rows(0, 36)), train);
+}
+
+TEST(FixedSets, AnyTaskHoldsOutWhatItTrainsOn) {
+  TrainConfig c;  // first-prev-pair, V 8, T 6
+  c.model.vocab = 3;
+  c.model.max_seq_len = 4;  // 81 sequences
+  c.train_size = 40;
+  c.eval_batch = 30;
+  const auto task = make_task_for(c);
+  ASSERT_EQ(task->size(), 40);
+  const auto train = rows_of(task->rows(0, 40));
+  const std::set<std::vector<int32_t>> trained(train.begin(), train.end());
+  const Batch held = task->eval_batch(c.eval_batch, c.seed);
+  ASSERT_EQ(held.batch, 30);
+  for (const auto& row : rows_of(held)) EXPECT_FALSE(trained.count(row)) << "a held-out sequence is trained on";
+  EXPECT_EQ(rows_of(make_task_for(c)->eval_batch(c.eval_batch, c.seed)), rows_of(held));  // deterministic
+  // Without a split the task evaluates on its own batch, which does overlap.
+  TrainConfig plain = c;
+  plain.train_size = 0;
+  const auto own = rows_of(make_task_for(plain)->eval_batch(c.eval_batch, c.seed));
+  EXPECT_TRUE(std::any_of(own.begin(), own.end(), [&](const auto& row) { return trained.count(row) > 0; }));
+
+  // A training set that holds nearly every sequence leaves too few to hold out.
+  c.model.vocab = 2;
+  c.model.max_seq_len = 2;  // 4 sequences
+  c.train_size = 400;
+  c.eval_batch = 8;
+  EXPECT_THROW(make_task_for(c)->eval_batch(c.eval_batch, c.seed), UsageError);
+}
+
+TEST(FixedSets, EachEpochVisitsEveryTrainingExampleOnceInAFreshOrder) {
+  const TrainConfig c = mod_config();
+  const auto task = make_task_for(c);
+  const int64_t n = task->size();
+  core::Generator gen(9);
+  // 36 = 4 batches of 9: two epochs, batch by batch.
+  std::vector<std::pair<int, int>> epochs[2];
+  for (auto& epoch : epochs)
+    for (int i = 0; i < 4; ++i) {
+      const auto got = pairs_of(task->sample(9, gen));
+      epoch.insert(epoch.end(), got.begin(), got.end());
+    }
+  auto set = pairs_of(task->rows(0, n));
+  std::sort(set.begin(), set.end());
+  for (auto& epoch : epochs) {
+    auto sorted = epoch;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, set) << "an epoch is not the training set";
+  }
+  EXPECT_NE(epochs[0], epochs[1]) << "the second epoch repeats the first's order";
+  EXPECT_NE(epochs[0], pairs_of(task->rows(0, n))) << "the epoch is not shuffled";
+  // A batch that straddles two epochs: 20 + 20 of 36.
+  const auto straddle = make_task_for(c);
+  core::Generator g2(9);
+  std::map<std::pair<int, int>, int> seen;
+  for (const auto& p : pairs_of(straddle->sample(20, g2))) ++seen[p];
+  for (const auto& p : pairs_of(straddle->sample(20, g2))) ++seen[p];
+  int twice = 0;
+  for (const auto& [p, count] : seen) twice += count == 2;
+  EXPECT_EQ(seen.size(), 36u);
+  EXPECT_EQ(twice, 4);  // the second epoch's first 4
+}
+
+TEST(FixedSets, FullBatchTrainsOnTheWholeSetEveryStep) {
+  TrainConfig c = mod_config();
+  c.batch = 0;
+  Session s(c);
+  EXPECT_EQ(s.batch_rows(), 36);
+  // Every step's batch is a permutation of the set: the mean loss is the same
+  // function of the weights whatever the order, so a full-batch step from the
+  // same weights gives the loss of the whole set.
+  const double first = s.step().loss;
+  Session again(c);
+  const EvalResult whole = evaluate(again.model(), again.task().rows(0, 36));
+  EXPECT_NEAR(first, whole.loss, 1e-5);
+  // Without a finite set there is no whole.
+  TrainConfig stream;
+  stream.batch = 0;
+  EXPECT_THROW(Session{stream}, UsageError);
+}
+
+TEST(FixedSets, ResumeEqualsUninterruptedRunBitForBit) {
+  const auto path = (fs::temp_directory_path() / ("headlab-split-resume-" + std::to_string(::getpid()))).string();
+  // Batches of 7 over 36 examples: the checkpoint falls mid-epoch.
+  for (const bool listed : {true, false}) {
+    // Not listed: first-prev-pair, its training set drawn from its stream.
+    TrainConfig c = mod_config();
+    if (!listed) {
+      c.task = "first-prev-pair";
+      c.model.vocab = 0;
+      c.model.max_seq_len = 0;
+      c.train_fraction = 0;
+      c.train_size = 30;
+    }
+    Session straight(c);
+    std::vector<double> losses;
+    for (int i = 0; i < 12; ++i) losses.push_back(straight.step().loss);
+    Session first(c);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(first.step().loss, losses[static_cast<std::size_t>(i)]);
+    first.save(path);
+    Session resumed(read_checkpoint(path));
+    fs::remove(path);
+    ASSERT_TRUE(resumed.task().position());
+    EXPECT_EQ(resumed.task().position()->next, first.task().position()->next);
+    for (int i = 5; i < 12; ++i)
+      EXPECT_EQ(resumed.step().loss, losses[static_cast<std::size_t>(i)]) << "step " << i << " listed " << listed;
+    EXPECT_EQ(flat_weights(resumed.model()), flat_weights(straight.model()));
+    EXPECT_EQ(rows_of(resumed.eval_batch()), rows_of(straight.eval_batch()));
+  }
+}
+
+TEST(FixedSets, TrainMetricsComeFromTheTrainingSetOnlyWhenThereIsOne) {
+  Session split(mod_config());
+  ASSERT_TRUE(split.train_eval_batch());
+  EXPECT_EQ(pairs_of(*split.train_eval_batch()), pairs_of(split.task().rows(0, 36)));
+  TrainConfig plain = mod_config();
+  plain.train_fraction = 0;
+  EXPECT_FALSE(Session(plain).train_eval_batch());
+}
+
+TEST(FixedSets, EvalDataReplacesTheHeldOutBatch) {
+  const auto path = (fs::temp_directory_path() / ("headlab-eval-data-" + std::to_string(::getpid()) + ".jsonl")).string();
+  {
+    std::ofstream out(path);
+    out << R"({"tokens": [1, 2, 11], "targets": [-1, -1, 3]})" << '\n'
+        << R"({"tokens": [4, 9, 11], "targets": [-1, -1, 2]})" << '\n';
+  }
+  TrainConfig c = mod_config();
+  c.eval_data = path;
+  Session s(c);
+  fs::remove(path);
+  EXPECT_EQ(rows_of(s.eval_batch()), (std::vector<std::vector<int32_t>>{{1, 2, 11}, {4, 9, 11}}));
+  EXPECT_EQ(s.task().size(), 36);  // the training set stays
+  c.eval_data = path;              // now missing
+  EXPECT_THROW(Session{c}, UsageError);
+}
+
+// AdamW's decay is decoupled: p <- p (1 - lr wd) - lr m_hat / (sqrt(v_hat) + eps).
+// Two sessions that differ only in the weight decay take the same Adam step
+// from the same weights and gradients, so after one step they differ by
+// exactly -lr * wd * p0 in every element.
+TEST(FixedSets, WeightDecayShrinksEveryWeightByLrTimesDecay) {
+  TrainConfig c = mod_config();
+  c.clip = 0;
+  c.lr = 0.01;
+  c.weight_decay = 0;
+  Session plain(c);
+  c.weight_decay = 1.0;
+  Session decayed(c);
+  const std::vector<double> before = flat_weights(plain.model());
+  ASSERT_EQ(flat_weights(decayed.model()), before);
+  EXPECT_EQ(plain.step().loss, decayed.step().loss);
+  const auto a = flat_weights(plain.model()), b = flat_weights(decayed.model());
+  for (std::size_t i = 0; i < before.size(); ++i)
+    ASSERT_NEAR(b[i] - a[i], -c.lr * c.weight_decay * before[i], 1e-6 + 1e-5 * std::abs(before[i])) << "element " << i;
+  // Over many steps it is a lever: the decayed weights end up smaller.
+  for (int i = 0; i < 200; ++i) plain.step(), decayed.step();
+  double norm_plain = 0, norm_decayed = 0;
+  for (const double w : flat_weights(plain.model())) norm_plain += w * w;
+  for (const double w : flat_weights(decayed.model())) norm_decayed += w * w;
+  EXPECT_LT(norm_decayed, 0.8 * norm_plain);
+}
+
+TEST(FixedSets, BetasAndEpsReachTheOptimizer) {
+  TrainConfig c = mod_config();
+  c.betas = {0.8, 0.98};
+  c.eps = 1e-6;
+  Session s(c);
+  const auto* adamw = dynamic_cast<const optim::AdamW*>(&s.optimizer());
+  ASSERT_NE(adamw, nullptr);
+  EXPECT_EQ(adamw->options().beta1(), 0.8);
+  EXPECT_EQ(adamw->options().beta2(), 0.98);
+  EXPECT_EQ(adamw->options().eps(), 1e-6);
+  // And they change the run. Adam's first update is m_hat / sqrt(v_hat) =
+  // g / |g| whatever beta1, so the loss of step 3 (after two updates) is the
+  // first that depends on it.
+  TrainConfig d = c;
+  d.betas = {0.9, 0.98};
+  Session t(d);
+  EXPECT_EQ(s.step().loss, t.step().loss);
+  EXPECT_EQ(s.step().loss, t.step().loss);
+  EXPECT_NE(s.step().loss, t.step().loss);
+}
+
+TEST(FixedSets, ReluModelTrainsAndResumesAsRelu) {
+  const auto path = (fs::temp_directory_path() / ("headlab-relu-" + std::to_string(::getpid()))).string();
+  TrainConfig c = mod_config();
+  c.model.activation = "relu";
+  c.model.layernorm = false;
+  Session s(c);
+  TrainConfig gelu = c;
+  gelu.model.activation = "gelu";
+  EXPECT_NE(s.step().loss, Session(gelu).step().loss);
+  s.save(path);
+  const Checkpoint ck = read_checkpoint(path);
+  fs::remove(path);
+  EXPECT_EQ(ck.model.activation, "relu");
+  EXPECT_EQ(Session(ck).model().spec().activation, "relu");
+}
+
+}  // namespace
+}  // namespace headlab::train

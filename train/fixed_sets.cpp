@@ -1,0 +1,183 @@
+#include "train/fixed_sets.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "train/data_file.h"
+#include "train/errors.h"
+
+namespace headlab::train {
+namespace {
+
+// The training set's stream, apart from initialization (the seed), the
+// training batches ("data") and evaluation ("eval").
+constexpr uint64_t kSplitStream = 0x73706c6974000000ULL;  // "split"
+
+// Row `row` of `batch` as bytes: its tokens and its targets.
+std::string row_key(const Batch& batch, int64_t row) {
+  const auto t = static_cast<std::size_t>(batch.seq_len);
+  const auto at = static_cast<std::size_t>(row) * t;
+  std::string key(2 * t * sizeof(int32_t), '\0');
+  std::copy_n(reinterpret_cast<const char*>(batch.tokens.data() + at), t * sizeof(int32_t), key.data());
+  std::copy_n(reinterpret_cast<const char*>(batch.targets.data() + at), t * sizeof(int32_t),
+              key.data() + t * sizeof(int32_t));
+  return key;
+}
+
+// Appends row `row` of `from` to `to` (same seq_len).
+void append_row(Batch& to, const Batch& from, int64_t row) {
+  const auto t = static_cast<std::ptrdiff_t>(from.seq_len);
+  const auto at = static_cast<std::ptrdiff_t>(row) * t;
+  to.tokens.insert(to.tokens.end(), from.tokens.begin() + at, from.tokens.begin() + at + t);
+  to.targets.insert(to.targets.end(), from.targets.begin() + at, from.targets.begin() + at + t);
+  ++to.batch;
+}
+
+Batch empty_like(const Batch& b) { return Batch{0, b.seq_len, {}, {}}; }
+
+void check_batch(const Task& task, int64_t batch) {
+  const int64_t most = std::numeric_limits<int32_t>::max() / task.seq_len();
+  if (batch < 1 || batch > most)
+    throw std::invalid_argument("Task::sample(" + task.name() + "): batch " + std::to_string(batch) +
+                                " must be in [1, " + std::to_string(most) + "]");
+}
+
+}  // namespace
+
+FixedSets::FixedSets(std::unique_ptr<Task> base, std::optional<Batch> train, std::optional<Batch> held_out)
+    : base_(std::move(base)), train_(std::move(train)), held_out_(std::move(held_out)) {
+  if (train_) {
+    order_.emplace(train_->batch, true);
+    for (int64_t row = 0; row < train_->batch; ++row) train_keys_.insert(row_key(*train_, row));
+  }
+}
+
+Batch FixedSets::sample(int64_t batch, core::Generator& gen) {
+  if (!train_) return base_->sample(batch, gen);
+  check_batch(*this, batch);
+  Batch out = empty_like(*train_);
+  for (int64_t row = 0; row < batch; ++row) append_row(out, *train_, order_->next(gen));
+  return out;
+}
+
+int64_t FixedSets::size() const { return train_ ? train_->batch : base_->size(); }
+
+Batch FixedSets::rows(int64_t first, int64_t count) const {
+  if (!train_) return base_->rows(first, count);
+  if (first < 0 || count < 1 || count > train_->batch - first)
+    throw std::invalid_argument("FixedSets::rows: first " + std::to_string(first) + ", count " +
+                                std::to_string(count) + " are not a non-empty range within the " +
+                                std::to_string(train_->batch) + " training sequences");
+  Batch out = empty_like(*train_);
+  for (int64_t row = first; row < first + count; ++row) append_row(out, *train_, row);
+  return out;
+}
+
+int64_t FixedSets::eval_rows(int64_t rows) const {
+  return held_out_ ? std::min(rows, held_out_->batch) : base_->eval_rows(rows);
+}
+
+Batch FixedSets::eval_batch(int64_t rows, uint64_t seed) {
+  if (held_out_) {
+    Batch out = empty_like(*held_out_);
+    for (int64_t row = 0; row < eval_rows(rows); ++row) append_row(out, *held_out_, row);
+    return out;
+  }
+  if (!train_) return base_->eval_batch(rows, seed);
+  // Rejection: draw the task's own evaluation stream (kEvalStream) one
+  // sequence at a time, so that the batch is the task's evaluation batch with
+  // the training sequences left out, and keep
+  // those the training set does not hold. A training set that holds most of
+  // the task's sequences would make this slow, hence the bound.
+  check_batch(*this, rows);
+  core::Generator gen(seed ^ kEvalStream);
+  Batch out{0, seq_len(), {}, {}};
+  const int64_t most_draws = 100 * rows + 10000;
+  for (int64_t draws = 0; out.batch < rows; ++draws) {
+    if (draws == most_draws)
+      throw UsageError("the training set of " + std::to_string(train_->batch) + " sequences holds nearly every sequence "
+                       "of task " + name() + ": only " + std::to_string(out.batch) + " of " + std::to_string(draws) +
+                       " evaluation draws were held out (lower --train-size or raise --vocab or --seq-len)");
+    const Batch one = base_->sample(1, gen);
+    if (!train_keys_.count(row_key(one, 0))) append_row(out, one, 0);
+  }
+  return out;
+}
+
+Batch FixedSets::eval_slice(int64_t first, int64_t count, uint64_t seed) {
+  if (!held_out_) return train_ ? Task::eval_slice(first, count, seed) : base_->eval_slice(first, count, seed);
+  if (first < 0 || count < 1 || count > held_out_->batch - first)
+    throw std::invalid_argument("FixedSets::eval_slice: first " + std::to_string(first) + ", count " +
+                                std::to_string(count) + " are not a non-empty range within the " +
+                                std::to_string(held_out_->batch) + " held-out sequences");
+  Batch out = empty_like(*held_out_);
+  for (int64_t row = first; row < first + count; ++row) append_row(out, *held_out_, row);
+  return out;
+}
+
+std::optional<Task::Position> FixedSets::position() const {
+  return order_ ? std::optional<Position>(order_->position()) : base_->position();
+}
+
+void FixedSets::set_position(const Position& position) {
+  if (!order_) return base_->set_position(position);
+  try {
+    order_->set_position(position);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("the training set's position: " + std::string(e.what()));
+  }
+}
+
+bool has_fixed_sets(const TrainConfig& config) {
+  return config.train_size > 0 || config.train_fraction > 0 || !config.eval_data.empty();
+}
+
+std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainConfig& config) {
+  if (!has_fixed_sets(config)) return base;
+  std::optional<Batch> train, held_out;
+  if (config.train_size > 0 || config.train_fraction > 0) {
+    core::Generator gen(config.seed ^ kSplitStream);
+    if (std::optional<Batch> all = base->all_examples()) {
+      const int64_t n = all->batch;
+      const int64_t n_train = config.train_size > 0
+                                  ? config.train_size
+                                  : static_cast<int64_t>(std::llround(config.train_fraction * static_cast<double>(n)));
+      const std::string asked = config.train_size > 0 ? "--train-size " + std::to_string(config.train_size)
+                                                      : "--train-fraction " + std::to_string(config.train_fraction);
+      if (n_train < 1 || n_train >= n)
+        throw UsageError(asked + " gives " + std::to_string(n_train) + " training examples, but task " + base->name() +
+                         " has " + std::to_string(n) + " distinct examples: it needs at least 1 for training and 1 "
+                         "held out (--train-size 1 to " + std::to_string(n - 1) + ")");
+      // Fisher-Yates over the list; the first n_train are the training set.
+      std::vector<int64_t> order(static_cast<std::size_t>(n));
+      std::iota(order.begin(), order.end(), int64_t{0});
+      for (std::size_t i = order.size() - 1; i > 0; --i)
+        std::swap(order[i], order[static_cast<std::size_t>(gen.integer(0, static_cast<int64_t>(i) + 1))]);
+      train = empty_like(*all);
+      held_out = empty_like(*all);
+      for (int64_t i = 0; i < n; ++i) append_row(i < n_train ? *train : *held_out, *all, order[static_cast<std::size_t>(i)]);
+    } else {
+      if (config.train_fraction > 0)
+        throw UsageError("--train-fraction needs a task whose examples can all be listed (modular-addition, vocab at "
+                         "most 2049); task " + base->name() + " draws from too many: give --train-size N instead");
+      const int64_t most = std::numeric_limits<int32_t>::max() / base->seq_len();
+      if (config.train_size > most)
+        throw UsageError("--train-size " + std::to_string(config.train_size) + ": that many sequences of " +
+                         std::to_string(base->seq_len()) + " tokens exceed 2^31-1 tokens (at most " +
+                         std::to_string(most) + ")");
+      train = base->sample(config.train_size, gen);
+    }
+  }
+  if (!config.eval_data.empty()) {
+    const DataFile file(config.eval_data, base->vocab(), base->num_classes(), base->seq_len());
+    held_out = file.rows(0, file.size());
+  }
+  return std::make_unique<FixedSets>(std::move(base), std::move(train), std::move(held_out));
+}
+
+}  // namespace headlab::train
