@@ -36,6 +36,33 @@ HeadScores scores_from(const nlohmann::json& j) {
   return s;
 }
 
+nlohmann::json optionals_json(const std::vector<std::optional<double>>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& v : values) out.push_back(optional_json(v));
+  return out;
+}
+
+nlohmann::json sets_json(const RunAnalysis& run) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SetAblation& set : run.set_ablations) {
+    nlohmann::json names = nlohmann::json::array();
+    for (std::size_t i : set.heads)
+      names.push_back(i < run.heads.size() ? head_name(run.heads[i].layer, run.heads[i].head) : "?");
+    out.push_back({{"role", set.role},
+                   {"heads", std::move(names)},
+                   {"delta_loss", set.delta_loss},
+                   {"delta_accuracy", set.delta_accuracy}});
+  }
+  return out;
+}
+
+// The layer-major index of a head named like "L1H0" in `run`.
+std::size_t head_index(const RunAnalysis& run, const std::string& name) {
+  for (std::size_t i = 0; i < run.heads.size(); ++i)
+    if (head_name(run.heads[i].layer, run.heads[i].head) == name) return i;
+  throw std::invalid_argument("heads.json: set_ablations names head '" + name + "', which is not in the run");
+}
+
 }  // namespace
 
 void to_json(nlohmann::json& j, const RunAnalysis& run) {
@@ -48,7 +75,14 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
                      {"scores", scores_json(h.scores)},
                      {"ablation_delta_loss", optional_json(h.ablation_delta_loss)},
                      {"ablation_delta_accuracy", optional_json(h.ablation_delta_acc)},
-                     {"importance", optional_json(h.importance)}});
+                     {"importance", optional_json(h.importance)},
+                     {"task_scores",
+                      {{"previous_token", optional_json(h.task.previous_token)},
+                       {"induction", optional_json(h.task.induction)}}},
+                     {"direct_logit", optional_json(h.direct_logit)},
+                     {"mean_ablation_delta_loss", optional_json(h.mean_ablation_delta_loss)},
+                     {"resample_ablation_delta_loss", optional_json(h.resample_ablation_delta_loss)},
+                     {"patch_restored", optional_json(h.patch_restored)}});
   const int64_t len = run.example.length();
   nlohmann::json attention = nlohmann::json::array();
   for (const auto& layer : run.example.attention) {
@@ -76,7 +110,14 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
          {"distinct_labels", run.verdict.distinct_labels},
          {"min_js", optional_json(run.verdict.min_js)}}},
        {"example",
-        {{"tokens", run.example.tokens}, {"token_labels", run.example.token_labels}, {"attention", attention}}}};
+        {{"tokens", run.example.tokens}, {"token_labels", run.example.token_labels}, {"attention", attention}}},
+       {"set_ablations", sets_json(run)},
+       {"position_loss", optionals_json(run.position_loss)},
+       {"icl_score", optional_json(run.icl_score)},
+       {"patching", run.patching ? nlohmann::json{{"corruption", run.patching->corruption},
+                                                  {"clean_loss", run.patching->clean_loss},
+                                                  {"corrupted_loss", run.patching->corrupted_loss}}
+                                 : nlohmann::json()}};
 }
 
 void from_json(const nlohmann::json& j, RunAnalysis& run) {
@@ -98,6 +139,14 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
     a.ablation_delta_loss = optional_from(h, "ablation_delta_loss");
     a.ablation_delta_acc = optional_from(h, "ablation_delta_accuracy");
     a.importance = optional_from(h, "importance");
+    if (h.contains("task_scores") && h.at("task_scores").is_object()) {
+      a.task.previous_token = optional_from(h.at("task_scores"), "previous_token");
+      a.task.induction = optional_from(h.at("task_scores"), "induction");
+    }
+    a.direct_logit = optional_from(h, "direct_logit");
+    a.mean_ablation_delta_loss = optional_from(h, "mean_ablation_delta_loss");
+    a.resample_ablation_delta_loss = optional_from(h, "resample_ablation_delta_loss");
+    a.patch_restored = optional_from(h, "patch_restored");
     r.heads.push_back(a);
   }
   if (static_cast<int64_t>(r.heads.size()) != r.num_layers * r.num_heads)
@@ -130,6 +179,25 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
     }
     r.example.attention.push_back(std::move(maps));
   }
+  // Files written before these keys existed read as absent.
+  if (j.contains("set_ablations"))
+    for (const nlohmann::json& set : j.at("set_ablations")) {
+      SetAblation s;
+      s.role = set.at("role").get<std::string>();
+      for (const nlohmann::json& name : set.at("heads")) s.heads.push_back(head_index(r, name.get<std::string>()));
+      s.delta_loss = set.at("delta_loss").get<double>();
+      s.delta_accuracy = set.at("delta_accuracy").get<double>();
+      r.set_ablations.push_back(std::move(s));
+    }
+  if (j.contains("position_loss"))
+    for (const nlohmann::json& loss : j.at("position_loss"))
+      r.position_loss.push_back(loss.is_null() ? std::nullopt : std::optional<double>(loss.get<double>()));
+  r.icl_score = optional_from(j, "icl_score");
+  if (j.contains("patching") && j.at("patching").is_object()) {
+    const nlohmann::json& p = j.at("patching");
+    r.patching = PatchingSummary{p.at("corruption").get<std::string>(), p.at("clean_loss").get<double>(),
+                                 p.at("corrupted_loss").get<double>()};
+  }
   run = std::move(r);
 }
 
@@ -145,11 +213,22 @@ nlohmann::json compact_json(const RunAnalysis& run) {
     if (h.ablation_delta_loss) o["ablation_delta_loss"] = rounded(*h.ablation_delta_loss);
     if (h.ablation_delta_acc) o["ablation_delta_accuracy"] = rounded(*h.ablation_delta_acc);
     if (h.importance) o["importance"] = *h.importance;  // often tiny: not rounded
+    if (h.task.previous_token) o["task_previous_token"] = rounded(*h.task.previous_token);
+    if (h.task.induction) o["task_induction"] = rounded(*h.task.induction);
+    if (h.direct_logit) o["direct_logit"] = rounded(*h.direct_logit);
     heads[head_name(h.layer, h.head)] = std::move(o);
   }
   nlohmann::json layer_js = nlohmann::json::array();
   for (int64_t l = 0; l < run.num_layers; ++l) layer_js.push_back(rounded(layer_mean_js(run, l)));
-  return {{"heads", std::move(heads)}, {"layer_js", std::move(layer_js)}, {"specialized", run.verdict.specialized}};
+  nlohmann::json out = {
+      {"heads", std::move(heads)}, {"layer_js", std::move(layer_js)}, {"specialized", run.verdict.specialized}};
+  if (!run.position_loss.empty()) {
+    nlohmann::json losses = nlohmann::json::array();
+    for (const auto& v : run.position_loss) losses.push_back(rounded(v));
+    out["position_loss"] = std::move(losses);
+    out["icl_score"] = rounded(run.icl_score);
+  }
+  return out;
 }
 
 }  // namespace headlab::analysis
