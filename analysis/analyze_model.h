@@ -1,14 +1,18 @@
 // Head analysis of a model: attention scores, labels and verdict
-// (run_analysis.h), plus what only the model can tell -- ablation and
-// gradient importance, the weight-based circuits (copying and composition
-// scores) and the pruning curve. Everything goes through probes of the forward pass
+// (run_analysis.h), plus what only the model can tell -- ablation of heads
+// and of sets of heads, gradient importance, the weight-based circuits
+// (copying and composition scores), the pruning curve, direct logit
+// attribution, the loss by position and, on request, mean and resample
+// ablation and activation patching. Everything goes through probes of the forward pass
 // (layers/probe.h): the model is never changed, so this is safe mid-training
 // and from several threads.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "analysis/evaluate.h"
+#include "analysis/patching.h"
 #include "analysis/run_analysis.h"
 #include "layers/transformer.h"
 
@@ -22,6 +26,12 @@ struct AnalysisOptions {
   // worth it for a final report, not at every analysis during training.
   bool pruning = true;
   int64_t pruning_random_orders = 5;
+  // Interventions: mean and resample ablation of every head, and, when
+  // corruption.tokens is not empty, activation patching of every head from
+  // the clean run into the corrupted one (described by corruption_text).
+  bool interventions = false;
+  Corruption corruption;
+  std::string corruption_text;
 };
 
 // Runs the model on `examples` and analyzes every head.

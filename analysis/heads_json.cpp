@@ -106,6 +106,33 @@ PruningCurve pruning_from(const nlohmann::json& j, const RunAnalysis& r) {
   return p;
 }
 
+nlohmann::json optionals_json(const std::vector<std::optional<double>>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& v : values) out.push_back(optional_json(v));
+  return out;
+}
+
+nlohmann::json sets_json(const RunAnalysis& run) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SetAblation& set : run.set_ablations) {
+    nlohmann::json names = nlohmann::json::array();
+    for (std::size_t i : set.heads)
+      names.push_back(i < run.heads.size() ? head_name(run.heads[i].layer, run.heads[i].head) : "?");
+    out.push_back({{"role", set.role},
+                   {"heads", std::move(names)},
+                   {"delta_loss", set.delta_loss},
+                   {"delta_accuracy", set.delta_accuracy}});
+  }
+  return out;
+}
+
+// The layer-major index of a head named like "L1H0" in `run`.
+std::size_t head_index(const RunAnalysis& run, const std::string& name) {
+  for (std::size_t i = 0; i < run.heads.size(); ++i)
+    if (head_name(run.heads[i].layer, run.heads[i].head) == name) return i;
+  throw std::invalid_argument("heads.json: set_ablations names head '" + name + "', which is not in the run");
+}
+
 }  // namespace
 
 void to_json(nlohmann::json& j, const RunAnalysis& run) {
@@ -121,7 +148,14 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
                      {"importance", optional_json(h.importance)},
                      {"importance_margin", optional_json(h.importance_margin)},
                      {"importance_normalized", optional_json(h.importance_normalized)},
-                     {"copying", optional_json(h.copying)}});
+                     {"copying", optional_json(h.copying)},
+                     {"task_scores",
+                      {{"previous_token", optional_json(h.task.previous_token)},
+                       {"induction", optional_json(h.task.induction)}}},
+                     {"direct_logit", optional_json(h.direct_logit)},
+                     {"mean_ablation_delta_loss", optional_json(h.mean_ablation_delta_loss)},
+                     {"resample_ablation_delta_loss", optional_json(h.resample_ablation_delta_loss)},
+                     {"patch_restored", optional_json(h.patch_restored)}});
   const int64_t len = run.example.length();
   nlohmann::json attention = nlohmann::json::array();
   for (const auto& layer : run.example.attention) {
@@ -151,7 +185,14 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
        {"example",
         {{"tokens", run.example.tokens}, {"token_labels", run.example.token_labels}, {"attention", attention}}},
        {"circuits", circuits_json(run)},
-       {"pruning", run.pruning ? pruning_json(*run.pruning, run.num_heads) : nlohmann::json()}};
+       {"pruning", run.pruning ? pruning_json(*run.pruning, run.num_heads) : nlohmann::json()},
+       {"set_ablations", sets_json(run)},
+       {"position_loss", optionals_json(run.position_loss)},
+       {"icl_score", optional_json(run.icl_score)},
+       {"patching", run.patching ? nlohmann::json{{"corruption", run.patching->corruption},
+                                                  {"clean_loss", run.patching->clean_loss},
+                                                  {"corrupted_loss", run.patching->corrupted_loss}}
+                                 : nlohmann::json()}};
 }
 
 void from_json(const nlohmann::json& j, RunAnalysis& run) {
@@ -176,6 +217,14 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
     a.importance_margin = optional_from(h, "importance_margin");
     a.importance_normalized = optional_from(h, "importance_normalized");
     a.copying = optional_from(h, "copying");
+    if (h.contains("task_scores") && h.at("task_scores").is_object()) {
+      a.task.previous_token = optional_from(h.at("task_scores"), "previous_token");
+      a.task.induction = optional_from(h.at("task_scores"), "induction");
+    }
+    a.direct_logit = optional_from(h, "direct_logit");
+    a.mean_ablation_delta_loss = optional_from(h, "mean_ablation_delta_loss");
+    a.resample_ablation_delta_loss = optional_from(h, "resample_ablation_delta_loss");
+    a.patch_restored = optional_from(h, "patch_restored");
     r.heads.push_back(a);
   }
   if (static_cast<int64_t>(r.heads.size()) != r.num_layers * r.num_heads)
@@ -211,6 +260,25 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
   // Files written before the circuit analysis existed have neither key.
   if (j.contains("circuits") && j.at("circuits").is_object()) circuits_from(j.at("circuits"), r);
   if (j.contains("pruning") && j.at("pruning").is_object()) r.pruning = pruning_from(j.at("pruning"), r);
+  // Files written before these keys existed read as absent.
+  if (j.contains("set_ablations"))
+    for (const nlohmann::json& set : j.at("set_ablations")) {
+      SetAblation s;
+      s.role = set.at("role").get<std::string>();
+      for (const nlohmann::json& name : set.at("heads")) s.heads.push_back(head_index(r, name.get<std::string>()));
+      s.delta_loss = set.at("delta_loss").get<double>();
+      s.delta_accuracy = set.at("delta_accuracy").get<double>();
+      r.set_ablations.push_back(std::move(s));
+    }
+  if (j.contains("position_loss"))
+    for (const nlohmann::json& loss : j.at("position_loss"))
+      r.position_loss.push_back(loss.is_null() ? std::nullopt : std::optional<double>(loss.get<double>()));
+  r.icl_score = optional_from(j, "icl_score");
+  if (j.contains("patching") && j.at("patching").is_object()) {
+    const nlohmann::json& p = j.at("patching");
+    r.patching = PatchingSummary{p.at("corruption").get<std::string>(), p.at("clean_loss").get<double>(),
+                                 p.at("corrupted_loss").get<double>()};
+  }
   run = std::move(r);
 }
 
@@ -228,6 +296,9 @@ nlohmann::json compact_json(const RunAnalysis& run) {
     if (h.importance) o["importance"] = *h.importance;  // often tiny: not rounded
     if (h.importance_normalized) o["importance_normalized"] = rounded(*h.importance_normalized);
     if (h.copying) o["copying"] = rounded(*h.copying);
+    if (h.task.previous_token) o["task_previous_token"] = rounded(*h.task.previous_token);
+    if (h.task.induction) o["task_induction"] = rounded(*h.task.induction);
+    if (h.direct_logit) o["direct_logit"] = rounded(*h.direct_logit);
     heads[head_name(h.layer, h.head)] = std::move(o);
   }
   nlohmann::json layer_js = nlohmann::json::array();
@@ -238,6 +309,12 @@ nlohmann::json compact_json(const RunAnalysis& run) {
     for (const Composition& c : run.composition)
       comp[composition_key(c)] = {{"q", rounded(c.q)}, {"k", rounded(c.k)}, {"v", rounded(c.v)}};
     out["composition"] = std::move(comp);
+  }
+  if (!run.position_loss.empty()) {
+    nlohmann::json losses = nlohmann::json::array();
+    for (const auto& v : run.position_loss) losses.push_back(rounded(v));
+    out["position_loss"] = std::move(losses);
+    out["icl_score"] = rounded(run.icl_score);
   }
   return out;
 }

@@ -76,16 +76,24 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
     const std::string name = head_name(h.layer, h.head);
     const std::string key = pattern_key(pattern.entry());
     const auto emerged = emergence_step(history, name, key, options.labels.score_threshold);
+    nlohmann::json task_emerged = nlohmann::json::object();
+    for (const char* task_key : {"task_induction", "task_previous_token"}) {
+      const auto step = emergence_step(history, name, task_key, options.labels.score_threshold);
+      task_emerged[task_key] = step ? nlohmann::json(*step) : nlohmann::json();
+    }
     extra.push_back({{"name", name},
                      {"pattern", key},
                      {"pattern_label", label_name(pattern)},
-                     {"emerged", emerged ? nlohmann::json(*emerged) : nlohmann::json()}});
+                     {"emerged", emerged ? nlohmann::json(*emerged) : nlohmann::json()},
+                     {"task_emerged", std::move(task_emerged)}});
   }
   const LabelOptions& l = options.labels;
+  const std::optional<int64_t> drop = loss_drop_step(history);
   return {{"title", options.title},
           {"patterns", patterns_json()},
           {"run", std::move(r)},
           {"heads_extra", std::move(extra)},
+          {"loss_drop_step", drop ? nlohmann::json(*drop) : nlohmann::json()},
           {"history", history},
           {"config", config.is_null() ? nlohmann::json::object() : config},
           {"options",
@@ -133,6 +141,24 @@ std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history
     }
   }
   return since;
+}
+
+std::optional<int64_t> loss_drop_step(const std::vector<nlohmann::json>& history, double min_drop) {
+  std::vector<std::pair<int64_t, double>> points;
+  for (const nlohmann::json& line : history) {
+    if (!line.is_object() || !line.contains("step") || !line.at("step").is_number()) continue;
+    const char* key = line.contains("eval_loss") ? "eval_loss" : "loss";
+    if (line.contains(key) && line.at(key).is_number())
+      points.emplace_back(line.at("step").get<int64_t>(), line.at(key).get<double>());
+  }
+  if (points.empty()) return std::nullopt;
+  double lowest = points.front().second;
+  for (const auto& [step, loss] : points) lowest = std::min(lowest, loss);
+  const double first = points.front().second;
+  if (!(first - lowest >= min_drop)) return std::nullopt;
+  for (const auto& [step, loss] : points)
+    if (loss <= first - (first - lowest) / 2) return step;
+  return std::nullopt;
 }
 
 std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json>& history,

@@ -45,6 +45,12 @@ std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json
 std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                       const std::string& pattern, double threshold);
 
+// The step of the loss drop: the first logged step whose eval loss (the
+// training loss on lines without one) is at most halfway from the first
+// logged value down to the lowest; absent when the loss never falls by
+// `min_drop` nats. With emergence_step, a phase change shows as one event.
+std::optional<int64_t> loss_drop_step(const std::vector<nlohmann::json>& history, double min_drop = 0.05);
+
 // &, <, >, " and ' as character references, for text and attribute values.
 std::string html_escape(std::string_view text);
 

@@ -1,5 +1,6 @@
 #include "analysis/run_analysis.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace headlab::analysis {
@@ -70,8 +71,52 @@ RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span
 }
 
 void relabel(RunAnalysis& run, const LabelOptions& options) {
-  for (HeadAnalysis& h : run.heads) h.label = label_head(h.scores, h.ablation_delta_loss, options);
+  for (std::size_t i = 0; i < run.heads.size(); ++i) {
+    HeadAnalysis& h = run.heads[i];
+    std::optional<double> delta = h.ablation_delta_loss;
+    const Label alone = label_head(h.scores, std::nullopt, options);
+    for (const SetAblation& set : run.set_ablations)
+      if (delta && set.role == label_name(alone) && std::find(set.heads.begin(), set.heads.end(), i) != set.heads.end())
+        delta = std::max(*delta, set.delta_loss);
+    h.label = label_head(h.scores, delta, options);
+  }
   run.verdict = judge(run, options);
+}
+
+std::vector<SetAblation> candidate_sets(const RunAnalysis& run, const LabelOptions& options) {
+  std::vector<SetAblation> sets;
+  for (std::size_t p = 0; p < kPatternCount; ++p) {
+    SetAblation set;
+    set.role = std::string(kPatterns[p].name);
+    for (std::size_t i = 0; i < run.heads.size(); ++i)
+      if (label_head(run.heads[i].scores, std::nullopt, options) == Label::pattern_at(p)) set.heads.push_back(i);
+    if (set.heads.size() >= 2) sets.push_back(std::move(set));
+  }
+  const auto reaches = [&](const std::optional<double>& task, const std::optional<double>& all) {
+    const std::optional<double>& v = task ? task : all;
+    return v && *v >= options.score_threshold;
+  };
+  std::vector<std::size_t> induction, previous;
+  int64_t last_layer = -1;
+  for (std::size_t i = 0; i < run.heads.size(); ++i) {
+    const HeadAnalysis& h = run.heads[i];
+    if (h.layer >= 1 && reaches(h.task.induction, h.scores["induction"])) {
+      induction.push_back(i);
+      last_layer = std::max(last_layer, h.layer);
+    }
+  }
+  for (std::size_t i = 0; i < run.heads.size(); ++i) {
+    const HeadAnalysis& h = run.heads[i];
+    if (h.layer < last_layer && reaches(h.task.previous_token, h.scores["previous-token"])) previous.push_back(i);
+  }
+  if (!induction.empty() && !previous.empty()) {
+    SetAblation circuit;
+    circuit.role = "induction circuit";
+    circuit.heads = previous;
+    circuit.heads.insert(circuit.heads.end(), induction.begin(), induction.end());
+    sets.push_back(std::move(circuit));
+  }
+  return sets;
 }
 
 std::optional<double> layer_mean_js(const RunAnalysis& run, int64_t layer) {

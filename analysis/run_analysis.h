@@ -19,6 +19,7 @@
 #include "analysis/circuit_records.h"
 #include "analysis/head_metrics.h"
 #include "analysis/labels.h"
+#include "analysis/task_positions.h"
 #include "analysis/verdict.h"
 #include "core/tensor.h"
 
@@ -35,6 +36,26 @@ struct HeadAnalysis {
   std::optional<double> importance_margin;    // mean |d margin / d gate|: does not saturate (importance.h)
   std::optional<double> importance_normalized;  // importance_margin / its layer's Euclidean norm
   std::optional<double> copying;              // the OV circuit's copying score (circuits.h)
+  TaskPositionScores task;                    // at the positions the targets need (absent without targets)
+  std::optional<double> direct_logit;         // direct logit attribution on the correct class, logits
+  // Interventions (analyze --patch): the loss change when the head's output
+  // is replaced by its batch mean or by another example's, and the share of
+  // the clean-vs-corrupted loss gap that patching its clean output restores.
+  std::optional<double> mean_ablation_delta_loss, resample_ablation_delta_loss, patch_restored;
+};
+
+// Heads ablated together (zero gates): all heads sharing a label (`role` is
+// the label), or a candidate circuit (`role` "induction circuit").
+struct SetAblation {
+  std::string role;
+  std::vector<std::size_t> heads;  // layer-major indices
+  double delta_loss = 0, delta_accuracy = 0;
+};
+
+// The corrupted run of activation patching.
+struct PatchingSummary {
+  std::string corruption;  // how the input was corrupted, one sentence
+  double clean_loss = 0, corrupted_loss = 0;
 };
 
 std::string head_name(int64_t layer, int64_t head);  // "L0H1"
@@ -61,6 +82,10 @@ struct RunAnalysis {
   std::optional<double> composition_baseline;       // mean score of random matrices of the same shapes
   bool circuits_layernorm_folded = false, circuits_mlp_ignored = false;  // the approximation used
   std::optional<PruningCurve> pruning;
+  std::vector<SetAblation> set_ablations;             // filled by the caller (analyze_model)
+  std::vector<std::optional<double>> position_loss;   // [T], absent where no target
+  std::optional<double> icl_score;                    // late minus early position loss
+  std::optional<PatchingSummary> patching;            // with analyze --patch
 
   const HeadAnalysis& at(int64_t layer, int64_t head) const;
   HeadAnalysis& at(int64_t layer, int64_t head);
@@ -73,7 +98,18 @@ RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span
                               const LabelOptions& options = {}, int64_t example = 0);
 
 // Recomputes every label and the verdict, e.g. after ablation was filled in.
+// A first-token head is a sink only if the set of its role (set_ablations)
+// costs no more than the sink bound either, so two redundant first-token
+// heads are not both called sinks.
 void relabel(RunAnalysis& run, const LabelOptions& options = {});
+
+// The sets worth ablating together, from scores and labels without ablation:
+// for each pattern, its heads when there are at least two; and the induction
+// circuit -- the heads of a later layer whose induction score (at the
+// targeted positions if known, else overall) reaches the label threshold,
+// with the heads of earlier layers whose previous-token score at the sources
+// (else overall) reaches it -- when both are found. delta_* are left 0.
+std::vector<SetAblation> candidate_sets(const RunAnalysis& run, const LabelOptions& options = {});
 
 // Mean JS divergence between the heads of one layer; absent for one head.
 std::optional<double> layer_mean_js(const RunAnalysis& run, int64_t layer);

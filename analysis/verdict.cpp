@@ -12,6 +12,27 @@ std::string points(double fraction) { return fixed(100.0 * fraction, 1) + " pts"
 
 // The indices of the heads that count towards specialization, with the reasons
 // for leaving pattern-labelled heads out.
+bool set_costs(const SetAblation& set, const LabelOptions& options) {
+  return -set.delta_accuracy >= options.min_ablation_acc_drop || set.delta_loss >= options.min_ablation_loss_rise;
+}
+
+std::string set_names(const RunAnalysis& run, const SetAblation& set) {
+  std::string names;
+  for (std::size_t i : set.heads)
+    if (i < run.heads.size()) names += (names.empty() ? "" : "+") + head_name(run.heads[i].layer, run.heads[i].head);
+  return names;
+}
+
+// The set of the head's role that costs enough, if any: redundant heads doing
+// one job are counted together.
+const SetAblation* costly_role_set(const RunAnalysis& run, std::size_t i, const LabelOptions& options) {
+  for (const SetAblation& set : run.set_ablations)
+    if (set.role == label_name(run.heads[i].label) && set_costs(set, options) &&
+        std::find(set.heads.begin(), set.heads.end(), i) != set.heads.end())
+      return &set;
+  return nullptr;
+}
+
 std::vector<std::size_t> counted_heads(const RunAnalysis& run, const LabelOptions& options,
                                        std::vector<std::string>& left_out) {
   std::vector<std::size_t> counted;
@@ -20,7 +41,7 @@ std::vector<std::size_t> counted_heads(const RunAnalysis& run, const LabelOption
     if (!is_pattern(h.label)) continue;
     const bool costs_accuracy = !h.ablation_delta_acc || -*h.ablation_delta_acc >= options.min_ablation_acc_drop;
     const bool costs_loss = h.ablation_delta_loss && *h.ablation_delta_loss >= options.min_ablation_loss_rise;
-    if (!costs_accuracy && !costs_loss) {
+    if (!costs_accuracy && !costs_loss && costly_role_set(run, i, options) == nullptr) {
       left_out.push_back(head_name(h.layer, h.head) + " " + label_name(h.label) + ": ablation costs only " +
                          points(-*h.ablation_delta_acc) + " of accuracy and " +
                          fixed(h.ablation_delta_loss.value_or(0.0), 3) + " nats of loss (need " +
@@ -57,6 +78,15 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
   v.reasons.push_back(std::to_string(counted.size()) + " of " + std::to_string(n_heads) +
                       " heads have a role (a clear pattern)" + (listed.empty() ? "" : ": " + listed));
   for (const std::string& s : left_out) v.reasons.push_back(s);
+  for (const SetAblation& set : run.set_ablations)
+    v.reasons.push_back("ablating " + set_names(run, set) + " (" + set.role + ") together costs " +
+                        points(-set.delta_accuracy) + " of accuracy and " + fixed(set.delta_loss, 3) +
+                        " nats of loss" +
+                        (set.role == "induction circuit" ? ""
+                         : set_costs(set, options)
+                             ? ": counted as one role, whatever each head alone costs"
+                             : " (need " + points(options.min_ablation_acc_drop) + " or " +
+                                   fixed(options.min_ablation_loss_rise, 2) + " nats)"));
   const bool enough_labels = v.distinct_labels >= needed;
   v.reasons.push_back(std::to_string(v.distinct_labels) + " distinct pattern label" +
                       (v.distinct_labels == 1 ? "" : "s") + " (need " + std::to_string(needed) + ")");

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "core/ops.h"
 
 namespace headlab::layers {
 
@@ -64,12 +65,38 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
   // All-ones gates change no bit, so they enter the op only when a gate
   // differs from 1 or its gradient is wanted.
   const bool gated = gates.defined() && (gates.requires_grad() || !all_ones(gates.value()));
-  const Variable concat =
+  const Variable attended =
       attention(q, k, v, h, spec_.causal, 1.0 / std::sqrt(static_cast<double>(dk)),
                 padding_mask != nullptr ? *padding_mask : Tensor(), gated ? gates : Variable(),
                 probe != nullptr ? &probe->attention : nullptr);
+  const Variable concat = probe != nullptr ? replace_heads(attended, *probe) : attended;
   if (probe != nullptr) probe->head_outputs = concat.value();
   return o_->forward(concat);
+}
+
+Variable MultiHeadAttention::replace_heads(const Variable& concat, const LayerProbe& probe) const {
+  const int64_t h = spec_.heads, dk = d_k();
+  if (probe.replace_heads.empty()) return concat;
+  if (static_cast<int64_t>(probe.replace_heads.size()) != h)
+    throw std::invalid_argument("MultiHeadAttention::forward: the probe's replace_heads has " +
+                                std::to_string(probe.replace_heads.size()) + " entries for " + std::to_string(h) +
+                                " heads");
+  if (!probe.replacement.defined() || probe.replacement.shape() != concat.shape() ||
+      probe.replacement.dtype() != concat.dtype())
+    throw std::invalid_argument("MultiHeadAttention::forward: the probe's replacement must be a " +
+                                core::to_string(concat.dtype()) + " " + core::to_string(concat.shape()) +
+                                " tensor (the head outputs' shape), got " +
+                                (probe.replacement.defined() ? core::to_string(probe.replacement.dtype()) + " " +
+                                                                   core::to_string(probe.replacement.shape())
+                                                             : std::string("none")));
+  // concat * keep + replacement * (1 - keep), with keep [d_model] 1 on the
+  // kept heads' columns: x * 1 + 0 = x and x * 0 + r = r exactly (finite x),
+  // so kept heads are untouched and replaced ones are exactly the given values.
+  Tensor keep = Tensor::ones({spec_.d_model}, concat.dtype());
+  for (int64_t i = 0; i < h; ++i)
+    if (probe.replace_heads[static_cast<std::size_t>(i)]) keep.slice(0, i * dk, (i + 1) * dk).fill_(0);
+  const Tensor put = core::mul(probe.replacement, core::sub(Tensor::ones({spec_.d_model}, concat.dtype()), keep));
+  return autograd::add(autograd::mul(concat, autograd::Variable(keep)), autograd::Variable(put));
 }
 
 void MultiHeadAttention::check_head(int64_t head, const char* who) const {

@@ -62,6 +62,8 @@ class MultiHeadAttention : public Module {
 
  private:
   void check_head(int64_t head, const char* who) const;
+  // The probe's replacement of some heads' outputs in concat [B, T, d_model].
+  Variable replace_heads(const Variable& concat, const LayerProbe& probe) const;
   Linear& projection(Projection which) const;
 
   ModelSpec spec_;

@@ -107,6 +107,14 @@ void attention_cases(Registry& r) {
                               LayerProbe probe{.gates = x[1]};
                               return m.forward(x[0], nullptr, &probe);
                             });
+  // Heads 1 and 2 of 4 replaced by constants (patching, mean and resample
+  // ablation): the gradient flows through heads 0 and 3 only.
+  const Tensor replacement = r.normal({2, 3, 8});
+  r.add<MultiHeadAttention>("MultiHeadAttention with heads 1 and 2 replaced through the probe, h=4", mha(4, true),
+                            {r.normal({2, 3, 8})}, [replacement](MultiHeadAttention& m, const Vars& x) {
+                              LayerProbe probe{.replace_heads = {false, true, true, false}, .replacement = replacement};
+                              return m.forward(x[0], nullptr, &probe);
+                            });
 }
 
 void model_cases(Registry& r) {

@@ -24,6 +24,16 @@ struct LayerProbe {
   // output before W_O (0 ablates a head). Undefined = all 1. A gate that
   // requires a gradient receives dL/dgate from backward.
   Variable gates{};
+  // In: replace some heads' outputs (after the gate, before W_O) by given
+  // values: for every head i with replace_heads[i] true, columns
+  // i*d_k .. (i+1)*d_k - 1 of the concatenated head outputs become those of
+  // `replacement` [B, T, d_model] (the model's dtype), a constant outside the
+  // graph. This is how a caller patches a head's output from another run,
+  // mean-ablates or resample-ablates it. Empty = no head replaced; otherwise
+  // one entry per head. The other heads' columns are bit-identical to a pass
+  // without replacement.
+  std::vector<bool> replace_heads{};
+  Tensor replacement{};
   // Out: the attention probabilities A [B, h, T, T], a value outside the graph.
   Tensor attention{};
   // Out: concat(gate_i * A_i V_i) [B, T, d_model] before W_O: head i's output

@@ -45,6 +45,10 @@ class Transformer : public Module {
   int64_t num_layers() const { return spec_.layers; }
   TransformerBlock& block(int64_t layer) const;
   MultiHeadAttention& attention(int64_t layer) const { return block(layer).attention(); }
+  // The output projection W_U (weight [classes, d_model]) and the final
+  // LayerNorm (nullptr without layernorm): what direct logit attribution reads.
+  const Linear& unembed() const { return *head_; }
+  const LayerNorm* final_norm() const { return ln_f_.get(); }
 
  private:
   ModelSpec spec_;

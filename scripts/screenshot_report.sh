@@ -8,6 +8,8 @@
 # OUT.png defaults to REPORT.png next to the report; the window is 1400x2600.
 # With REPORT_DOM=FILE in the environment, the rendered DOM is saved there too.
 # A fragment #L<layer>H<head> opens that head's large view before the shot.
+# REPORT_EXPECT_IDS="behaviour interventions" (environment): also fail unless
+# the page built an element with each of these ids (its sections).
 # Needs Debian's chromium package (apt-get install chromium). Exit status: 0 ok,
 # 1 the page has errors or no screenshot was written, 2 usage, 77 no Chromium.
 set -euo pipefail
@@ -52,8 +54,12 @@ window.addEventListener("unhandledrejection",function(ev){e.push("Unhandled reje
 var ce=console.error;console.error=function(){e.push("console.error: "+Array.prototype.join.call(arguments," "));ce.apply(console,arguments);};
 window.addEventListener("load",function(){setTimeout(function(){
 performance.getEntriesByType("resource").forEach(function(r){e.push("fetched resource: "+r.name);});
+"__EXPECT_IDS__".split(" ").forEach(function(id){if(id&&!document.getElementById(id))e.push("missing section #"+id);});
 var p=document.createElement("pre");p.id="__probe_result";var m="PROBE-";p.textContent=m+"BEGIN\n"+e.join("\n")+"\n"+m+"END";
 document.body.appendChild(p);},500);});})();</script>'
+expect_ids=${REPORT_EXPECT_IDS:-}
+[[ $expect_ids =~ ^[A-Za-z0-9_\ -]*$ ]] || { echo "$0: REPORT_EXPECT_IDS holds more than ids and spaces" >&2; exit 2; }
+probe=${probe/__EXPECT_IDS__/$expect_ids}
 probed="$work/probed.html"
 python3 - "$report_abs" "$probed" "$probe" <<'EOF'
 import re, sys

@@ -5,6 +5,7 @@
 #include <span>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "train/errors.h"
 
@@ -85,7 +86,24 @@ class FirstPrevTask final : public SyntheticTask {
     }
   }
 
+ public:
+  // previous: every token; the others: x_0, each replaced by a different token.
+  std::vector<int32_t> corrupt(const Batch& batch, core::Generator& gen) const override {
+    std::vector<int32_t> x = batch.tokens;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (kind_ == FirstPrev::previous || i % static_cast<std::size_t>(batch.seq_len) == 0) x[i] = other_than(x[i], gen);
+    return x;
+  }
+  std::string corruption() const override {
+    return kind_ == FirstPrev::previous ? "every token replaced by a different uniform token."
+                                        : "the first token x_0 replaced by a different uniform token.";
+  }
+
  private:
+  int32_t other_than(int32_t token, core::Generator& gen) const {
+    const auto t = static_cast<int32_t>(gen.integer(0, vocab() - 1));
+    return t >= token ? t + 1 : t;
+  }
   FirstPrev kind_;
 };
 
@@ -93,24 +111,68 @@ class InductionTask final : public SyntheticTask {
  public:
   InductionTask(int64_t vocab, int64_t seq_len) : SyntheticTask("induction", vocab, vocab, seq_len) {}
 
+  // L = T/4 tokens in each occurrence of the segment.
+  static std::size_t segment_length(std::size_t seq_len) { return seq_len / 4; }
+
+  // The first occurrence of the segment (found from the first target and its
+  // earlier copy) replaced by filler tokens, so the repeat has nothing to copy.
+  std::vector<int32_t> corrupt(const Batch& batch, core::Generator& gen) const override {
+    std::vector<int32_t> x = batch.tokens;
+    const auto t = static_cast<std::size_t>(batch.seq_len), len = segment_length(t);
+    for (std::size_t row = 0; row < static_cast<std::size_t>(batch.batch); ++row) {
+      const Row r = Row(x).subspan(row * t, t);
+      const auto y = std::span(batch.targets).subspan(row * t, t);
+      const auto second = static_cast<std::size_t>(std::find_if(y.begin(), y.end(), [](int32_t v) { return v >= 0; }) - y.begin());
+      if (second >= t) continue;
+      const auto first = static_cast<std::size_t>(std::find(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(second), r[second]) - r.begin());
+      if (first >= second) continue;
+      std::vector<int32_t> outside;
+      for (int32_t v = 0; v < static_cast<int32_t>(vocab()); ++v)
+        if (std::find(r.begin() + static_cast<std::ptrdiff_t>(second), r.begin() + static_cast<std::ptrdiff_t>(second + len), v) ==
+            r.begin() + static_cast<std::ptrdiff_t>(second + len))
+          outside.push_back(v);
+      for (std::size_t i = first; i < first + len; ++i)
+        r[i] = outside[static_cast<std::size_t>(gen.integer(0, static_cast<int64_t>(outside.size())))];
+    }
+    return x;
+  }
+  std::string corruption() const override {
+    return "the first occurrence of the segment replaced by filler tokens (outside the segment), so the repeat has "
+           "no earlier copy to read.";
+  }
+
  protected:
   void fill(Row x, Row y, core::Generator& gen) const override {
-    const std::size_t half = x.size() / 2;
-    Row prefix = x.first(half);
-    // Floyd's algorithm: a uniform subset of `half` distinct tokens in O(half)
-    // memory whatever the vocab; it fixes the set, not the order, so shuffle after.
-    const int64_t v = vocab(), k = static_cast<int64_t>(half);
+    const std::size_t len = segment_length(x.size()), filler = x.size() - 2 * len;
+    // The segment: L distinct tokens. Floyd's algorithm draws a uniform subset
+    // of L in O(L) memory whatever the vocab; it fixes the set, not the order,
+    // so shuffle after.
+    std::vector<int32_t> segment(len);
+    const int64_t v = vocab(), k = static_cast<int64_t>(len);
     for (int64_t j = v - k; j < v; ++j) {
-      const auto filled = prefix.first(static_cast<std::size_t>(j - (v - k)));
+      const auto filled = std::span(segment).first(static_cast<std::size_t>(j - (v - k)));
       const auto t = static_cast<int32_t>(gen.integer(0, j + 1));
       const bool seen = std::find(filled.begin(), filled.end(), t) != filled.end();
-      prefix[filled.size()] = seen ? static_cast<int32_t>(j) : t;
+      segment[filled.size()] = seen ? static_cast<int32_t>(j) : t;
     }
-    for (std::size_t i = half - 1; i > 0; --i) {
-      std::swap(prefix[i], prefix[static_cast<std::size_t>(gen.integer(0, static_cast<int64_t>(i) + 1))]);
-    }
-    std::copy(prefix.begin(), prefix.end(), x.begin() + static_cast<std::ptrdiff_t>(half));
-    for (std::size_t i = half; i + 1 < x.size(); ++i) y[i] = x[i + 1];
+    for (std::size_t i = len - 1; i > 0; --i)
+      std::swap(segment[i], segment[static_cast<std::size_t>(gen.integer(0, static_cast<int64_t>(i) + 1))]);
+    // The filler: tokens outside the segment (so the segment's second
+    // occurrence is the only place a token has an earlier copy that predicts
+    // anything), split at two uniform cut points into the filler before the
+    // first occurrence, the gap between the two, and the rest after.
+    std::vector<int32_t> outside;
+    for (int32_t t = 0; t < static_cast<int32_t>(v); ++t)
+      if (std::find(segment.begin(), segment.end(), t) == segment.end()) outside.push_back(t);
+    const auto c1 = static_cast<std::size_t>(gen.integer(0, static_cast<int64_t>(filler) + 1));
+    const auto c2 = static_cast<std::size_t>(gen.integer(0, static_cast<int64_t>(filler) + 1));
+    const std::size_t first = std::min(c1, c2), second = first + len + (std::max(c1, c2) - first);
+    for (auto& token : x) token = outside[static_cast<std::size_t>(gen.integer(0, static_cast<int64_t>(outside.size())))];
+    std::copy(segment.begin(), segment.end(), x.begin() + static_cast<std::ptrdiff_t>(first));
+    std::copy(segment.begin(), segment.end(), x.begin() + static_cast<std::ptrdiff_t>(second));
+    // Every position of the second occurrence but its last predicts the next
+    // token: the one that followed the current token's earlier copy.
+    for (std::size_t i = second; i + 1 < second + len; ++i) y[i] = x[i + 1];
   }
 };
 
@@ -208,13 +270,12 @@ std::unique_ptr<Task> make_first_prev(const std::string& name, FirstPrev kind, i
 
 std::unique_ptr<Task> make_induction(int64_t vocab, int64_t seq_len) {
   const std::string name = "induction";
-  need_seq_len_at_least(name, seq_len, 4, "a prefix of at least 2 tokens and its repetition");
-  if (seq_len % 2 != 0) {
-    reject(name, "seq-len " + std::to_string(seq_len) + " must be even (a prefix and its repetition); try " +
-                     std::to_string(seq_len - 1) + " or " + std::to_string(seq_len + 1));
-  }
-  need_vocab_at_least(name, vocab, seq_len / 2,
-                      "the prefix of seq-len/2 = " + std::to_string(seq_len / 2) + " tokens is drawn without repeats");
+  need_seq_len_at_least(name, seq_len, 12,
+                        "the segment of L = seq-len/4 tokens needs L >= 3, so that the induction score sees it");
+  const int64_t len = static_cast<int64_t>(InductionTask::segment_length(static_cast<std::size_t>(seq_len)));
+  need_vocab_at_least(name, vocab, len + 1,
+                      "the segment of seq-len/4 = " + std::to_string(len) +
+                          " distinct tokens, and at least one other token for the filler");
   return std::make_unique<InductionTask>(vocab, seq_len);
 }
 
@@ -261,9 +322,10 @@ const std::vector<Entry>& entries() {
         6},
        [](int64_t v, int64_t t) { return make_first_prev("first", FirstPrev::first, v, t); }},
       {{"induction",
-        "T/2 distinct random tokens, then the same tokens again; each position of the repeat except the last "
-        "predicts the next token",
-        "with 2 layers: a previous-token head in layer 0 and an induction head in layer 1", 16, 12},
+        "a segment of T/4 distinct random tokens occurs twice at random offsets in filler of other tokens; each "
+        "position of the second occurrence except the last predicts the next token",
+        "with 2 layers: a previous-token head in layer 0 and an induction head in layer 1 (1 layer cannot solve it)",
+        16, 24},
        make_induction},
       {{"sort",
         "n = (T-1)/2 random tokens in [0, V-1), the separator V-1, then the same tokens sorted; the separator "
@@ -305,6 +367,19 @@ Batch Task::eval_slice(int64_t first, int64_t count, uint64_t seed) {
     throw std::invalid_argument("task " + name() + " draws its evaluation batch at once; it has no slice at " +
                                 std::to_string(first));
   return eval_batch(count, seed);
+}
+
+std::vector<int32_t> Task::corrupt(const Batch& batch, core::Generator&) const {
+  std::vector<int32_t> x(batch.tokens.size());
+  const auto t = static_cast<std::size_t>(batch.seq_len), rows = static_cast<std::size_t>(batch.batch);
+  for (std::size_t b = 0; b < rows; ++b)
+    std::copy_n(batch.tokens.begin() + static_cast<std::ptrdiff_t>(((b + 1) % rows) * t), t,
+                x.begin() + static_cast<std::ptrdiff_t>(b * t));
+  return x;
+}
+
+std::string Task::next_row_corruption() {
+  return "each sequence takes the tokens of the next sequence of the batch (row b gets row (b + 1) mod B).";
 }
 
 void Task::set_position(const Position&) {

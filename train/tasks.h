@@ -11,11 +11,15 @@
 //   first-prev-sum    as above; target at i >= 1 is (x_0 + x_{i-1}) mod V.
 //   previous          target at i >= 1 is x_{i-1}.
 //   first             target at i >= 1 is x_0.
-//   induction         L = T/2 distinct tokens, then the same L tokens again; at
-//                     i in [L, T-2] the target is the next token x_{i+1} =
-//                     x_{i+1-L}: the token that followed the earlier occurrence
-//                     of x_i. The prefix is distinct so that the earlier
-//                     occurrence is unique (hence V >= T/2).
+//   induction         a segment of L = T/4 distinct tokens occurs twice, at
+//                     random offsets: filler before it, a random gap, the
+//                     second occurrence, filler after (two uniform cut points
+//                     split the T - 2L filler positions). Filler tokens are
+//                     uniform over the tokens outside the segment. At every
+//                     position i of the second occurrence but its last, the
+//                     target is x_{i+1}: the token that followed the earlier
+//                     copy of x_i. Its offset varies, so no head can find the
+//                     copy from positions alone (hence V >= L + 1, T >= 12).
 //   sort              n = (T-1)/2 tokens uniform in [0, V-1), the separator V-1,
 //                     then the same tokens in ascending order; the separator and
 //                     each sorted position except the last predict the next
@@ -79,6 +83,17 @@ class Task {
   // Every distinct example, for a task with few enough to list (modular
   // addition's p^2 pairs, in the order a * p + b); nullopt otherwise.
   virtual std::optional<Batch> all_examples() const { return std::nullopt; }
+
+  // The corrupted input of activation patching (`headlab analyze --patch`):
+  // the tokens of `batch` changed so that what the task needs is gone, the
+  // targets kept. Deterministic given `gen`. The default, for every task
+  // without its own: each sequence takes the tokens of the next one of the
+  // batch (row b gets row (b + 1) mod B).
+  virtual std::vector<int32_t> corrupt(const Batch& batch, core::Generator& gen) const;
+  // One sentence saying how corrupt() changes the input.
+  virtual std::string corruption() const { return next_row_corruption(); }
+  // The default's sentence (a data file's too).
+  static std::string next_row_corruption();
 
   // Where sample() is in a stream of its own beyond the generator (a data
   // file's epoch), for checkpoints: with the generator's state it makes the

@@ -183,7 +183,7 @@
   const fmtTick = (v) => (Math.abs(v) >= 1000 ? (v / 1000).toFixed(v % 1000 ? 1 : 0) + 'k' : String(+v.toPrecision(4)));
 
   // --- line chart over training steps ---
-  // cfg: {series: [{name, color, dash, points: [[x, y]]}], yMin, yMax, log, yFmt, hlines: [{y, label}], marks: [{x, y, color}], height}
+  // cfg: {series: [{name, color, dash, points: [[x, y]]}], yMin, yMax, log, yFmt, hlines: [{y, label}], marks: [{x, y, color}], height, xLabel}
   function lineChart(cfg) {
     const W = cfg.width || 600, Ht = cfg.height || 240, m = { l: 50, r: 14, t: 12, b: 30 };
     const legendRows = [];
@@ -553,6 +553,88 @@
     return el('div', { id: 'circuits' }, section('Circuits', 'What the weights say heads do together (Elhage et al., 2021) and what removing them costs. ' + approx, charts));
   }
 
+  // --- behaviour over training: loss by position, in-context learning, task-position scores ---
+  function behaviourSection() {
+    const charts = el('div', { class: 'charts' });
+    const withPos = logLines.filter((line) => line && isNum(line.step) && Array.isArray(line.position_loss));
+    // At most five logged steps, spread from the first to the last, plus the final analysis.
+    const picked = [];
+    for (let k = 0; k < Math.min(5, withPos.length); ++k) {
+      const line = withPos[Math.round(k * (withPos.length - 1) / Math.max(1, Math.min(5, withPos.length) - 1))];
+      if (!picked.includes(line)) picked.push(line);
+    }
+    const POS_RAMP = [[0, [203, 213, 225]], [1, [15, 23, 42]]];
+    const posSeries = picked.map((line, k) => ({
+      name: 'step ' + line.step, color: ramp(picked.length > 1 ? k / (picked.length - 1) : 1, POS_RAMP),
+      points: line.position_loss.map((v, t) => [t, v]).filter((p) => isNum(p[1]))
+    })).filter((x) => x.points.length);
+    if (!posSeries.length && Array.isArray(run.position_loss))
+      posSeries.push({ name: 'final', color: '#0f172a', points: run.position_loss.map((v, t) => [t, v]).filter((p) => isNum(p[1])) });
+    const posSvg = posSeries.length ? lineChart({ series: posSeries, xLabel: 'position', tipFmt: (v) => v.toFixed(4) }) : null;
+    charts.append(chartBox('Loss by position', posSvg, 'position-loss.svg', false,
+      'Mean loss at each position with a target' + (isNum(run.icl_score) ? '; in-context-learning score now ' + signed(run.icl_score) + ' nats (late minus early positions).' : '.')));
+    const icl = seriesOf('icl_score');
+    const iclSvg = icl.length ? lineChart({ series: [{ name: 'ICL score', color: '#7c3aed', points: icl }], hlines: [{ y: 0, label: '0' }], tipFmt: (v) => v.toFixed(4) }) : null;
+    charts.append(chartBox('In-context-learning score', iclSvg, 'icl-score.svg', false,
+      'Loss over the last quarter of the target positions minus over the first quarter: negative when later tokens are predicted better.'));
+
+    // Scores at the positions the task needs, per head, with the loss drop as one event.
+    const series = [], marks = [], events = [];
+    const keys = [['task_induction', 'induction at targets', '#9333ea'], ['task_previous_token', 'previous-token at sources', '#2563eb']];
+    const dashes = [null, '7 4', '2 3', '9 3 2 3'];
+    heads.forEach((hd, i) => {
+      const name = headName(hd.layer, hd.head), x = extra[i];
+      keys.forEach(([key, label, color]) => {
+        const pts = [];
+        for (const line of logLines) {
+          const r = line && line.heads && line.heads[name];
+          if (r && isNum(line.step) && isNum(r[key])) pts.push([line.step, r[key]]);
+        }
+        if (!pts.length || Math.max(...pts.map((p) => p[1])) < 0.2) return;
+        series.push({ name: name + ' ' + label, color, dash: dashes[i % 4], points: pts });
+        const step = x.task_emerged && x.task_emerged[key];
+        if (isNum(step)) {
+          const p = pts.find((q) => q[0] === step);
+          if (p) marks.push({ x: p[0], y: p[1], color });
+          events.push(name + ' ' + label + ' at step ' + step);
+        }
+      });
+    });
+    const th = opt.score_threshold;
+    const taskSvg = series.length ? lineChart({ series, width: 1200, height: 300, yMin: 0, yMax: 1, marks, hlines: [{ y: th, label: 'threshold ' + th.toFixed(2) }], tipFmt: (v) => v.toFixed(3) }) : null;
+    const drop = isNum(D.loss_drop_step) ? 'Loss drop (eval loss first halfway from its first value to its lowest) at step ' + D.loss_drop_step : 'No loss drop in the history';
+    charts.append(chartBox('Task-position scores over training', taskSvg, 'task-scores.svg', true,
+      drop + (events.length ? '. Emerged (stays ≥ ' + th.toFixed(2) + '): ' + events.join(' · ') + '.' : '.')));
+    const card = section('Behaviour over training', 'How the loss depends on the position and when the heads the task needs appeared: a phase change shows as the loss drop and the emergence at about the same step.', charts);
+    card.id = 'behaviour';
+    return card;
+  }
+
+  // --- interventions: ablating sets of heads, patching, direct logit attribution ---
+  function interventionSection() {
+    const sets = run.set_ablations || [], p = run.patching;
+    const kids = [];
+    if (sets.length) {
+      kids.push(el('ul', { class: 'sets' }, ...sets.map((x) => el('li', {},
+        el('b', { text: x.heads.join(' + ') }), ' (' + x.role + '): ablated together, Δ loss ' + signed(x.delta_loss) + ' nats, Δ accuracy ' + pts(x.delta_accuracy) + ' pts'))));
+    }
+    const cols = ['head', 'label', 'direct logit', 'Δ loss zero', 'Δ loss mean', 'Δ loss resample', 'patching restores'];
+    const body = el('tbody', {}, ...heads.map((hd) => el('tr', {},
+      el('td', { class: 'mono', text: headName(hd.layer, hd.head) }), el('td', {}, chip(hd.label)),
+      el('td', { class: 'num', text: signed(hd.direct_logit) }), el('td', { class: 'num', text: signed(hd.ablation_delta_loss) }),
+      el('td', { class: 'num', text: signed(hd.mean_ablation_delta_loss) }), el('td', { class: 'num', text: signed(hd.resample_ablation_delta_loss) }),
+      el('td', { class: 'num', text: isNum(hd.patch_restored) ? (100 * hd.patch_restored).toFixed(1) + '%' : '–' }))));
+    kids.push(el('div', { class: 'table-wrap' }, el('table', { class: 'heads patching' },
+      el('thead', {}, el('tr', {}, ...cols.map((c) => el('th', { text: c })))), body)));
+    const about = p
+      ? 'Corrupted run: ' + p.corruption + ' Clean loss ' + fmt(p.clean_loss, 4) + ', corrupted ' + fmt(p.corrupted_loss, 4) +
+        '; a head’s patching share is how much of that gap putting back its clean output closes.'
+      : 'Mean and resample ablation and activation patching: run headlab analyze RUN --patch.';
+    const card = section('Interventions', 'Heads ablated together (a role or a circuit), direct logit attribution on the correct class, and what each head’s output restores when patched from the clean run into a corrupted one. ' + about, ...kids);
+    card.id = 'interventions';
+    return card;
+  }
+
   // --- large view of one head ---
   let modal = null;
   // The open head is in the address (#L0H1), so a view can be linked or reloaded.
@@ -601,7 +683,7 @@
     else if (e.key === 'ArrowLeft') openModal(i - 1);
   });
 
-  app.append(header(), verdict(), gridSection(), curvesSection(), circuitSection() || '', jsSection(), tableSection(), defsSection(),
+  app.append(header(), verdict(), gridSection(), curvesSection(), circuitSection() || '', behaviourSection(), jsSection(), tableSection(), interventionSection(), defsSection(),
     el('footer', { text: 'Generated by headlab · one self-contained file: no network, no external fonts or scripts.' }));
   const linked = /^#L(\d+)H(\d+)$/.exec(location.hash);
   if (linked && +linked[1] < L && +linked[2] < H) openModal(+linked[1] * H + +linked[2]);

@@ -97,8 +97,8 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_even_seq_len_for_sort", train_tiny({{"--task", "sort"}, {"--seq-len", "4"}}), 2,
                  {"sort", "seq-len 4"}});
     c.push_back({"train_induction_seq_len_beyond_vocab",
-                 train_tiny({{"--task", "induction"}, {"--seq-len", "30"}, {"--vocab", "8"}}), 2,
-                 {"induction", "vocab 8"}});
+                 train_tiny({{"--task", "induction"}, {"--seq-len", "40"}, {"--vocab", "8"}}), 2,
+                 {"induction", "vocab 8", "vocab >= 11"}});
     c.push_back({"train_seq_len_too_short", train_tiny({{"--seq-len", "1"}}), 2, {"seq-len 1"}});
     c.push_back({"train_unknown_task", train_tiny({{"--task", "nope"}}), 2, {"nope"}});
     c.push_back({"train_empty_task", train_tiny({{"--task", "''"}}), 2, {"task"}});
@@ -289,6 +289,10 @@ const std::vector<BadCase>& cases() {
                  {"--sink-delta-loss"}});
     c.push_back({"analyze_unknown_task", {"analyze", "{run}", "--task", "nope"}, 2, {"nope"}});
     c.push_back({"analyze_task_of_another_model", {"analyze", "{run}", "--task", "induction"}, 2, {"induction"}});
+    c.push_back({"analyze_patch_with_one_sequence", {"analyze", "{run}", "--patch", "--batch", "1"}, 2,
+                 {"--patch needs at least 2 sequences", "--batch 2"}});
+    c.push_back({"analyze_patch_given_a_value", {"analyze", "{run}", "--patch=maybe"}, 2, {"maybe"}});
+    c.push_back({"analyze_patch_typo", {"analyze", "{run}", "--pach"}, 2, {"unknown flag --pach (did you mean --patch?)"}});
     c.push_back({"analyze_negative_threads", {"analyze", "{run}", "--threads", "-1"}, 2, {"--threads"}});
     c.push_back({"analyze_out_under_a_file", {"analyze", "{run}", "--out", "{file}/analysis"}, 2, {"--out"}});
     // A mistyped flag or config key names the nearest one ('_' for '-' counts as near).

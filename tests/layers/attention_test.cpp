@@ -378,5 +378,44 @@ TEST(MultiHeadAttention, ParametersAreNamedQKVO) {
                                              "o.weight", "o.bias"}));
 }
 
+TEST(MultiHeadAttention, ReplacedHeadsTakeTheGivenValuesAndTheOthersStayBitIdentical) {
+  auto mha = make_attention(4, true);
+  const Tensor x = random_input(19);
+  LayerProbe plain;
+  mha->forward(Variable(x), nullptr, &plain);
+  core::Generator gen(3);
+  const Tensor replacement = gen.normal({kBatch, kSeq, kModel}, 0, 1, DType::f64);
+  LayerProbe probe{.replace_heads = {false, true, false, true}, .replacement = replacement};
+  mha->forward(Variable(x), nullptr, &probe);
+  const int64_t dk = kModel / 4;
+  for (int64_t i = 0; i < 4; ++i) {
+    const Tensor got = probe.head_outputs.slice(2, i * dk, (i + 1) * dk);
+    const Tensor want = (i % 2 == 1 ? replacement : plain.head_outputs).slice(2, i * dk, (i + 1) * dk);
+    EXPECT_EQ(core::max_abs_diff(got, want), 0.0) << "head " << i;
+  }
+}
+
+TEST(MultiHeadAttention, ReplacingAHeadByItsOwnOutputChangesNoBit) {
+  auto mha = make_attention(2, true);
+  const Tensor x = random_input(20);
+  LayerProbe plain;
+  const Tensor out = mha->forward(Variable(x), nullptr, &plain).value();
+  LayerProbe same{.replace_heads = {true, true}, .replacement = plain.head_outputs};
+  EXPECT_EQ(core::max_abs_diff(mha->forward(Variable(x), nullptr, &same).value(), out), 0.0);
+}
+
+TEST(MultiHeadAttention, ProbeReplacementMustMatchTheHeadsAndTheHeadOutputs) {
+  auto mha = make_attention(4, true);
+  const Variable x(random_input(21));
+  LayerProbe few{.replace_heads = {true, false}, .replacement = Tensor::zeros({kBatch, kSeq, kModel}, DType::f64)};
+  EXPECT_THROW(mha->forward(x, nullptr, &few), std::invalid_argument);
+  LayerProbe missing{.replace_heads = {true, false, false, false}};
+  EXPECT_THROW(mha->forward(x, nullptr, &missing), std::invalid_argument);
+  LayerProbe wrong{.replace_heads = {true, false, false, false}, .replacement = Tensor::zeros({kBatch, kSeq, 3}, DType::f64)};
+  EXPECT_THROW(mha->forward(x, nullptr, &wrong), std::invalid_argument);
+  LayerProbe f32{.replace_heads = {true, false, false, false}, .replacement = Tensor::zeros({kBatch, kSeq, kModel}, DType::f32)};
+  EXPECT_THROW(mha->forward(x, nullptr, &f32), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace headlab::layers

@@ -123,40 +123,121 @@ TEST(Tasks, FirstTargetIsTheFirstToken) {
   }
 }
 
-TEST(Tasks, InductionRepeatsADistinctPrefixAndTargetsTheNextTokenOnTheRepeat) {
-  const int64_t t = 12, half = 6;
-  for (const Seq& s : rows_of(sample("induction", 16, t))) {
-    const std::set<int32_t> prefix(s.x.begin(), s.x.begin() + half);
-    EXPECT_EQ(prefix.size(), static_cast<std::size_t>(half)) << "prefix tokens are distinct";
-    for (int64_t i = 0; i < t; ++i) {
-      const auto u = static_cast<std::size_t>(i);
-      if (i >= half) {
-        EXPECT_EQ(s.x[u], s.x[u - half]);
+// Where the segment's two occurrences start in one induction sequence: the
+// first position whose token reappears later, and that later position.
+std::pair<std::size_t, std::size_t> occurrences(const Seq& s) {
+  for (std::size_t i = 0; i < s.x.size(); ++i)
+    for (std::size_t j = i + 1; j < s.x.size(); ++j)
+      if (s.x[j] == s.x[i] && s.y[j] >= 0) return {i, j};
+  return {s.x.size(), s.x.size()};
+}
+
+TEST(Tasks, InductionRepeatsADistinctSegmentInOtherFillerAndTargetsTheNextTokenOnTheRepeat) {
+  const std::size_t t = 24, len = 6;
+  for (const Seq& s : rows_of(sample("induction", 16, static_cast<int64_t>(t)))) {
+    const auto [first, second] = occurrences(s);
+    ASSERT_LT(second, t) << "the segment occurs twice";
+    ASSERT_LE(second + len, t);
+    ASSERT_GE(second, first + len) << "the occurrences do not overlap";
+    const std::set<int32_t> segment(s.x.begin() + static_cast<std::ptrdiff_t>(first),
+                                    s.x.begin() + static_cast<std::ptrdiff_t>(first + len));
+    EXPECT_EQ(segment.size(), len) << "segment tokens are distinct";
+    for (std::size_t i = 0; i < t; ++i) {
+      const bool in_first = i >= first && i < first + len, in_second = i >= second && i < second + len;
+      if (in_second) {
+        EXPECT_EQ(s.x[i], s.x[i - second + first]);
       }
-      // Targets exactly on the repeat, except its last position (no next token).
-      if (i >= half && i < t - 1) {
-        EXPECT_EQ(s.y[u], s.x[u + 1]);
-        // Which is what follows the earlier occurrence of the current token.
-        const auto earlier = std::find(s.x.begin(), s.x.begin() + half, s.x[u]) - s.x.begin();
-        EXPECT_EQ(s.y[u], s.x[static_cast<std::size_t>(earlier) + 1]);
+      if (!in_first && !in_second) {
+        EXPECT_FALSE(segment.contains(s.x[i])) << "filler at " << i << " is outside the segment";
+      }
+      // Targets exactly on the repeat, except its last position (no next token):
+      // what followed the earlier copy of the current token.
+      if (in_second && i + 1 < second + len) {
+        EXPECT_EQ(s.y[i], s.x[i + 1]);
+        EXPECT_EQ(s.y[i], s.x[i - second + first + 1]);
       } else {
-        EXPECT_EQ(s.y[u], -1) << "position " << i;
+        EXPECT_EQ(s.y[i], -1) << "position " << i;
       }
     }
   }
 }
 
-TEST(Tasks, InductionWithVocabEqualToHalfTheSequenceUsesEveryTokenOncePerPrefix) {
-  for (const Seq& s : rows_of(sample("induction", 4, 8))) {
-    const std::set<int32_t> prefix(s.x.begin(), s.x.begin() + 4);
-    EXPECT_EQ(prefix, (std::set<int32_t>{0, 1, 2, 3}));
+TEST(Tasks, InductionOffsetsAndGapsVarySoNoPositionGivesTheCopyAway) {
+  std::set<std::size_t> firsts, distances;
+  for (const Seq& s : rows_of(sample("induction", 16, 24, 300))) {
+    const auto [first, second] = occurrences(s);
+    firsts.insert(first);
+    distances.insert(second - first);
+  }
+  // Filler of T - 2L = 12 positions: the first occurrence starts at 0 .. 12, and
+  // the second follows it by L + 0 .. L + 12.
+  EXPECT_EQ(firsts.size(), 13u);
+  EXPECT_EQ(distances.size(), 13u);
+  EXPECT_EQ(*distances.begin(), 6u);
+  EXPECT_EQ(*distances.rbegin(), 18u);
+}
+
+TEST(Tasks, InductionWithTheSmallestVocabFillsWithTheOneTokenLeft) {
+  for (const Seq& s : rows_of(sample("induction", 4, 12))) {
+    const auto [first, second] = occurrences(s);
+    ASSERT_LT(second, s.x.size());
+    std::set<int32_t> all(s.x.begin(), s.x.end());
+    EXPECT_EQ(all, (std::set<int32_t>{0, 1, 2, 3}));
   }
 }
 
-TEST(Tasks, InductionPrefixOrderVariesAcrossSequences) {
-  std::set<std::vector<int32_t>> prefixes;
-  for (const Seq& s : rows_of(sample("induction", 4, 8, 200))) prefixes.insert({s.x.begin(), s.x.begin() + 4});
-  EXPECT_EQ(prefixes.size(), 24u) << "all 4! orders of 4 tokens appear in 200 draws";
+TEST(Tasks, InductionSegmentOrderVariesAcrossSequences) {
+  std::set<std::vector<int32_t>> segments;
+  for (const Seq& s : rows_of(sample("induction", 4, 12, 200))) {
+    const auto [first, second] = occurrences(s);
+    segments.insert({s.x.begin() + static_cast<std::ptrdiff_t>(first), s.x.begin() + static_cast<std::ptrdiff_t>(first + 3)});
+  }
+  EXPECT_EQ(segments.size(), 24u) << "all 4 * 3 * 2 ordered segments of 3 of 4 tokens appear in 200 draws";
+}
+
+TEST(Tasks, InductionCorruptionRemovesTheEarlierCopyOfEveryTargetedToken) {
+  const Batch clean = sample("induction", 16, 24);
+  core::Generator gen(3);
+  const auto task = make_task("induction", 16, 24);
+  const std::vector<int32_t> x = task->corrupt(clean, gen);
+  ASSERT_EQ(x.size(), clean.tokens.size());
+  for (std::size_t b = 0; b < 64; ++b) {
+    const auto row = [&](const std::vector<int32_t>& v, std::size_t i) { return v[b * 24 + i]; };
+    for (std::size_t i = 0; i < 24; ++i) {
+      if (clean.targets[b * 24 + i] < 0) continue;
+      EXPECT_EQ(row(x, i), row(clean.tokens, i)) << "the repeat itself is kept";
+      for (std::size_t j = 0; j + 2 < i; ++j) EXPECT_NE(row(x, j), row(x, i)) << "no earlier copy at " << j;
+    }
+  }
+  EXPECT_NE(task->corruption().find("first occurrence"), std::string::npos);
+}
+
+TEST(Tasks, FirstPrevCorruptionChangesOnlyTheFirstTokenAndPreviousChangesEveryToken) {
+  core::Generator gen(4);
+  const Batch clean = sample("first-prev-pair", 8, 6);
+  const std::vector<int32_t> x = make_task("first-prev-pair", 8, 6)->corrupt(clean, gen);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (i % 6 == 0)
+      EXPECT_NE(x[i], clean.tokens[i]);
+    else
+      EXPECT_EQ(x[i], clean.tokens[i]);
+  }
+  const Batch prev = sample("previous", 8, 6);
+  const std::vector<int32_t> y = make_task("previous", 8, 6)->corrupt(prev, gen);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    EXPECT_NE(y[i], prev.tokens[i]);
+    EXPECT_GE(y[i], 0);
+    EXPECT_LT(y[i], 8);
+  }
+}
+
+TEST(Tasks, DefaultCorruptionGivesEachSequenceTheNextOnesTokens) {
+  core::Generator gen(5);
+  const Batch clean = sample("sort", 10, 11, 3);
+  const std::vector<int32_t> x = make_task("sort", 10, 11)->corrupt(clean, gen);
+  for (std::size_t b = 0; b < 3; ++b)
+    for (std::size_t i = 0; i < 11; ++i) EXPECT_EQ(x[b * 11 + i], clean.tokens[((b + 1) % 3) * 11 + i]);
+  EXPECT_EQ(make_task("sort", 10, 11)->corruption(), Task::next_row_corruption());
 }
 
 TEST(Tasks, SortListsTokensThenSeparatorThenTheSortedTokensAsNextTokenTargets) {
@@ -237,9 +318,9 @@ TEST(Tasks, VocabTooSmallForTheTaskIsAUsageErrorSayingWhatFits) {
   EXPECT_TRUE(contains(usage_error_of("first", 1, 6), "vocab 1"));
   EXPECT_TRUE(contains(usage_error_of("sort", 2, 5), "vocab >= 3"));
   EXPECT_TRUE(contains(usage_error_of("modular-addition", 2, 3), "vocab >= 3"));
-  const std::string induction = usage_error_of("induction", 5, 12);
-  EXPECT_TRUE(contains(induction, "vocab 5")) << induction;
-  EXPECT_TRUE(contains(induction, "vocab >= 6")) << induction;
+  const std::string induction = usage_error_of("induction", 6, 24);
+  EXPECT_TRUE(contains(induction, "vocab 6")) << induction;
+  EXPECT_TRUE(contains(induction, "vocab >= 7")) << induction;
 }
 
 TEST(Tasks, VocabTooLargeForThirtyTwoBitTargetsIsAUsageError) {
@@ -253,10 +334,7 @@ TEST(Tasks, ImpossibleSeqLenIsAUsageErrorSayingWhatFits) {
   EXPECT_TRUE(contains(usage_error_of("first-prev-pair", 8, 1), "seq-len >= 2"));
   EXPECT_TRUE(contains(usage_error_of("previous", 8, 0), "seq-len 0"));
   EXPECT_TRUE(contains(usage_error_of("first", 8, -1), "seq-len -1"));
-  EXPECT_TRUE(contains(usage_error_of("induction", 16, 2), "seq-len >= 4"));
-  const std::string odd = usage_error_of("induction", 16, 7);
-  EXPECT_TRUE(contains(odd, "must be even")) << odd;
-  EXPECT_TRUE(contains(odd, "try 6 or 8")) << odd;
+  EXPECT_TRUE(contains(usage_error_of("induction", 16, 11), "seq-len >= 12"));
   const std::string even = usage_error_of("sort", 10, 6);
   EXPECT_TRUE(contains(even, "must be odd")) << even;
   EXPECT_TRUE(contains(even, "try 5 or 7")) << even;
@@ -267,7 +345,7 @@ TEST(Tasks, ImpossibleSeqLenIsAUsageErrorSayingWhatFits) {
 
 TEST(Tasks, SmallestValidSizesWork) {
   EXPECT_EQ(sample("first-prev-pair", 2, 2).tokens.size(), 128u);
-  EXPECT_EQ(sample("induction", 2, 4).tokens.size(), 256u);
+  EXPECT_EQ(sample("induction", 4, 12).tokens.size(), 768u);
   EXPECT_EQ(sample("sort", 3, 3).tokens.size(), 192u);
   EXPECT_EQ(sample("modular-addition", 3, 3).tokens.size(), 192u);
 }

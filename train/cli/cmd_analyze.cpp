@@ -1,11 +1,14 @@
 // `headlab analyze RUN_DIR|CHECKPOINT`: the head analysis of a trained model
 // on its run's evaluation batch (or another task): the terminal table and
-// heatmaps, heads.json and report.html.
+// heatmaps, heads.json and report.html. With --patch, also the interventions:
+// mean and resample ablation, and activation patching from the clean batch
+// into the task's corrupted one (Task::corrupt).
 #include <cmath>
 #include <filesystem>
 #include <iostream>
 
 #include "analysis/heads_json.h"
+#include "analysis/intervention_text.h"
 #include "analysis/text_report.h"
 #include "core/threads.h"
 #include "train/checkpoint.h"
@@ -24,7 +27,7 @@ struct AnalyzeArgs {
   int64_t batch = 0, example = 0;
   int threads = 0;
   std::string gemm;  // empty: the checkpoint's backend
-  bool json = false, no_color = false, batch_given = false;
+  bool json = false, no_color = false, batch_given = false, patch = false;
   analysis::LabelOptions labels;
 };
 
@@ -63,6 +66,18 @@ int run_analyze(const AnalyzeArgs& args) {
   analysis::AnalysisOptions options;
   options.labels = args.labels;
   options.example = args.example;
+  std::vector<int32_t> corrupted;
+  if (args.patch) {
+    if (session.eval_batch().batch < 2)
+      throw train::UsageError("--patch needs at least 2 sequences in the batch (resample ablation takes another "
+                              "sequence's head outputs); give --batch 2 or more");
+    // Its own stream, so the corruption never depends on the training batches.
+    core::Generator gen(session.config().seed ^ 0x7061746368000000ULL);  // "patch"
+    corrupted = session.task().corrupt(session.eval_batch(), gen);
+    options.interventions = true;
+    options.corruption.tokens = corrupted;
+    options.corruption_text = session.task().corruption();
+  }
   const analysis::RunAnalysis run =
       analysis::analyze_model(session.model(), train::examples_of(session.eval_batch()), options);
 
@@ -79,8 +94,9 @@ int run_analyze(const AnalyzeArgs& args) {
   } else {
     analysis::TextOptions text;
     text.color = stdout_is_terminal() && !args.no_color;
-    std::cout << analysis::text_report(run, text) << "\nreport: " << folder.report() << "\nheads:  "
-              << folder.heads() << '\n';
+    std::cout << analysis::text_report(run, text);
+    if (args.patch) std::cout << '\n' << analysis::intervention_table(run);
+    std::cout << "\nreport: " << folder.report() << "\nheads:  " << folder.heads() << '\n';
   }
   return 0;
 }
@@ -98,6 +114,10 @@ Command add_analyze(CLI::App& app) {
   app.add_option("--threads", args->threads, "threads (0: all cores)");
   app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_flag("--json", args->json, "print heads.json instead of the table");
+  app.add_flag("--patch", args->patch,
+               "also intervene: mean and resample ablation of each head, and activation patching of each head's "
+               "output from the clean batch into the task's corrupted batch (see `headlab tasks`), with the share "
+               "of the loss gap it restores");
   app.add_flag("--no-color", args->no_color, "no ANSI colours");
   app.add_option("--threshold", args->labels.score_threshold, "a label's score must reach this")
       ->default_val(args->labels.score_threshold);

@@ -1,0 +1,67 @@
+#include "analysis/direct_logit.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "layers/layer_norm.h"
+
+namespace headlab::analysis {
+
+std::vector<double> direct_logit_attribution(const layers::Transformer& model, const Examples& examples) {
+  const int64_t L = model.num_layers(), H = model.spec().heads, D = model.spec().d_model, dk = D / H;
+  const int64_t B = examples.batch, T = examples.seq_len;
+  layers::Probe probe(L);
+  evaluate(model, examples, &probe);
+  const core::Tensor w_u = model.unembed().weight().value().to(core::DType::f64).contiguous();  // [C, D]
+  const layers::LayerNorm* ln = model.final_norm();
+  const core::Tensor resid = probe.layers.back().residual.to(core::DType::f64).contiguous();  // [B, T, D]
+  std::vector<double> gamma(static_cast<std::size_t>(D), 1.0);
+  if (ln != nullptr) gamma = ln->weight().value().to(core::DType::f64).to_vector();
+
+  std::vector<double> out(static_cast<std::size_t>(L * H), 0.0);
+  int64_t count = 0;
+  std::vector<double> c(static_cast<std::size_t>(D));
+  for (int64_t l = 0; l < L; ++l) {
+    const core::Tensor o = probe.layers[static_cast<std::size_t>(l)].head_outputs.to(core::DType::f64).contiguous();
+    const core::Tensor w_o = model.attention(l).o().weight().value().to(core::DType::f64).contiguous();  // [D, D]
+    const double* po = o.data<double>();
+    const double* pw = w_o.data<double>();
+    const double* pr = resid.data<double>();
+    const double* pu = w_u.data<double>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const int32_t y = examples.targets[static_cast<std::size_t>(b * T + t)];
+        if (y < 0) continue;
+        if (l == 0) ++count;
+        double sigma = 1;
+        if (ln != nullptr) {
+          const double* r = pr + (b * T + t) * D;
+          double mean = 0, var = 0;
+          for (int64_t i = 0; i < D; ++i) mean += r[i];
+          mean /= static_cast<double>(D);
+          for (int64_t i = 0; i < D; ++i) var += (r[i] - mean) * (r[i] - mean);
+          sigma = std::sqrt(var / static_cast<double>(D) + ln->options().eps);
+        }
+        const double* row = po + (b * T + t) * D;
+        for (int64_t h = 0; h < H; ++h) {
+          // c = W_O[:, head h's columns] o_h
+          double mean = 0;
+          for (int64_t i = 0; i < D; ++i) {
+            double v = 0;
+            for (int64_t k = h * dk; k < (h + 1) * dk; ++k) v += pw[i * D + k] * row[k];
+            c[static_cast<std::size_t>(i)] = v;
+            mean += v;
+          }
+          mean = ln != nullptr ? mean / static_cast<double>(D) : 0.0;
+          double logit = 0;
+          for (int64_t i = 0; i < D; ++i)
+            logit += pu[y * D + i] * gamma[static_cast<std::size_t>(i)] * (c[static_cast<std::size_t>(i)] - mean) / sigma;
+          out[static_cast<std::size_t>(l * H + h)] += logit;
+        }
+      }
+  }
+  for (double& v : out) v /= static_cast<double>(std::max<int64_t>(count, 1));
+  return out;
+}
+
+}  // namespace headlab::analysis

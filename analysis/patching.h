@@ -1,0 +1,39 @@
+// Activation patching (docs/head-metrics.md, "Interventions"): run the model
+// on a corrupted input, put one head's output from the clean run in its place
+// (through the probe, before W_O), and measure how much of the loss gap
+// between the clean and the corrupted run that restores:
+//
+//   restored(h) = (loss_corrupted - loss_patched(h)) / (loss_corrupted - loss_clean)
+//
+// 1 = the head alone carries everything the corruption destroyed, 0 = nothing.
+// Every loss is on the clean targets. The model is never changed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "analysis/evaluate.h"
+#include "layers/transformer.h"
+
+namespace headlab::analysis {
+
+// The corrupted run: other tokens [B * T] (same B and T as the clean
+// examples), and optionally per-layer gates [h] (empty = all ones), e.g. to
+// corrupt by ablating a head.
+struct Corruption {
+  std::span<const int32_t> tokens;
+  std::vector<core::Tensor> gates;
+};
+
+struct Patching {
+  double clean_loss = 0, corrupted_loss = 0;
+  std::vector<double> patched_loss;             // per head, layer-major
+  std::vector<std::optional<double>> restored;  // per head; absent when the runs' losses differ by < 1e-9
+};
+
+// Throws std::invalid_argument when the corrupted tokens do not fill [B, T].
+Patching patch_heads(const layers::Transformer& model, const Examples& clean, const Corruption& corruption);
+
+}  // namespace headlab::analysis

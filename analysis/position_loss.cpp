@@ -1,0 +1,50 @@
+#include "analysis/position_loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace headlab::analysis {
+
+std::vector<std::optional<double>> position_loss(const core::Tensor& logits, std::span<const int32_t> targets) {
+  if (logits.dim() != 3 || static_cast<int64_t>(targets.size()) != logits.size(0) * logits.size(1))
+    throw std::invalid_argument("position_loss: logits " + core::to_string(logits.shape()) + " do not match " +
+                                std::to_string(targets.size()) + " targets; expected [B, T, C] and B * T targets");
+  const int64_t B = logits.size(0), T = logits.size(1), C = logits.size(2);
+  const core::Tensor f = logits.to(core::DType::f64).contiguous();
+  const double* p = f.data<double>();
+  std::vector<double> sum(static_cast<std::size_t>(T), 0.0);
+  std::vector<int64_t> count(static_cast<std::size_t>(T), 0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t y = targets[static_cast<std::size_t>(b * T + t)];
+      if (y < 0) continue;
+      const double* row = p + (b * T + t) * C;
+      const double top = *std::max_element(row, row + C);
+      double z = 0;
+      for (int64_t c = 0; c < C; ++c) z += std::exp(row[c] - top);
+      sum[static_cast<std::size_t>(t)] += std::log(z) - (row[y] - top);
+      ++count[static_cast<std::size_t>(t)];
+    }
+  std::vector<std::optional<double>> out(static_cast<std::size_t>(T));
+  for (std::size_t t = 0; t < out.size(); ++t)
+    if (count[t] > 0) out[t] = sum[t] / static_cast<double>(count[t]);
+  return out;
+}
+
+std::optional<double> icl_score(const std::vector<std::optional<double>>& position_loss) {
+  std::vector<double> present;
+  for (const auto& v : position_loss)
+    if (v) present.push_back(*v);
+  if (present.size() < 2) return std::nullopt;
+  const std::size_t k = std::max<std::size_t>(1, present.size() / 4);
+  double early = 0, late = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    early += present[i];
+    late += present[present.size() - 1 - i];
+  }
+  return (late - early) / static_cast<double>(k);
+}
+
+}  // namespace headlab::analysis

@@ -1,0 +1,28 @@
+// Loss by position and the in-context-learning score (docs/head-metrics.md,
+// "Behaviour over training").
+//
+//   position_loss[t] = mean over the examples with a target at t of the
+//                      cross-entropy there (absent where no example has one)
+//   icl_score        = mean of position_loss over the last quarter of the
+//                      positions that have one, minus the mean over the first
+//                      quarter (at least one position each): negative when
+//                      later tokens are predicted better than early ones, as
+//                      with in-context learning (Olsson et al., 2022, use the
+//                      loss of token 500 minus token 50). Absent with fewer
+//                      than two positions.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace headlab::analysis {
+
+// logits [B, T, C], targets [B * T] (-1 = none).
+std::vector<std::optional<double>> position_loss(const core::Tensor& logits, std::span<const int32_t> targets);
+
+std::optional<double> icl_score(const std::vector<std::optional<double>>& position_loss);
+
+}  // namespace headlab::analysis

@@ -1,0 +1,71 @@
+#include "analysis/task_positions.h"
+
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "analysis/head_metrics.h"
+
+namespace headlab::analysis {
+namespace {
+
+// Running mean over the examples that have a score.
+struct Mean {
+  double total = 0;
+  int64_t count = 0;
+  void add(const std::optional<double>& v) {
+    if (!v) return;
+    total += *v;
+    ++count;
+  }
+  std::optional<double> value() const {
+    return count > 0 ? std::optional<double>(total / static_cast<double>(count)) : std::nullopt;
+  }
+};
+
+}  // namespace
+
+std::vector<TaskPositionScores> task_position_scores(const core::Tensor& attn, std::span<const int32_t> tokens,
+                                                     std::span<const int32_t> targets, bool causal) {
+  check_attention(attn, tokens, causal, "task_position_scores");
+  const int64_t B = attn.size(0), H = attn.size(1), T = attn.size(2);
+  std::vector<TaskPositionScores> out(static_cast<std::size_t>(H));
+  if (tokens.empty() || targets.empty()) return out;
+  if (targets.size() != tokens.size())
+    throw std::invalid_argument("task_position_scores: " + std::to_string(targets.size()) + " targets for " +
+                                std::to_string(tokens.size()) + " tokens");
+  const core::Tensor a = attn.to(core::DType::f64).contiguous();
+  const double* p = a.data<double>();
+  std::vector<Mean> prev(static_cast<std::size_t>(H)), ind(static_cast<std::size_t>(H));
+  for (int64_t b = 0; b < B; ++b) {
+    const auto x = tokens.subspan(static_cast<std::size_t>(b * T), static_cast<std::size_t>(T));
+    const auto y = targets.subspan(static_cast<std::size_t>(b * T), static_cast<std::size_t>(T));
+    // The targeted queries with their earlier copies j <= q - 3 (as the
+    // induction pattern), and the sources j + 1 those copies point to.
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> queries;
+    std::set<int64_t> sources;
+    for (int64_t q = 3; q < T; ++q) {
+      if (y[static_cast<std::size_t>(q)] < 0) continue;
+      std::vector<int64_t> copies;
+      for (int64_t j = 0; j + 2 < q; ++j)
+        if (x[static_cast<std::size_t>(j)] == x[static_cast<std::size_t>(q)]) copies.push_back(j);
+      if (copies.empty()) continue;
+      for (int64_t j : copies) sources.insert(j + 1);
+      queries.emplace_back(q, std::move(copies));
+    }
+    if (queries.empty()) continue;
+    for (int64_t h = 0; h < H; ++h) {
+      const double* m = p + (b * H + h) * T * T;
+      double s_ind = 0, s_prev = 0;
+      for (const auto& [q, copies] : queries)
+        for (int64_t j : copies) s_ind += m[q * T + j + 1];
+      for (int64_t k : sources) s_prev += m[k * T + k - 1];
+      ind[static_cast<std::size_t>(h)].add(s_ind / static_cast<double>(queries.size()));
+      prev[static_cast<std::size_t>(h)].add(s_prev / static_cast<double>(sources.size()));
+    }
+  }
+  for (std::size_t h = 0; h < out.size(); ++h) out[h] = {prev[h].value(), ind[h].value()};
+  return out;
+}
+
+}  // namespace headlab::analysis

@@ -1,0 +1,186 @@
+// Task-position scores, loss by position, the loss-drop step, sets of heads
+// ablated together and the verdicts they give (docs/head-metrics.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "analysis/heads_json.h"
+#include "analysis/html_report.h"
+#include "analysis/position_loss.h"
+#include "analysis/run_analysis.h"
+#include "analysis/task_positions.h"
+
+namespace headlab::analysis {
+namespace {
+
+using core::DType;
+using core::Tensor;
+
+// [1, heads, T, T]: head h attends, at query q, to key key[h](q).
+Tensor one_hot_heads(int64_t len, const std::vector<std::function<int64_t(int64_t)>>& keys) {
+  std::vector<double> v;
+  for (const auto& key : keys)
+    for (int64_t q = 0; q < len; ++q)
+      for (int64_t k = 0; k < len; ++k) v.push_back(k == key(q) ? 1.0 : 0.0);
+  return Tensor::from_vector(v, {1, static_cast<int64_t>(keys.size()), len, len}, DType::f64);
+}
+
+// Filler 9 9, segment 1 2 3 4 at 2..5, filler 8, the segment again at 7..10,
+// filler 9: targets at 7, 8, 9 (the next token), none elsewhere.
+const std::vector<int32_t> kTokens = {9, 9, 1, 2, 3, 4, 8, 1, 2, 3, 4, 9};
+const std::vector<int32_t> kTargets = {-1, -1, -1, -1, -1, -1, -1, 2, 3, 4, -1, -1};
+
+TEST(TaskPositionScores, PreviousTokenAtTheSourcesAndInductionAtTheTargets) {
+  const int64_t T = 12;
+  // Head 0: previous token inside the first occurrence (sources 3, 4, 5), itself elsewhere.
+  // Head 1: induction at the targets (q -> q - 5 + 1), itself elsewhere.
+  // Head 2: previous token everywhere.
+  const Tensor a = one_hot_heads(T, {[](int64_t q) { return q >= 3 && q <= 5 ? q - 1 : q; },
+                                     [](int64_t q) { return q >= 7 && q <= 9 ? q - 4 : q; },
+                                     [](int64_t q) { return q > 0 ? q - 1 : 0; }});
+  const std::vector<TaskPositionScores> s = task_position_scores(a, kTokens, kTargets, true);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_DOUBLE_EQ(*s[0].previous_token, 1.0);
+  EXPECT_DOUBLE_EQ(*s[0].induction, 0.0);
+  EXPECT_DOUBLE_EQ(*s[1].previous_token, 0.0);
+  EXPECT_DOUBLE_EQ(*s[1].induction, 1.0);
+  EXPECT_DOUBLE_EQ(*s[2].previous_token, 1.0);
+  // The all-position mean of head 0 is diluted by the filler: 3 of 10 queries q >= 2.
+  const std::vector<HeadScores> all = head_scores(a, kTokens, true);
+  EXPECT_NEAR(all[0].at("previous-token"), 0.3, 1e-12);
+}
+
+TEST(TaskPositionScores, AbsentWithoutTargetsOrWithoutCopies) {
+  const Tensor a = one_hot_heads(12, {[](int64_t q) { return q; }});
+  EXPECT_FALSE(task_position_scores(a, kTokens, {}, true)[0].induction.has_value());
+  const std::vector<int32_t> distinct = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  const TaskPositionScores none = task_position_scores(a, distinct, kTargets, true)[0];
+  EXPECT_FALSE(none.previous_token.has_value());
+  EXPECT_FALSE(none.induction.has_value());
+  EXPECT_THROW(task_position_scores(a, kTokens, std::vector<int32_t>(5, 0), true), std::invalid_argument);
+}
+
+TEST(PositionLoss, IsTheMeanCrossEntropyPerPositionAndAbsentWithoutTargets) {
+  // B = 2, T = 3, C = 4; uniform logits give ln 4, a confident right logit ~0.
+  std::vector<double> v(2 * 3 * 4, 0.0);
+  v[(1 * 3 + 2) * 4 + 1] = 50;  // example 1, position 2 predicts class 1
+  const Tensor logits = Tensor::from_vector(v, {2, 3, 4}, DType::f64);
+  const std::vector<int32_t> targets = {-1, 0, 3, -1, 2, 1};
+  const auto loss = position_loss(logits, targets);
+  ASSERT_EQ(loss.size(), 3u);
+  EXPECT_FALSE(loss[0].has_value());
+  EXPECT_NEAR(*loss[1], std::log(4.0), 1e-12);
+  EXPECT_NEAR(*loss[2], std::log(4.0) / 2, 1e-12);
+  EXPECT_THROW(position_loss(logits, std::vector<int32_t>(5, 0)), std::invalid_argument);
+}
+
+TEST(IclScore, IsLateMinusEarlyOverAQuarterOfThePositions) {
+  // 8 positions with a loss: quarter = 2; late (0.5 + 0.3) / 2 - early (2 + 1.6) / 2.
+  const std::vector<std::optional<double>> loss = {std::nullopt, 2.0, 1.6, 1.0, 1.0, 1.0, 1.0, 0.5, 0.3};
+  EXPECT_NEAR(*icl_score(loss), 0.4 - 1.8, 1e-12);
+  EXPECT_FALSE(icl_score({std::nullopt, 1.0}).has_value());
+}
+
+TEST(LossDropStep, IsTheFirstStepHalfwayDownAndAbsentWithoutADrop) {
+  std::vector<nlohmann::json> history;
+  for (int64_t step : {50, 100, 150, 200, 250, 300}) {
+    const double loss = step < 200 ? 2.0 - 0.001 * static_cast<double>(step) / 50 : step == 200 ? 1.2 : 0.1;
+    history.push_back({{"step", step}, {"eval_loss", loss}});
+  }
+  // First 1.999, lowest 0.1: halfway is 1.0495, first reached at 250.
+  EXPECT_EQ(loss_drop_step(history), 250);
+  const std::vector<nlohmann::json> flat = {{{"step", 1}, {"loss", 1.0}}, {{"step", 2}, {"loss", 0.99}}};
+  EXPECT_FALSE(loss_drop_step(flat).has_value());
+}
+
+// Two redundant first-token heads: each alone costs nothing, together a lot.
+RunAnalysis redundant_first_token_pair(double set_delta_loss, double set_delta_acc) {
+  RunAnalysis run = analyze_attention({one_hot_heads(6, {[](int64_t) { return 0; }, [](int64_t) { return 0; }})}, {}, true);
+  for (int64_t h = 0; h < 2; ++h) {
+    run.at(0, h).ablation_delta_loss = 0.001;
+    run.at(0, h).ablation_delta_acc = 0.0;
+  }
+  run.set_ablations = candidate_sets(run);
+  EXPECT_EQ(run.set_ablations.size(), 1u);
+  if (!run.set_ablations.empty()) {
+    run.set_ablations[0].delta_loss = set_delta_loss;
+    run.set_ablations[0].delta_accuracy = set_delta_acc;
+  }
+  relabel(run);
+  return run;
+}
+
+TEST(SetAblation, TwoRedundantFirstTokenHeadsAreCreditedAsOneRoleNotSinks) {
+  const RunAnalysis run = redundant_first_token_pair(2.5, -0.8);
+  EXPECT_EQ(run.set_ablations[0].role, "first-token");
+  EXPECT_EQ(run.set_ablations[0].heads, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(run.at(0, 0).label, Label::pattern("first-token"));
+  EXPECT_EQ(run.at(0, 1).label, Label::pattern("first-token"));
+  EXPECT_EQ(run.verdict.counted_heads, 2);
+  EXPECT_EQ(run.verdict.distinct_labels, 1);
+  EXPECT_FALSE(run.verdict.specialized) << "one role, however many heads share it";
+  bool said = false;
+  for (const std::string& r : run.verdict.reasons)
+    said |= r.find("ablating L0H0+L0H1 (first-token) together costs 80.0 pts of accuracy and 2.500 nats") !=
+                std::string::npos &&
+            r.find("counted as one role") != std::string::npos;
+  EXPECT_TRUE(said) << "the reasons say which set was ablated and what it cost";
+}
+
+TEST(SetAblation, WhenTheSetCostsNothingEitherBothHeadsAreSinks) {
+  const RunAnalysis run = redundant_first_token_pair(0.001, 0.0);
+  EXPECT_EQ(run.at(0, 0).label, Label::sink());
+  EXPECT_EQ(run.at(0, 1).label, Label::sink());
+  EXPECT_EQ(run.verdict.counted_heads, 0);
+}
+
+TEST(CandidateSets, FindTheInductionCircuitFromTaskPositionScores) {
+  // Layer 0: a previous-token head diluted overall (self elsewhere) and a self head;
+  // layer 1: two induction heads at the targets.
+  const int64_t T = 12;
+  const auto prev_at_sources = [](int64_t q) { return q >= 3 && q <= 5 ? q - 1 : q; };
+  const auto induction = [](int64_t q) { return q >= 7 && q <= 9 ? q - 4 : q; };
+  const std::vector<Tensor> layers = {one_hot_heads(T, {prev_at_sources, [](int64_t q) { return q; }}),
+                                      one_hot_heads(T, {induction, induction})};
+  RunAnalysis run = analyze_attention(layers, kTokens, true);
+  for (int64_t l = 0; l < 2; ++l) {
+    const auto task = task_position_scores(layers[static_cast<std::size_t>(l)], kTokens, kTargets, true);
+    for (int64_t h = 0; h < 2; ++h) run.at(l, h).task = task[static_cast<std::size_t>(h)];
+  }
+  const std::vector<SetAblation> sets = candidate_sets(run);
+  bool circuit = false;
+  for (const SetAblation& s : sets)
+    if (s.role == "induction circuit") {
+      circuit = true;
+      EXPECT_EQ(s.heads, (std::vector<std::size_t>{0, 2, 3}));
+    }
+  EXPECT_TRUE(circuit);
+  // And it survives heads.json.
+  run.set_ablations = sets;
+  const RunAnalysis back = nlohmann::json(run).get<RunAnalysis>();
+  EXPECT_EQ(nlohmann::json(back), nlohmann::json(run));
+  EXPECT_EQ(back.at(0, 0).task.previous_token, run.at(0, 0).task.previous_token);
+}
+
+TEST(ReportHtml, CarriesTheLossDropTaskEmergenceAndTheNewSections) {
+  RunAnalysis run = redundant_first_token_pair(2.5, -0.8);
+  run.position_loss = {std::nullopt, 0.5, 0.25};
+  run.icl_score = -0.25;
+  std::vector<nlohmann::json> history;
+  for (int64_t step : {100, 200, 300})
+    history.push_back({{"step", step},
+                       {"eval_loss", step < 300 ? 2.0 : 0.1},
+                       {"position_loss", {nullptr, 1.0, 0.5}},
+                       {"heads", {{"L0H0", {{"task_induction", step < 200 ? 0.1 : 0.9}}}}}});
+  const std::string html = report_html(run, history, nlohmann::json::object());
+  EXPECT_NE(html.find("\"loss_drop_step\":300"), std::string::npos);
+  EXPECT_NE(html.find("\"task_emerged\":{\"task_induction\":200"), std::string::npos);
+  EXPECT_NE(html.find("\"set_ablations\":[{"), std::string::npos);
+  EXPECT_NE(html.find("card.id = 'behaviour'"), std::string::npos);
+  EXPECT_NE(html.find("card.id = 'interventions'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headlab::analysis
