@@ -38,7 +38,7 @@
   function intervalChart() {
     const series = [['specialized', 'specialized_share', 'specialized_ci', GOOD],
       ['reached target', 'reached_target_share', 'reached_target_ci', TARGET]];
-    const rowH = 44, m = { l: 74, r: 20, t: 24, b: 30 }, W = 640, Ht = m.t + m.b + rowH * configs.length;
+    const rowH = 34, m = { l: 74, r: 20, t: 24, b: 30 }, W = 1100, Ht = m.t + m.b + rowH * configs.length;
     const x = (v) => m.l + clamp(v, 0, 1) * (W - m.l - m.r);
     const svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + Ht, width: W, height: Ht, 'font-family': FONT, 'font-size': 11,
       role: 'img', 'aria-label': 'rates with Wilson 95% intervals' });
@@ -55,12 +55,12 @@
       svg.append(sv('text', { x: m.l - 10, y: y0 + rowH / 2 + 4, 'text-anchor': 'end', fill: '#334155', 'font-weight': 600,
         text: c.heads + ' head' + (c.heads === 1 ? '' : 's') }));
       series.forEach(([name, share, ci, color], i) => {
-        const y = y0 + 14 + i * 16, [lo, hi] = Array.isArray(c[ci]) ? c[ci] : [0, 1];
+        const y = y0 + 10 + i * 14, [lo, hi] = Array.isArray(c[ci]) ? c[ci] : [0, 1];
         const count = name === 'specialized' ? c.specialized : c.reached_target;
         const g = sv('g', { class: 'ci', 'data-config': c.heads, 'data-series': name });
         g.append(sv('line', { x1: x(lo), x2: x(hi), y1: y, y2: y, stroke: color, 'stroke-width': 3, 'stroke-linecap': 'round', opacity: 0.45 }),
           sv('circle', { cx: x(c[share]), cy: y, r: 5, fill: color }),
-          sv('rect', { x: m.l, y: y - 8, width: W - m.l - m.r, height: 16, fill: 'transparent' }));
+          sv('rect', { x: m.l, y: y - 7, width: W - m.l - m.r, height: 14, fill: 'transparent' }));
         g.addEventListener('mousemove', (ev) => showTip(ev, c.heads + ' heads · ' + name,
           [count + ' of ' + c.runs + ' runs = ' + pct(c[share]), 'Wilson 95% interval ' + ciText(c[ci])]));
         g.addEventListener('mouseleave', hideTip);
@@ -119,7 +119,7 @@
   function stripChart(rows, cfg) {
     const all = rows.flatMap((r) => r.points.map((p) => p.x)).filter(isNum);
     if (!all.length) return null;
-    const rowH = 34, m = { l: 74, r: 20, t: 8, b: 34 }, W = 640, Ht = m.t + m.b + rowH * rows.length;
+    const rowH = 34, m = { l: 74, r: 20, t: 8, b: 34 }, W = cfg.width || 640, Ht = m.t + m.b + rowH * rows.length;
     const log = cfg.log && Math.min(...all) > 0;
     let x0 = cfg.x0 !== undefined ? cfg.x0 : Math.min(...all), x1 = cfg.x1 !== undefined ? cfg.x1 : Math.max(...all);
     if (log) { x0 = Math.min(...all) / 1.5; x1 = Math.max(...all) * 1.5; }
@@ -186,7 +186,7 @@
           r.specialized ? 'specialized' : 'not specialized'] })) }));
     return section('Final losses',
       'The evaluation loss of each finished run at its last step (log scale); green dots are runs whose heads specialized.',
-      chartBox('Final evaluation loss', stripChart(rows, { log: true, xLabel: 'loss (nats)', label: 'final losses' }),
+      chartBox('Final evaluation loss', stripChart(rows, { log: true, width: 1100, xLabel: 'loss (nats)', label: 'final losses' }),
         'sweep-losses.svg', null, 'No finished runs.'));
   }
 
@@ -204,7 +204,7 @@
     return section('Runs', 'Each run’s folder holds its report.html (linked), heads.json, metrics.jsonl and stdout.log.',
       el('div', { class: 'table-wrap' }, el('table', { class: 'heads runs' },
         el('thead', {}, el('tr', {}, ...['run', 'status', 'accuracy', 'loss', 'specialized', 'from step', 'heads', 's']
-          .map((t) => el('th', { text: t })))),
+          .map((t) => el('th', { text: t, class: t === 'heads' ? 'labels-cell' : null })))),
         el('tbody', {}, ...rows))));
   }
 
