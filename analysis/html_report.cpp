@@ -4,22 +4,11 @@
 #include <cmath>
 
 #include "analysis/heads_json.h"
+#include "analysis/html_page.h"
 #include "analysis/report_assets.h"
 
 namespace headlab::analysis {
 namespace {
-
-// The patterns as the page's script uses them, in the table's order.
-nlohmann::json patterns_json() {
-  nlohmann::json out = nlohmann::json::array();
-  for (const Pattern& p : kPatterns)
-    out.push_back({{"key", pattern_key(p)},
-                   {"name", p.name},
-                   {"short_name", p.short_name},
-                   {"colour", p.html_colour},
-                   {"definition", p.definition}});
-  return out;
-}
 
 double round4(double v) { return std::round(v * 1e4) / 1e4; }
 
@@ -42,25 +31,6 @@ nlohmann::json example_maps(const AttentionExample& ex, int64_t n) {
     layers.push_back(std::move(maps));
   }
   return layers;
-}
-
-// JSON that is safe inside <script type="application/json">: no '<', '>' or
-// '&' (so no "</script>" or "<!--"), invalid UTF-8 replaced instead of throwing.
-std::string script_json(const nlohmann::json& j) {
-  const std::string raw = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string out;
-  out.reserve(raw.size());
-  for (char c : raw) {
-    if (c == '<')
-      out += "\\u003c";
-    else if (c == '>')
-      out += "\\u003e";
-    else if (c == '&')
-      out += "\\u0026";
-    else
-      out += c;
-  }
-  return out;
 }
 
 // What the page draws, in one document.
@@ -109,22 +79,6 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
 
 }  // namespace
 
-std::string html_escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                       const std::string& pattern, double threshold) {
   std::optional<int64_t> since;
@@ -163,23 +117,14 @@ std::optional<int64_t> loss_drop_step(const std::vector<nlohmann::json>& history
 
 std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json>& history,
                         const nlohmann::json& config, const ReportOptions& options) {
-  std::string html;
-  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  html += "<title>" + html_escape(options.title) + "</title>\n<style>\n";
-  html += kReportCss;
-  html += "</style>\n</head>\n<body>\n<main id=\"app\">\n<noscript><div class=\"noscript\">\n";
   // Without JavaScript the page still states the verdict.
-  html += "<h1>" + html_escape(options.title) + "</h1>\n<p><strong>" +
-          std::string(run.verdict.specialized ? "Heads specialized" : "Heads did not specialize") +
-          "</strong></p>\n<ul>\n";
-  for (const std::string& reason : run.verdict.reasons) html += "<li>" + html_escape(reason) + "</li>\n";
-  html += "</ul>\n<p>The charts of this report are drawn by JavaScript.</p>\n</div></noscript>\n</main>\n";
-  html += "<script type=\"application/json\" id=\"headlab-data\">" +
-          script_json(page_data(run, history, config, options)) + "</script>\n<script>\n";
-  html += kReportJs;
-  html += "</script>\n</body>\n</html>\n";
-  return html;
+  std::string noscript = "<h1>" + html_escape(options.title) + "</h1>\n<p><strong>" +
+                         std::string(run.verdict.specialized ? "Heads specialized" : "Heads did not specialize") +
+                         "</strong></p>\n<ul>\n";
+  for (const std::string& reason : run.verdict.reasons) noscript += "<li>" + html_escape(reason) + "</li>\n";
+  noscript += "</ul>\n";
+  return html_page(options.title, kReportCss, noscript, script_json(page_data(run, history, config, options)),
+                   kReportJs);
 }
 
 }  // namespace headlab::analysis

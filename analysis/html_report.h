@@ -6,11 +6,10 @@
 // the step where each head's pattern emerged, the JS-divergence matrix and the
 // head table with ablation. Every chart can be saved as an SVG file.
 //
-// All data reach the page as one JSON document inside a <script
-// type="application/json"> whose '<', '>' and '&' are \u-escaped (the
-// pattern list among them, from kPatterns), and the page
-// builds its DOM with textContent, so no string from the run (token labels,
-// config values) is ever parsed as HTML.
+// The page's frame, its data's escaping and the script it shares with
+// sweep.html are analysis/html_page.h's; the pattern list (from kPatterns)
+// travels with the data, so no string from the run (token labels, config
+// values) is ever parsed as HTML.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/html_page.h"  // html_escape, which the report's users call
 #include "analysis/labels.h"
 #include "analysis/run_analysis.h"
 
@@ -50,8 +50,5 @@ std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history
 // logged value down to the lowest; absent when the loss never falls by
 // `min_drop` nats. With emergence_step, a phase change shows as one event.
 std::optional<int64_t> loss_drop_step(const std::vector<nlohmann::json>& history, double min_drop = 0.05);
-
-// &, <, >, " and ' as character references, for text and attribute values.
-std::string html_escape(std::string_view text);
 
 }  // namespace headlab::analysis

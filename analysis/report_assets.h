@@ -1,5 +1,6 @@
-// The stylesheet and script of report.html: the files analysis/report/report.css
-// and report.js, embedded at build time (headlab_embed in analysis/CMakeLists.txt).
+// The stylesheets and scripts of report.html and sweep.html: the files of
+// analysis/report/, embedded at build time (headlab_embed in analysis/CMakeLists.txt).
+// page.js is the part both pages share (analysis/html_page.h).
 #pragma once
 
 #include <string_view>
@@ -8,5 +9,8 @@ namespace headlab::analysis {
 
 extern const std::string_view kReportCss;
 extern const std::string_view kReportJs;
+extern const std::string_view kPageJs;
+extern const std::string_view kSweepCss;
+extern const std::string_view kSweepJs;
 
 }  // namespace headlab::analysis

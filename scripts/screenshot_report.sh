@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Loads a report.html in headless Chromium, fails if the page logs a console
-# error, throws, or fetches any resource (the report must be self-contained),
-# and saves a screenshot.
+# Loads a report.html or sweep.html in headless Chromium, fails if the page
+# logs a console error, throws, or fetches any resource (the page must be
+# self-contained), and saves a screenshot.
 #
 #   scripts/screenshot_report.sh REPORT.html[#L0H1] [OUT.png] [WIDTHxHEIGHT]
 #
@@ -10,6 +10,8 @@
 # A fragment #L<layer>H<head> opens that head's large view before the shot.
 # REPORT_EXPECT_IDS="behaviour interventions" (environment): also fail unless
 # the page built an element with each of these ids (its sections).
+# With HEADLAB_DOM_OUT=FILE set, the DOM the page's script built is saved
+# there (for tests that check what the page shows).
 # Needs Debian's chromium package (apt-get install chromium). Exit status: 0 ok,
 # 1 the page has errors or no screenshot was written, 2 usage, 77 no Chromium.
 set -euo pipefail
@@ -73,6 +75,7 @@ EOF
 "$browser" "${flags[@]}" --user-data-dir="$work/profile-dom" --enable-logging=stderr --v=0 \
   --dump-dom "file://$probed$fragment" >"$work/dom.html" 2>"$work/stderr.log" || true
 
+if [[ -n ${HEADLAB_DOM_OUT:-} ]]; then cp "$work/dom.html" "$HEADLAB_DOM_OUT"; fi
 status=0
 if ! grep -q "PROBE-END" "$work/dom.html"; then
   echo "$0: the page did not finish loading (no probe result); Chromium said:" >&2

@@ -6,6 +6,7 @@
 #include <set>
 #include <string_view>
 
+#include "analysis/html_report.h"
 #include "train/errors.h"
 
 namespace headlab::train {
@@ -53,6 +54,32 @@ nlohmann::ordered_json optional_json(const std::optional<double>& v) {
 
 std::string percent(int64_t count, int64_t total) {
   return "(" + fixed(total > 0 ? 100.0 * static_cast<double>(count) / static_cast<double>(total) : 0.0, 0) + "%)";
+}
+
+// "[40-89%]": an interval in whole percent.
+std::string interval_text(Interval ci) { return "[" + fixed(100 * ci.lo, 0) + "-" + fixed(100 * ci.hi, 0) + "%]"; }
+
+nlohmann::ordered_json interval_json(Interval ci) { return {rounded(ci.lo, 1e4), rounded(ci.hi, 1e4)}; }
+
+nlohmann::ordered_json optional_json(const std::optional<int64_t>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
+}
+
+// The first analysed step from which every later analysis line says
+// "specialized": true; absent if the last one says false or none says anything.
+std::optional<int64_t> specialized_since(const std::vector<nlohmann::json>& history) {
+  std::optional<int64_t> since;
+  for (const nlohmann::json& line : history) {
+    if (!line.is_object() || !line.contains("step") || !line.at("step").is_number_integer()) continue;
+    const auto it = line.find("specialized");
+    if (it == line.end() || !it->is_boolean()) continue;
+    if (it->get<bool>()) {
+      if (!since) since = line.at("step").get<int64_t>();
+    } else {
+      since.reset();
+    }
+  }
+  return since;
 }
 
 }  // namespace
@@ -122,10 +149,18 @@ void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis) {
   run.specialized = analysis.verdict.specialized;
   run.head_results.clear();
   for (const analysis::HeadAnalysis& h : analysis.heads) {
-    SweepHead head{analysis::head_name(h.layer, h.head), h.label, analysis::ranked_patterns(h.scores).front().score, {}};
+    SweepHead head{analysis::head_name(h.layer, h.head), h.label, analysis::ranked_patterns(h.scores).front().score, {}, std::nullopt};
     for (const analysis::Pattern* p : sweep_patterns()) head.scores[std::string(p->name)] = h.scores[p->name].value_or(0.0);
     run.head_results.push_back(std::move(head));
   }
+}
+
+void record_history(SweepRun& run, const std::vector<nlohmann::json>& history, double score_threshold) {
+  run.specialized_step = specialized_since(history);
+  for (SweepHead& h : run.head_results)
+    h.emerged = h.label.is_pattern()
+                    ? analysis::emergence_step(history, h.name, analysis::pattern_key(h.label.entry()), score_threshold)
+                    : std::nullopt;
 }
 
 bool reached_target(const SweepRun& run, double target_accuracy) {
@@ -161,6 +196,9 @@ double ConfigSummary::reached_share() const {
 double ConfigSummary::specialized_share() const {
   return runs > 0 ? static_cast<double>(specialized) / static_cast<double>(runs) : 0.0;
 }
+
+Interval ConfigSummary::reached_interval() const { return wilson_interval(reached_target, runs); }
+Interval ConfigSummary::specialized_interval() const { return wilson_interval(specialized, runs); }
 
 std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<const int64_t> heads,
                                      double target_accuracy) {
@@ -203,7 +241,8 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
   const std::string acc_head = "acc >= " + fixed(100 * target_accuracy, 1) + "%";
   std::string out;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "heads  runs  failed  %-13s  specialized  s/run  labels\n", acc_head.c_str());
+  std::snprintf(buf, sizeof buf, "heads  runs  failed  %-23s  %-23s  s/run  labels\n", acc_head.c_str(),
+                "specialized");
   out += buf;
   for (const ConfigSummary& c : configs) {
     std::string labels;
@@ -212,11 +251,12 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
       if (n == 0) continue;
       labels += (labels.empty() ? "" : ", ") + label_name(l) + " " + std::to_string(n);
     }
-    std::snprintf(buf, sizeof buf, "%5lld  %4lld  %6lld  %5lld %-7s  %5lld %-6s  %5.1f  %s\n",
+    std::snprintf(buf, sizeof buf, "%5lld  %4lld  %6lld  %5lld %-6s %-10s  %5lld %-6s %-10s  %5.1f  %s\n",
                   static_cast<long long>(c.heads), static_cast<long long>(c.runs), static_cast<long long>(c.failed),
                   static_cast<long long>(c.reached_target), percent(c.reached_target, c.runs).c_str(),
-                  static_cast<long long>(c.specialized), percent(c.specialized, c.runs).c_str(), c.mean_seconds,
-                  labels.empty() ? "-" : labels.c_str());
+                  interval_text(c.reached_interval()).c_str(), static_cast<long long>(c.specialized),
+                  percent(c.specialized, c.runs).c_str(), interval_text(c.specialized_interval()).c_str(),
+                  c.mean_seconds, labels.empty() ? "-" : labels.c_str());
     out += buf;
   }
   int64_t interrupted = 0;
@@ -234,6 +274,7 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
       scores += "\n";
     }
   }
+  out += "[lo-hi%]: the Wilson 95% interval of the share over the finished runs\n";
   if (interrupted > 0) out += "(" + std::to_string(interrupted) + " run(s) stopped by a signal are not counted)\n";
   if (!scores.empty())
     out += "\nmean scores per label (top pattern score; attention on the previous and on the first token):\n" + scores;
@@ -246,6 +287,7 @@ nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy) {
     nlohmann::ordered_json head = {{"name", h.name}, {"label", label_name(h.label)}, {"score", rounded(h.score, 1e4)}};
     for (const analysis::Pattern* p : sweep_patterns())
       head[analysis::pattern_key(*p)] = rounded(score_of(h.scores, p->name), 1e4);
+    head["emerged"] = optional_json(h.emerged);
     heads.push_back(std::move(head));
   }
   return {{"heads", run.heads},
@@ -259,6 +301,7 @@ nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy) {
           {"accuracy", optional_json(run.accuracy)},
           {"reached_target", reached_target(run, target_accuracy)},
           {"specialized", run.specialized},
+          {"specialized_step", optional_json(run.specialized_step)},
           {"head_results", heads}};
 }
 
@@ -277,8 +320,10 @@ nlohmann::ordered_json config_json(const ConfigSummary& c) {
           {"interrupted", c.interrupted},
           {"reached_target", c.reached_target},
           {"reached_target_share", c.reached_share()},
+          {"reached_target_ci", interval_json(c.reached_interval())},
           {"specialized", c.specialized},
           {"specialized_share", c.specialized_share()},
+          {"specialized_ci", interval_json(c.specialized_interval())},
           {"mean_seconds", rounded(c.mean_seconds, 1e3)},
           {"labels", labels}};
 }

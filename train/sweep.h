@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/run_analysis.h"
+#include "train/wilson.h"
 
 namespace headlab::train {
 
@@ -35,6 +36,9 @@ struct SweepHead {
   double score = 0;  // the top pattern score (for a pattern label, that pattern's)
   // By pattern name, the patterns of analysis::kPatterns marked in_sweep.
   std::map<std::string, double, std::less<>> scores;
+  // For a head with a pattern label: the logged step from which that
+  // pattern's score stayed at or above the label threshold (record_history).
+  std::optional<int64_t> emerged;
 };
 
 enum class RunStatus { done, failed, interrupted };
@@ -53,6 +57,9 @@ struct SweepRun {
   std::optional<double> loss, accuracy;
   bool specialized = false;
   std::vector<SweepHead> head_results;
+  // Read from metrics.jsonl (record_history): the analysed step from which
+  // the verdict stayed "specialized" to the end of training.
+  std::optional<int64_t> specialized_step;
 };
 
 // The name of a run's folder: "h2-s4".
@@ -60,6 +67,12 @@ std::string run_dir_name(int64_t heads, int64_t seed);
 
 // Fills a run's results from its analysis and marks it done.
 void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis);
+
+// Fills the emergence steps from the run's metrics.jsonl lines (after
+// record_analysis): each pattern-labelled head's (analysis::emergence_step with
+// `score_threshold`, the label threshold) and the run's specialized_step. Both
+// stay absent when the run logged no analysis that shows them (--analyze-every 0).
+void record_history(SweepRun& run, const std::vector<nlohmann::json>& history, double score_threshold);
 
 // "h2 s4: acc 100.0%, specialized, L0H0 previous-token 0.95, L0H1 mixed (prev 0.45, first 0.52) (3.1 s)",
 // or the reason a run failed; a head without a pattern shows its in_sweep scores.
@@ -86,6 +99,9 @@ struct ConfigSummary {
 
   double reached_share() const;      // reached_target / runs (0 without runs)
   double specialized_share() const;  // specialized / runs (0 without runs)
+  // Wilson 95% intervals of the two shares ([0, 1] without runs).
+  Interval reached_interval() const;
+  Interval specialized_interval() const;
 };
 
 // Whether a run's accuracy reaches the target (a fraction, e.g. 0.99).
@@ -96,8 +112,8 @@ std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<c
                                      double target_accuracy);
 
 // The table printed at the end of a sweep: per head count, the runs, the share
-// that reached the target, the share that specialized and the labels; then the
-// mean scores per label.
+// that reached the target and the share that specialized (each with its Wilson
+// 95% interval) and the labels; then the mean scores per label.
 std::string summary_text(std::span<const ConfigSummary> configs, double target_accuracy);
 
 // The parts of sweep.json. The whole file (written by the CLI):
@@ -106,10 +122,11 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
 //    "config": {the training config shared by every run; seed and heads vary},
 //    "runs": [run_json...], "configs": [config_json...]}
 // run_json: {"heads", "seed", "dir", "status", "exit_code", "seconds", "error",
-//   "loss", "accuracy" (null unless done), "reached_target", "specialized",
-//   "head_results": [{"name", "label", "score", then each in_sweep pattern's key: "previous_token", "first_token"}]}
+//   "loss", "accuracy" (null unless done), "reached_target", "specialized", "specialized_step" (or null),
+//   "head_results": [{"name", "label", "score", then each in_sweep pattern's key: "previous_token", "first_token",
+//   then "emerged" (or null)}]}
 // config_json: {"heads", "runs", "failed", "interrupted", "reached_target", "reached_target_share",
-//   "specialized", "specialized_share", "mean_seconds",
+//   "reached_target_ci": [lo, hi], "specialized", "specialized_share", "specialized_ci": [lo, hi], "mean_seconds",
 //   "labels": {"previous-token": {"heads", "score", "previous_token", "first_token"}, ...}}
 // Keys keep the order above (ordered_json).
 nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy);

@@ -1,18 +1,10 @@
 (function () {
   'use strict';
-  const D = JSON.parse(document.getElementById('headlab-data').textContent);
+  const { D, FONT, MONO, PATTERNS, el, sv, isNum, fmt, clamp, colorOf, chip, showTip, hideTip, saveButton,
+    ticks, logTicks, fmtTick, section, footer } = headlab;
   const run = D.run, opt = D.options, extra = D.heads_extra, logLines = D.history || [];
   const heads = run.heads, L = run.layers, H = run.heads_per_layer;
   const ex = run.example, N = opt.max_positions, T = ex.tokens.length;
-  // The SVG namespace, taken from the parser rather than spelled out.
-  const SVGNS = (() => { const d = document.createElement('div'); d.innerHTML = '<svg></svg>'; return d.firstChild.namespaceURI; })();
-  const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Liberation Sans", Arial, sans-serif';
-  const MONO = 'ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace';
-
-  // The patterns come from the C++ pattern table (analysis/patterns.h), in its order.
-  const PATTERNS = D.patterns.map((p) => [p.key, p.name, p.short_name]);
-  const LABEL_COLOR = Object.assign({ 'sink': '#a16207', 'diffuse': '#94a3b8', 'mixed': '#64748b' },
-    Object.fromEntries(D.patterns.map((p) => [p.name, p.colour])));
   const DEFS = [
     ...D.patterns.map((p) => [p.name, p.definition]),
     ['entropy', 'mean entropy of a query’s attention divided by log(keys it can see): 0 = one key, 1 = uniform.'],
@@ -26,32 +18,13 @@
     ['diffuse / mixed', 'no pattern clears the threshold and margin; diffuse when entropy is high.']
   ];
 
-  // --- DOM helpers: text goes through text nodes only ---
-  function el(tag, attrs, ...kids) { return build(document.createElement(tag), attrs, kids); }
-  function sv(tag, attrs, ...kids) { return build(document.createElementNS(SVGNS, tag), attrs, kids); }
-  function build(e, attrs, kids) {
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === 'text') e.textContent = String(v);
-      else if (k === 'class') e.setAttribute('class', v);
-      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-      else e.setAttribute(k, String(v));
-    }
-    for (const c of kids.flat()) if (c !== null && c !== undefined && c !== false) e.append(c);
-    return e;
-  }
-  const isNum = (v) => typeof v === 'number' && isFinite(v);
-  const fmt = (v, d = 2) => (isNum(v) ? v.toFixed(d) : '–');
   const pts = (v) => (isNum(v) ? (v > 0 ? '+' : '') + (100 * v).toFixed(1) : '–');
   const signed = (v, d = 3) => (isNum(v) ? (v > 0 ? '+' : '') + v.toFixed(d) : '–');
   // The normalized margin importance when measured; the raw loss gradient only for older files.
   const importanceText = (hd) => (isNum(hd.importance_normalized) ? fmt(hd.importance_normalized) : fmtImportance(hd.importance));
   const fmtImportance = (v) => (isNum(v) ? (v === 0 || Math.abs(v) >= 1e-3 ? v.toFixed(4) : v.toExponential(2)) : '–');
-  const clamp = (x, a, b) => Math.max(a, Math.min(b, x));
   const headName = (l, h) => 'L' + l + 'H' + h;
   const headAt = (l, h) => heads[l * H + h];
-  const colorOf = (label) => LABEL_COLOR[label] || '#64748b';
-  const chip = (label) => el('span', { class: 'chip', style: 'background:' + colorOf(label), text: label });
   function tokenLabel(i) {
     const t = ex.token_labels;
     return t && i < t.length ? String(t[i]) : String(ex.tokens[i]);
@@ -83,33 +56,6 @@
   const JS_RAMP = [[0, [255, 255, 255]], [0.25, [233, 226, 247]], [0.5, [188, 168, 229]], [0.75, [124, 89, 196]],
     [1, [67, 32, 140]]];
   const gradientCss = (stops) => 'linear-gradient(90deg,' + stops.map(([p, c]) => 'rgb(' + c.join(',') + ') ' + (100 * p) + '%').join(',') + ')';
-
-  // --- tooltip ---
-  const tip = el('div', { class: 'tip', role: 'status' });
-  document.body.append(tip);
-  function showTip(ev, title, lines) {
-    tip.replaceChildren(el('b', { text: title }), ...lines.map((l) => '\n' + l));
-    tip.style.display = 'block';
-    const w = tip.offsetWidth, h = tip.offsetHeight;
-    let x = ev.clientX + 14, y = ev.clientY + 14;
-    if (x + w > window.innerWidth - 8) x = ev.clientX - w - 14;
-    if (y + h > window.innerHeight - 8) y = ev.clientY - h - 14;
-    tip.style.left = x + 'px';
-    tip.style.top = y + 'px';
-  }
-  const hideTip = () => { tip.style.display = 'none'; };
-
-  // --- export ---
-  function saveSvg(svg, name) {
-    const clone = svg.cloneNode(true);
-    const text = new XMLSerializer().serializeToString(clone);
-    const a = el('a', { download: name, href: URL.createObjectURL(new Blob([text], { type: 'image/svg+xml' })) });
-    document.body.append(a);
-    a.click();
-    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 0);
-  }
-  const saveButton = (getSvg, name) => el('button', { class: 'btn', type: 'button', text: 'Save SVG', title: 'Download this chart as an SVG file',
-    onclick: (e) => { e.stopPropagation(); saveSvg(getSvg(), name); } });
 
   // --- attention heatmap of one head: queries down, keys across ---
   function heatmap(l, h, cell, withValues) {
@@ -164,23 +110,6 @@
     svg.addEventListener('mouseleave', hideTip);
     return svg;
   }
-
-  // --- nice axis ticks ---
-  function ticks(lo, hi, count) {
-    if (!(hi > lo)) return [lo];
-    const raw = (hi - lo) / count, mag = Math.pow(10, Math.floor(Math.log10(raw)));
-    const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) || 10 * mag;
-    const out = [];
-    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toPrecision(12));
-    return out;
-  }
-  function logTicks(lo, hi) {
-    const out = [];
-    for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); ++e)
-      for (const m of [1, 2, 5]) { const v = m * Math.pow(10, e); if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v); }
-    return out;
-  }
-  const fmtTick = (v) => (Math.abs(v) >= 1000 ? (v / 1000).toFixed(v % 1000 ? 1 : 0) + 'k' : String(+v.toPrecision(4)));
 
   // --- line chart over training steps ---
   // cfg: {series: [{name, color, dash, points: [[x, y]]}], yMin, yMax, log, yFmt, hlines: [{y, label}], marks: [{x, y, color}], height, xLabel}
@@ -276,7 +205,6 @@
   // --- sections ---
   const app = document.getElementById('app');
   app.replaceChildren();
-  const section = (title, sub, ...kids) => el('section', { class: 'card' }, el('h2', { text: title }), sub ? el('p', { class: 'sub', text: sub }) : null, ...kids);
 
   function header() {
     const chips = [];
@@ -684,7 +612,7 @@
   });
 
   app.append(header(), verdict(), gridSection(), curvesSection(), circuitSection() || '', behaviourSection(), jsSection(), tableSection(), interventionSection(), defsSection(),
-    el('footer', { text: 'Generated by headlab · one self-contained file: no network, no external fonts or scripts.' }));
+    footer());
   const linked = /^#L(\d+)H(\d+)$/.exec(location.hash);
   if (linked && +linked[1] < L && +linked[2] < H) openModal(+linked[1] * H + +linked[2]);
 })();

@@ -9,6 +9,7 @@
 
 #include "analysis/html_report.h"
 #include "analysis/report_assets.h"
+#include "analysis/sweep_html.h"
 
 namespace headlab::analysis {
 
@@ -37,6 +38,15 @@ TEST(EmbedFile, TheReportCarriesTheStylesheetAndScriptFilesVerbatim) {
   const std::string html = report_html(RunAnalysis{}, {}, nullptr);
   EXPECT_NE(html.find(kReportCss), std::string::npos);
   EXPECT_NE(html.find(kReportJs), std::string::npos);
+  EXPECT_NE(html.find(kPageJs), std::string::npos);
+}
+
+TEST(EmbedFile, TheSweepPageCarriesItsFilesVerbatim) {
+  EXPECT_EQ(kPageJs, source_file("analysis/report/page.js"));
+  EXPECT_EQ(kSweepCss, source_file("analysis/report/sweep.css"));
+  EXPECT_EQ(kSweepJs, source_file("analysis/report/sweep.js"));
+  const std::string html = sweep_html(nlohmann::ordered_json::object());
+  for (const std::string_view part : {kReportCss, kSweepCss, kPageJs, kSweepJs}) EXPECT_NE(html.find(part), std::string::npos);
 }
 
 }  // namespace

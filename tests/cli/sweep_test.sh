@@ -31,6 +31,8 @@ for run in h1-s0 h1-s1 h2-s0 h2-s1; do
 done
 [[ $(grep -c '^\[[1-4]/4\] h[12] s[01]: acc ' "$tmp/err.txt") -eq 4 ]] || fail "not one progress line per run: $(cat "$tmp/err.txt")"
 grep -q '^heads  runs  failed  acc >= 99.0%' "$tmp/out.txt" || fail "no summary table: $(cat "$tmp/out.txt")"
+grep -q '^\[lo-hi%\]: the Wilson 95% interval' "$tmp/out.txt" || fail "no interval note: $(cat "$tmp/out.txt")"
+[[ -s $tmp/sweep/sweep.html ]] || fail "no sweep.html"
 python3 - "$tmp/sweep/sweep.json" <<'EOF' || fail "sweep.json is not as expected"
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -41,7 +43,7 @@ def check(ok, what):
 check(s["format"] == "headlab-sweep/1", "format")
 check(s["task"] == "first-prev-pair" and s["seeds"] == [0, 1] and s["heads"] == [1, 2], "task, seeds, heads")
 check(s["planned_runs"] == 4 and len(s["runs"]) == 4 and not s["interrupted"], "4 runs, not interrupted")
-check(s["config"]["threads"] == 1 and s["config"]["analyze-every"] == 0 and s["config"]["d-model"] == 32, "config")
+check(s["config"]["threads"] == 1 and s["config"]["analyze-every"] == 100 and s["config"]["d-model"] == 32, "config")
 for r in s["runs"]:
     check(r["status"] == "done" and r["exit_code"] == 0, "run status")
     check(r["dir"] == "h%d-s%d" % (r["heads"], r["seed"]), "run dir")
@@ -57,6 +59,15 @@ for c in s["configs"]:
     check(c["specialized"] == sum(r["specialized"] for r in runs), "specialized count")
     check(c["reached_target"] == sum(r["reached_target"] for r in runs), "reached count")
     check(abs(c["specialized_share"] - c["specialized"] / 2) < 1e-12, "specialized share")
+    # The Wilson 95% interval, computed here independently.
+    for k, ci in ((c["specialized"], c["specialized_ci"]), (c["reached_target"], c["reached_target_ci"])):
+        n, z = c["runs"], 1.959963984540054
+        p = k / n
+        centre, half = (p + z * z / (2 * n)) / (1 + z * z / n), z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+        check(abs(ci[0] - max(0, centre - half)) < 1e-4 and abs(ci[1] - min(1, centre + half)) < 1e-4, "Wilson interval")
+    # Analyses every 100 steps (the default) give the runs emergence steps.
+    for r in runs:
+        check("specialized_step" in r and all("emerged" in h for h in r["head_results"]), "emergence keys")
     # Every label: each pattern of the table (the pattern keys of a head's
     # scores in heads.json, '-' for '_'), then diffuse, mixed and sink.
     scores = heads_json["heads"][0]["scores"]
@@ -150,6 +161,7 @@ echo "== sweep --resume keeps finished runs, resumes interrupted ones, starts th
   fail "the sweep to resume failed"
 rm "$tmp/again/h1-s1/heads.json"  # interrupted after its last checkpoint
 rm -r "$tmp/again/h1-s2"          # never started
+rm "$tmp/again/sweep.html"
 kept=$(stat -c %Y.%s "$tmp/again/h1-s0/heads.json")
 "$headlab" sweep --resume "$tmp/again" --heads 2 >/dev/null 2>"$tmp/err.txt"
 [[ $? -eq 2 ]] && grep -q -- "--heads" "$tmp/err.txt" || fail "sweep --resume accepted --heads: $(cat "$tmp/err.txt")"
@@ -158,6 +170,9 @@ status=$?
 [[ $status -eq 0 ]] || fail "sweep --resume exited $status: $(cat "$tmp/err.txt")"
 [[ $(stat -c %Y.%s "$tmp/again/h1-s0/heads.json") == "$kept" ]] || fail "a finished run was trained again"
 grep -q "resuming" "$tmp/again/h1-s1/stdout.log" || fail "the interrupted run was not resumed"
+for run in h1-s0 h1-s1 h1-s2; do  # the page is written again, over every run
+  grep -q "\"dir\":\"$run\"" "$tmp/again/sweep.html" || fail "the resumed sweep's sweep.html lacks $run"
+done
 python3 - "$tmp/again/sweep.json" <<'EOF' || fail "the resumed sweep's sweep.json is not as expected"
 import json, sys
 s = json.load(open(sys.argv[1]))

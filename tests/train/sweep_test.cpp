@@ -52,7 +52,7 @@ TEST(ParseIntList, RejectsBadListsNamingTheFlagAndTheValue) {
 }
 
 SweepHead head(const char* name, Label label, double score, double prev, double first) {
-  return {name, label, score, {{"previous-token", prev}, {"first-token", first}}};
+  return {name, label, score, {{"previous-token", prev}, {"first-token", first}}, std::nullopt};
 }
 
 SweepRun done_run(int64_t heads, int64_t seed, double accuracy, bool specialized, std::vector<SweepHead> results) {
@@ -166,9 +166,20 @@ TEST(Summarize, CountsRunsSharesAndLabelsPerHeadCount) {
   EXPECT_DOUBLE_EQ(s[0].labels.at(Label::mixed()).scores.at("first-token"), 0.55);
   EXPECT_EQ(s[2].runs, 0);  // no runs with 4 heads: zero shares, no division by zero
   EXPECT_EQ(s[2].reached_share(), 0.0);
+  const Interval ci = s[1].specialized_interval();  // 2 of 3
+  EXPECT_NEAR(ci.lo, 0.2077, 1e-4);
+  EXPECT_NEAR(ci.hi, 0.9385, 1e-4);
+  EXPECT_EQ(s[0].specialized_interval().lo, 0.0);  // 0 of 1
+  EXPECT_NEAR(s[0].specialized_interval().hi, 0.7935, 1e-4);
+  EXPECT_EQ(s[2].specialized_interval().lo, 0.0);  // no runs: nothing known
+  EXPECT_EQ(s[2].specialized_interval().hi, 1.0);
 
   const std::string text = summary_text(s, 0.99);
   EXPECT_NE(text.find("acc >= 99.0%"), std::string::npos) << text;
+  // 2 of 3 reached the target and 2 of 3 specialized: Wilson 95% [21%, 94%].
+  EXPECT_NE(text.find("    2 (67%)  [21-94%]        2 (67%)  [21-94%]"), std::string::npos) << text;
+  EXPECT_NE(text.find("    1 (100%) [21-100%]       0 (0%)   [0-79%]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[lo-hi%]: the Wilson 95% interval"), std::string::npos) << text;
   EXPECT_NE(text.find("previous-token 2, first-token 2, mixed 2"), std::string::npos) << text;
   EXPECT_NE(text.find("h2   previous-token      2 heads  top 0.95"), std::string::npos) << text;
   EXPECT_NE(text.find("(1 run(s) stopped by a signal are not counted)"), std::string::npos) << text;
@@ -183,16 +194,60 @@ TEST(SweepJson, HoldsEveryLabelAndTheSharesPerHeadCount) {
   EXPECT_EQ(c["labels"].size(), analysis::all_labels().size());  // the table's patterns, diffuse, mixed, sink
   EXPECT_EQ(c["labels"]["previous-token"]["heads"], 1);
   EXPECT_EQ(c["labels"]["mixed"]["heads"], 0);
+  EXPECT_EQ(c["specialized_ci"], nlohmann::json({0.2065, 1.0}));  // 1 of 1
+  EXPECT_EQ(c["reached_target_ci"], nlohmann::json({0.2065, 1.0}));
 
   const nlohmann::json r = run_json(runs[0], 0.99);
   EXPECT_EQ(r["dir"], "h1-s0");
   EXPECT_EQ(r["status"], "done");
   EXPECT_EQ(r["reached_target"], true);
   EXPECT_EQ(r["head_results"][0]["label"], "previous-token");
+  EXPECT_TRUE(r["specialized_step"].is_null());  // no history recorded
+  EXPECT_TRUE(r["head_results"][0]["emerged"].is_null());
   SweepRun failed = runs[0];
   failed.status = RunStatus::failed;
   failed.accuracy.reset();
   EXPECT_TRUE(run_json(failed, 0.99)["accuracy"].is_null());
+}
+
+// A metrics.jsonl line that analyzed: each head's scores and the verdict.
+nlohmann::json analysis_line(int64_t step, double prev0, double first1, bool specialized) {
+  return {{"step", step},
+          {"heads", {{"L0H0", {{"previous_token", prev0}}}, {"L0H1", {{"first_token", first1}}}}},
+          {"specialized", specialized}};
+}
+
+TEST(RecordHistory, TakesTheStepFromWhichEachPatternAndTheVerdictStayed) {
+  SweepRun r = done_run(2, 0, 1.0, true,
+                        {head("L0H0", Label::pattern("previous-token"), 0.9, 0.9, 0.0),
+                         head("L0H1", Label::pattern("first-token"), 0.8, 0.0, 0.8)});
+  r.head_results.push_back(head("L0H2", Label::mixed(), 0.5, 0.5, 0.4));
+  const std::vector<nlohmann::json> history = {
+      {{"step", 50}, {"loss", 2.0}},  // a log line without analysis counts for nothing
+      analysis_line(100, 0.6, 0.2, false),
+      analysis_line(200, 0.4, 0.6, true),  // L0H0 dips below 0.5: its emergence starts again
+      analysis_line(300, 0.7, 0.7, false),
+      analysis_line(400, 0.9, 0.8, true),
+      analysis_line(500, 0.95, 0.8, true),
+  };
+  record_history(r, history, 0.5);
+  EXPECT_EQ(r.head_results[0].emerged, 300);
+  EXPECT_EQ(r.head_results[1].emerged, 200);
+  EXPECT_FALSE(r.head_results[2].emerged) << "a head without a pattern label has no emergence step";
+  EXPECT_EQ(r.specialized_step, 400);
+  const nlohmann::json j = run_json(r, 0.99);
+  EXPECT_EQ(j["specialized_step"], 400);
+  EXPECT_EQ(j["head_results"][0]["emerged"], 300);
+  EXPECT_TRUE(j["head_results"][2]["emerged"].is_null());
+
+  // Ending unspecialized, or without any analysis, leaves the steps absent.
+  record_history(r, {analysis_line(100, 0.9, 0.9, true), analysis_line(200, 0.9, 0.2, false)}, 0.5);
+  EXPECT_FALSE(r.specialized_step);
+  EXPECT_FALSE(r.head_results[1].emerged);
+  EXPECT_EQ(r.head_results[0].emerged, 100);
+  record_history(r, {{{"step", 600}, {"loss", 0.1}}}, 0.5);
+  EXPECT_FALSE(r.specialized_step);
+  EXPECT_FALSE(r.head_results[0].emerged);
 }
 
 }  // namespace

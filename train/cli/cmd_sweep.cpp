@@ -1,6 +1,6 @@
 // `headlab sweep`: one `headlab train` process per (head count, seed), up to
 // --jobs at a time, each in its own run folder; then how often the heads
-// specialized, per head count, on stdout and in sweep.json.
+// specialized, per head count, on stdout, in sweep.json and in sweep.html.
 //
 // Runs are processes, not threads: each trains single-threaded and
 // independently of the others, a crash stays in its folder, and SIGINT or
@@ -24,6 +24,7 @@
 #include <iostream>
 
 #include "analysis/heads_json.h"
+#include "analysis/sweep_html.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
 #include "train/json_input.h"
@@ -46,7 +47,7 @@ struct SweepArgs {
 };
 
 // Training flags the sweep sets for every run itself.
-const std::vector<std::string> kPerRunFlags = {"seed", "heads", "threads", "analyze-every"};
+const std::vector<std::string> kPerRunFlags = {"seed", "heads", "threads"};
 
 std::vector<std::string> forwarded_flag_names() {
   std::vector<std::string> names;
@@ -231,8 +232,7 @@ std::vector<std::string> train_argv(const Sweep& sweep, const train::SweepRun& r
           "--out", sweep.dir + "/" + run.dir, "--force",
           "--seed", std::to_string(run.seed),
           "--heads", std::to_string(run.heads),
-          "--threads", "1",
-          "--analyze-every", "0"};
+          "--threads", "1"};
 }
 
 // Reads a finished child's results into `run`.
@@ -245,6 +245,9 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int status) {
       if (!in) throw std::runtime_error("no heads.json");
       const auto result = nlohmann::json::parse(in).get<analysis::RunAnalysis>();
       train::record_analysis(run, result);
+      // The emergence steps: from the analyses logged during training, if any.
+      train::record_history(run, train::read_metrics(folder + "/metrics.jsonl"),
+                            analysis::LabelOptions{}.score_threshold);
     } catch (const std::exception& e) {
       run.status = train::RunStatus::failed;
       run.error = std::string("cannot read ") + folder + "/heads.json: " + e.what();
@@ -363,7 +366,6 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
     if (!args.config_file.empty()) apply_config_file(sweep.config, args.config_file);
     flags.apply(sweep.config);
     sweep.config.threads = 1;
-    sweep.config.analyze_every = 0;
     if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
       throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
                               shortest(args.target_accuracy));
@@ -414,14 +416,17 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
   for (std::size_t i = 0; i < plan.size(); ++i)
     if (started[i]) runs.push_back(plan[i]);
   const std::vector<train::ConfigSummary> configs = train::summarize(runs, sweep.heads, sweep.target_accuracy);
-  train::write_file_atomic(json_path,
-                           sweep_json(sweep, runs, configs, plan.size(), seconds, stop != 0).dump(2) + "\n");
+  const std::string html_path = sweep.dir + "/sweep.html";
+  const nlohmann::ordered_json document = sweep_json(sweep, runs, configs, plan.size(), seconds, stop != 0);
+  train::write_file_atomic(json_path, document.dump(2) + "\n");
+  train::write_file_atomic(html_path, analysis::sweep_html(document, "headlab sweep: " + task));
 
   std::cout << '\n'
             << task << ": " << runs.size() << " of " << plan.size() << " runs in " << format_seconds(seconds) << " ("
             << sweep.jobs << " at a time, " << sweep.config.steps << " steps each"
             << (stop != 0 ? "; stopped by signal " + std::to_string(stop) : std::string()) << ")\n\n"
-            << train::summary_text(configs, sweep.target_accuracy) << "\nsweep.json: " << json_path << '\n';
+            << train::summary_text(configs, sweep.target_accuracy) << "\nsweep.json: " << json_path
+            << "\nsweep.html: " << html_path << '\n';
   std::cout.flush();
 
   if (stop != 0) {
@@ -461,7 +466,9 @@ Command add_sweep(CLI::App& app) {
       "the training flags given here, into OUT/h{heads}-s{seed}/ (its output in stdout.log there), and\n"
       "prints a line per finished run. Then, per head count: the runs that finished, the share that\n"
       "reached --target-accuracy, the share whose heads specialized (the verdict of heads.json), the\n"
-      "labels of all their heads and the mean scores per label. OUT/sweep.json holds all of it.\n"
+      "labels of all their heads and the mean scores per label, each share with its Wilson 95% interval.\n"
+      "OUT/sweep.json holds all of it and OUT/sweep.html shows it (rates, labels, emergence steps from\n"
+      "the analyses every --analyze-every steps, final losses, a link to each run's report.html).\n"
       "SIGINT, SIGTERM and SIGHUP stop every run (each saves a checkpoint) and exit 128 + signal; the\n"
       "runs also stop when the sweep itself is killed. `headlab sweep --resume OUT` then continues.\n\n"
       "Example: headlab sweep --task first-prev-pair --seeds 0-9 --heads 1,2,4 --steps 300");
