@@ -59,6 +59,7 @@ void TrainConfig::validate() const {
   if (known.max_seq_len == 0) known.max_seq_len = 1;
   validate_model(known);
   require_positive("batch", batch);
+  require_non_negative("micro-batches", micro_batches);
   require_non_negative("steps", steps);
   require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + std::to_string(lr));
   require(std::isfinite(weight_decay), "--weight-decay must be a number");

@@ -39,6 +39,11 @@ void check_sizes(const layers::ModelSpec& model, const std::vector<std::pair<std
 // vocabulary, the same classes, sequences no longer than its max_seq_len.
 void check_task_fits(const Task& task, const layers::ModelSpec& model);
 
+// The slices each step's batch is split into (--micro-batches; 0 means one
+// per process) for a job of `processes`. A UsageError naming the numbers
+// unless every process gets the same number of slices of the same size.
+int64_t micro_batches_for(const TrainConfig& config, int processes);
+
 // A checkpoint's model with its weights; `source` names it in messages.
 std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source);
 

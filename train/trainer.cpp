@@ -64,6 +64,7 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
 }
 
 void Trainer::checkpoint() {
+  if (!session_.world().is_root()) return;
   session_.set_trainer_state({{"loss", window_loss_}, {"accuracy", window_acc_}, {"steps", window_steps_},
                               {"tokens", window_tokens_}});
   session_.save(folder_.checkpoint());
@@ -79,7 +80,8 @@ int Trainer::run() {
     window_steps_ = w.value("steps", int64_t{0});
     window_tokens_ = w.value("tokens", int64_t{0});
   }
-  truncate_metrics(folder_.metrics(), start_step_);
+  const dist::World& world = session_.world();
+  if (world.is_root()) truncate_metrics(folder_.metrics(), start_step_);
   const auto start = Clock::now();
   auto window_start = start;
   while (session_.steps_done() < options_.target_steps) {
@@ -93,11 +95,11 @@ int Trainer::run() {
     // Each interval on its own: a step may log, analyze, both or neither.
     const bool log = step % config.log_every == 0 || last;
     const bool analyze = config.analyze_every > 0 && step % config.analyze_every == 0;
-    if (log || analyze) record(r, log, analyze, seconds_since(window_start));
+    if ((log || analyze) && world.is_root()) record(r, log, analyze, seconds_since(window_start));
     if (log) window_start = Clock::now();
     if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && !last) checkpoint();
     events_.stepped(step, seconds_since(start));
-    if (const int sig = stop_signal()) {
+    if (const int sig = static_cast<int>(world.max(stop_signal()))) {
       checkpoint();
       events_.stopped(sig, step);
       return 128 + sig;
