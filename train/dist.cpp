@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "train/errors.h"
 
 #ifdef HEADLAB_HAVE_MPI
@@ -175,7 +177,10 @@ void World::abort(int status) const {
 
 int exit_status_of(const std::exception& e) {
   if (const auto* peer = dynamic_cast<const PeerFailure*>(&e)) return peer->exit_status;
-  return dynamic_cast<const UsageError*>(&e) != nullptr ? 2 : 1;
+  // User input that nlohmann could not read is a usage error too (main.cpp).
+  return dynamic_cast<const UsageError*>(&e) != nullptr || dynamic_cast<const nlohmann::json::exception*>(&e) != nullptr
+             ? 2
+             : 1;
 }
 
 void mark_failure_shared() { g_failure_shared = true; }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -96,6 +98,9 @@ EvalResult evaluate(const layers::Transformer& model, const Batch& batch) {
 
 Session::Session(const TrainConfig& config, const dist::World& world) : config_(config), world_(&world) {
   config_.validate();
+  // The checkpoint and config.json name the data file absolutely, so that
+  // eval, analyze and --resume find it from any folder.
+  if (!config_.data.empty()) config_.data = std::filesystem::absolute(config_.data).lexically_normal().string();
   config_.micro_batches = micro_batches_for(config_, world.size());
   task_ = make_task_for(config_);
   build(model_spec_for(config_, *task_));
@@ -109,6 +114,7 @@ Session::Session(const Checkpoint& checkpoint, const dist::World& world)
   const layers::ModelSpec spec = model_spec_for(config_, *task_);
   check_config_describes(*task_, spec, checkpoint.model);
   build(spec);
+  check_data_unchanged(checkpoint.info, *task_);
   const std::string source = "checkpoint (" + checkpoint.info.task + ")";
   load_weights(*model_, checkpoint.file, source);
   try {
@@ -210,9 +216,18 @@ CheckpointInfo Session::checkpoint_info() const {
   info.trainer = trainer_state_;
   info.data_rng = data_gen_.state();
   info.data_position = task_->position();
+  info.data_file = task_->fingerprint();
   return info;
 }
 
-void Session::save(const std::string& path) const { save_checkpoint(path, *model_, optimizer_.get(), checkpoint_info()); }
+void Session::save(const std::string& path) const {
+  // Finite weights can still be useless: an update of 1e30 overflows the next
+  // forward pass. The held-out loss says whether the model can be resumed.
+  const EvalResult eval = evaluate(*model_, eval_batch_);
+  if (!std::isfinite(eval.loss))
+    throw NonFiniteState("the model's held-out loss is " + std::to_string(eval.loss) + " at step " +
+                         std::to_string(step_));
+  save_checkpoint(path, *model_, optimizer_.get(), checkpoint_info());
+}
 
 }  // namespace headlab::train

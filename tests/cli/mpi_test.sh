@@ -131,8 +131,13 @@ wait_for $! 60
 [[ $(grep -c '^headlab train: error: the .* at step [0-9]' "$tmp/err.txt") -eq 1 ]] ||
   fail "not one line naming the step: $(cat "$tmp/err.txt")"
 failed=$(sed -nE 's/.*at step ([0-9]+).*/\1/p' "$tmp/err.txt" | head -n 1)
-[[ -n $failed && $(checkpoint_step "$tmp/nan/checkpoint.safetensors") -eq $((failed - 1)) ]] ||
-  fail "the kept checkpoint is not the step before $failed"
+if [[ $failed == 1 ]]; then
+  [[ ! -e $tmp/nan/checkpoint.safetensors ]] || fail "a checkpoint was written although step 1 failed"
+else
+  [[ -n $failed && -f $tmp/nan/checkpoint.safetensors &&
+     $(checkpoint_step "$tmp/nan/checkpoint.safetensors") -eq $((failed - 1)) ]] ||
+    fail "the kept checkpoint is not the step before $failed"
+fi
 
 echo "== SIGTERM to rank 0 alone stops both ranks after the same step, exit 143"
 "${mpi[@]}" "$headlab" train "${tiny[@]}" "${std[@]/30/1000000}" --out "$tmp/stop" >/dev/null 2>"$tmp/err.txt" &

@@ -70,7 +70,7 @@ int run_analyze(const AnalyzeArgs& args) {
   std::error_code ec;
   fs::create_directories(out.empty() ? "." : out, ec);
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
-  train::RunFolder folder{out.empty() ? "." : out};
+  train::RunFolder folder{out.empty() ? "." : out, nullptr};
   train::write_analysis_files(folder, run, train::to_json(session.config()));
   if (args.json) {
     nlohmann::json j;

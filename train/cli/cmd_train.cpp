@@ -43,7 +43,8 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
           throw train::UsageError("--" + flag + " cannot change when resuming (the run's config.json fixes it); "
                                   "only --steps, --lr, --threads, --micro-batches, --log-every, --analyze-every and "
                                   "--checkpoint-every can");
-      folder = train::open_run_folder(args.resume);
+      // Rank 0 locks the folder and writes into it; the others only read the checkpoint.
+      folder = world.is_root() ? train::open_run_folder(args.resume) : train::RunFolder{args.resume, nullptr};
       train::Checkpoint ck = train::read_checkpoint(folder.checkpoint());
       resumed_lr = ck.info.config.lr;
       flags.apply(ck.info.config);
@@ -81,7 +82,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
         // The session's config: --micro-batches resolved.
         train::write_file_atomic(folder.config(), train::to_json(session->config()).dump(2) + "\n");
       } else {
-        folder = train::RunFolder{dir};
+        folder = train::RunFolder{dir, nullptr};
       }
     }
   });
@@ -120,8 +121,10 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   try {
     status = trainer.run();
   } catch (const std::exception& e) {
-    if (std::filesystem::exists(folder.checkpoint()))
-      log->error("{}; the last checkpoint ({}) is kept", e.what(), folder.checkpoint());
+    if (trainer.last_checkpoint_step() >= 0)
+      log->error("{}; the last good checkpoint, of step {}, is kept. Continue from it with a lower learning rate: "
+                 "headlab train --resume {} --lr {}",
+                 e.what(), trainer.last_checkpoint_step(), folder.dir, config.lr / 10);
     else
       log->error("{}; no checkpoint had been written yet", e.what());
     throw;
@@ -129,7 +132,15 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   if (world.size() > 1)
     log->info("time in gradient and stop-signal exchange: {:.3f} s over {} steps", world.seconds_communicating(),
               session->steps_done() - trainer.start_step());
-  if (status == 0) view.report(trainer.finish_report(), stdout_is_terminal());
+  if (status == 0) {
+    view.report(trainer.finish_report(), stdout_is_terminal());
+    // A stop signal during the final analysis: the checkpoint is saved and
+    // the report written; the run still ends as stopped, as asked.
+    if (const int sig = train::stop_signal()) {
+      log->warn("signal {} during the final analysis; the run is complete and saved in {}", sig, folder.dir);
+      status = 128 + sig;
+    }
+  }
   return status;
 }
 
