@@ -23,7 +23,8 @@ for arg in "$@"; do
   esac
 done
 
-packages=(g++ cmake make libopenblas-openmp-dev libdnnl-dev libgtest-dev libspdlog-dev libcli11-dev nlohmann-json3-dev)
+packages=(g++ cmake make libopenblas-openmp-dev libdnnl-dev libgtest-dev libspdlog-dev libcli11-dev nlohmann-json3-dev
+  libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -102,6 +102,7 @@ void TrainConfig::validate() const {
   require(std::isfinite(eps) && eps > 0, "--eps must be a positive number, got " + std::to_string(eps));
   require(optimizer != "sgd" || (betas == TrainConfig{}.betas && eps == TrainConfig{}.eps),
           "--betas and --eps are Adam's and AdamW's: --optimizer sgd has neither");
+  require_non_negative("micro-batches", micro_batches);
   require_non_negative("steps", steps);
   require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + std::to_string(lr));
   require(std::isfinite(weight_decay), "--weight-decay must be a number");

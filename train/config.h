@@ -48,6 +48,9 @@ struct TrainConfig {
   layers::ModelSpec model{.vocab = 0, .classes = 0, .max_seq_len = 0, .layers = 1, .heads = 2, .d_model = 64};
   // optimization
   int64_t batch = 64;  // 0: the whole (finite) training set
+  // Slices of each step's batch whose gradients are summed before the update;
+  // under mpirun -np N they are spread over the N processes. 0: one per process.
+  int64_t micro_batches = 0;
   int64_t steps = 600;
   double lr = 1e-3;
   std::string optimizer = "adamw";
@@ -94,6 +97,9 @@ struct TrainConfig {
     f("no-layernorm", no_layernorm, "no LayerNorm anywhere");
     f("bidirectional", bidirectional, "attention sees every position (default: causal)");
     f("batch", c.batch, "sequences per training step (0 or full: the whole finite training set)");
+    f("micro-batches", c.micro_batches,
+      "split each step's batch into this many slices, gradients summed (0: one per process; "
+      "under mpirun -np N, a multiple of N)");
     f("steps", c.steps, "training steps");
     f("lr", c.lr, "peak learning rate");
     f("optimizer", c.optimizer, "adamw, adam or sgd");

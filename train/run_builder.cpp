@@ -93,6 +93,26 @@ void check_task_fits(const Task& task, const layers::ModelSpec& model) {
                      std::to_string(model.classes) + ", max seq-len " + std::to_string(model.max_seq_len) + ")");
 }
 
+int64_t micro_batches_for(const TrainConfig& config, int processes) {
+  const int64_t n = processes;
+  const int64_t k = config.micro_batches > 0 ? config.micro_batches : n;
+  const std::string b = std::to_string(config.batch);
+  if (k % n != 0)
+    throw UsageError("--micro-batches " + std::to_string(k) + " does not spread over " + std::to_string(n) +
+                     " processes: give a multiple of " + std::to_string(n) + " (or 0, one slice per process)");
+  if (config.batch % k != 0) {
+    const int64_t lower = config.batch / k * k, higher = lower + k;
+    const std::string fix = "use a multiple of " + std::to_string(k) + ", such as " +
+                            (lower > 0 ? std::to_string(lower) + " or " : std::string()) + std::to_string(higher);
+    if (config.micro_batches == 0)
+      throw UsageError("--batch " + b + " does not divide among the " + std::to_string(n) +
+                       " processes (mpirun -np " + std::to_string(n) + "): " + fix);
+    throw UsageError("--batch " + b + " does not split into --micro-batches " + std::to_string(k) + " slices" +
+                     (n > 1 ? " over " + std::to_string(n) + " processes" : std::string()) + ": " + fix);
+  }
+  return k;
+}
+
 void check_data_unchanged(const CheckpointInfo& info, const Task& task) {
   const std::optional<Task::Fingerprint> now = task.fingerprint();
   if (!now || !info.data_file || *now == *info.data_file) return;

@@ -44,6 +44,11 @@ void check_sizes(const layers::ModelSpec& model, const std::vector<std::pair<std
 // vocabulary, the same classes, sequences no longer than its max_seq_len.
 void check_task_fits(const Task& task, const layers::ModelSpec& model);
 
+// The slices each step's batch is split into (--micro-batches; 0 means one
+// per process) for a job of `processes`. A UsageError naming the numbers
+// unless every process gets the same number of slices of the same size.
+int64_t micro_batches_for(const TrainConfig& config, int processes);
+
 // Throws UsageError if `task` reads a file whose size or hash differ from
 // those the checkpoint recorded (a resume would no longer be exact).
 void check_data_unchanged(const CheckpointInfo& info, const Task& task);

@@ -36,6 +36,57 @@ void check_config_describes(const Task& task, const layers::ModelSpec& described
                    diff + ")");
 }
 
+// Rows [first, first + rows) of a batch.
+Batch rows_of(const Batch& batch, int64_t first, int64_t rows) {
+  const auto begin = static_cast<std::ptrdiff_t>(first * batch.seq_len);
+  const auto end = static_cast<std::ptrdiff_t>((first + rows) * batch.seq_len);
+  return {rows, batch.seq_len, {batch.tokens.begin() + begin, batch.tokens.begin() + end},
+          {batch.targets.begin() + begin, batch.targets.begin() + end}};
+}
+
+int64_t count_targets(const std::vector<int32_t>& targets) {
+  return std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t >= 0; });
+}
+
+// Copies (first) or adds the parameters' gradients into one flat buffer, in
+// parameter order; a parameter without a gradient counts as zeros.
+void add_grads(const std::vector<autograd::Variable>& params, std::vector<float>& flat, bool first) {
+  if (first) {
+    std::size_t total = 0;
+    for (const autograd::Variable& p : params) total += static_cast<std::size_t>(p.value().numel());
+    flat.assign(total, 0.0f);
+  }
+  std::size_t at = 0;
+  for (const autograd::Variable& p : params) {
+    const auto n = static_cast<std::size_t>(p.value().numel());
+    if (p.has_grad()) {
+      const core::Tensor g = p.grad().contiguous();
+      const float* src = g.data<float>();
+      float* dst = flat.data() + at;
+      if (first) std::copy(src, src + n, dst);
+      else
+        for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+    }
+    at += n;
+  }
+}
+
+void set_grads(const std::vector<autograd::Variable>& params, const std::vector<float>& flat) {
+  std::size_t at = 0;
+  for (const autograd::Variable& p : params) {
+    core::Tensor g = core::Tensor::empty(p.value().shape());
+    const auto n = static_cast<std::size_t>(g.numel());
+    std::copy(flat.data() + at, flat.data() + at + n, g.data<float>());
+    p.set_grad(std::move(g));
+    at += n;
+  }
+}
+
+std::string not_finite(const char* what, double value, int64_t step) {
+  return std::string(what) + " is " + std::to_string(value) + " at step " + std::to_string(step) +
+         " (try a lower --lr or --clip)";
+}
+
 }  // namespace
 
 analysis::Examples examples_of(const Batch& batch) {
@@ -46,17 +97,20 @@ EvalResult evaluate(const layers::Transformer& model, const Batch& batch) {
   return analysis::evaluate(model, examples_of(batch));
 }
 
-Session::Session(const TrainConfig& config) : config_(config) {
+Session::Session(const TrainConfig& config, const dist::World& world) : config_(config), world_(&world) {
   config_.validate();
   // The checkpoint and config.json name the data file absolutely, so that
   // eval, analyze and --resume find it from any folder.
   if (!config_.data.empty()) config_.data = std::filesystem::absolute(config_.data).lexically_normal().string();
+  config_.micro_batches = micro_batches_for(config_, world.size());
   task_ = make_task_for(config_);
   build(model_spec_for(config_, *task_));
 }
 
-Session::Session(const Checkpoint& checkpoint) : config_(checkpoint.info.config) {
+Session::Session(const Checkpoint& checkpoint, const dist::World& world)
+    : config_(checkpoint.info.config), world_(&world) {
   config_.validate();
+  config_.micro_batches = micro_batches_for(config_, world.size());
   task_ = make_task_for(config_);
   const layers::ModelSpec spec = model_spec_for(config_, *task_);
   check_config_describes(*task_, spec, checkpoint.model);
@@ -89,6 +143,10 @@ void Session::build(const layers::ModelSpec& spec) {
     throw UsageError("--batch 0 (full) trains on the whole training set, but task " + task_->name() +
                      " draws fresh examples: give --train-size N (or --train-fraction F, or --data FILE), or a --batch "
                      "of 1 or more");
+  if (batch_rows_ % config_.micro_batches != 0)
+    throw UsageError("--batch full (" + std::to_string(batch_rows_) + " sequences) does not split into " +
+                     std::to_string(config_.micro_batches) + " slices (--micro-batches, or one per process): " +
+                     "give --train-size a multiple of " + std::to_string(config_.micro_batches));
   const int64_t train_eval_rows = has_fixed_sets(config_) ? std::min(config_.eval_batch, task_->size()) : 0;
   check_sizes(spec, {{"--batch", batch_rows_},
                      {"--eval-batch", std::max(task_->eval_rows(config_.eval_batch), train_eval_rows)}});
@@ -105,27 +163,61 @@ void Session::build(const layers::ModelSpec& spec) {
 
 StepResult Session::step() {
   const Batch batch = task_->sample(batch_rows_, data_gen_);
+  const double lr = schedule_->lr_at(step_);
+  optimizer_->set_lr(lr);
   StepResult r;
-  r.lr = schedule_->lr_at(step_);
-  optimizer_->set_lr(r.lr);
-  optimizer_->zero_grad();
-  const autograd::Variable logits = model_->forward(batch.tokens, batch.batch, batch.seq_len);
-  const autograd::Variable loss = autograd::cross_entropy(logits, batch.targets);
-  const EvalResult scored = score_logits(logits.value(), batch.targets);
-  r.loss = loss.value().item();
-  r.accuracy = scored.accuracy;
-  r.tokens = scored.count;
-  if (!std::isfinite(r.loss))
-    throw std::runtime_error("the loss is " + std::to_string(r.loss) + " at step " + std::to_string(step_ + 1) +
-                             " (try a lower --lr or --clip)");
-  loss.backward();
+  if (config_.micro_batches == 1) {
+    optimizer_->zero_grad();
+    const autograd::Variable logits = model_->forward(batch.tokens, batch.batch, batch.seq_len);
+    const autograd::Variable loss = autograd::cross_entropy(logits, batch.targets);
+    const EvalResult scored = score_logits(logits.value(), batch.targets);
+    r.loss = loss.value().item();
+    r.accuracy = scored.accuracy;
+    r.tokens = scored.count;
+    if (!std::isfinite(r.loss)) throw SharedError(not_finite("the loss", r.loss, step_ + 1));
+    loss.backward();
+  } else {
+    r = forward_backward_slices(batch);
+  }
+  r.lr = lr;
   const auto params = optimizer_->parameters();
   r.grad_norm = config_.clip > 0 ? optim::clip_grad_norm(params, config_.clip) : optim::grad_norm(params);
-  if (!std::isfinite(r.grad_norm))
-    throw std::runtime_error("the gradient norm is " + std::to_string(r.grad_norm) + " at step " +
-                             std::to_string(step_ + 1) + " (try a lower --lr or --clip)");
+  if (!std::isfinite(r.grad_norm)) throw SharedError(not_finite("the gradient norm", r.grad_norm, step_ + 1));
   optimizer_->step();
   ++step_;
+  return r;
+}
+
+StepResult Session::forward_backward_slices(const Batch& batch) {
+  const int64_t slices = config_.micro_batches, mine = slices / world_->size(), rows = batch.batch / slices;
+  // Each slice's loss is its share of the mean over the whole batch's
+  // targets, so the summed gradient is the whole batch's.
+  const auto targets = static_cast<double>(count_targets(batch.targets));
+  const auto params = optimizer_->parameters();
+  std::vector<float> grads;
+  std::vector<double> sums(3, 0.0);  // loss, correct predictions, targets
+  for (int64_t j = 0; j < mine; ++j) {
+    const Batch slice = rows_of(batch, (world_->rank() * mine + j) * rows, rows);
+    optimizer_->zero_grad();
+    const autograd::Variable logits = model_->forward(slice.tokens, slice.batch, slice.seq_len);
+    const EvalResult scored = score_logits(logits.value(), slice.targets);
+    const double share = targets > 0 ? static_cast<double>(scored.count) / targets : 0.0;
+    const autograd::Variable loss = autograd::cross_entropy(logits, slice.targets) * share;
+    loss.backward();
+    add_grads(params, grads, j == 0);
+    sums[0] += loss.value().item();
+    sums[1] += std::round(scored.accuracy * static_cast<double>(scored.count));
+    sums[2] += static_cast<double>(scored.count);
+  }
+  world_->sum_in_rank_order(grads);
+  world_->sum_in_rank_order(sums);
+  StepResult r;
+  r.loss = sums[0];
+  r.accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+  r.tokens = static_cast<int64_t>(sums[2]);
+  // Every rank sees the same sums, so every rank stops here.
+  if (!std::isfinite(r.loss)) throw SharedError(not_finite("the loss", r.loss, step_ + 1));
+  set_grads(params, grads);
   return r;
 }
 

@@ -16,6 +16,7 @@
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/dist.h"
 #include "train/run_builder.h"
 #include "train/tasks.h"
 
@@ -37,14 +38,23 @@ EvalResult evaluate(const layers::Transformer& model, const Batch& batch);
 
 class Session {
  public:
-  // A new run: validates the config (UsageError), builds everything from the seed.
-  explicit Session(const TrainConfig& config);
+  // A new run: validates the config (UsageError), builds everything from the
+  // seed. `world`: the processes that train it together (dist.h); every one
+  // builds the same Session. config().micro_batches is then resolved (>= 1).
+  explicit Session(const TrainConfig& config, const dist::World& world = dist::World::single());
   // Continues a checkpoint: the model, optimizer and random state as saved.
-  explicit Session(const Checkpoint& checkpoint);
+  explicit Session(const Checkpoint& checkpoint, const dist::World& world = dist::World::single());
 
   // One training step on a fresh batch: forward, backward, clipping, update.
+  // With --micro-batches K the batch is split into K slices of rows, spread
+  // over the world's ranks (K / size each, in rank order); each slice's
+  // gradient is added in slice order into one flat buffer, and the ranks'
+  // buffers are summed in rank order, so every rank updates the same weights
+  // and K slices give the same bits on 1 or K processes. Loss and accuracy
+  // are sums over the slices divided by the batch's target count.
   // Throws std::runtime_error naming the step if the loss or the gradient
-  // norm is not finite (the model is then left unchanged).
+  // norm is not finite (the model is then left unchanged); with more than one
+  // slice it is a SharedError, thrown by every rank at the same step.
   StepResult step();
 
   const TrainConfig& config() const { return config_; }
@@ -53,6 +63,8 @@ class Session {
   layers::Transformer& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
   int64_t steps_done() const { return step_; }
+  // The processes that train this session together.
+  const dist::World& world() const { return *world_; }
   // The fixed held-out batch that evaluation and head analysis use.
   const Batch& eval_batch() const { return eval_batch_; }
   // With a fixed training set and a held-out set apart from it
@@ -72,6 +84,10 @@ class Session {
 
  private:
   void build(const layers::ModelSpec& spec);  // model, optimizer and eval batch; task_ is built
+  // Forward and backward over this rank's slices of `batch`; leaves the
+  // gradient summed over every rank's slices in the parameters.
+  StepResult forward_backward_slices(const Batch& batch);
+
 
   TrainConfig config_;
   std::unique_ptr<Task> task_;
@@ -84,6 +100,7 @@ class Session {
   int64_t batch_rows_ = 0;
   int64_t step_ = 0;
   nlohmann::json trainer_state_;
+  const dist::World* world_;
 };
 
 }  // namespace headlab::train

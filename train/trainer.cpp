@@ -76,6 +76,7 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
 }
 
 void Trainer::checkpoint() {
+  if (!session_.world().is_root()) return;
   session_.set_trainer_state({{"loss", window_loss_}, {"accuracy", window_acc_}, {"steps", window_steps_},
                               {"tokens", window_tokens_}});
   try {
@@ -97,11 +98,13 @@ int Trainer::run() {
     window_steps_ = w.value("steps", int64_t{0});
     window_tokens_ = w.value("tokens", int64_t{0});
   }
+  const dist::World& world = session_.world();
   // A run that finished off the --log-every grid logged its last step early
   // and kept that window's sums in its checkpoint: extending it drops that
   // line and goes on with the sums, as if it had never stopped.
   const bool on_grid = start_step_ % config.log_every == 0;
-  truncate_metrics(folder_.metrics(), on_grid || start_step_ == 0 ? start_step_ : start_step_ - 1);
+  if (world.is_root())
+    truncate_metrics(folder_.metrics(), on_grid || start_step_ == 0 ? start_step_ : start_step_ - 1);
   if (on_grid) window_loss_ = window_acc_ = 0, window_steps_ = window_tokens_ = 0;
   const auto start = Clock::now();
   auto window_start = start;
@@ -117,7 +120,7 @@ int Trainer::run() {
     const bool on_log_grid = step % config.log_every == 0;
     const bool log = on_log_grid || last;
     const bool analyze = config.analyze_every > 0 && step % config.analyze_every == 0;
-    if (log || analyze) {
+    if ((log || analyze) && world.is_root()) {
       // The final line, off the grid, keeps the window's sums for the final
       // checkpoint: extending the run goes on with them.
       const double loss = window_loss_, accuracy = window_acc_;
@@ -129,7 +132,7 @@ int Trainer::run() {
     if (log) window_start = Clock::now();
     if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && !last) checkpoint();
     events_.stepped(step, seconds_since(start));
-    if (const int sig = stop_signal()) {
+    if (const int sig = static_cast<int>(world.max(stop_signal()))) {
       checkpoint();
       events_.stopped(sig, step);
       return 128 + sig;

@@ -1,6 +1,8 @@
 // The training loop of `headlab train`: steps a Session, records
 // metrics.jsonl, analyzes the heads, writes checkpoints and the final
 // analysis files, and stops cleanly on SIGINT/SIGTERM or a non-finite loss.
+// In a data-parallel job every rank runs it; only rank 0 evaluates, writes
+// and reports, and all ranks stop at the same step.
 // It prints nothing: it tells a TrainerEvents what happens, and the command
 // line (train/cli/train_view.h) draws the progress bar, the log and the report.
 #pragma once
@@ -54,7 +56,8 @@ class Trainer {
   Trainer(Session& session, RunFolder folder, TrainerEvents& events, TrainerOptions options);
 
   // Trains to the target step. Returns 0 when done, or 128 + signal after a
-  // stop signal (a checkpoint is saved first). A non-finite loss, gradient or
+  // stop signal (a checkpoint is saved first); a signal that reaches any rank
+  // stops every rank after the same step. A non-finite loss, gradient or
   // model throws std::runtime_error naming the step; the last checkpoint, which
   // is always finite, stays as it was.
   int run();

@@ -3,6 +3,8 @@
 # seed) and a sweep.json whose counts add up; bad arguments exit 2 and create
 # nothing; an existing --out needs --force; SIGTERM stops every run and exits 143;
 # SIGKILL of the sweep stops its runs; --resume continues a stopped sweep.
+# Two shards (--shard, a Slurm array task) collected, and mpirun -np 2, give the
+# unsharded summary.
 #
 #   tests/cli/sweep_test.sh [HEADLAB]     (default: $HEADLAB_BUILD_DIR/headlab, else build/headlab)
 #
@@ -75,6 +77,55 @@ for c in s["configs"]:
     check(set(c["labels"]) == patterns | {"diffuse", "mixed", "sink"}, "every label listed")
     check(sum(l["heads"] for l in c["labels"].values()) == 2 * c["heads"], "label counts add up to the heads")
 EOF
+
+# sweep.json without what only timing changes: seconds, jobs, each run's
+# seconds and each configuration's mean_seconds.
+same_summary() {
+  python3 - "$1" "$2" <<'EOF' || fail "$2 differs from $1 (timings aside)"
+import json, sys
+def strip(path):
+    s = json.load(open(path))
+    for k in ("seconds", "jobs"):
+        s.pop(k)
+    for r in s["runs"]:
+        r.pop("seconds")
+    for c in s["configs"]:
+        c.pop("mean_seconds")
+    return s
+a, b = strip(sys.argv[1]), strip(sys.argv[2])
+sys.exit(0 if a == b and len(a["runs"]) == 4 else 1)
+EOF
+}
+
+echo "== two shards run one after the other, collected, equal the unsharded sweep"
+"$headlab" sweep --seeds 0-1 --heads 1,2 "${small[@]}" --jobs 1 --shard 1/2 --out "$tmp/sharded" >/dev/null 2>"$tmp/err.txt" ||
+  fail "shard 1/2 failed: $(cat "$tmp/err.txt")"
+[[ -f $tmp/sharded/shard-1-of-2.json && ! -f $tmp/sharded/sweep.json ]] || fail "shard 1/2 wrote no shard file, or a sweep.json"
+[[ $(ls -d "$tmp"/sharded/h*-s* | wc -l) -eq 2 ]] || fail "shard 1/2 did not train exactly its 2 runs"
+"$headlab" sweep --collect "$tmp/sharded" >/dev/null 2>"$tmp/err.txt"
+[[ $? -eq 2 ]] && grep -q 'shard 2 of 2 is missing' "$tmp/err.txt" || fail "collecting 1 of 2 shards: $(cat "$tmp/err.txt")"
+# The second shard from a Slurm job array's variables (--array=0-1: task 1 of 2).
+SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_COUNT=2 \
+  "$headlab" sweep --seeds 0-1 --heads 1,2 "${small[@]}" --jobs 1 --out "$tmp/sharded" >/dev/null 2>"$tmp/err.txt" ||
+  fail "shard 2/2 (Slurm) failed: $(cat "$tmp/err.txt")"
+[[ -f $tmp/sharded/shard-2-of-2.json ]] || fail "the Slurm task did not run shard 2 of 2"
+"$headlab" sweep --collect "$tmp/sharded" >"$tmp/out.txt" 2>"$tmp/err.txt" || fail "--collect failed: $(cat "$tmp/err.txt")"
+grep -q '^heads  runs  failed' "$tmp/out.txt" || fail "--collect printed no summary"
+same_summary "$tmp/sweep/sweep.json" "$tmp/sharded/sweep.json"
+"$headlab" sweep --shard 3/2 --out "$tmp/bad" >/dev/null 2>"$tmp/err.txt"
+[[ $? -eq 2 ]] && grep -qF -- "--shard '3/2': write K/N with 1 <= K <= N" "$tmp/err.txt" || fail "--shard 3/2: $(cat "$tmp/err.txt")"
+"$headlab" sweep --shard 1/2 >/dev/null 2>"$tmp/err.txt"
+[[ $? -eq 2 ]] && grep -qF -- "needs --out" "$tmp/err.txt" || fail "--shard without --out: $(cat "$tmp/err.txt")"
+
+# HEADLAB_TEST_MPI=OFF (ctest, for a build without MPI) skips it.
+if command -v mpirun >/dev/null && [[ ${HEADLAB_TEST_MPI:-ON} == ON ]]; then
+  echo "== mpirun -np 2 spreads the runs over the ranks; rank 0 writes the same summary"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 \
+    "$headlab" sweep --seeds 0-1 --heads 1,2 "${small[@]}" --jobs 1 --out "$tmp/mpi" >"$tmp/out.txt" 2>"$tmp/err.txt" ||
+    fail "mpirun -np 2 sweep failed: $(cat "$tmp/err.txt")"
+  [[ $(grep -c '^heads  runs  failed' "$tmp/out.txt") -eq 1 ]] || fail "not one summary: $(cat "$tmp/out.txt")"
+  same_summary "$tmp/sweep/sweep.json" "$tmp/mpi/sweep.json"
+fi
 
 echo "== an existing sweep folder needs --force"
 "$headlab" sweep --seeds 0 --heads 1 "${small[@]}" --out "$tmp/sweep" >/dev/null 2>"$tmp/err.txt"

@@ -21,6 +21,7 @@
 #include "core/threads.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
+#include "train/dist.h"
 #include "train/session.h"
 
 namespace headlab::cli {
@@ -90,7 +91,12 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   config.validate();
   core::set_num_threads(config.threads);
   use_gemm_backend(config.gemm);
-  train::Session session(config);
+  // Under mpirun -np N the N processes train one model (one slice of the
+  // batch each); rank 0 reports.
+  const train::dist::World& world = train::dist::world();
+  std::unique_ptr<train::Session> built;
+  train::dist::all_or_none(world, [&] { built = std::make_unique<train::Session>(config, world); });
+  train::Session& session = *built;
   const layers::ModelSpec& m = session.model().spec();
 
   int64_t linear_weights = 0;
@@ -103,11 +109,14 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
 
   for (int64_t i = 0; i < args.warmup; ++i) session.step();
   std::vector<double> ms;
+  const double comm_before = world.seconds_communicating();
   for (int64_t r = 0; r < args.runs; ++r) {
     const auto t0 = Clock::now();
     for (int64_t i = 0; i < args.steps; ++i) session.step();
     ms.push_back(1000 * std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(args.steps));
   }
+  const double comm_ms = 1000 * (world.seconds_communicating() - comm_before) / static_cast<double>(args.runs * args.steps);
+  if (!world.is_root()) return 0;
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   const double gflops = flops_per_step / (median / 1000) / 1e9;
@@ -116,6 +125,8 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   const char* backend = core::gemm_backend_name(core::gemm_backend());
   const nlohmann::json result = {{"preset", args.preset},
                                  {"threads", core::num_threads()},
+                                 {"processes", world.size()},
+                                 {"comm_ms_per_step", comm_ms},
                                  {"parameters", session.model().num_parameters()},
                                  {"ms_per_step", median},
                                  {"ms_per_step_min", ms.front()},
@@ -140,6 +151,9 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
               core::num_threads());
   std::printf("  %.3f ms/step (median of %lld runs of %lld steps; min %.3f, max %.3f)\n", median,
               static_cast<long long>(args.runs), static_cast<long long>(args.steps), ms.front(), ms.back());
+  if (world.size() > 1)
+    std::printf("  %d processes, one slice each; %.3f ms/step in the gradient exchange (waits included)\n",
+                world.size(), comm_ms);
   std::printf("  %.0f tokens/s, %.2f GFLOP/s, peak RSS %.1f MiB\n", tokens / (median / 1000), gflops,
               peak_rss_mib());
   std::printf("  MFU %.1f%% of the %.1f GFLOP/s %s FMA peak (%d thread(s))\n", 100 * gflops / fma.gflops, fma.gflops,
@@ -164,7 +178,7 @@ Command add_bench(CLI::App& app) {
   auto flags = std::make_shared<ConfigFlags>(
       app, std::vector<std::string>{"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
                                     "no-layernorm", "bidirectional", "batch", "lr", "optimizer", "weight-decay",
-                                    "clip", "seed", "threads", "gemm"});
+                                    "clip", "seed", "threads", "gemm", "micro-batches"});
   app.footer("Model flags override the preset. FLOPs per token: 6 N + 12 L T d (N: Linear weights incl. the head).");
   return [args, flags] { return run_bench(*args, *flags); };
 }

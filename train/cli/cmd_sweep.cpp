@@ -21,7 +21,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include "analysis/heads_json.h"
 #include "analysis/sweep_html.h"
@@ -30,8 +33,10 @@
 #include "train/json_input.h"
 #include "train/run_folder.h"
 #include "train/session.h"
+#include "train/dist.h"
 #include "train/signals.h"
 #include "train/sweep.h"
+#include "train/sweep_shard.h"
 
 namespace headlab::cli {
 namespace {
@@ -40,7 +45,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct SweepArgs {
-  std::string config_file, seeds = "0-9", heads, out, resume;
+  std::string config_file, seeds = "0-9", heads, out, resume, shard, collect;
   int jobs = 0;
   double target_accuracy = 0.99;
   bool force = false;
@@ -147,6 +152,12 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, c
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // A run of a sweep under mpirun is a process of its own, not a rank of the
+  // sweep's job: it gets none of the launcher's variables.
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!train::dist::is_launcher_variable(*e)) env.push_back(*e);
+  env.push_back(nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("sweep: cannot start a training process: ") + std::strerror(errno));
@@ -162,7 +173,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, c
       _exit(127);
     pthread_sigmask(SIG_SETMASK, &mask, nullptr);
     // This very program, even if the file was replaced since it started.
-    execv("/proc/self/exe", args.data());
+    execve("/proc/self/exe", args.data(), env.data());
     constexpr char kMessage[] = "headlab sweep: cannot execute /proc/self/exe\n";
     (void)!write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
     _exit(127);
@@ -335,98 +346,30 @@ nlohmann::ordered_json sweep_json(const Sweep& sweep, const std::vector<train::S
           {"configs", config_list}};
 }
 
-int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
-  // First of all, before any thread exists: see waited_signals().
-  const SignalMask mask;
-  train::install_stop_handlers();
-
-  Sweep sweep;
-  std::string seeds_text = args.seeds;
-  if (!args.resume.empty()) {
-    // The plan of the stopped sweep: its config.json and the sweep.json
-    // written when it started.
-    sweep.dir = args.resume;
-    while (sweep.dir.size() > 1 && sweep.dir.back() == '/') sweep.dir.pop_back();
-    const std::string plan_path = sweep.dir + "/sweep.json";
-    if (!fs::is_regular_file(sweep.dir + "/config.json") || !fs::is_regular_file(plan_path))
-      throw train::UsageError("--resume " + sweep.dir + ": not a sweep folder (it needs config.json and sweep.json)");
-    apply_config_file(sweep.config, sweep.dir + "/config.json");
-    try {
-      std::ifstream in(plan_path);
-      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      const nlohmann::json plan = train::parse_user_json(text);
-      sweep.seeds = plan.at("seeds").get<std::vector<int64_t>>();
-      sweep.heads = plan.at("heads").get<std::vector<int64_t>>();
-      sweep.target_accuracy = plan.at("target_accuracy").get<double>();
-    } catch (const std::exception&) {
-      throw train::UsageError("--resume " + sweep.dir + ": " + plan_path + " is not a sweep's plan");
-    }
-    seeds_text = join(sweep.seeds);
-  } else {
-    if (!args.config_file.empty()) apply_config_file(sweep.config, args.config_file);
-    flags.apply(sweep.config);
-    sweep.config.threads = 1;
-    if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
-      throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
-                              shortest(args.target_accuracy));
-    sweep.target_accuracy = args.target_accuracy;
-    sweep.seeds = train::parse_int_list(args.seeds, "--seeds", 0);
-    sweep.heads = args.heads.empty() ? std::vector<int64_t>{sweep.config.model.heads}
-                                     : train::parse_int_list(args.heads, "--heads", 1, 1024);
-  }
-  if (args.jobs < 0) throw train::UsageError("--jobs must be 0 (one per core) or more, got " + std::to_string(args.jobs));
-  // Every configuration must be one `headlab train` accepts, before anything runs.
-  for (const int64_t h : sweep.heads) {
-    train::TrainConfig c = sweep.config;
-    c.model.heads = h;
-    c.validate();
-    (void)train::Session(c);  // the task, its sizes and the model
-  }
-  std::vector<train::SweepRun> plan;
-  for (const int64_t h : sweep.heads)
-    for (const int64_t s : sweep.seeds) {
-      train::SweepRun run;
-      run.heads = h;
-      run.seed = s;
-      run.dir = train::run_dir_name(h, s);
-      plan.push_back(run);
-    }
-  sweep.jobs = std::min<int>(args.jobs > 0 ? args.jobs : available_cores(), static_cast<int>(plan.size()));
-
+// Writes DIR/sweep.json and DIR/sweep.html (the page shows the same document);
+// returns the path of sweep.json.
+std::string write_summary(const Sweep& sweep, const std::string& dir, const nlohmann::ordered_json& document) {
   const std::string task = sweep.config.data.empty() ? sweep.config.task : "data";
-  if (args.resume.empty()) {
-    sweep.dir = args.out.empty() ? train::default_run_dir("sweep-" + task) : args.out;
-    while (sweep.dir.size() > 1 && sweep.dir.back() == '/') sweep.dir.pop_back();
-    prepare_sweep_folder(sweep.dir, args.force);
-    train::write_file_atomic(sweep.dir + "/config.json", train::to_json(sweep.config).dump(2) + "\n");
-    // The plan, so that a sweep stopped even by SIGKILL can be resumed.
-    train::write_file_atomic(sweep.dir + "/sweep.json", sweep_json(sweep, {}, {}, plan.size(), 0, true).dump(2) + "\n");
-  }
-  const std::string json_path = sweep.dir + "/sweep.json";
-
-  std::fprintf(stderr, "sweep: %zu run%s of %s (heads %s x seeds %s, %lld steps each), %d at a time -> %s\n",
-               plan.size(), plan.size() == 1 ? "" : "s", task.c_str(), join(sweep.heads).c_str(), seeds_text.c_str(),
-               static_cast<long long>(sweep.config.steps), sweep.jobs, sweep.dir.c_str());
-  const auto start = Clock::now();
-  std::vector<bool> started(plan.size(), false);
-  const int stop = run_all(sweep, plan, started, mask, !args.resume.empty());
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-
-  std::vector<train::SweepRun> runs;
-  for (std::size_t i = 0; i < plan.size(); ++i)
-    if (started[i]) runs.push_back(plan[i]);
-  const std::vector<train::ConfigSummary> configs = train::summarize(runs, sweep.heads, sweep.target_accuracy);
-  const std::string html_path = sweep.dir + "/sweep.html";
-  const nlohmann::ordered_json document = sweep_json(sweep, runs, configs, plan.size(), seconds, stop != 0);
+  const std::string json_path = dir + "/sweep.json";
   train::write_file_atomic(json_path, document.dump(2) + "\n");
-  train::write_file_atomic(html_path, analysis::sweep_html(document, "headlab sweep: " + task));
+  train::write_file_atomic(dir + "/sweep.html", analysis::sweep_html(document, "headlab sweep: " + task));
+  return json_path;
+}
 
+// Prints the summary of `runs` (of `planned`) and returns the sweep's exit
+// status: 128 + stop, 1 if a run failed, else 0.
+int report(const Sweep& sweep, const std::vector<train::SweepRun>& runs, std::size_t planned, double seconds,
+           int stop, const std::string& json_path) {
+  const std::string task = sweep.config.data.empty() ? sweep.config.task : "data";
+  const std::vector<train::ConfigSummary> configs = train::summarize(runs, sweep.heads, sweep.target_accuracy);
   std::cout << '\n'
-            << task << ": " << runs.size() << " of " << plan.size() << " runs in " << format_seconds(seconds) << " ("
+            << task << ": " << runs.size() << " of " << planned << " runs in " << format_seconds(seconds) << " ("
             << sweep.jobs << " at a time, " << sweep.config.steps << " steps each"
             << (stop != 0 ? "; stopped by signal " + std::to_string(stop) : std::string()) << ")\n\n"
-            << train::summary_text(configs, sweep.target_accuracy) << "\nsweep.json: " << json_path
-            << "\nsweep.html: " << html_path << '\n';
+            << train::summary_text(configs, sweep.target_accuracy) << "\n" << fs::path(json_path).filename().string()
+            << ": " << json_path << '\n';
+  if (fs::path(json_path).filename() == "sweep.json")
+    std::cout << "sweep.html: " << (fs::path(json_path).parent_path() / "sweep.html").string() << '\n';
   std::cout.flush();
 
   if (stop != 0) {
@@ -441,6 +384,236 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
     return 1;
   }
   return 0;
+}
+
+std::vector<train::SweepRun> plan_of(const Sweep& sweep) {
+  std::vector<train::SweepRun> plan;
+  for (const int64_t h : sweep.heads)
+    for (const int64_t s : sweep.seeds) {
+      train::SweepRun run;
+      run.heads = h;
+      run.seed = s;
+      run.dir = train::run_dir_name(h, s);
+      plan.push_back(run);
+    }
+  return plan;
+}
+
+// `headlab sweep --collect DIR`: the shards' files of DIR merged into
+// DIR/sweep.json, as the unsharded sweep would have written it (the runs'
+// results read again from their heads.json); jobs is the shards' sum,
+// seconds the longest shard's.
+int collect_sweep(const std::string& dir_arg) {
+  std::string dir = dir_arg;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (!fs::is_regular_file(dir + "/config.json"))
+    throw train::UsageError("--collect " + dir + ": not a sweep folder (no config.json)");
+  Sweep sweep;
+  sweep.dir = dir;
+  apply_config_file(sweep.config, dir + "/config.json");
+  std::map<int, nlohmann::json> shards;
+  int count = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("shard-") || !name.ends_with(".json")) continue;
+    nlohmann::json j;
+    try {
+      std::ifstream in(entry.path());
+      j = nlohmann::json::parse(in);
+      const int k = j.at("shard").get<int>(), n = j.at("shards").get<int>();
+      if (count != 0 && n != count)
+        throw train::UsageError("--collect " + dir + ": shards of " + std::to_string(count) + " and of " +
+                                std::to_string(n) + " sweeps are mixed in one folder");
+      count = n;
+      shards[k] = std::move(j);
+    } catch (const nlohmann::json::exception& e) {
+      throw train::UsageError("--collect " + dir + ": " + name + " is not a shard's file (" + e.what() + ")");
+    }
+  }
+  if (count == 0) throw train::UsageError("--collect " + dir + ": no shard-K-of-N.json files (run `headlab sweep --shard K/N --out " + dir + "` first)");
+  for (int k = 1; k <= count; ++k)
+    if (shards.find(k) == shards.end())
+      throw train::UsageError("--collect " + dir + ": shard " + std::to_string(k) + " of " + std::to_string(count) +
+                              " is missing (" + train::shard_file_name({k, count}) + "); run it with --shard " +
+                              std::to_string(k) + "/" + std::to_string(count));
+  std::map<std::string, train::SweepRun> by_dir;
+  double seconds = 0;
+  bool interrupted = false;
+  sweep.jobs = 0;
+  try {
+    const nlohmann::json& first = shards.begin()->second;
+    sweep.seeds = first.at("seeds").get<std::vector<int64_t>>();
+    sweep.heads = first.at("heads").get<std::vector<int64_t>>();
+    sweep.target_accuracy = first.at("target_accuracy").get<double>();
+    for (const auto& [k, j] : shards) {
+      if (j.at("seeds") != first.at("seeds") || j.at("heads") != first.at("heads"))
+        throw train::UsageError("--collect " + dir + ": shard " + std::to_string(k) + " has other seeds or heads");
+      sweep.jobs += j.at("jobs").get<int>();
+      seconds = std::max(seconds, j.at("seconds").get<double>());
+      interrupted = interrupted || j.at("interrupted").get<bool>();
+      for (const nlohmann::json& r : j.at("runs")) {
+        train::SweepRun run;
+        run.heads = r.at("heads").get<int64_t>();
+        run.seed = r.at("seed").get<int64_t>();
+        run.dir = r.at("dir").get<std::string>();
+        run.seconds = r.at("seconds").get<double>();
+        const train::RunStatus status = train::status_from_name(r.at("status").get<std::string>());
+        if (status == train::RunStatus::done) {
+          finish_run(sweep, run, 0);  // the results, at full precision, from its heads.json
+        } else {
+          run.status = status;
+          run.exit_code = r.at("exit_code").get<int>();
+          run.error = r.at("error").get<std::string>();
+        }
+        by_dir[run.dir] = run;
+      }
+    }
+  } catch (const train::UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw train::UsageError("--collect " + dir + ": a shard's file is not as `sweep --shard` writes it (" + e.what() + ")");
+  }
+  const std::vector<train::SweepRun> plan = plan_of(sweep);
+  std::vector<train::SweepRun> runs;
+  for (const train::SweepRun& p : plan)
+    if (const auto it = by_dir.find(p.dir); it != by_dir.end()) runs.push_back(it->second);
+  const std::vector<train::ConfigSummary> configs = train::summarize(runs, sweep.heads, sweep.target_accuracy);
+  const std::string json_path =
+      write_summary(sweep, dir, sweep_json(sweep, runs, configs, plan.size(), seconds, interrupted));
+  const int status = report(sweep, runs, plan.size(), seconds, 0, json_path);
+  return interrupted && status == 0 ? 1 : status;
+}
+
+int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
+  if (!args.collect.empty()) {
+    if (!args.shard.empty() || !args.out.empty() || !args.resume.empty() || !flags.given().empty())
+      throw train::UsageError("--collect DIR merges the shards already in DIR: it takes no --shard, --out, --resume or "
+                              "training flags");
+    return collect_sweep(args.collect);
+  }
+  // First of all, before any thread exists: see waited_signals().
+  const SignalMask mask;
+  train::install_stop_handlers();
+  // Under mpirun -np N, rank r runs shard r+1 of N and rank 0 collects.
+  const train::dist::World& world = train::dist::world();
+
+  Sweep sweep;
+  std::string seeds_text = args.seeds;
+  std::vector<train::SweepRun> plan;
+  std::optional<train::Shard> shard;
+  train::dist::all_or_none(world, [&] {
+    if (!args.shard.empty()) shard = train::parse_shard(args.shard);
+    if (world.size() > 1) {
+      if (shard)
+        throw train::UsageError("--shard and mpirun -np " + std::to_string(world.size()) +
+                                " both split the sweep: give one of them");
+      shard = train::Shard{world.rank() + 1, world.size()};
+    } else if (!shard) {
+      shard = train::shard_from_slurm([](const char* name) -> const char* { return std::getenv(name); });
+    }
+    if (shard && !args.resume.empty())
+      throw train::UsageError("--resume continues a sweep of one process; a sweep split into shards (--shard, a Slurm "
+                              "job array or mpirun) is continued by running each unfinished shard again with --force");
+    if (shard && args.out.empty())
+      throw train::UsageError("a sweep split into shards (--shard, a Slurm job array or mpirun) needs --out: "
+                              "every shard writes into the same folder");
+    if (!args.resume.empty()) {
+      // The plan of the stopped sweep: its config.json and the sweep.json
+      // written when it started.
+      sweep.dir = args.resume;
+      while (sweep.dir.size() > 1 && sweep.dir.back() == '/') sweep.dir.pop_back();
+      const std::string plan_path = sweep.dir + "/sweep.json";
+      if (!fs::is_regular_file(sweep.dir + "/config.json") || !fs::is_regular_file(plan_path))
+        throw train::UsageError("--resume " + sweep.dir + ": not a sweep folder (it needs config.json and sweep.json)");
+      apply_config_file(sweep.config, sweep.dir + "/config.json");
+      try {
+        std::ifstream in(plan_path);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const nlohmann::json saved = train::parse_user_json(text);
+        sweep.seeds = saved.at("seeds").get<std::vector<int64_t>>();
+        sweep.heads = saved.at("heads").get<std::vector<int64_t>>();
+        sweep.target_accuracy = saved.at("target_accuracy").get<double>();
+      } catch (const std::exception&) {
+        throw train::UsageError("--resume " + sweep.dir + ": " + plan_path + " is not a sweep's plan");
+      }
+      seeds_text = join(sweep.seeds);
+    } else {
+      if (!args.config_file.empty()) apply_config_file(sweep.config, args.config_file);
+      flags.apply(sweep.config);
+      sweep.config.threads = 1;
+      if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
+        throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
+                                shortest(args.target_accuracy));
+      sweep.target_accuracy = args.target_accuracy;
+      sweep.seeds = train::parse_int_list(args.seeds, "--seeds", 0);
+      sweep.heads = args.heads.empty() ? std::vector<int64_t>{sweep.config.model.heads}
+                                       : train::parse_int_list(args.heads, "--heads", 1, 1024);
+    }
+    if (args.jobs < 0) throw train::UsageError("--jobs must be 0 (one per core) or more, got " + std::to_string(args.jobs));
+    // Every configuration must be one `headlab train` accepts, before anything runs.
+    for (const int64_t h : sweep.heads) {
+      train::TrainConfig c = sweep.config;
+      c.model.heads = h;
+      c.validate();
+      (void)train::Session(c);  // the task, its sizes and the model
+    }
+    plan = plan_of(sweep);
+    const std::string task = sweep.config.data.empty() ? sweep.config.task : "data";
+    if (args.resume.empty()) {
+      sweep.dir = args.out.empty() ? train::default_run_dir("sweep-" + task) : args.out;
+      while (sweep.dir.size() > 1 && sweep.dir.back() == '/') sweep.dir.pop_back();
+      // The shards share the folder (each overwrites only its own runs).
+      prepare_sweep_folder(sweep.dir, args.force || shard.has_value());
+      train::write_file_atomic(sweep.dir + "/config.json", train::to_json(sweep.config).dump(2) + "\n");
+      // The plan, so that a sweep stopped even by SIGKILL can be resumed (a
+      // sharded sweep's sweep.json is written by --collect).
+      if (!shard)
+        train::write_file_atomic(sweep.dir + "/sweep.json", sweep_json(sweep, {}, {}, plan.size(), 0, true).dump(2) + "\n");
+    }
+  });
+  std::vector<train::SweepRun> mine;
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    if (!shard || shard->holds(i)) mine.push_back(plan[i]);
+  sweep.jobs = std::max(1, std::min<int>(args.jobs > 0 ? args.jobs : available_cores(), static_cast<int>(mine.size())));
+  const std::string task = sweep.config.data.empty() ? sweep.config.task : "data";
+
+  std::fprintf(stderr, "sweep%s: %zu run%s of %s (heads %s x seeds %s, %lld steps each), %d at a time -> %s\n",
+               shard ? (" shard " + std::to_string(shard->index) + "/" + std::to_string(shard->count)).c_str() : "",
+               mine.size(), mine.size() == 1 ? "" : "s", task.c_str(), join(sweep.heads).c_str(), seeds_text.c_str(),
+               static_cast<long long>(sweep.config.steps), sweep.jobs, sweep.dir.c_str());
+  const auto start = Clock::now();
+  std::vector<bool> started(mine.size(), false);
+  const int stop = run_all(sweep, mine, started, mask, !args.resume.empty());
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  std::vector<train::SweepRun> runs;
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    if (started[i]) runs.push_back(mine[i]);
+  const std::vector<train::ConfigSummary> configs = train::summarize(runs, sweep.heads, sweep.target_accuracy);
+  if (!shard) {
+    const std::string json_path =
+        write_summary(sweep, sweep.dir, sweep_json(sweep, runs, configs, plan.size(), seconds, stop != 0));
+    return report(sweep, runs, plan.size(), seconds, stop, json_path);
+  }
+  nlohmann::ordered_json file = sweep_json(sweep, runs, configs, plan.size(), seconds, stop != 0);
+  file["shard"] = shard->index;
+  file["shards"] = shard->count;
+  const std::string shard_path = sweep.dir + "/" + train::shard_file_name(*shard);
+  train::write_file_atomic(shard_path, file.dump(2) + "\n");
+  if (world.size() == 1) {
+    const int status = report(sweep, runs, mine.size(), seconds, stop, shard_path);
+    std::fprintf(stderr, "headlab sweep: shard %d of %d done; once all are, merge them with: headlab sweep --collect %s\n",
+                 shard->index, shard->count, sweep.dir.c_str());
+    return status;
+  }
+  // Every rank's shard file is written; rank 0 merges them.
+  int own = stop != 0 ? 128 + stop : 0;
+  for (const train::SweepRun& r : runs) own = own != 0 ? own : (r.status == train::RunStatus::done ? 0 : 1);
+  const int64_t worst = world.max(own);
+  if (!world.is_root()) return own;
+  const int status = collect_sweep(sweep.dir);
+  return worst > status ? static_cast<int>(worst) : status;
 }
 
 }  // namespace
@@ -460,6 +633,10 @@ Command add_sweep(CLI::App& app) {
                  "continue a stopped sweep in this folder: finished runs are kept, interrupted ones resumed");
   app.add_option("--config", args->config_file, "a JSON file of training settings, as for `headlab train`")
       ->check(CLI::ExistingFile);
+  app.add_option("--shard", args->shard,
+                 "train only shard K of N: runs K, K+N, K+2N, ... of the plan (default: from "
+                 "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT in a Slurm job array)");
+  app.add_option("--collect", args->collect, "merge the shards' files in this sweep folder into its sweep.json");
   auto flags = std::make_shared<ConfigFlags>(app, forwarded_flag_names());
   app.footer(
       "Trains one run per (head count, seed) as a separate `headlab train` process with --threads 1 and\n"
@@ -470,7 +647,9 @@ Command add_sweep(CLI::App& app) {
       "OUT/sweep.json holds all of it and OUT/sweep.html shows it (rates, labels, emergence steps from\n"
       "the analyses every --analyze-every steps, final losses, a link to each run's report.html).\n"
       "SIGINT, SIGTERM and SIGHUP stop every run (each saves a checkpoint) and exit 128 + signal; the\n"
-      "runs also stop when the sweep itself is killed. `headlab sweep --resume OUT` then continues.\n\n"
+      "runs also stop when the sweep itself is killed. `headlab sweep --resume OUT` then continues.\n"
+      "Split over machines: `mpirun -np N headlab sweep ... --out OUT` (rank r runs every Nth run, rank 0\n"
+      "writes sweep.json), or --shard K/N per job (OUT/shard-K-of-N.json each) and then --collect OUT.\n\n"
       "Example: headlab sweep --task first-prev-pair --seeds 0-9 --heads 1,2,4 --steps 300");
   return [args, flags, &app] {
     if (!args->resume.empty()) {

@@ -1,5 +1,5 @@
 // `headlab train`: a new run, a resumed one (--resume DIR) or one started
-// from given weights (--init CHECKPOINT).
+// from given weights (--init CHECKPOINT); under mpirun, one run on all ranks.
 #include <filesystem>
 #include <optional>
 
@@ -8,6 +8,7 @@
 #include "train/cli/cli.h"
 #include "train/cli/logging.h"
 #include "train/cli/train_view.h"
+#include "train/dist.h"
 #include "train/errors.h"
 #include "train/signals.h"
 #include "train/trainer.h"
@@ -23,56 +24,73 @@ struct TrainArgs {
 // Flags a resumed run may change: how long and how it reports, never what it
 // trains -- except the learning rate, so that a run that diverged can go on
 // from its last good checkpoint with a smaller one.
-const std::vector<std::string> kResumeFlags = {"steps", "lr", "threads", "log-every", "analyze-every",
-                                               "checkpoint-every"};
+const std::vector<std::string> kResumeFlags = {"steps",     "lr",           "threads",         "micro-batches",
+                                               "log-every", "analyze-every", "checkpoint-every"};
 
 int run_train(const TrainArgs& args, const ConfigFlags& flags) {
+  // Under mpirun every rank runs this; rank 0 alone writes and prints.
+  const train::dist::World& world = train::dist::world();
   train::RunFolder folder;
   std::unique_ptr<train::Session> session;
   int64_t target = 0;
   double resumed_lr = 0;  // the run's learning rate before this resume
-  if (!args.resume.empty()) {
-    if (!args.out.empty() || !args.init.empty() || !args.config_file.empty() || args.force)
-      throw train::UsageError("--resume continues a run in its own folder: it takes no --out, --init, --config or --force");
-    for (const std::string& flag : flags.given())
-      if (std::find(kResumeFlags.begin(), kResumeFlags.end(), flag) == kResumeFlags.end())
-        throw train::UsageError("--" + flag + " cannot change when resuming (the run's config.json fixes it); "
-                                "only --steps, --lr, --threads, --log-every, --analyze-every and --checkpoint-every can");
-    folder = train::open_run_folder(args.resume);
-    train::Checkpoint ck = train::read_checkpoint(folder.checkpoint());
-    resumed_lr = ck.info.config.lr;
-    flags.apply(ck.info.config);
-    ck.info.config.validate();
-    core::set_num_threads(ck.info.config.threads);
-    use_gemm_backend(ck.info.config.gemm);
-    session = std::make_unique<train::Session>(ck);
-    target = session->config().steps;
-    if (target < session->steps_done())
-      throw train::UsageError("--steps " + std::to_string(target) + " is below the " +
-                              std::to_string(session->steps_done()) + " steps the run has already done");
-  } else {
-    train::TrainConfig config;
-    std::vector<std::string> given = flags.given();
-    if (!args.config_file.empty()) {
-      const std::vector<std::string> keys = apply_config_file(config, args.config_file);
-      given.insert(given.end(), keys.begin(), keys.end());
+  train::dist::all_or_none(world, [&] {
+    if (!args.resume.empty()) {
+      if (!args.out.empty() || !args.init.empty() || !args.config_file.empty() || args.force)
+        throw train::UsageError("--resume continues a run in its own folder: it takes no --out, --init, --config or --force");
+      for (const std::string& flag : flags.given())
+        if (std::find(kResumeFlags.begin(), kResumeFlags.end(), flag) == kResumeFlags.end())
+          throw train::UsageError("--" + flag + " cannot change when resuming (the run's config.json fixes it); "
+                                  "only --steps, --lr, --threads, --micro-batches, --log-every, --analyze-every and "
+                                  "--checkpoint-every can");
+      // Rank 0 locks the folder and writes into it; the others only read the checkpoint.
+      folder = world.is_root() ? train::open_run_folder(args.resume) : train::RunFolder{args.resume, nullptr};
+      train::Checkpoint ck = train::read_checkpoint(folder.checkpoint());
+      resumed_lr = ck.info.config.lr;
+      flags.apply(ck.info.config);
+      ck.info.config.validate();
+      core::set_num_threads(ck.info.config.threads);
+      use_gemm_backend(ck.info.config.gemm);
+      session = std::make_unique<train::Session>(ck, world);
+      target = session->config().steps;
+      if (target < session->steps_done())
+        throw train::UsageError("--steps " + std::to_string(target) + " is below the " +
+                                std::to_string(session->steps_done()) + " steps the run has already done");
+    } else {
+      train::TrainConfig config;
+      std::vector<std::string> given = flags.given();
+      if (!args.config_file.empty()) {
+        const std::vector<std::string> keys = apply_config_file(config, args.config_file);
+        given.insert(given.end(), keys.begin(), keys.end());
+      }
+      flags.apply(config);
+      config.validate();
+      std::optional<train::Checkpoint> init;
+      if (!args.init.empty()) {
+        init = train::read_checkpoint(args.init);
+        train::take_model(config, init->model, given, args.init);  // the model is the checkpoint's
+      }
+      core::set_num_threads(config.threads);
+      use_gemm_backend(config.gemm);
+      session = std::make_unique<train::Session>(config, world);  // validates the task and model before anything is written
+      if (init) train::load_weights(session->model(), init->file, "--init " + args.init);
+      target = config.steps;
+      const std::string dir =
+          args.out.empty() ? train::default_run_dir(config.data.empty() ? config.task : "data") : args.out;
+      if (world.is_root()) {
+        folder = train::create_run_folder(dir, args.force);
+        // The session's config: --micro-batches resolved.
+        train::write_file_atomic(folder.config(), train::to_json(session->config()).dump(2) + "\n");
+      } else {
+        folder = train::RunFolder{dir, nullptr};
+      }
     }
-    flags.apply(config);
-    config.validate();
-    std::optional<train::Checkpoint> init;
-    if (!args.init.empty()) {
-      init = train::read_checkpoint(args.init);
-      train::take_model(config, init->model, given, args.init);  // the model is the checkpoint's
-    }
-    core::set_num_threads(config.threads);
-    use_gemm_backend(config.gemm);
-    session = std::make_unique<train::Session>(config);  // validates the task and model before anything is written
-    if (init) train::load_weights(session->model(), init->file, "--init " + args.init);
-    target = config.steps;
-    folder = train::create_run_folder(args.out.empty() ? train::default_run_dir(config.data.empty() ? config.task : "data")
-                                                       : args.out,
-                                      args.force);
-    train::write_file_atomic(folder.config(), train::to_json(session->config()).dump(2) + "\n");
+  });
+  if (!world.is_root()) {
+    static train::TrainerEvents silent;  // the other ranks report nothing
+    train::Trainer trainer(*session, folder, silent, {.target_steps = target, .analysis = {}});
+    train::install_stop_handlers();
+    return trainer.run();
   }
 
   auto log = make_run_logger(folder.log(), stdout_is_terminal());
@@ -83,6 +101,9 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
             m.d_model, m.d_k(), session->model().num_parameters(), core::num_threads());
   log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, session->batch_rows(), m.max_seq_len,
             config.optimizer, config.lr, config.seed);
+  if (world.size() > 1 || config.micro_batches > 1)
+    log->info("each step: {} slices of {} sequences, {} on each of {} process(es)", config.micro_batches,
+              config.batch / config.micro_batches, config.micro_batches / world.size(), world.size());
   if (!args.resume.empty() && config.lr != resumed_lr) {
     // config.json tells the settings the run goes on with; this log line
     // keeps the history.
@@ -108,6 +129,9 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       log->error("{}; no checkpoint had been written yet", e.what());
     throw;
   }
+  if (world.size() > 1)
+    log->info("time in gradient and stop-signal exchange: {:.3f} s over {} steps", world.seconds_communicating(),
+              session->steps_done() - trainer.start_step());
   if (status == 0) {
     view.report(trainer.finish_report(), stdout_is_terminal());
     // A stop signal during the final analysis: the checkpoint is saved and

@@ -16,6 +16,7 @@
 
 #include "train/cli/cli.h"
 #include "train/cli/version.h"
+#include "train/dist.h"
 #include "train/errors.h"
 #include "train/nearest_name.h"
 
@@ -79,6 +80,26 @@ bool stdout_written(const char* command) {
   return ok;
 }
 
+// Prints a command's failure as one line and returns its exit status. In a
+// job of several processes (mpirun), rank 0 speaks for a failure every rank
+// knows of; any other rank names itself, and a failure only it knows of
+// aborts the job, or the other ranks would wait for it forever.
+int fail(const std::string& command, const std::exception& e, int status, const std::string& message) {
+  using namespace headlab::train;
+  const dist::World& world = dist::current_world();
+  const bool shared = world.size() == 1 || dist::failure_is_shared(e);
+  if (world.is_root())
+    std::fprintf(stderr, "headlab %s: error: %s\n", command.c_str(), one_line(message).c_str());
+  else if (!shared)
+    std::fprintf(stderr, "headlab %s: error (process %d of %d): %s\n", command.c_str(), world.rank(), world.size(),
+                 one_line(message).c_str());
+  if (!shared) {
+    std::fflush(stderr);
+    world.abort(status);
+  }
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +135,7 @@ int main(int argc, char** argv) {
       names += (names.empty() ? "" : ", ") + sub->get_name();
     }
     if (!known) {
+      if (train::dist::launcher_rank() != 0) return 2;  // rank 0 says it
       std::fprintf(stderr, "headlab: error: unknown command '%s' (commands: %s; see --help)\n", argv[1], names.c_str());
       return 2;
     }
@@ -127,6 +149,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // Under mpirun every rank parses the same command line: one speaks.
+    if (train::dist::launcher_rank() != 0) return 2;
     if (const CLI::App* sub = argc > 1 && argv[1][0] != '-' ? app.get_subcommand(argv[1]) : nullptr) {
       const std::string message = usage_message(*sub, std::vector<std::string>(argv + 2, argv + argc), e);
       if (!message.empty()) {
@@ -143,22 +167,18 @@ int main(int argc, char** argv) {
     try {
       const int status = run();
       return stdout_written(name.c_str()) || status != 0 ? status : 1;
+    } catch (const train::dist::PeerFailure& e) {
+      return fail(name, e, e.exit_status, e.what());
     } catch (const nlohmann::json::exception& e) {
       // Only user input reaches nlohmann (a config value, a data line, a
       // checkpoint's metadata): a usage error, without the library's prefix.
-      std::fprintf(stderr, "headlab %s: error: %s\n", name.c_str(), one_line(without_json_prefix(e.what())).c_str());
-      return 2;
+      return fail(name, e, 2, without_json_prefix(e.what()));
     } catch (const train::UsageError& e) {
-      std::fprintf(stderr, "headlab %s: error: %s\n", sub->get_name().c_str(), one_line(e.what()).c_str());
-      return 2;
-    } catch (const std::bad_alloc&) {
-      std::fprintf(stderr,
-                   "headlab %s: error: out of memory (reduce --batch, --eval-batch, --seq-len or the model's size)\n",
-                   sub->get_name().c_str());
-      return 1;
+      return fail(sub->get_name(), e, 2, e.what());
+    } catch (const std::bad_alloc& e) {
+      return fail(sub->get_name(), e, 1, "out of memory (reduce --batch, --eval-batch, --seq-len or the model's size)");
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "headlab %s: error: %s\n", sub->get_name().c_str(), one_line(e.what()).c_str());
-      return 1;
+      return fail(sub->get_name(), e, 1, e.what());
     }
   }
   return 2;

@@ -1,0 +1,36 @@
+// Splitting a sweep's runs over processes or cluster jobs: `headlab sweep
+// --shard K/N` trains every Nth run of the plan starting at the Kth, and
+// `headlab sweep --collect DIR` merges the shards' files into sweep.json.
+// Under mpirun -np N, rank r is shard r+1 of N.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "train/sweep.h"
+
+namespace headlab::train {
+
+struct Shard {
+  int index = 1;  // 1 .. count
+  int count = 1;
+  bool holds(std::size_t run) const { return static_cast<int>(run % static_cast<std::size_t>(count)) == index - 1; }
+};
+
+// "2/4". A UsageError naming --shard and the text unless 1 <= K <= N.
+Shard parse_shard(const std::string& text);
+
+// The shard of a Slurm job array's task: SLURM_ARRAY_TASK_ID counted from
+// SLURM_ARRAY_TASK_MIN (default 0) in steps of SLURM_ARRAY_TASK_STEP
+// (default 1), of SLURM_ARRAY_TASK_COUNT; nullopt outside a job array.
+// `getenv` is std::getenv in the program (tests pass their own).
+std::optional<Shard> shard_from_slurm(const char* (*getenv)(const char*));
+
+// "shard-2-of-4.json": the file a shard writes into the sweep folder.
+std::string shard_file_name(const Shard& shard);
+
+// The status run_json wrote ("done", "failed", "interrupted").
+RunStatus status_from_name(const std::string& name);
+
+}  // namespace headlab::train
