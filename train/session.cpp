@@ -7,6 +7,7 @@
 
 #include "autograd/ops.h"
 #include "core/ops.h"
+#include "core/shortest.h"
 #include "optim/clip.h"
 #include "optim/factory.h"
 #include "optim/param_groups.h"
@@ -100,13 +101,13 @@ StepResult Session::step() {
   r.accuracy = scored.accuracy;
   r.tokens = scored.count;
   if (!std::isfinite(r.loss))
-    throw std::runtime_error("the loss is " + std::to_string(r.loss) + " at step " + std::to_string(step_ + 1) +
+    throw std::runtime_error("the loss is " + core::shortest(r.loss) + " at step " + std::to_string(step_ + 1) +
                              " (try a lower --lr or --clip)");
   loss.backward();
   const auto params = optimizer_->parameters();
   r.grad_norm = config_.clip > 0 ? optim::clip_grad_norm(params, config_.clip) : optim::grad_norm(params);
   if (!std::isfinite(r.grad_norm))
-    throw std::runtime_error("the gradient norm is " + std::to_string(r.grad_norm) + " at step " +
+    throw std::runtime_error("the gradient norm is " + core::shortest(r.grad_norm) + " at step " +
                              std::to_string(step_ + 1) + " (try a lower --lr or --clip)");
   optimizer_->step();
   ++step_;

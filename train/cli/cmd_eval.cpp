@@ -9,6 +9,7 @@
 
 #include "autograd/ops.h"
 #include "core/safetensors.h"
+#include "core/shortest.h"
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
@@ -86,7 +87,7 @@ int run_eval(const EvalArgs& args) {
       grads.emplace_back(name, p.has_grad() ? p.grad() : core::Tensor::zeros_like(p.value()));
     core::save_safetensors(args.dump_grads, grads,
                            {{"checkpoint", args.checkpoint}, {"task", task->name()},
-                            {"loss", std::to_string(r.loss)}, {"positions", std::to_string(r.count)}});
+                            {"loss", core::shortest(r.loss)}, {"positions", std::to_string(r.count)}});
   }
   if (args.json) {
     std::cout << nlohmann::json{{"task", task->name()}, {"sequences", batch.batch}, {"positions", r.count},

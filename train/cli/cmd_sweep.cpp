@@ -23,6 +23,7 @@
 #include <iostream>
 
 #include "analysis/heads_json.h"
+#include "core/shortest.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
 #include "train/run_folder.h"
@@ -66,12 +67,6 @@ std::string join(const std::vector<int64_t>& values) {
   std::string out;
   for (const int64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
   return out;
-}
-
-std::string shortest(double value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", value);
-  return buf;
 }
 
 std::string format_seconds(double seconds) {
@@ -324,7 +319,7 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
   sweep.config.analyze_every = 0;
   if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
     throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
-                            shortest(args.target_accuracy));
+                            core::shortest(args.target_accuracy));
   sweep.target_accuracy = args.target_accuracy;
   if (args.jobs < 0) throw train::UsageError("--jobs must be 0 (one per core) or more, got " + std::to_string(args.jobs));
   sweep.seeds = train::parse_int_list(args.seeds, "--seeds", 0);
