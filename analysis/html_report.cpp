@@ -63,6 +63,15 @@ std::string script_json(const nlohmann::json& j) {
   return out;
 }
 
+std::string page_title(const nlohmann::json& config, const ReportOptions& options) {
+  if (!options.title.empty()) return options.title;
+  std::string title = options.run_name;
+  if (config.is_object() && config.contains("task") && config.at("task").is_string() &&
+      !config.at("task").get<std::string>().empty())
+    title += (title.empty() ? "" : " · ") + config.at("task").get<std::string>();
+  return title + (title.empty() ? "headlab report" : " · headlab");
+}
+
 // What the page draws, in one document.
 nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::json>& history,
                          const nlohmann::json& config, const ReportOptions& options) {
@@ -82,7 +91,7 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
                      {"emerged", emerged ? nlohmann::json(*emerged) : nlohmann::json()}});
   }
   const LabelOptions& l = options.labels;
-  return {{"title", options.title},
+  return {{"title", page_title(config, options)},
           {"patterns", patterns_json()},
           {"run", std::move(r)},
           {"heads_extra", std::move(extra)},
@@ -140,11 +149,12 @@ std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json
   std::string html;
   html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  html += "<title>" + html_escape(options.title) + "</title>\n<style>\n";
+  const std::string title = page_title(config, options);
+  html += "<title>" + html_escape(title) + "</title>\n<style>\n";
   html += kReportCss;
   html += "</style>\n</head>\n<body>\n<main id=\"app\">\n<noscript><div class=\"noscript\">\n";
   // Without JavaScript the page still states the verdict.
-  html += "<h1>" + html_escape(options.title) + "</h1>\n<p><strong>" +
+  html += "<h1>" + html_escape(title) + "</h1>\n<p><strong>" +
           std::string(run.verdict.specialized ? "Heads specialized" : "Heads did not specialize") +
           "</strong></p>\n<ul>\n";
   for (const std::string& reason : run.verdict.reasons) html += "<li>" + html_escape(reason) + "</li>\n";

@@ -6,6 +6,7 @@
 #   scripts/screenshot_report.sh REPORT.html[#L0H1] [OUT.png] [WIDTHxHEIGHT]
 #
 # OUT.png defaults to REPORT.png next to the report; the window is 1400x2600.
+# With REPORT_DOM=FILE in the environment, the rendered DOM is saved there too.
 # A fragment #L<layer>H<head> opens that head's large view before the shot.
 # Needs Debian's chromium package (apt-get install chromium). Exit status: 0 ok,
 # 1 the page has errors or no screenshot was written, 2 usage, 77 no Chromium.
@@ -63,7 +64,8 @@ at = m.end() if m else 0
 open(dst, "w", encoding="utf-8").write(html[:at] + probe + html[at:])
 EOF
 
-"$browser" "${flags[@]}" --user-data-dir="$work/profile-dom" --enable-logging=stderr --v=0 \
+# The same window size as the shot: the page lays itself out by the width.
+"$browser" "${flags[@]}" --user-data-dir="$work/profile-dom" --window-size="${size/x/,}" --enable-logging=stderr --v=0 \
   --dump-dom "file://$probed$fragment" >"$work/dom.html" 2>"$work/stderr.log" || true
 
 status=0
@@ -79,6 +81,8 @@ else
     status=1
   fi
 fi
+# The rendered page, for tests that check what it shows (REPORT_DOM=FILE).
+if [[ -n ${REPORT_DOM:-} ]]; then cp "$work/dom.html" "$REPORT_DOM"; fi
 # Chromium's own log of console messages, for errors the probe cannot see
 # (e.g. a syntax error in the page's script).
 if grep -E "Uncaught|CONSOLE.*(Error|error)" "$work/stderr.log" >&2; then
