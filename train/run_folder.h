@@ -20,6 +20,8 @@ struct RunFolder {
   std::string heads() const { return dir + "/heads.json"; }
   std::string report() const { return dir + "/report.html"; }
   std::string log() const { return dir + "/train.log"; }
+  // The folder's own name ("first-prev-pair-20261201-120000" for runs/first-prev-pair-20261201-120000/).
+  std::string name() const;
 };
 
 // A fresh folder name under runs/: runs/<task>-<YYYYmmdd-HHMMSS>[-N].

@@ -6,6 +6,7 @@
 
 #include "analysis/heads_json.h"
 #include "analysis/html_report.h"
+#include "train/analysis_steps.h"
 #include "train/signals.h"
 
 namespace headlab::train {
@@ -92,7 +93,7 @@ int Trainer::run() {
     const bool last = step == options_.target_steps;
     // Each interval on its own: a step may log, analyze, both or neither.
     const bool log = step % config.log_every == 0 || last;
-    const bool analyze = config.analyze_every > 0 && step % config.analyze_every == 0;
+    const bool analyze = is_analysis_step(step, config.analyze_every);
     if (log || analyze) record(r, log, analyze, seconds_since(window_start));
     if (log) window_start = Clock::now();
     if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && !last) checkpoint();
@@ -112,7 +113,9 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   nlohmann::json heads;
   analysis::to_json(heads, run);
   write_file_atomic(folder.heads(), heads.dump(2) + "\n");
-  write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), config));
+  analysis::ReportOptions options;
+  options.run_name = folder.name();
+  write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), config, options));
 }
 
 analysis::RunAnalysis Trainer::finish_report() {
