@@ -1,5 +1,7 @@
 #include "core/safetensors.h"
 
+#include "core/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,7 +33,7 @@ constexpr int kMaxJsonDepth = 8;
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr uint64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
-[[noreturn]] void fail(const std::string& what) { throw SafetensorsError("safetensors: " + what); }
+[[noreturn]] void fail(const std::string& what) { throw SafetensorsError(what); }
 
 std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 std::string tensor_named(std::string_view name) { return "tensor " + in_quotes(name); }
@@ -53,7 +55,7 @@ std::string json_string(const std::string& text, const std::string& what) {
   try {
     return json(text).dump();
   } catch (const json::type_error&) {
-    throw std::invalid_argument("to_safetensors_bytes: " + what + " is not valid UTF-8");
+    throw std::invalid_argument(what + " is not valid UTF-8");
   }
 }
 
@@ -238,6 +240,16 @@ void check_tiling(const std::vector<Entry>& sorted, uint64_t buffer_size) {
          ") at the end of the data buffer belong to no tensor");
 }
 
+// The 8-byte header length against the limit and the bytes that follow it.
+void check_header_length(uint64_t header_size, uint64_t after_length) {
+  if (header_size > kMaxHeaderBytes)
+    fail("the header length " + std::to_string(header_size) + " is absurd (over the limit of " +
+         std::to_string(kMaxHeaderBytes) + " bytes)");
+  if (header_size > after_length)
+    fail("the header length " + std::to_string(header_size) + " is larger than the " + std::to_string(after_length) +
+         " bytes that follow it in the file");
+}
+
 // ---------------------------------------------------------------- files
 
 struct FileDescriptor {
@@ -248,37 +260,37 @@ struct FileDescriptor {
 std::string errno_text() { return std::strerror(errno); }
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  const std::string where = "load_safetensors: " + in_quotes(path);
+  // A message about a file names the file, not this function.
+  const std::string where = in_quotes(path);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(where + " cannot be opened: " + errno_text());
   const FileDescriptor guard{fd};
   struct stat info {};
   if (::fstat(fd, &info) != 0) throw std::runtime_error(where + " cannot be examined: " + errno_text());
   if (!S_ISREG(info.st_mode)) throw std::runtime_error(where + " is not a regular file");
-  // The size is only a hint: read until end of file.
-  std::vector<uint8_t> bytes(static_cast<std::size_t>(info.st_size) + 1);
+  // The 8-byte header length first: a large file that is no safetensors
+  // file is refused before it is read.
+  std::vector<uint8_t> bytes(8);
   std::size_t filled = 0;
+  auto read_up_to = [&](std::size_t limit) {
+    while (filled < limit) {
+      const ssize_t got = ::read(fd, bytes.data() + filled, limit - filled);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw std::runtime_error(where + " cannot be read: " + errno_text());
+      if (got == 0) return false;
+      filled += static_cast<std::size_t>(got);
+    }
+    return true;
+  };
+  if (read_up_to(8) && info.st_size >= 8)
+    check_header_length(read_u64_le(bytes.data()), static_cast<uint64_t>(info.st_size) - 8);
+  // The size is only a hint: read until end of file.
   for (;;) {
-    if (filled == bytes.size()) bytes.resize(bytes.size() * 2);
-    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw std::runtime_error(where + " cannot be read: " + errno_text());
-    if (got == 0) break;
-    filled += static_cast<std::size_t>(got);
+    if (filled == bytes.size()) bytes.resize(std::max<std::size_t>(bytes.size() * 2, static_cast<std::size_t>(info.st_size) + 1));
+    if (!read_up_to(bytes.size())) break;
   }
   bytes.resize(filled);
   return bytes;
-}
-
-// Makes the rename itself durable. Best effort: the file's content is
-// already on disk, and some file systems refuse fsync on a directory.
-void sync_directory_of(const std::string& path) {
-  std::string folder = std::filesystem::path(path).parent_path().string();
-  if (folder.empty()) folder = ".";
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
 }
 
 }  // namespace
@@ -342,13 +354,7 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes) {
   if (bytes.size() < 8)
     fail("the file is " + std::to_string(bytes.size()) + " bytes long, shorter than the 8-byte header length");
   const uint64_t header_size = read_u64_le(bytes.data());
-  const uint64_t after_length = bytes.size() - 8;
-  if (header_size > kMaxHeaderBytes)
-    fail("the header length " + std::to_string(header_size) + " is absurd (over the limit of " +
-         std::to_string(kMaxHeaderBytes) + " bytes)");
-  if (header_size > after_length)
-    fail("the header length " + std::to_string(header_size) + " is larger than the " + std::to_string(after_length) +
-         " bytes that follow it in the file");
+  check_header_length(header_size, bytes.size() - 8);
   const Header header = parse_header(bytes.subspan(8, header_size));
   const std::span<const uint8_t> buffer = bytes.subspan(8 + header_size);
 
@@ -377,41 +383,15 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes) {
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
   const std::vector<uint8_t> bytes = to_safetensors_bytes(tensors, metadata);
-  // Same folder as the target, so that the rename stays on one file system.
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  auto failure = [&](const std::string& step) {
-    return std::runtime_error("save_safetensors: cannot write " + in_quotes(path) + " (" + step + " " +
-                              in_quotes(temporary) + "): " + errno_text());
-  };
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (file == nullptr) throw failure("creating");
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size() && std::fflush(file) == 0 &&
-                       ::fsync(::fileno(file)) == 0;
-  if (!written) {
-    const auto error = failure("writing");
-    std::fclose(file);
-    std::remove(temporary.c_str());
-    throw error;
-  }
-  if (std::fclose(file) != 0) {
-    const auto error = failure("closing");
-    std::remove(temporary.c_str());
-    throw error;
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const auto error = failure("renaming");
-    std::remove(temporary.c_str());
-    throw error;
-  }
-  sync_directory_of(path);
+  // write_file_atomic's messages name the file ("cannot write 'path' ..."), as they should.
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file(path);
   try {
-    return parse_safetensors(bytes);
+    return parse_safetensors(read_file(path));
   } catch (const SafetensorsError& e) {
-    throw SafetensorsError("load_safetensors: " + in_quotes(path) + ": " + e.what());
+    throw SafetensorsError(in_quotes(path) + " is not a valid safetensors file: " + e.what());
   }
 }
 

@@ -37,9 +37,9 @@ std::vector<uint8_t> to_safetensors_bytes(const NamedTensors& tensors, const Met
 // offsets, sizes, overlaps. Never trusts a declared size.
 SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes);
 
-// Writes to `path` atomically: a temporary file in the same folder, flushed
-// and fsync'ed, then renamed over `path`. Throws std::runtime_error on failure
-// and leaves any previous file untouched.
+// Writes to `path` with core::write_file_atomic (atomic_file.h): refuses a
+// path that is not a regular file or a new name. Throws std::runtime_error on
+// failure and leaves any previous file untouched.
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata);
 SafetensorsFile load_safetensors(const std::string& path);
 

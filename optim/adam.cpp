@@ -3,7 +3,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "core/threads.h"
 
 namespace headlab::optim {
 
@@ -19,10 +18,10 @@ struct AdamStep {
   int64_t t;         // this parameter's step, from 1
 };
 
-// p, g, m, v: [n] contiguous. Each element is independent, so the result
-// does not depend on the thread count.
+// p, g, m, v: [n] contiguous; updates elements [lo, hi). Each element is
+// independent, so the result does not depend on how [0, n) is split.
 template <class T>
-void adam_kernel(T* p, const T* g, T* m, T* v, int64_t n, const AdamStep& s) {
+void adam_kernel(T* p, const T* g, T* m, T* v, int64_t lo, int64_t hi, const AdamStep& s) {
   const double t = static_cast<double>(s.t);
   const T step_size = static_cast<T>(s.lr / (1.0 - std::pow(s.beta1, t)));
   const T sqrt_bc2 = static_cast<T>(std::sqrt(1.0 - std::pow(s.beta2, t)));
@@ -33,8 +32,7 @@ void adam_kernel(T* p, const T* g, T* m, T* v, int64_t n, const AdamStep& s) {
   const T eps = static_cast<T>(s.eps);
   const T l2 = static_cast<T>(s.l2);
   const T shrink = static_cast<T>(1.0 - s.lr * s.decoupled);
-#pragma omp parallel for schedule(static) if (n >= core::kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = lo; i < hi; ++i) {
     // Branch-free so it vectorizes: with l2 = 0 and shrink = 1 these two
     // lines change nothing (for finite p), bit for bit.
     const T d = g[i] + l2 * p[i];
@@ -63,11 +61,15 @@ void ensure_moments(std::vector<core::Tensor>& slots, const core::Tensor& param)
   slots.push_back(core::Tensor::zeros(param.shape(), param.dtype()));
 }
 
-void run_adam(std::vector<core::Tensor>& slots, core::Tensor& param, const core::Tensor& grad, const AdamStep& s) {
+Optimizer::ElementwiseUpdate adam_update(std::vector<core::Tensor>& slots, core::Tensor& param,
+                                         const core::Tensor& grad, const AdamStep& s) {
   ensure_moments(slots, param);
-  core::dispatch(param.dtype(), [&](auto zero) {
+  return core::dispatch(param.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    adam_kernel<T>(param.data<T>(), grad.data<T>(), slots[0].data<T>(), slots[1].data<T>(), param.numel(), s);
+    return Optimizer::ElementwiseUpdate{
+        .numel = param.numel(),
+        .apply = [p = param.data<T>(), g = grad.data<T>(), m = slots[0].data<T>(), v = slots[1].data<T>(),
+                  s](int64_t lo, int64_t hi) { adam_kernel<T>(p, g, m, v, lo, hi, s); }};
   });
 }
 
@@ -91,8 +93,9 @@ Adam::Adam(const std::vector<autograd::Variable>& params, const AdamOptions& opt
 
 std::vector<std::string> Adam::slot_names() const { return {"exp_avg", "exp_avg_sq"}; }
 
-void Adam::update(ParamState& state, core::Tensor& param, const core::Tensor& grad, const UpdateArgs& args) {
-  run_adam(state.slots, param, grad,
+Optimizer::ElementwiseUpdate Adam::prepare(ParamState& state, core::Tensor& param, const core::Tensor& grad,
+                                         const UpdateArgs& args) {
+  return adam_update(state.slots, param, grad,
            AdamStep{.lr = args.lr,
                     .beta1 = options_.beta1(),
                     .beta2 = options_.beta2(),
@@ -116,8 +119,9 @@ AdamW::AdamW(const std::vector<autograd::Variable>& params, const AdamWOptions& 
 
 std::vector<std::string> AdamW::slot_names() const { return {"exp_avg", "exp_avg_sq"}; }
 
-void AdamW::update(ParamState& state, core::Tensor& param, const core::Tensor& grad, const UpdateArgs& args) {
-  run_adam(state.slots, param, grad,
+Optimizer::ElementwiseUpdate AdamW::prepare(ParamState& state, core::Tensor& param, const core::Tensor& grad,
+                                         const UpdateArgs& args) {
+  return adam_update(state.slots, param, grad,
            AdamStep{.lr = args.lr,
                     .beta1 = options_.beta1(),
                     .beta2 = options_.beta2(),

@@ -68,7 +68,8 @@ class Adam final : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override;
-  void update(ParamState& state, core::Tensor& param, const core::Tensor& grad, const UpdateArgs& args) override;
+  ElementwiseUpdate prepare(ParamState& state, core::Tensor& param, const core::Tensor& grad,
+                            const UpdateArgs& args) override;
 
  private:
   AdamOptions options_;
@@ -84,7 +85,8 @@ class AdamW final : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override;
-  void update(ParamState& state, core::Tensor& param, const core::Tensor& grad, const UpdateArgs& args) override;
+  ElementwiseUpdate prepare(ParamState& state, core::Tensor& param, const core::Tensor& grad,
+                            const UpdateArgs& args) override;
 
  private:
   AdamWOptions options_;

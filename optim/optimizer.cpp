@@ -1,13 +1,56 @@
 #include "optim/optimizer.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <set>
 #include <stdexcept>
 
 #include "core/shortest.h"
+#include "core/threads.h"
 
 namespace headlab::optim {
+
+// A prepared update, and where its result goes when the parameter is strided.
+struct Optimizer::Pending {
+  ElementwiseUpdate update;
+  core::Tensor strided;  // the parameter, when `work` stands in for it
+  core::Tensor work;     // its contiguous copy, written back after the update
+  core::Tensor grad;     // kept alive until the update has run
+};
+
+namespace {
+
+// Runs every update over the concatenation of their elements in one parallel
+// region (one fork and join per step, not one per parameter). Each thread
+// takes a fixed share of the elements; which thread updates an element never
+// changes what the element becomes.
+template <class Update>
+void run_all(const std::vector<Update>& pending) {
+  int64_t total = 0;
+  for (const Update& p : pending) total += p.update.numel;
+  const auto run_range = [&](int64_t begin, int64_t end) {
+    int64_t offset = 0;
+    for (const Update& p : pending) {
+      const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + p.update.numel);
+      if (lo < hi) p.update.apply(lo - offset, hi - offset);
+      offset += p.update.numel;
+    }
+  };
+  if (total < core::kParallelGrain) {
+    run_range(0, total);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    run_range(total * t / nt, total * (t + 1) / nt);
+  }
+}
+
+}  // namespace
 
 Optimizer::Optimizer(std::string kind, std::vector<ParamGroup> groups, double lr, double default_weight_decay)
     : kind_(std::move(kind)), groups_(std::move(groups)) {
@@ -87,27 +130,34 @@ void Optimizer::step() {
                                   core::to_string(grad.shape()) + "; they must match");
     }
   }
+  std::vector<Pending> pending;
   for (const GroupInfo& group : group_info_) {
     for (std::size_t i : group.members) {
-      if (params_[i].param.has_grad()) update_one(params_[i], group);
+      if (params_[i].param.has_grad()) pending.push_back(prepare_one(params_[i], group));
     }
+  }
+  run_all(pending);
+  for (Pending& p : pending) {
+    if (p.strided.defined()) p.strided.copy_(p.work);
   }
   ++step_count_;
 }
 
-void Optimizer::update_one(ParamState& state, const GroupInfo& group) {
-  const core::Tensor grad = state.param.grad().contiguous();
+Optimizer::Pending Optimizer::prepare_one(ParamState& state, const GroupInfo& group) {
+  Pending out;
+  out.grad = state.param.grad().contiguous();
   core::Tensor& value = state.param.mutable_value();
   const UpdateArgs args{.lr = lr_ * group.lr_scale, .weight_decay = group.weight_decay};
   ++state.steps;
   if (value.is_contiguous()) {
-    update(state, value, grad, args);
+    out.update = prepare(state, value, out.grad, args);
   } else {
-    // Update a contiguous copy and write it back into the strided parameter.
-    core::Tensor work = value.contiguous();
-    update(state, work, grad, args);
-    value.copy_(work);
+    // Update a contiguous copy, written back into the strided parameter after the update.
+    out.strided = value;
+    out.work = value.contiguous();
+    out.update = prepare(state, out.work, out.grad, args);
   }
+  return out;
 }
 
 }  // namespace headlab::optim

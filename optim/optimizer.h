@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,15 @@ struct OptimizerState {
 
 class Optimizer {
  public:
+  // One parameter's update, element by element: apply(lo, hi) updates
+  // elements [lo, hi) of the parameter (and its slots). Every element is
+  // independent of the others, so step() runs the updates of all parameters
+  // in one parallel region, split by element counts alone.
+  struct ElementwiseUpdate {
+    int64_t numel = 0;
+    std::function<void(int64_t lo, int64_t hi)> apply;
+  };
+
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -85,9 +95,12 @@ class Optimizer {
 
   // Names of the per-parameter state tensors, in the order of ParamState::slots.
   virtual std::vector<std::string> slot_names() const = 0;
-  // Updates state.param in place. param and grad are contiguous and of equal
+  // Creates the slots on the first update and returns the update of param,
+  // which step() applies later: the pointers it captures (param, grad, the
+  // slots) stay valid until then. param and grad are contiguous and of equal
   // shape and dtype; state.steps already counts this update.
-  virtual void update(ParamState& state, core::Tensor& param, const core::Tensor& grad, const UpdateArgs& args) = 0;
+  virtual ElementwiseUpdate prepare(ParamState& state, core::Tensor& param, const core::Tensor& grad,
+                                    const UpdateArgs& args) = 0;
 
   // Throws std::invalid_argument naming the optimizer unless value is finite and >= 0.
   void check_hyperparameter(const char* what, double value) const;
@@ -98,7 +111,8 @@ class Optimizer {
     double lr_scale = 1.0;
     double weight_decay = 0.0;
   };
-  void update_one(ParamState& state, const GroupInfo& group);
+  struct Pending;
+  Pending prepare_one(ParamState& state, const GroupInfo& group);
 
   std::string kind_;
   std::vector<ParamGroup> groups_;  // weight_decay always set (resolved)

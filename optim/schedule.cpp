@@ -29,6 +29,12 @@ std::string to_string(ScheduleKind kind) {
   return "unknown";
 }
 
+std::vector<std::string> schedule_kind_names() {
+  std::vector<std::string> names;
+  for (const auto& [kind, name] : kNames) names.emplace_back(name);
+  return names;
+}
+
 ScheduleKind parse_schedule_kind(std::string_view name) {
   std::string valid;
   for (const auto& [kind, known] : kNames) {

@@ -2,7 +2,6 @@
 
 #include <stdexcept>
 
-#include "core/threads.h"
 
 namespace headlab::optim {
 
@@ -17,17 +16,17 @@ struct SGDStep {
   bool first;  // the momentum buffer starts as the first (decayed) gradient
 };
 
-// p, g, buf: [n] contiguous (buf unused without momentum). Each element is
-// independent, so the result does not depend on the thread count.
+// p, g, buf: [n] contiguous (buf unused without momentum); updates elements
+// [lo, hi). Each element is independent, so the result does not depend on how
+// [0, n) is split.
 template <class T>
-void sgd_kernel(T* p, const T* g, T* buf, int64_t n, const SGDStep& s) {
+void sgd_kernel(T* p, const T* g, T* buf, int64_t lo, int64_t hi, const SGDStep& s) {
   const T lr = static_cast<T>(s.lr);
   const T wd = static_cast<T>(s.weight_decay);
   const T mom = static_cast<T>(s.momentum);
   const T keep = static_cast<T>(1.0 - s.dampening);
   const bool use_momentum = s.momentum != 0.0;
-#pragma omp parallel for schedule(static) if (n >= core::kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = lo; i < hi; ++i) {
     T d = g[i];
     if (wd != T(0)) d += wd * p[i];
     if (use_momentum) {
@@ -63,7 +62,8 @@ std::vector<std::string> SGD::slot_names() const {
   return {"momentum_buffer"};
 }
 
-void SGD::update(ParamState& state, core::Tensor& param, const core::Tensor& grad, const UpdateArgs& args) {
+Optimizer::ElementwiseUpdate SGD::prepare(ParamState& state, core::Tensor& param, const core::Tensor& grad,
+                                          const UpdateArgs& args) {
   const bool use_momentum = options_.momentum() != 0.0;
   const bool first = state.slots.empty();
   if (use_momentum && first) state.slots.push_back(core::Tensor::empty(param.shape(), param.dtype()));
@@ -73,10 +73,12 @@ void SGD::update(ParamState& state, core::Tensor& param, const core::Tensor& gra
                   .dampening = options_.dampening(),
                   .nesterov = options_.nesterov(),
                   .first = first};
-  core::dispatch(param.dtype(), [&](auto zero) {
+  return core::dispatch(param.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    T* buf = use_momentum ? state.slots[0].data<T>() : nullptr;
-    sgd_kernel<T>(param.data<T>(), grad.data<T>(), buf, param.numel(), s);
+    return ElementwiseUpdate{.numel = param.numel(),
+                             .apply = [p = param.data<T>(), g = grad.data<T>(),
+                                       buf = use_momentum ? state.slots[0].data<T>() : nullptr,
+                                       s](int64_t lo, int64_t hi) { sgd_kernel<T>(p, g, buf, lo, hi, s); }};
   });
 }
 

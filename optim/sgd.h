@@ -47,7 +47,8 @@ class SGD final : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override;
-  void update(ParamState& state, core::Tensor& param, const core::Tensor& grad, const UpdateArgs& args) override;
+  ElementwiseUpdate prepare(ParamState& state, core::Tensor& param, const core::Tensor& grad,
+                            const UpdateArgs& args) override;
 
  private:
   SGDOptions options_;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "train/errors.h"
+#include "train/json_input.h"
 
 namespace headlab::train {
 
@@ -19,20 +20,45 @@ nlohmann::json model_json(const layers::ModelSpec& spec) {
 }
 
 layers::ModelSpec model_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw std::invalid_argument("the model must be a JSON object, got " + j.dump().substr(0, 40));
+  if (!j.is_object()) throw std::invalid_argument("the model must be a JSON object, got " + brief_json(j, 40));
   layers::ModelSpec spec;
   layers::ModelSpec::visit_fields(spec, [&](const char* key, auto& field) {
     const nlohmann::json& v = j.at(key);
     // Strict types: nlohmann would convert 1e300 to an int64 (undefined behaviour).
     if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
       if (!v.is_boolean())
-        throw std::invalid_argument(std::string("\"") + key + "\" must be true or false, got " + v.dump().substr(0, 40));
+        throw std::invalid_argument(std::string("\"") + key + "\" must be true or false, got " + brief_json(v, 40));
     } else if (!v.is_number_integer()) {
-      throw std::invalid_argument(std::string("\"") + key + "\" must be an integer, got " + v.dump().substr(0, 40));
+      throw std::invalid_argument(std::string("\"") + key + "\" must be an integer, got " + brief_json(v, 40));
     }
     field = v.get<std::decay_t<decltype(field)>>();
   });
   return spec;
+}
+
+namespace {
+
+template <class T>
+std::optional<int64_t> first_non_finite_index(const core::Tensor& t) {
+  const T* p = t.data<T>();
+  for (int64_t i = 0, n = t.numel(); i < n; ++i)
+    if (!std::isfinite(p[i])) return i;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> first_non_finite(const core::NamedTensors& tensors) {
+  for (const auto& [name, tensor] : tensors) {
+    const core::Tensor t = tensor.contiguous();
+    const std::optional<int64_t> at =
+        t.dtype() == core::DType::f32 ? first_non_finite_index<float>(t) : first_non_finite_index<double>(t);
+    if (!at) continue;
+    const double value = t.dtype() == core::DType::f32 ? t.data<float>()[*at] : t.data<double>()[*at];
+    return "\"" + name + "\" holds " + (std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf") + " at element " +
+           std::to_string(*at) + " (of " + std::to_string(t.numel()) + ")";
+  }
+  return std::nullopt;
 }
 
 void save_checkpoint(const std::string& path, const layers::Transformer& model, const optim::Optimizer* optimizer,
@@ -45,6 +71,8 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
     for (auto& t : state.tensors) tensors.push_back(std::move(t));
     meta = std::move(state.metadata);
   }
+  if (const auto bad = first_non_finite(tensors))
+    throw NonFiniteState("the model is not finite at step " + std::to_string(info.step) + ": " + *bad);
   meta["format"] = kCheckpointFormat;
   meta["format_version"] = kCheckpointVersion;
   meta["model"] = model_json(model.spec()).dump();
@@ -55,6 +83,9 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
   if (info.data_position)
     meta["data.position"] =
         nlohmann::json{{"epoch_seed", info.data_position->epoch_seed}, {"next", info.data_position->next}}.dump();
+  if (info.data_file)
+    meta["data.file"] =
+        nlohmann::json{{"path", info.config.data}, {"size", info.data_file->size}, {"hash", info.data_file->hash}}.dump();
   if (!info.trainer.is_null()) meta["trainer"] = info.trainer.dump();
   core::save_safetensors(path, tensors, meta);
 }
@@ -78,9 +109,9 @@ const std::string& meta_at(const core::Metadata& meta, const std::string& key, c
 
 nlohmann::json parse_meta_json(const core::Metadata& meta, const std::string& key, const std::string& path) {
   try {
-    return nlohmann::json::parse(meta_at(meta, key, path));
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(path + ": metadata \"" + key + "\" is not valid JSON (" + json_problem(e) + ")");
+    return parse_user_json(meta_at(meta, key, path));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(path + ": metadata \"" + key + "\" is not valid JSON (" + e.what() + ")");
   }
 }
 
@@ -96,10 +127,10 @@ core::Generator::State parse_rng(const nlohmann::json& j, const std::string& pat
   core::Generator::State state{};
   if (!j.is_array() || j.size() != state.size())
     throw UsageError(path + ": metadata \"rng.data\" must be an array of " + std::to_string(state.size()) +
-                     " unsigned integers, got " + j.dump().substr(0, 80));
+                     " unsigned integers, got " + brief_json(j, 80));
   for (std::size_t i = 0; i < state.size(); ++i) {
     if (!j[i].is_number_unsigned())
-      throw UsageError(path + ": metadata \"rng.data\"[" + std::to_string(i) + "] is " + j[i].dump().substr(0, 40) +
+      throw UsageError(path + ": metadata \"rng.data\"[" + std::to_string(i) + "] is " + brief_json(j[i], 40) +
                        ", not an unsigned integer");
     state[i] = j[i].get<uint64_t>();
   }
@@ -115,7 +146,7 @@ core::Generator::State parse_rng(const nlohmann::json& j, const std::string& pat
 // that none converts out of range or overflows.
 void check_trainer(const nlohmann::json& j, int64_t step, const std::string& path) {
   auto bad = [&](const std::string& what) {
-    return UsageError(path + ": metadata \"trainer\" " + what + ", got " + j.dump().substr(0, 80));
+    return UsageError(path + ": metadata \"trainer\" " + what + ", got " + brief_json(j, 80));
   };
   if (!j.is_object()) throw bad("must be a JSON object");
   for (const char* key : {"loss", "accuracy"})
@@ -190,6 +221,10 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
     throw UsageError(path + ": invalid metadata \"model\": " + json_problem(e));
   }
   check_model_matches_tensors(ck.model, ck.file, path);
+  // headlab never writes a non-finite value (save_checkpoint); one here would
+  // give a plausible loss (softmax turns a NaN row into zeros) or "-nan".
+  if (const auto bad = first_non_finite(ck.file.tensors))
+    throw UsageError(path + ": tensor " + *bad + "; a checkpoint holds only finite numbers (the file is damaged)");
   apply_json(ck.info.config, parse_meta_json(meta, "config", path), path + " (config)");
   ck.info.task = meta_at(meta, "task", path);
   ck.info.step = parse_step(meta_at(meta, "step", path), path);
@@ -203,20 +238,37 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
     if (!p.is_object() || !p.contains("epoch_seed") || !p.contains("next") || !p["epoch_seed"].is_number_unsigned() ||
         !p["next"].is_number_integer())
       throw UsageError(path + ": metadata \"data.position\" must be {\"epoch_seed\": unsigned, \"next\": integer}, got " +
-                       p.dump().substr(0, 80));
+                       brief_json(p, 80));
     ck.info.data_position = DataFile::Position{p["epoch_seed"].get<uint64_t>(), p["next"].get<int64_t>()};
+  }
+  if (meta.count("data.file")) {
+    const nlohmann::json f = parse_meta_json(meta, "data.file", path);
+    if (!f.is_object() || !f.contains("size") || !f.contains("hash") || !f["size"].is_number_unsigned() ||
+        !f["hash"].is_number_unsigned())
+      throw UsageError(path + ": metadata \"data.file\" must be {\"path\", \"size\": unsigned, \"hash\": unsigned}, got " +
+                       brief_json(f, 80));
+    ck.info.data_file = Task::Fingerprint{f["size"].get<uint64_t>(), f["hash"].get<uint64_t>()};
   }
   return ck;
 }
 
 }  // namespace
 
+// What a checkpoint is, for a message about a file that is not one.
+constexpr const char* kWhatIsACheckpoint =
+    "a checkpoint is the checkpoint.safetensors that `headlab train` writes into its run folder; give that file or "
+    "the folder";
+
 Checkpoint read_checkpoint(const std::string& path) {
   core::SafetensorsFile file;
   try {
     file = core::load_safetensors(path);
+  } catch (const core::SafetensorsError& e) {
+    // Readable, but not in the format: most often another file of the run
+    // folder (config.json, metrics.jsonl) given by mistake.
+    throw UsageError("checkpoint " + std::string(e.what()) + " (" + kWhatIsACheckpoint + ")");
   } catch (const std::exception& e) {
-    throw UsageError(std::string("cannot load checkpoint: ") + e.what());
+    throw UsageError("checkpoint " + std::string(e.what()));  // "'path' cannot be opened: No such file ..."
   }
   return checkpoint_of(std::move(file), path);
 }
@@ -226,7 +278,8 @@ Checkpoint read_checkpoint(std::span<const uint8_t> bytes, const std::string& pa
   try {
     file = core::parse_safetensors(bytes);
   } catch (const std::exception& e) {
-    throw UsageError("cannot load checkpoint: '" + path + "': " + e.what());
+    throw UsageError("checkpoint '" + path + "' is not a valid safetensors file: " + e.what() + " (" +
+                     kWhatIsACheckpoint + ")");
   }
   return checkpoint_of(std::move(file), path);
 }

@@ -10,6 +10,8 @@
 //   step            completed training steps
 //   rng.data        JSON array: the data generator's state
 //   data.position   JSON {epoch_seed, next} when training on a data file
+//   data.file       JSON {path, size, hash} of that file (absolute path, FNV-1a
+//                   hash of its bytes): a file changed since is refused
 //   trainer         JSON of the trainer's sums since its last log line
 //   optimizer.*     the optimizer's own metadata (kind, step counts, lr)
 #pragma once
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +43,7 @@ struct CheckpointInfo {
   int64_t step = 0;
   core::Generator::State data_rng{};
   std::optional<DataFile::Position> data_position;
+  std::optional<Task::Fingerprint> data_file;
   // The trainer's running sums since its last log line, so that a run resumed
   // between two log lines logs the same averages as an uninterrupted one.
   nlohmann::json trainer;
@@ -50,7 +54,19 @@ nlohmann::json model_json(const layers::ModelSpec& spec);
 // Reads it back; throws std::invalid_argument on a missing key or a wrong type.
 layers::ModelSpec model_from_json(const nlohmann::json& j);
 
+// The first tensor holding a NaN or an infinity, as "NAME holds nan at
+// element I", or nothing when every value is finite.
+std::optional<std::string> first_non_finite(const core::NamedTensors& tensors);
+
+// Thrown by save_checkpoint for a model or optimizer state that is not finite:
+// such a state is never written, so a checkpoint always holds finite numbers.
+struct NonFiniteState : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Writes atomically (temporary file, fsync, rename); `optimizer` may be null.
+// Throws NonFiniteState, leaving any previous file as it was, if a parameter
+// or an optimizer tensor is not finite.
 void save_checkpoint(const std::string& path, const layers::Transformer& model, const optim::Optimizer* optimizer,
                      const CheckpointInfo& info);
 
@@ -59,8 +75,8 @@ struct Checkpoint {
   layers::ModelSpec model;
   CheckpointInfo info;
 };
-// Reads and checks the file and its metadata; throws UsageError saying what
-// is wrong (a checkpoint is user input).
+// Reads and checks the file, its metadata and that every tensor is finite;
+// throws UsageError saying what is wrong (a checkpoint is user input).
 Checkpoint read_checkpoint(const std::string& path);
 // The same for a file's bytes already in memory; `path` names it in messages.
 Checkpoint read_checkpoint(std::span<const uint8_t> bytes, const std::string& path);

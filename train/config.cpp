@@ -3,17 +3,24 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <utility>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "core/gemm.h"
+#include "core/shortest.h"
 #include "train/errors.h"
 #include "train/nearest_name.h"
+#include "train/json_input.h"
 
 namespace headlab::train {
 namespace {
+
+// Each size of the model at most 2^30: products of two stay far inside int64.
+constexpr int64_t kMaxSize = int64_t{1} << 30;
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
@@ -47,6 +54,17 @@ bool fits(const nlohmann::json& value) {
 std::string default_gemm_backend() { return core::default_gemm_backend_name(); }
 
 void TrainConfig::validate() const {
+  // Strings go into config.json and checkpoints as JSON, which holds UTF-8 only.
+  visit_fields(*this, [](const char* name, const auto& field, const char*) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::string>) {
+      try {
+        (void)nlohmann::json(field).dump();
+      } catch (const nlohmann::json::exception&) {
+        throw UsageError("--" + std::string(name) + " '" + brief_json(nlohmann::json(field)) +
+                         "' is not valid UTF-8 text");
+      }
+    }
+  });
   require(!task.empty() || !data.empty(), "--task must name a task (see `headlab tasks`)");
   require_non_negative("vocab", model.vocab);
   require_non_negative("seq-len", model.max_seq_len);
@@ -58,14 +76,22 @@ void TrainConfig::validate() const {
   if (known.vocab == 0) known.vocab = 1;
   if (known.max_seq_len == 0) known.max_seq_len = 1;
   validate_model(known);
+  // Bounds before any arithmetic below (or in a message) can overflow; the
+  // model check above computes nothing that could.
+  for (const auto& [flag, value] :
+       {std::pair<const char*, int64_t>{"vocab", model.vocab}, {"seq-len", model.max_seq_len},
+        {"classes", model.classes}, {"layers", model.layers}, {"heads", model.heads}, {"d-model", model.d_model},
+        {"d-ff", model.d_ff}})
+    require(value <= kMaxSize, "--" + std::string(flag) + " " + std::to_string(value) + " is beyond the " +
+                                   std::to_string(kMaxSize) + " headlab supports (it trains toy models)");
   require_positive("batch", batch);
   require_non_negative("steps", steps);
-  require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + std::to_string(lr));
+  require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + core::shortest(lr));
   require(std::isfinite(weight_decay), "--weight-decay must be a number");
   require_non_negative("warmup", warmup);
   require(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr,
-          "--min-lr must be between 0 and --lr (" + std::to_string(lr) + "), got " + std::to_string(min_lr));
-  require(std::isfinite(clip) && clip >= 0, "--clip must be 0 (off) or positive, got " + std::to_string(clip));
+          "--min-lr must be between 0 and --lr (" + core::shortest(lr) + "), got " + core::shortest(min_lr));
+  require(std::isfinite(clip) && clip >= 0, "--clip must be 0 (off) or positive, got " + core::shortest(clip));
   require(threads >= 0 && threads <= 1024, "--threads must be between 0 (all cores) and 1024, got " +
                                                std::to_string(threads));
   require(gemm == "onednn" || gemm == "openblas",
@@ -76,15 +102,22 @@ void TrainConfig::validate() const {
   require_non_negative("checkpoint-every", checkpoint_every);
   require(optimizer == "adamw" || optimizer == "adam" || optimizer == "sgd",
           "--optimizer must be adamw, adam or sgd, got '" + optimizer + "'");
-  try {
-    (void)optim::parse_schedule_kind(schedule);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--schedule: ") + e.what());
+  // The flag's own message, not the library's (which names its function).
+  const std::vector<std::string> schedules = optim::schedule_kind_names();
+  if (std::find(schedules.begin(), schedules.end(), schedule) == schedules.end()) {
+    std::string valid;
+    for (std::size_t i = 0; i < schedules.size(); ++i)
+      valid += (i == 0 ? "" : i + 1 == schedules.size() ? " or " : ", ") + schedules[i];
+    const std::string near = nearest_name(schedule, schedules);
+    throw UsageError("--schedule must be " + valid + ", got '" + schedule + "'" +
+                     (near.empty() ? "" : " (did you mean " + near + "?)"));
   }
   // Guards against absurd sizes that would only fail later, deep in an allocation.
   const double params = static_cast<double>(model.layers) * 12.0 * static_cast<double>(model.d_model) *
                         static_cast<double>(model.d_model);
-  require(params < 2e9, "the model would have about " + std::to_string(static_cast<int64_t>(params)) +
+  char about[32];
+  std::snprintf(about, sizeof about, "%.3g", params);  // beyond int64 for the largest sizes
+  require(params < 2e9, std::string("the model would have about ") + about +
                             " parameters; headlab trains toy models (reduce --layers or --d-model)");
 }
 
@@ -183,7 +216,7 @@ void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string&
       using T = std::decay_t<decltype(field)>;
       if (!fits<T>(value))
         throw UsageError(source + ": \"" + key + "\" has the wrong type or is out of range (" + value.type_name() + "): " +
-                         std::string(value.dump()));
+                         brief_json(value));
       if constexpr (is_negated_v<T>) field.field = !value.get<bool>();
       else field = value.get<T>();
     });
@@ -195,7 +228,7 @@ void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string&
         names.emplace_back(name);
       });
       const std::string near = nearest_name(key, names);
-      throw UsageError(source + ": unknown key \"" + key + "\"" +
+      throw UsageError(source + ": unknown key \"" + brief_text(key) + "\"" +
                        (near.empty() ? "" : " (did you mean \"" + near + "\"?)") + " (valid keys: " + valid + ")");
     }
   }

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "train/errors.h"
+#include "train/json_input.h"
 
 namespace headlab::train {
 namespace {
@@ -32,18 +33,6 @@ std::optional<int64_t> integer_of(const json& value) {
   return std::nullopt;
 }
 
-// nlohmann's messages start with "[json.exception.parse_error.101] " and count
-// lines within the one line it was given; the user needs the rest, and the
-// file's line number comes from us.
-std::string parse_problem(const std::string& what) {
-  std::string text = what;
-  const auto close = text.find("] ");
-  if (text.starts_with("[json.exception.") && close != std::string::npos) text = text.substr(close + 2);
-  const std::string inner_line = "at line 1, column";
-  if (const auto at = text.find(inner_line); at != std::string::npos) text.replace(at, inner_line.size(), "at column");
-  return text;
-}
-
 bool is_blank(const std::string& line) { return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos; }
 
 }  // namespace
@@ -60,17 +49,41 @@ DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t
   if (std::filesystem::is_directory(path_, error)) {
     throw UsageError("cannot read data file '" + path_ + "': it is a directory");
   }
-  std::ifstream in(path_);
+  std::ifstream in(path_, std::ios::binary);
   if (!in) throw UsageError("cannot read data file '" + path_ + "': " + std::strerror(errno));
 
+  // Lines are cut from raw chunks, so that the fingerprint hashes the exact
+  // bytes and no line grows past its bound.
+  const std::size_t max_line = (std::size_t{1} << 20) + 64 * static_cast<std::size_t>(std::min<int64_t>(seq_len, 1 << 24));
+  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a 64
+  uint64_t bytes = 0;
   std::string line;
   int64_t line_number = 0;
-  while (std::getline(in, line)) {
+  std::vector<char> chunk(1 << 16);
+  auto end_line = [&] {
     ++line_number;
     if (!is_blank(line)) parse_line(line, line_number);
+    line.clear();
+  };
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    const auto got = static_cast<std::size_t>(in.gcount());
+    for (std::size_t i = 0; i < got; ++i) hash = (hash ^ static_cast<unsigned char>(chunk[i])) * 0x100000001b3ULL;
+    bytes += got;
+    for (std::size_t begin = 0; begin < got;) {
+      const char* newline = static_cast<const char*>(std::memchr(chunk.data() + begin, '\n', got - begin));
+      const std::size_t end = newline ? static_cast<std::size_t>(newline - chunk.data()) : got;
+      line.append(chunk.data() + begin, end - begin);
+      if (line.size() > max_line)
+        throw UsageError(path_ + ":" + std::to_string(line_number + 1) + ": the line is longer than " +
+                         std::to_string(max_line) + " bytes (is this a JSONL file, one sequence per line?)");
+      if (newline) end_line();
+      begin = end + 1;
+    }
   }
   if (in.bad())
     throw UsageError("cannot read data file '" + path_ + "': read error after line " + std::to_string(line_number));
+  if (!line.empty()) end_line();
+  fingerprint_ = {bytes, hash};
   if (sequences_.empty()) {
     throw UsageError(path_ + ": no sequences (the file is empty or holds only blank lines)");
   }
@@ -89,16 +102,16 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
   const std::string where = path_ + ":" + std::to_string(line_number) + ": ";
   json object;
   try {
-    object = json::parse(line);
-  } catch (const json::exception& e) {
-    throw UsageError(where + "invalid JSON: " + parse_problem(e.what()));
+    object = parse_user_json(line);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(where + "invalid JSON: " + e.what());
   }
   if (!object.is_object()) {
     throw UsageError(where + "expected a JSON object {\"tokens\": [...]}, got " + std::string(object.type_name()));
   }
   for (const auto& item : object.items()) {
     if (item.key() != "tokens" && item.key() != "targets") {
-      throw UsageError(where + "unknown key \"" + item.key() + "\" (expected \"tokens\" and optionally \"targets\")");
+      throw UsageError(where + "unknown key \"" + brief_text(item.key()) + "\" (expected \"tokens\" and optionally \"targets\")");
     }
   }
   const auto tokens = object.find("tokens");
@@ -115,7 +128,7 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
   for (std::size_t i = 0; i < tokens->size(); ++i) {
     const json& value = (*tokens)[i];
     const auto token = integer_of(value);
-    const std::string what = "token " + value.dump() + " (tokens[" + std::to_string(i) + "])";
+    const std::string what = "token " + brief_json(value) + " (tokens[" + std::to_string(i) + "])";
     if (!token) throw UsageError(where + what + " is not an integer");
     if (*token < 0 || *token >= vocab_) {
       throw UsageError(where + what + " is out of the vocab: tokens must be in [0, " + std::to_string(vocab_) + ")");
@@ -147,7 +160,7 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
     for (std::size_t i = 0; i < targets->size(); ++i) {
       const json& value = (*targets)[i];
       const auto target = integer_of(value);
-      const std::string what = "target " + value.dump() + " (targets[" + std::to_string(i) + "])";
+      const std::string what = "target " + brief_json(value) + " (targets[" + std::to_string(i) + "])";
       if (!target) throw UsageError(where + what + " is not an integer");
       check_target(*target, what);
       sequence.targets.push_back(static_cast<int32_t>(*target));
@@ -210,8 +223,8 @@ void DataFile::start_epoch(uint64_t epoch_seed) {
 
 void DataFile::set_position(const Position& position) {
   if (position.next < 0 || position.next > size()) {
-    throw std::invalid_argument("DataFile::set_position: next " + std::to_string(position.next) + " is out of [0, " +
-                                std::to_string(size()) + "] for " + path_);
+    throw std::invalid_argument("the data position " + std::to_string(position.next) + " is beyond the " +
+                                std::to_string(size()) + " sequences of " + path_ + " (has the file changed?)");
   }
   start_epoch(position.epoch_seed);
   position_ = position;

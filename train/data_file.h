@@ -7,6 +7,8 @@
 //     tokens[i+1], and the last position has none (-1).
 //   - No other keys (a misspelt "target" would otherwise silently mean
 //     next-token). Blank lines are skipped.
+//   - A line is at most 1 MiB plus 64 bytes per position of seq-len (a file
+//     without newlines, /dev/zero, cannot grow memory without bound).
 // Every problem is a UsageError naming FILE:LINE and what is wrong.
 //
 // Batches: sequences in file order, wrapping around after the last one; with
@@ -49,11 +51,15 @@ class DataFile final : public Task {
   // The first min(rows, size()) sequences, whatever the seed.
   int64_t eval_rows(int64_t rows) const override { return std::min(rows, size()); }
   Batch eval_batch(int64_t rows, uint64_t seed) override;
+  Batch eval_slice(int64_t first, int64_t count, uint64_t /*seed*/) override { return rows(first, count); }
 
   // The epoch's permutation is regenerated from epoch_seed (unused without
   // shuffle); next = size() means the epoch is finished.
   std::optional<Position> position() const override { return position_; }
   void set_position(const Position& position) override;  // throws std::invalid_argument if next is out of [0, size()]
+
+  std::optional<Fingerprint> fingerprint() const override { return fingerprint_; }
+  const std::string& path() const { return path_; }
 
  private:
   struct Sequence {
@@ -70,6 +76,7 @@ class DataFile final : public Task {
   std::vector<Sequence> sequences_;
   std::vector<int64_t> order_;  // the current epoch's order of sequences_
   Position position_;
+  Fingerprint fingerprint_;
 };
 
 }  // namespace headlab::train

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 #include "train/data_file.h"
@@ -29,6 +30,11 @@ layers::ModelSpec model_spec_for(const TrainConfig& config, const Task& task) {
     throw UsageError("--classes " + std::to_string(config.model.classes) + " does not fit task " + task.name() +
                      ", whose targets are one of " + std::to_string(task.num_classes()) +
                      " classes (leave --classes at 0 for the task's own)");
+  // Checked before anything runs: the head analysis during and after training
+  // scores positions q >= 2.
+  if (task.seq_len() < kMinSeqLen)
+    throw UsageError("--seq-len " + std::to_string(task.seq_len()) + " is too short: the head analysis needs at least " +
+                     std::to_string(kMinSeqLen) + " positions per sequence");
   layers::ModelSpec spec = config.model;
   spec.vocab = task.vocab();
   spec.max_seq_len = task.seq_len();
@@ -60,10 +66,14 @@ void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::st
   const double positions = static_cast<double>(most_rows * t);
   const double bytes = 4 * (2 * params + positions * per_position);
   const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (ram > 0 && bytes > ram)
-    throw UsageError("this model and batch need at least " + std::to_string(static_cast<int64_t>(bytes / 1e9)) +
-                     " GB of memory, more than this machine's " + std::to_string(static_cast<int64_t>(ram / 1e9)) +
-                     " GB (reduce " + flags + "--seq-len, --vocab, --layers or --d-model)");
+  if (ram > 0 && bytes > ram) {
+    // %g: the estimate can exceed any integer type.
+    char need[32], have[32];
+    std::snprintf(need, sizeof need, "%.3g", bytes / 1e9);
+    std::snprintf(have, sizeof have, "%.3g", ram / 1e9);
+    throw UsageError(std::string("this model and batch need at least ") + need + " GB of memory, more than this machine's " +
+                     have + " GB (reduce " + flags + "--seq-len, --vocab, --layers or --d-model)");
+  }
 }
 
 void check_task_fits(const Task& task, const layers::ModelSpec& model) {
@@ -72,6 +82,19 @@ void check_task_fits(const Task& task, const layers::ModelSpec& model) {
                      std::to_string(task.num_classes()) + ", seq-len " + std::to_string(task.seq_len()) +
                      ") does not fit the checkpoint's model (vocab " + std::to_string(model.vocab) + ", classes " +
                      std::to_string(model.classes) + ", max seq-len " + std::to_string(model.max_seq_len) + ")");
+}
+
+void check_data_unchanged(const CheckpointInfo& info, const Task& task) {
+  const std::optional<Task::Fingerprint> now = task.fingerprint();
+  if (!now || !info.data_file || *now == *info.data_file) return;
+  const auto describe = [](const Task::Fingerprint& f) {
+    char hash[24];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(f.hash));
+    return std::to_string(f.size) + " bytes, hash " + hash;
+  };
+  throw UsageError("the data file of " + task.name() + " has changed since the checkpoint was written (then " +
+                   describe(*info.data_file) + "; now " + describe(*now) +
+                   "): restore it, or train a new run on the new file");
 }
 
 std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source) {

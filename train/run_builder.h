@@ -23,10 +23,14 @@ namespace headlab::train {
 // Throws UsageError on anything the task or file cannot use.
 std::unique_ptr<Task> make_task_for(const TrainConfig& config);
 
+// Head analysis scores positions q >= 2: shorter sequences are a usage error
+// (model_spec_for).
+inline constexpr int64_t kMinSeqLen = 3;
+
 // The model `config` describes for `task`: vocab, max_seq_len and classes
 // are the task's, the rest the config's, defaults resolved. Throws UsageError
 // naming the flags (a --classes the task does not have, heads that do not
-// divide d_model, ...).
+// divide d_model, sequences shorter than kMinSeqLen, ...).
 layers::ModelSpec model_spec_for(const TrainConfig& config, const Task& task);
 
 // Refuses, before anything is allocated, batches that 32-bit token indices
@@ -38,6 +42,10 @@ void check_sizes(const layers::ModelSpec& model, const std::vector<std::pair<std
 // Throws UsageError unless `task` can feed `model`: tokens within its
 // vocabulary, the same classes, sequences no longer than its max_seq_len.
 void check_task_fits(const Task& task, const layers::ModelSpec& model);
+
+// Throws UsageError if `task` reads a file whose size or hash differ from
+// those the checkpoint recorded (a resume would no longer be exact).
+void check_data_unchanged(const CheckpointInfo& info, const Task& task);
 
 // A checkpoint's model with its weights; `source` names it in messages.
 std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source);

@@ -1,5 +1,6 @@
 #include "train/run_folder.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "train/errors.h"
 
 namespace headlab::train {
@@ -37,23 +39,6 @@ std::string default_run_dir(const std::string& task) {
   return dir;
 }
 
-RunFolder create_run_folder(const std::string& dir, bool force) {
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) throw UsageError("--out " + dir + " exists and is not a folder");
-    if (!fs::is_empty(dir, ec) && !force)
-      throw UsageError("--out " + dir + " already holds a run; pass --force to overwrite it, or --resume " + dir +
-                       " to continue it");
-  }
-  fs::create_directories(dir, ec);
-  if (ec) throw UsageError("cannot create --out " + dir + ": " + ec.message());
-  if (access(dir.c_str(), W_OK) != 0) throw UsageError("cannot write to --out " + dir + ": " + std::strerror(errno));
-  RunFolder run{dir};
-  if (force)
-    for (const std::string& f : {run.metrics(), run.heads(), run.report(), run.log()}) fs::remove(f, ec);
-  return run;
-}
-
 namespace {
 
 // A run killed while writing leaves FILE.tmp.PID behind (the atomic writes'
@@ -74,34 +59,65 @@ void remove_stale_temporaries(const RunFolder& run) {
 
 }  // namespace
 
+RunLock::RunLock(const std::string& dir) {
+  const std::string path = dir + "/train.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error("cannot lock the run folder " + dir + " (" + path + "): " + std::strerror(errno));
+  // A POSIX record lock rather than flock: F_GETLK names the holder, so the
+  // lock file never needs writing and a refused command changes nothing.
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (::fcntl(fd_, F_SETLK, &lock) == 0) return;
+  const int error = errno;
+  struct flock holder = lock;
+  const bool known = ::fcntl(fd_, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK;
+  ::close(fd_);
+  fd_ = -1;
+  if (error != EAGAIN && error != EACCES)
+    throw std::runtime_error("cannot lock the run folder " + dir + ": " + std::strerror(error));
+  throw std::runtime_error("the run folder " + dir + " is being written by another headlab process (PID " +
+                           (known ? std::to_string(holder.l_pid) : std::string("unknown")) +
+                           "); wait for it to end or stop it first (one writer per run folder)");
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it would race a new locker)
+}
+
+RunFolder create_run_folder(const std::string& dir, bool force) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) throw UsageError("--out " + dir + " exists and is not a folder");
+    if (!fs::is_empty(dir, ec) && !force)
+      throw UsageError("--out " + dir + " already holds a run; pass --force to overwrite it, or --resume " + dir +
+                       " to continue it");
+  }
+  fs::create_directories(dir, ec);
+  if (ec) throw UsageError("cannot create --out " + dir + ": " + ec.message());
+  if (access(dir.c_str(), W_OK) != 0) throw UsageError("cannot write to --out " + dir + ": " + std::strerror(errno));
+  RunFolder run{dir, std::make_shared<RunLock>(dir)};
+  if (force) {
+    // Before the new run writes anything: an old checkpoint left beside the
+    // new config.json would be taken for the new run's by eval and --resume.
+    for (const std::string& f : {run.checkpoint(), run.config(), run.metrics(), run.heads(), run.report(), run.log()})
+      fs::remove(f, ec);
+    remove_stale_temporaries(run);
+  }
+  return run;
+}
+
 RunFolder open_run_folder(const std::string& dir) {
-  RunFolder run{dir};
+  RunFolder run{dir, nullptr};
   if (!fs::is_directory(dir)) throw UsageError("--resume " + dir + ": no such run folder");
   if (!fs::exists(run.checkpoint()))
     throw UsageError("--resume " + dir + ": the folder has no checkpoint.safetensors to resume from");
+  run.lock = std::make_shared<RunLock>(dir);
   remove_stale_temporaries(run);
   return run;
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw std::runtime_error("cannot write " + path + ": " + ec.message());
-  }
-}
+void write_file_atomic(const std::string& path, const std::string& text) { core::write_file_atomic(path, text); }
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::vector<nlohmann::json> lines;

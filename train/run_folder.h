@@ -1,9 +1,10 @@
 // The run folder of `headlab train --out DIR` (README.md, "The run folder"):
 // config.json, checkpoint.safetensors, metrics.jsonl, heads.json,
-// report.html and train.log.
+// report.html, train.log and train.lock.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,8 +12,25 @@
 
 namespace headlab::train {
 
+// An exclusive advisory lock (a POSIX record lock, fcntl) on DIR/train.lock:
+// one process at a time writes a run folder. The kernel releases it when the
+// process ends, however it ends (even SIGKILL), so a lock is never stale.
+// Readers (eval, analyze) do not take it.
+class RunLock {
+ public:
+  // Throws std::runtime_error naming the PID that holds the lock.
+  explicit RunLock(const std::string& dir);
+  ~RunLock();
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 struct RunFolder {
   std::string dir;
+  std::shared_ptr<RunLock> lock;  // held by the folders of train and resume
 
   std::string config() const { return dir + "/config.json"; }
   std::string checkpoint() const { return dir + "/checkpoint.safetensors"; }
@@ -20,6 +38,7 @@ struct RunFolder {
   std::string heads() const { return dir + "/heads.json"; }
   std::string report() const { return dir + "/report.html"; }
   std::string log() const { return dir + "/train.log"; }
+  std::string lock_file() const { return dir + "/train.lock"; }
   // The folder's own name ("first-prev-pair-20261201-120000" for runs/first-prev-pair-20261201-120000/).
   std::string name() const;
 };
@@ -27,14 +46,17 @@ struct RunFolder {
 // A fresh folder name under runs/: runs/<task>-<YYYYmmdd-HHMMSS>[-N].
 std::string default_run_dir(const std::string& task);
 
-// Creates DIR for a new run. An existing DIR that holds files is a UsageError
-// unless `force` (then the run's own files are replaced; nothing else is touched).
+// Creates DIR for a new run and locks it. An existing DIR that holds files is
+// a UsageError unless `force`: then the old run's own files are removed before
+// this returns, so nothing of it can be mistaken for the new run's (nothing
+// else in DIR is touched).
 RunFolder create_run_folder(const std::string& dir, bool force);
 
-// An existing run folder; a UsageError if it holds no checkpoint.
+// An existing run folder, locked; a UsageError if it holds no checkpoint.
 RunFolder open_run_folder(const std::string& dir);
 
-// Writes `text` to `path` atomically (temporary file, then rename).
+// Writes `text` to `path` with core::write_file_atomic: atomically, and never
+// over anything but a regular file.
 void write_file_atomic(const std::string& path, const std::string& text);
 
 // Every JSON line of metrics.jsonl (a missing file gives none). A malformed

@@ -1,6 +1,8 @@
 #include "train/session.h"
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -45,6 +47,9 @@ EvalResult evaluate(const layers::Transformer& model, const Batch& batch) {
 
 Session::Session(const TrainConfig& config) : config_(config) {
   config_.validate();
+  // The checkpoint and config.json name the data file absolutely, so that
+  // eval, analyze and --resume find it from any folder.
+  if (!config_.data.empty()) config_.data = std::filesystem::absolute(config_.data).lexically_normal().string();
   task_ = make_task_for(config_);
   build(model_spec_for(config_, *task_));
 }
@@ -55,6 +60,7 @@ Session::Session(const Checkpoint& checkpoint) : config_(checkpoint.info.config)
   const layers::ModelSpec spec = model_spec_for(config_, *task_);
   check_config_describes(*task_, spec, checkpoint.model);
   build(spec);
+  check_data_unchanged(checkpoint.info, *task_);
   const std::string source = "checkpoint (" + checkpoint.info.task + ")";
   load_weights(*model_, checkpoint.file, source);
   try {
@@ -122,9 +128,18 @@ CheckpointInfo Session::checkpoint_info() const {
   info.trainer = trainer_state_;
   info.data_rng = data_gen_.state();
   info.data_position = task_->position();
+  info.data_file = task_->fingerprint();
   return info;
 }
 
-void Session::save(const std::string& path) const { save_checkpoint(path, *model_, optimizer_.get(), checkpoint_info()); }
+void Session::save(const std::string& path) const {
+  // Finite weights can still be useless: an update of 1e30 overflows the next
+  // forward pass. The held-out loss says whether the model can be resumed.
+  const EvalResult eval = evaluate(*model_, eval_batch_);
+  if (!std::isfinite(eval.loss))
+    throw NonFiniteState("the model's held-out loss is " + core::shortest(eval.loss) + " at step " +
+                         std::to_string(step_));
+  save_checkpoint(path, *model_, optimizer_.get(), checkpoint_info());
+}
 
 }  // namespace headlab::train

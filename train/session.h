@@ -59,6 +59,8 @@ class Session {
   // What the trainer keeps across a resume (see CheckpointInfo::trainer).
   const nlohmann::json& trainer_state() const { return trainer_state_; }
   void set_trainer_state(nlohmann::json state) { trainer_state_ = std::move(state); }
+  // Writes a checkpoint; throws NonFiniteState (writing nothing) if a
+  // parameter, an optimizer tensor or the held-out loss is not finite.
   void save(const std::string& path) const;
 
  private:

@@ -1,6 +1,7 @@
 #include "train/signals.h"
 
 #include <csignal>
+#include <initializer_list>
 
 namespace headlab::train {
 namespace {
@@ -17,11 +18,13 @@ void install_stop_handlers() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &action, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
 }
 
 int stop_signal() { return g_signal; }
+
+void request_stop(int sig) { on_stop_signal(sig); }
 
 void reset_stop_signal() { g_signal = 0; }
 

@@ -274,6 +274,13 @@ Batch Task::eval_batch(int64_t rows, uint64_t seed) {
   return sample(rows, gen);
 }
 
+Batch Task::eval_slice(int64_t first, int64_t count, uint64_t seed) {
+  if (first != 0)
+    throw std::invalid_argument("task " + name() + " draws its evaluation batch at once; it has no slice at " +
+                                std::to_string(first));
+  return eval_batch(count, seed);
+}
+
 void Task::set_position(const Position&) {
   throw std::invalid_argument("task " + name() + " has no stream position to restore");
 }

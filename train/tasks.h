@@ -61,6 +61,11 @@ class Task {
   // so that every command evaluates a run on the same batch. A data file
   // gives its first sequences instead.
   virtual Batch eval_batch(int64_t rows, uint64_t seed);
+  // Sequences [first, first + count) of that evaluation set, so that a large
+  // one (a whole data file) can be scored a batch at a time. A synthetic
+  // task's set is one draw: it gives only first = 0, as eval_batch(count,
+  // seed), and throws std::invalid_argument otherwise.
+  virtual Batch eval_slice(int64_t first, int64_t count, uint64_t seed);
 
   // Where sample() is in a stream of its own beyond the generator (a data
   // file's epoch), for checkpoints: with the generator's state it makes the
@@ -73,6 +78,16 @@ class Task {
   // Goes back to a position(); throws std::invalid_argument if it does not
   // fit this task (or the task has none).
   virtual void set_position(const Position& position);
+
+  // What a checkpoint records of a task read from a file, to refuse the file
+  // once it has changed: its size and a 64-bit FNV-1a hash of its bytes.
+  // Synthetic tasks have none.
+  struct Fingerprint {
+    uint64_t size = 0;
+    uint64_t hash = 0;
+    bool operator==(const Fingerprint&) const = default;
+  };
+  virtual std::optional<Fingerprint> fingerprint() const { return std::nullopt; }
 };
 
 struct TaskInfo {

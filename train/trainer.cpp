@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 
 #include "analysis/heads_json.h"
 #include "analysis/html_report.h"
+#include "core/shortest.h"
 #include "train/analysis_steps.h"
 #include "train/signals.h"
 
@@ -35,6 +37,11 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
   nlohmann::json line = {{"step", step}};
   if (log) {
     const EvalResult eval = evaluate(session_.model(), session_.eval_batch());
+    // The step's update ruined the model: no metrics line for it (the
+    // checkpoint writer would refuse it too).
+    if (!std::isfinite(eval.loss))
+      throw std::runtime_error("the model's held-out loss is " + core::shortest(eval.loss) + " at step " +
+                               std::to_string(step) + " (try a lower --lr or --clip)");
     const double n = static_cast<double>(std::max<int64_t>(window_steps_, 1));
     const LogLine l{.step = step,
                     .loss = window_loss_ / n,
@@ -67,20 +74,31 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
 void Trainer::checkpoint() {
   session_.set_trainer_state({{"loss", window_loss_}, {"accuracy", window_acc_}, {"steps", window_steps_},
                               {"tokens", window_tokens_}});
-  session_.save(folder_.checkpoint());
+  try {
+    session_.save(folder_.checkpoint());
+  } catch (const NonFiniteState& e) {
+    throw std::runtime_error(std::string(e.what()) + " (try a lower --lr or --clip)");
+  }
+  last_checkpoint_step_ = session_.steps_done();
   events_.checkpoint_written(session_.steps_done(), folder_.checkpoint());
 }
 
 int Trainer::run() {
   const TrainConfig& config = session_.config();
   start_step_ = session_.steps_done();
+  if (start_step_ > 0) last_checkpoint_step_ = start_step_;  // resumed from it
   if (const nlohmann::json& w = session_.trainer_state(); w.is_object()) {
     window_loss_ = w.value("loss", 0.0);
     window_acc_ = w.value("accuracy", 0.0);
     window_steps_ = w.value("steps", int64_t{0});
     window_tokens_ = w.value("tokens", int64_t{0});
   }
-  truncate_metrics(folder_.metrics(), start_step_);
+  // A run that finished off the --log-every grid logged its last step early
+  // and kept that window's sums in its checkpoint: extending it drops that
+  // line and goes on with the sums, as if it had never stopped.
+  const bool on_grid = start_step_ % config.log_every == 0;
+  truncate_metrics(folder_.metrics(), on_grid || start_step_ == 0 ? start_step_ : start_step_ - 1);
+  if (on_grid) window_loss_ = window_acc_ = 0, window_steps_ = window_tokens_ = 0;
   const auto start = Clock::now();
   auto window_start = start;
   while (session_.steps_done() < options_.target_steps) {
@@ -92,9 +110,18 @@ int Trainer::run() {
     const int64_t step = session_.steps_done();
     const bool last = step == options_.target_steps;
     // Each interval on its own: a step may log, analyze, both or neither.
-    const bool log = step % config.log_every == 0 || last;
+    const bool on_log_grid = step % config.log_every == 0;
+    const bool log = on_log_grid || last;
     const bool analyze = is_analysis_step(step, config.analyze_every);
-    if (log || analyze) record(r, log, analyze, seconds_since(window_start));
+    if (log || analyze) {
+      // The final line, off the grid, keeps the window's sums for the final
+      // checkpoint: extending the run goes on with them.
+      const double loss = window_loss_, accuracy = window_acc_;
+      const int64_t steps = window_steps_, tokens = window_tokens_;
+      record(r, log, analyze, seconds_since(window_start));
+      if (log && !on_log_grid)
+        window_loss_ = loss, window_acc_ = accuracy, window_steps_ = steps, window_tokens_ = tokens;
+    }
     if (log) window_start = Clock::now();
     if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && !last) checkpoint();
     events_.stepped(step, seconds_since(start));

@@ -50,8 +50,9 @@ class Trainer {
   Trainer(Session& session, RunFolder folder, TrainerEvents& events, TrainerOptions options);
 
   // Trains to the target step. Returns 0 when done, or 128 + signal after a
-  // stop signal (a checkpoint is saved first). A non-finite loss throws
-  // std::runtime_error naming the step; the last checkpoint stays as it was.
+  // stop signal (a checkpoint is saved first). A non-finite loss, gradient or
+  // model throws std::runtime_error naming the step; the last checkpoint, which
+  // is always finite, stays as it was.
   int run();
 
   // Analyzes the heads on the eval batch and writes heads.json and
@@ -59,6 +60,10 @@ class Trainer {
   analysis::RunAnalysis finish_report();
 
   int64_t start_step() const { return start_step_; }
+
+  // The step of the newest checkpoint in the run folder that this run wrote or
+  // resumed from, or -1 if there is none.
+  int64_t last_checkpoint_step() const { return last_checkpoint_step_; }
 
  private:
   // Writes the metrics line of this step: the log line's averages (log), the
@@ -74,6 +79,7 @@ class Trainer {
   double window_loss_ = 0, window_acc_ = 0;
   int64_t window_steps_ = 0, window_tokens_ = 0;
   int64_t start_step_ = 0;
+  int64_t last_checkpoint_step_ = -1;
 };
 
 // Writes heads.json and report.html for an analysis into `folder`.

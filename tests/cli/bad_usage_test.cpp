@@ -76,6 +76,8 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_min_lr_above_lr", train_tiny({{"--min-lr", "1"}}), 2, {"--min-lr"}});
     c.push_back({"train_unknown_optimizer", train_tiny({{"--optimizer", "adagrad"}}), 2, {"--optimizer", "adagrad"}});
     c.push_back({"train_unknown_schedule", train_tiny({{"--schedule", "wavy"}}), 2, {"--schedule", "wavy"}});
+    c.push_back({"train_schedule_typo", train_tiny({{"--schedule", "cosin"}}), 2,
+                 {"--schedule must be constant, cosine, linear or step, got 'cosin' (did you mean cosine?)"}});
     c.push_back({"train_absurd_d_model", train_tiny({{"--d-model", "1000000"}}), 2, {"--d-model"}});
     c.push_back({"train_absurd_layers", train_tiny({{"--layers", "100000000"}}), 2, {"--layers"}});
     c.push_back({"train_batch_beyond_32_bit_tokens", train_tiny({{"--batch", "99999999999"}}), 2,
@@ -121,6 +123,41 @@ const std::vector<BadCase>& cases() {
                  {"{dir}", "directory"}});
     c.push_back({"train_data_not_jsonl", train_tiny({{"--data", "{file}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
                  {"notes.txt:1", "JSON"}});
+    // JSON input that could crash or mislead: deep nesting, NUL bytes,
+    // repeated keys, endless lines, huge strings (the message is cut).
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    c.push_back({"train_config_nested_deep", with(train_tiny({}), {"--config", "{cfg:{\"layers\": " + deep + "}}"}), 2,
+                 {"--config", "nesting"}});
+    c.push_back({"train_config_nul_byte", with(train_tiny({}), {"--config", std::string("{cfg:{\"steps\": 1}") + '\0' + "garbage}"}),
+                 2, {"--config", "NUL"}});
+    c.push_back({"train_config_duplicate_key",
+                 with(train_tiny({}), {"--config", "{cfg:{\"steps\": 1, \"steps\": 2}}"}), 2, {"steps", "twice"}});
+    c.push_back({"train_config_huge_string",
+                 with(train_tiny({}), {"--config", "{cfg:{\"layers\": \"" + std::string(500000, 'x') + "\"}}"}), 2,
+                 {"layers", "xxx..."}});
+    c.push_back({"train_config_endless", with(train_tiny({}), {"--config", "/dev/zero"}), 2, {"--config", "bytes"}});
+    c.push_back({"train_data_nested_deep",
+                 train_tiny({{"--data", "{cfg:" + deep + "}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
+                 {"config0.json:1", "nesting"}});
+    c.push_back({"train_data_endless_line", train_tiny({{"--data", "/dev/zero"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
+                 {"/dev/zero:1", "longer than"}});
+    c.push_back({"train_huge_task_name", train_tiny({{"--task", std::string(100000, 'y')}}), 2, {"yyy"}});
+    // The largest int64: no overflow (UBSan) in checks or messages.
+    const std::string max64 = "9223372036854775807";
+    for (const char* flag : {"--layers", "--d-ff", "--vocab", "--seq-len"})
+      c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2,
+                   {std::string(flag) + " " + max64, "beyond"}});
+    // These first fail the divisibility check, whose suggestion must not
+    // overflow either (the two cases above).
+    for (const char* flag : {"--d-model", "--heads"})
+      c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2,
+                   {std::string(flag) + " " + max64, "divisible"}});
+    for (const char* flag : {"--batch", "--eval-batch"})
+      c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2, {flag}});
+    c.push_back({"train_seq_len_too_short_for_analysis", train_tiny({{"--seq-len", "2"}}), 2, {"seq-len 2", "3"}});
+    c.push_back({"train_data_seq_len_too_short_for_analysis",
+                 train_tiny({{"--data", "{cfg:{\"tokens\": [1, 2]}}"}, {"--vocab", "8"}, {"--seq-len", "2"}}), 2,
+                 {"seq-len 2", "3"}});
     c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2, {"--vocab"}});
     c.push_back({"train_init_missing", with(train_tiny({}), {"--init", "{missing}"}), 2, {"{missing}"}});
     c.push_back({"train_init_is_a_folder", with(train_tiny({}), {"--init", "{dir}"}), 2, {"{dir}"}});
@@ -169,11 +206,21 @@ const std::vector<BadCase>& cases() {
     c.push_back({"eval_without_checkpoint", {"eval"}, 2, {"checkpoint"}});
     c.push_back({"eval_missing_checkpoint", {"eval", "{missing}"}, 2, {"{missing}"}});
     c.push_back({"eval_text_file", {"eval", "{file}"}, 2, {"notes.txt"}});
+    // Another file of the run folder given by mistake: not a checkpoint, and what is.
+    c.push_back({"eval_config_json", {"eval", "{run}/config.json"}, 2,
+                 {"{run}/config.json' is not a valid safetensors file", "checkpoint.safetensors"}});
+    c.push_back({"eval_missing_checkpoint_names_the_file", {"eval", "{missing}"}, 2,
+                 {"checkpoint '{missing}' cannot be opened"}});
     c.push_back({"eval_folder_without_checkpoint", {"eval", "{dir}"}, 2, {"{dir}"}});
     c.push_back({"eval_negative_batch", {"eval", "{ck}", "--batch", "-1"}, 2, {"--batch", "-1"}});
     c.push_back({"eval_zero_batch", {"eval", "{ck}", "--batch", "0"}, 2, {"--batch", "0"}});
     c.push_back({"eval_non_numeric_batch", {"eval", "{ck}", "--batch", "many"}, 2, {"--batch", "many"}});
     c.push_back({"eval_batch_beyond_32_bit_tokens", {"eval", "{ck}", "--batch", "1000000000"}, 2, {"--batch"}});
+    c.push_back({"eval_batch_beyond_memory", {"eval", "{ck}", "--batch", "300000000"}, 2, {"memory", "--batch"}});
+    c.push_back({"eval_batch_int64_max", {"eval", "{ck}", "--batch", "9223372036854775807"}, 2, {"--batch"}});
+    c.push_back({"analyze_batch_int64_max", {"analyze", "{run}", "--batch", "9223372036854775807"}, 2, {"batch 9223372036854775807"}});
+    c.push_back({"eval_big_file_that_is_no_checkpoint", {"eval", "{cfg:" + std::string(1 << 20, 'x') + "}"}, 2,
+                 {"header length"}});
     c.push_back({"eval_missing_batch_value", {"eval", "{ck}", "--batch"}, 2, {"--batch"}});
     c.push_back({"eval_unknown_gemm", {"eval", "{ck}", "--gemm", "cublas"}, 2, {"--gemm", "cublas"}});
     c.push_back({"analyze_unknown_gemm", {"analyze", "{run}", "--gemm", "cublas"}, 2, {"--gemm", "cublas"}});
@@ -268,6 +315,7 @@ TEST_P(BadUsage, FailsWithOneClearLineAndWritesNothing) {
   const RunResult r = run_headlab(args, cwd.path());
 
   EXPECT_TRUE(clean_failure(r, c.status, mentions));
+  EXPECT_LT(r.err.size(), 2000u) << "an error line quotes a value at most in part";
   EXPECT_EQ(r.out, "") << "a failed command prints nothing on stdout";
   EXPECT_TRUE(is_empty_dir(cwd.path())) << "the working folder (and --out " << cwd / "out" << ") must stay empty";
   EXPECT_EQ(snapshot(files.path()), before) << "the files the command read must stay as they were";

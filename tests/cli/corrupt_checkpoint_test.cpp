@@ -5,7 +5,10 @@
 // train --resume -- says what is wrong in one line and exits 2, writing nothing.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -62,6 +65,17 @@ std::function<std::string(RawSafetensors&)> edit_config(const std::string& key, 
 std::function<std::string(RawSafetensors&)> set_meta(const std::string& key, const std::string& value) {
   return edit([key, value](RawSafetensors& raw) { raw.header["__metadata__"][key] = value; });
 }
+
+// Writes `value` over float `index` of a tensor's data.
+std::function<std::string(RawSafetensors&)> poison(const std::string& name, std::size_t index, float value) {
+  return edit([name, index, value](RawSafetensors& raw) {
+    const std::size_t at = raw.header.at(name).at("data_offsets")[0].get<std::size_t>() + 4 * index;
+    std::memcpy(raw.data.data() + at, &value, 4);
+  });
+}
+
+// A JSON text nested `depth` arrays deep.
+std::string nested(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
 std::string with_header_length(const std::string& bytes, uint64_t n) {
   std::string out = bytes;
@@ -174,6 +188,17 @@ const std::vector<Corruption>& corruptions() {
       {"rng_state_too_short", set_meta("rng.data", "[1, 2]"), kAll, "rng.data"},
       {"rng_state_not_an_array", set_meta("rng.data", "\"seed\""), kAll, "rng.data"},
       {"rng_state_all_zero", set_meta("rng.data", "[0, 0, 0, 0, 0, 0]"), kAll, "all-zero"},
+      // Deep nesting, which a recursive dump of the value would overflow the stack on.
+      {"model_nested_deep", set_meta("model", nested(100000)), kAll, "nesting"},
+      {"config_nested_deep", set_meta("config", "{\"task\": " + nested(100000) + "}"), kAll, "nesting"},
+      {"trainer_nested_deep", set_meta("trainer", nested(100000)), kAll, "nesting"},
+      {"config_duplicate_key", set_meta("config", "{\"d-model\": 16, \"d-model\": 32}"), kAll, "twice"},
+      {"config_nul_byte", set_meta("config", std::string("{}\0garbage", 10)), kAll, "NUL"},
+      // Non-finite numbers: every tensor is checked and the first bad one named.
+      {"nan_in_a_weight", poison("blocks.0.attn.q.weight", 5, std::nanf("")), kAll, "blocks.0.attn.q.weight"},
+      {"inf_in_a_bias", poison("head.bias", 0, std::numeric_limits<float>::infinity()), kAll, "head.bias"},
+      {"nan_in_an_optimizer_moment", poison("optimizer.head.bias.exp_avg", 1, std::nanf("")), kAll,
+       "optimizer.head.bias.exp_avg"},
       // The control: an intact copy, which every command accepts.
       {"none", edit([](RawSafetensors&) {}), 0, ""},
   };

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `headlab sweep` end to end: a small sweep writes one run folder per (heads,
 # seed) and a sweep.json whose counts add up; bad arguments exit 2 and create
-# nothing; an existing --out needs --force; SIGTERM stops every run and exits 143.
+# nothing; an existing --out needs --force; SIGTERM stops every run and exits 143;
+# SIGKILL of the sweep stops its runs; --resume continues a stopped sweep.
 #
 #   tests/cli/sweep_test.sh [HEADLAB]     (default: $HEADLAB_BUILD_DIR/headlab, else build/headlab)
 #
@@ -120,6 +121,50 @@ for run in h2-s0 h2-s1; do
   [[ -f $tmp/stop/$run/checkpoint.safetensors ]] || fail "the stopped run $run saved no checkpoint"
 done
 [[ ! -e $tmp/stop/h2-s2 ]] || fail "a run started after the stop signal"
+
+grep -qF -- "continue with: headlab sweep --resume $tmp/stop" "$tmp/err.txt" ||
+  fail "a stopped sweep does not say how to continue: $(cat "$tmp/err.txt")"
+
+echo "== SIGKILL of the sweep stops its runs too"
+"$headlab" sweep --seeds 0-1 --heads 2 --steps 1000000 --d-model 32 --jobs 2 --out "$tmp/killed" \
+  >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+  [[ $(ls "$tmp"/killed/h2-s*/train.log 2>/dev/null | wc -l) -ge 2 ]] && break
+  sleep 0.1
+done
+children=$(pgrep -P "$pid")
+[[ -n $children ]] || fail "the sweep started no runs"
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
+for _ in $(seq 100); do  # each run saves its checkpoint on the way out
+  alive=0
+  for c in $children; do kill -0 "$c" 2>/dev/null && alive=1; done
+  ((alive)) || break
+  sleep 0.1
+done
+((alive == 0)) || { fail "runs outlived the killed sweep: $children"; kill -KILL $children 2>/dev/null; }
+
+echo "== sweep --resume keeps finished runs, resumes interrupted ones, starts the rest"
+"$headlab" sweep --seeds 0-2 --heads 1 "${small[@]}" --jobs 1 --out "$tmp/again" >/dev/null 2>&1 ||
+  fail "the sweep to resume failed"
+rm "$tmp/again/h1-s1/heads.json"  # interrupted after its last checkpoint
+rm -r "$tmp/again/h1-s2"          # never started
+kept=$(stat -c %Y.%s "$tmp/again/h1-s0/heads.json")
+"$headlab" sweep --resume "$tmp/again" --heads 2 >/dev/null 2>"$tmp/err.txt"
+[[ $? -eq 2 ]] && grep -q -- "--heads" "$tmp/err.txt" || fail "sweep --resume accepted --heads: $(cat "$tmp/err.txt")"
+"$headlab" sweep --resume "$tmp/again" >"$tmp/out.txt" 2>"$tmp/err.txt"
+status=$?
+[[ $status -eq 0 ]] || fail "sweep --resume exited $status: $(cat "$tmp/err.txt")"
+[[ $(stat -c %Y.%s "$tmp/again/h1-s0/heads.json") == "$kept" ]] || fail "a finished run was trained again"
+grep -q "resuming" "$tmp/again/h1-s1/stdout.log" || fail "the interrupted run was not resumed"
+python3 - "$tmp/again/sweep.json" <<'EOF' || fail "the resumed sweep's sweep.json is not as expected"
+import json, sys
+s = json.load(open(sys.argv[1]))
+ok = not s["interrupted"] and s["planned_runs"] == 3 and len(s["runs"]) == 3 \
+    and all(r["status"] == "done" for r in s["runs"])
+sys.exit(0 if ok else 1)
+EOF
 
 if ((failures)); then
   echo "sweep_test: $failures failure(s)" >&2

@@ -203,5 +203,68 @@ TEST(AdamW, ResultDoesNotDependOnThreadCount) {
   EXPECT_NE(one, start);
 }
 
+// step() updates all parameters in one parallel region over their
+// concatenated elements, so a thread's share starts and ends inside
+// parameters. Every element must still be updated exactly once, as it would
+// be by an optimizer of its own, whatever the thread count; a strided
+// parameter is updated through a contiguous copy written back afterwards.
+TEST(AdamW, OneRegionOverManyParametersMatchesEachAlone) {
+  const std::vector<int64_t> sizes{3, core::kParallelGrain - 1, 7, core::kParallelGrain + 3, 1};
+  auto start = [](int64_t n, int64_t k) {
+    std::vector<double> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::cos(0.003 * static_cast<double>(i) + static_cast<double>(k));
+    return v;
+  };
+  auto gradient = [](const std::vector<double>& p) {
+    std::vector<double> g = p;
+    for (double& x : g) x = 2.0 * x + 0.25;
+    return g;
+  };
+  // A 4 x 6 parameter seen transposed: a strided view of its storage.
+  const std::vector<double> matrix = start(24, 9);
+  auto strided_param = [&] {
+    const core::Tensor base = core::Tensor::from_vector(matrix, {4, 6}, core::DType::f64);
+    return autograd::Variable(base.transpose(0, 1), true);
+  };
+
+  std::vector<std::vector<double>> alone;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const autograd::Variable p = param(start(sizes[k], static_cast<int64_t>(k)));
+    AdamW opt(std::vector<autograd::Variable>{p}, AdamWOptions(0.01));
+    for (int t = 0; t < 2; ++t) {
+      set_grad(p, gradient(values(p)));
+      opt.step();
+    }
+    alone.push_back(values(p));
+  }
+  const autograd::Variable lone_strided = strided_param();
+  {
+    AdamW opt(std::vector<autograd::Variable>{lone_strided}, AdamWOptions(0.01));
+    for (int t = 0; t < 2; ++t) {
+      set_grad(lone_strided, gradient(values(lone_strided)));
+      opt.step();
+    }
+  }
+
+  for (const int threads : {1, 2}) {
+    core::set_num_threads(threads);
+    std::vector<autograd::Variable> params;
+    for (std::size_t k = 0; k < sizes.size(); ++k) params.push_back(param(start(sizes[k], static_cast<int64_t>(k))));
+    params.push_back(strided_param());
+    AdamW opt(params, AdamWOptions(0.01));
+    for (int t = 0; t < 2; ++t) {
+      for (const autograd::Variable& p : params) set_grad(p, gradient(values(p)));
+      opt.step();
+    }
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      EXPECT_EQ(values(params[k]), alone[k]) << "parameter " << k << ", " << threads << " thread(s)";
+    }
+    EXPECT_FALSE(params.back().value().is_contiguous());
+    EXPECT_EQ(values(params.back()), values(lone_strided)) << threads << " thread(s)";
+    EXPECT_NE(values(params.back()), values(strided_param()));
+  }
+  core::set_num_threads(0);
+}
+
 }  // namespace
 }  // namespace headlab::optim

@@ -7,6 +7,7 @@
 
 #include "analysis/heads_json.h"
 #include "analysis/text_report.h"
+#include "core/shortest.h"
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
@@ -34,9 +35,9 @@ void check_label_options(const analysis::LabelOptions& o) {
       {"--threshold", o.score_threshold}, {"--margin", o.margin}, {"--diffuse-entropy", o.diffuse_entropy}};
   for (const auto& [flag, value] : fractions)
     if (!(value >= 0 && value <= 1))
-      throw train::UsageError(std::string(flag) + " must be between 0 and 1, got " + std::to_string(value));
+      throw train::UsageError(std::string(flag) + " must be between 0 and 1, got " + core::shortest(value));
   if (!std::isfinite(o.sink_max_delta_loss) || o.sink_max_delta_loss < 0)
-    throw train::UsageError("--sink-delta-loss must be 0 or more, got " + std::to_string(o.sink_max_delta_loss));
+    throw train::UsageError("--sink-delta-loss must be 0 or more, got " + core::shortest(o.sink_max_delta_loss));
 }
 
 int run_analyze(const AnalyzeArgs& args) {
@@ -70,7 +71,7 @@ int run_analyze(const AnalyzeArgs& args) {
   std::error_code ec;
   fs::create_directories(out.empty() ? "." : out, ec);
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
-  train::RunFolder folder{out.empty() ? "." : out};
+  train::RunFolder folder{out.empty() ? "." : out, nullptr};
   train::write_analysis_files(folder, run, train::to_json(session.config()));
   if (args.json) {
     nlohmann::json j;

@@ -1,6 +1,7 @@
 // `headlab eval CHECKPOINT`: loss and accuracy on a task batch or a whole
 // data file, with optional safetensors dumps of the logits and of the
 // gradient of the mean loss with respect to every parameter.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -55,48 +56,72 @@ int run_eval(const EvalArgs& args) {
   }
   const auto task = train::make_task_for(config);
   train::check_task_fits(*task, ck.model);
-  const int64_t rows = task->eval_rows(config.eval_batch);
-  train::check_sizes(ck.model, {{args.data.empty() ? "--batch" : "--data", rows}});
+  if (args.data.empty()) train::check_data_unchanged(ck.info, *task);  // the run's own file
+  const int64_t total = task->eval_rows(config.eval_batch);
+  const bool want_grads = !args.dump_grads.empty();
+  const bool want_dump = want_grads || !args.dump_logits.empty();
+  // A --data file is scored --batch sequences at a time (memory bounded by the
+  // batch, not the file); a dump holds the whole file in one batch.
+  const int64_t rows =
+      args.data.empty() || want_dump ? total
+                                     : std::min(total, args.batch_given ? args.batch : ck.info.config.eval_batch);
+  train::check_sizes(ck.model, {{!args.data.empty() && want_dump ? "--data" : "--batch", rows}});
   const auto model = train::load_model(ck, args.checkpoint);
   model->eval();
-  const train::Batch batch = task->eval_batch(rows, config.seed);
 
-  const bool want_grads = !args.dump_grads.empty();
-  autograd::Variable logits, loss;
-  {
-    std::optional<autograd::NoGradGuard> no_grad;
-    if (!want_grads) no_grad.emplace();
-    logits = model->forward(batch.tokens, batch.batch, batch.seq_len);
-    loss = autograd::cross_entropy(logits, batch.targets);
-  }
-  const train::EvalResult r = train::score_logits(logits.value(), batch.targets);
-  if (!args.dump_logits.empty()) {
-    core::Tensor tokens = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
-    core::Tensor targets = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
-    for (std::size_t i = 0; i < batch.tokens.size(); ++i) {
-      tokens.data<double>()[i] = batch.tokens[i];
-      targets.data<double>()[i] = batch.targets[i];
+  // One batch: forward (with a graph for --dump-grads), score, dumps.
+  train::EvalResult r;
+  double loss_sum = 0, correct = 0;
+  int64_t sequences = 0, batches = 0;
+  auto evaluate_batch = [&](const train::Batch& batch) {
+    autograd::Variable logits, loss;
+    {
+      std::optional<autograd::NoGradGuard> no_grad;
+      if (!want_grads) no_grad.emplace();
+      logits = model->forward(batch.tokens, batch.batch, batch.seq_len);
+      loss = autograd::cross_entropy(logits, batch.targets);
     }
-    core::save_safetensors(args.dump_logits, {{"logits", logits.value()}, {"tokens", tokens}, {"targets", targets}},
-                           {{"checkpoint", args.checkpoint}, {"task", task->name()}});
-  }
-  if (want_grads) {
-    loss.backward();
-    core::NamedTensors grads;
-    for (const auto& [name, p] : model->named_parameters())
-      grads.emplace_back(name, p.has_grad() ? p.grad() : core::Tensor::zeros_like(p.value()));
-    core::save_safetensors(args.dump_grads, grads,
-                           {{"checkpoint", args.checkpoint}, {"task", task->name()},
-                            {"loss", core::shortest(r.loss)}, {"positions", std::to_string(r.count)}});
+    const train::EvalResult b = train::score_logits(logits.value(), batch.targets);
+    if (batches == 0) r = b;  // one batch: its result exactly
+    else r.count += b.count;
+    loss_sum += b.loss * static_cast<double>(b.count);
+    correct += b.accuracy * static_cast<double>(b.count);
+    sequences += batch.batch;
+    ++batches;
+    if (!args.dump_logits.empty()) {
+      core::Tensor tokens = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
+      core::Tensor targets = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
+      for (std::size_t i = 0; i < batch.tokens.size(); ++i) {
+        tokens.data<double>()[i] = batch.tokens[i];
+        targets.data<double>()[i] = batch.targets[i];
+      }
+      core::save_safetensors(args.dump_logits, {{"logits", logits.value()}, {"tokens", tokens}, {"targets", targets}},
+                             {{"checkpoint", args.checkpoint}, {"task", task->name()}});
+    }
+    if (want_grads) {
+      loss.backward();
+      core::NamedTensors grads;
+      for (const auto& [name, p] : model->named_parameters())
+        grads.emplace_back(name, p.has_grad() ? p.grad() : core::Tensor::zeros_like(p.value()));
+      core::save_safetensors(args.dump_grads, grads,
+                             {{"checkpoint", args.checkpoint}, {"task", task->name()},
+                              {"loss", core::shortest(b.loss)}, {"positions", std::to_string(b.count)}});
+    }
+  };
+  for (int64_t first = 0; first < total; first += rows)
+    evaluate_batch(task->eval_slice(first, std::min(rows, total - first), config.seed));
+  if (batches > 1 && r.count > 0) {
+    r.loss = loss_sum / static_cast<double>(r.count);
+    r.accuracy = correct / static_cast<double>(r.count);
   }
   if (args.json) {
-    std::cout << nlohmann::json{{"task", task->name()}, {"sequences", batch.batch}, {"positions", r.count},
+    std::cout << nlohmann::json{{"task", task->name()}, {"sequences", sequences}, {"positions", r.count},
                                 {"loss", r.loss}, {"accuracy", r.accuracy}}
                      .dump()
               << '\n';
   } else {
     std::printf("%s: %lld sequences, %lld target positions\nloss %.6f  accuracy %.2f%%\n", task->name().c_str(),
-                static_cast<long long>(batch.batch), static_cast<long long>(r.count), r.loss, 100 * r.accuracy);
+                static_cast<long long>(sequences), static_cast<long long>(r.count), r.loss, 100 * r.accuracy);
   }
   return 0;
 }
@@ -107,8 +132,9 @@ Command add_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   app.add_option("checkpoint", args->checkpoint, "a checkpoint.safetensors (or a run folder)")->required();
   app.add_option("--task", args->task, "evaluate on this task (default: the checkpoint's)");
-  app.add_option("--data", args->data, "evaluate on every sequence of this JSONL file");
-  app.add_option("--batch", args->batch, "sequences sampled from the task (default: the run's eval batch)")
+  app.add_option("--data", args->data, "evaluate on every sequence of this JSONL file, --batch at a time");
+  app.add_option("--batch", args->batch,
+                 "sequences sampled from the task, or scored at a time from --data (default: the run's eval batch)")
       ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--seed", args->seed, "seed of the sampled batch (default: the run's)")
       ->check(CLI::Validator(

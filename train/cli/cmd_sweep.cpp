@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "core/shortest.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
+#include "train/json_input.h"
 #include "train/run_folder.h"
 #include "train/session.h"
 #include "train/signals.h"
@@ -38,7 +40,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct SweepArgs {
-  std::string config_file, seeds = "0-9", heads, out;
+  std::string config_file, seeds = "0-9", heads, out, resume;
   int jobs = 0;
   double target_accuracy = 0.99;
   bool force = false;
@@ -112,6 +114,7 @@ sigset_t waited_signals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   sigaddset(&set, SIGCHLD);
   return set;
 }
@@ -138,10 +141,14 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, c
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("sweep: cannot start a training process: ") + std::strerror(errno));
   if (pid == 0) {
-    // The child: only async-signal-safe calls until exec.
+    // The child: only async-signal-safe calls until exec. It gets SIGTERM
+    // (a clean stop with a checkpoint) when the sweep dies, however it dies;
+    // a sweep that died before this line is caught by the parent check.
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(128 + SIGTERM);
     const int out = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (out < 0 || in < 0 || dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
@@ -208,7 +215,11 @@ struct Sweep {
   int jobs = 1;
 };
 
-std::vector<std::string> train_argv(const Sweep& sweep, const train::SweepRun& run) {
+std::vector<std::string> train_argv(const Sweep& sweep, const train::SweepRun& run, bool resume) {
+  const std::string folder = sweep.dir + "/" + run.dir;
+  // An interrupted run of `sweep --resume` goes on from its checkpoint.
+  if (resume && fs::exists(folder + "/checkpoint.safetensors"))
+    return {"headlab", "train", "--resume", folder, "--threads", "1"};
   // --force: the sweep folder was checked already, and the run folder holds the sweep's stdout.log.
   return {"headlab", "train",
           "--config", sweep.dir + "/config.json",
@@ -233,7 +244,7 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int status) {
       run.status = train::RunStatus::failed;
       run.error = std::string("cannot read ") + folder + "/heads.json: " + e.what();
     }
-  } else if (run.exit_code == 128 + SIGINT || run.exit_code == 128 + SIGTERM) {
+  } else if (run.exit_code == 128 + SIGINT || run.exit_code == 128 + SIGTERM || run.exit_code == 128 + SIGHUP) {
     run.status = train::RunStatus::interrupted;
   } else {
     run.status = train::RunStatus::failed;
@@ -245,7 +256,7 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int status) {
 
 // Runs the plan, `sweep.jobs` at a time. Returns the first stop signal, or 0.
 int run_all(const Sweep& sweep, std::vector<train::SweepRun>& plan, std::vector<bool>& started,
-            const SignalMask& mask) {
+            const SignalMask& mask, bool resume) {
   Children children;
   std::size_t next = 0, finished = 0;
   int stop = 0;
@@ -272,17 +283,26 @@ int run_all(const Sweep& sweep, std::vector<train::SweepRun>& plan, std::vector<
       train::SweepRun& run = plan[next];
       const std::string folder = sweep.dir + "/" + run.dir;
       std::error_code ec;
+      // A run finished by an earlier sweep (--resume): its heads.json is
+      // written last, after its final checkpoint.
+      if (resume && fs::exists(folder + "/heads.json")) {
+        finish_run(sweep, run, 0);
+        started[next++] = true;
+        ++finished;
+        std::fprintf(stderr, "[%zu/%zu] %s (finished earlier)\n", finished, plan.size(), train::run_line(run).c_str());
+        continue;
+      }
       fs::create_directories(folder, ec);
       if (ec) throw std::runtime_error("sweep: cannot create " + folder + ": " + ec.message());
       fs::remove(folder + "/heads.json", ec);  // a stale one from an earlier sweep must not count
-      children.add(spawn(train_argv(sweep, run), folder + "/stdout.log", mask.old()), next);
+      children.add(spawn(train_argv(sweep, run, resume), folder + "/stdout.log", mask.old()), next);
       started[next++] = true;
     }
     if (children.size() == 0) break;
     // Wakes on a child's exit or a stop signal; the timeout is a safety net.
     timespec timeout{0, 250'000'000};
     const int sig = sigtimedwait(&waited, nullptr, &timeout);
-    if (sig == SIGINT || sig == SIGTERM) request_stop(sig);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) request_stop(sig);
   }
   return stop;
 }
@@ -313,18 +333,41 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
   train::install_stop_handlers();
 
   Sweep sweep;
-  if (!args.config_file.empty()) apply_config_file(sweep.config, args.config_file);
-  flags.apply(sweep.config);
-  sweep.config.threads = 1;
-  sweep.config.analyze_every = 0;
-  if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
-    throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
-                            core::shortest(args.target_accuracy));
-  sweep.target_accuracy = args.target_accuracy;
+  std::string seeds_text = args.seeds;
+  if (!args.resume.empty()) {
+    // The plan of the stopped sweep: its config.json and the sweep.json
+    // written when it started.
+    sweep.dir = args.resume;
+    while (sweep.dir.size() > 1 && sweep.dir.back() == '/') sweep.dir.pop_back();
+    const std::string plan_path = sweep.dir + "/sweep.json";
+    if (!fs::is_regular_file(sweep.dir + "/config.json") || !fs::is_regular_file(plan_path))
+      throw train::UsageError("--resume " + sweep.dir + ": not a sweep folder (it needs config.json and sweep.json)");
+    apply_config_file(sweep.config, sweep.dir + "/config.json");
+    try {
+      std::ifstream in(plan_path);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const nlohmann::json plan = train::parse_user_json(text);
+      sweep.seeds = plan.at("seeds").get<std::vector<int64_t>>();
+      sweep.heads = plan.at("heads").get<std::vector<int64_t>>();
+      sweep.target_accuracy = plan.at("target_accuracy").get<double>();
+    } catch (const std::exception&) {
+      throw train::UsageError("--resume " + sweep.dir + ": " + plan_path + " is not a sweep's plan");
+    }
+    seeds_text = join(sweep.seeds);
+  } else {
+    if (!args.config_file.empty()) apply_config_file(sweep.config, args.config_file);
+    flags.apply(sweep.config);
+    sweep.config.threads = 1;
+    sweep.config.analyze_every = 0;
+    if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
+      throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
+                              core::shortest(args.target_accuracy));
+    sweep.target_accuracy = args.target_accuracy;
+    sweep.seeds = train::parse_int_list(args.seeds, "--seeds", 0);
+    sweep.heads = args.heads.empty() ? std::vector<int64_t>{sweep.config.model.heads}
+                                     : train::parse_int_list(args.heads, "--heads", 1, 1024);
+  }
   if (args.jobs < 0) throw train::UsageError("--jobs must be 0 (one per core) or more, got " + std::to_string(args.jobs));
-  sweep.seeds = train::parse_int_list(args.seeds, "--seeds", 0);
-  sweep.heads = args.heads.empty() ? std::vector<int64_t>{sweep.config.model.heads}
-                                   : train::parse_int_list(args.heads, "--heads", 1, 1024);
   // Every configuration must be one `headlab train` accepts, before anything runs.
   for (const int64_t h : sweep.heads) {
     train::TrainConfig c = sweep.config;
@@ -344,24 +387,28 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
   sweep.jobs = std::min<int>(args.jobs > 0 ? args.jobs : available_cores(), static_cast<int>(plan.size()));
 
   const std::string task = sweep.config.data.empty() ? sweep.config.task : "data";
-  sweep.dir = args.out.empty() ? train::default_run_dir("sweep-" + task) : args.out;
-  while (sweep.dir.size() > 1 && sweep.dir.back() == '/') sweep.dir.pop_back();
-  prepare_sweep_folder(sweep.dir, args.force);
-  train::write_file_atomic(sweep.dir + "/config.json", train::to_json(sweep.config).dump(2) + "\n");
+  if (args.resume.empty()) {
+    sweep.dir = args.out.empty() ? train::default_run_dir("sweep-" + task) : args.out;
+    while (sweep.dir.size() > 1 && sweep.dir.back() == '/') sweep.dir.pop_back();
+    prepare_sweep_folder(sweep.dir, args.force);
+    train::write_file_atomic(sweep.dir + "/config.json", train::to_json(sweep.config).dump(2) + "\n");
+    // The plan, so that a sweep stopped even by SIGKILL can be resumed.
+    train::write_file_atomic(sweep.dir + "/sweep.json", sweep_json(sweep, {}, {}, plan.size(), 0, true).dump(2) + "\n");
+  }
+  const std::string json_path = sweep.dir + "/sweep.json";
 
   std::fprintf(stderr, "sweep: %zu run%s of %s (heads %s x seeds %s, %lld steps each), %d at a time -> %s\n",
-               plan.size(), plan.size() == 1 ? "" : "s", task.c_str(), join(sweep.heads).c_str(), args.seeds.c_str(),
+               plan.size(), plan.size() == 1 ? "" : "s", task.c_str(), join(sweep.heads).c_str(), seeds_text.c_str(),
                static_cast<long long>(sweep.config.steps), sweep.jobs, sweep.dir.c_str());
   const auto start = Clock::now();
   std::vector<bool> started(plan.size(), false);
-  const int stop = run_all(sweep, plan, started, mask);
+  const int stop = run_all(sweep, plan, started, mask, !args.resume.empty());
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   std::vector<train::SweepRun> runs;
   for (std::size_t i = 0; i < plan.size(); ++i)
     if (started[i]) runs.push_back(plan[i]);
   const std::vector<train::ConfigSummary> configs = train::summarize(runs, sweep.heads, sweep.target_accuracy);
-  const std::string json_path = sweep.dir + "/sweep.json";
   train::write_file_atomic(json_path,
                            sweep_json(sweep, runs, configs, plan.size(), seconds, stop != 0).dump(2) + "\n");
 
@@ -372,7 +419,11 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
             << train::summary_text(configs, sweep.target_accuracy) << "\nsweep.json: " << json_path << '\n';
   std::cout.flush();
 
-  if (stop != 0) return 128 + stop;
+  if (stop != 0) {
+    std::fprintf(stderr, "headlab sweep: stopped by signal %d; continue with: headlab sweep --resume %s\n", stop,
+                 sweep.dir.c_str());
+    return 128 + stop;
+  }
   std::size_t failed = 0;
   for (const train::SweepRun& r : runs) failed += r.status == train::RunStatus::done ? 0 : 1;
   if (failed > 0) {
@@ -395,6 +446,8 @@ Command add_sweep(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--out", args->out, "the sweep folder (default: a fresh folder under runs/)");
   app.add_flag("--force", args->force, "run in an existing, non-empty --out folder, overwriting its runs");
+  app.add_option("--resume", args->resume,
+                 "continue a stopped sweep in this folder: finished runs are kept, interrupted ones resumed");
   app.add_option("--config", args->config_file, "a JSON file of training settings, as for `headlab train`")
       ->check(CLI::ExistingFile);
   auto flags = std::make_shared<ConfigFlags>(app, forwarded_flag_names());
@@ -404,9 +457,20 @@ Command add_sweep(CLI::App& app) {
       "prints a line per finished run. Then, per head count: the runs that finished, the share that\n"
       "reached --target-accuracy, the share whose heads specialized (the verdict of heads.json), the\n"
       "labels of all their heads and the mean scores per label. OUT/sweep.json holds all of it.\n"
-      "SIGINT/SIGTERM stop every run (each saves a checkpoint) and exit 130/143.\n\n"
+      "SIGINT, SIGTERM and SIGHUP stop every run (each saves a checkpoint) and exit 128 + signal; the\n"
+      "runs also stop when the sweep itself is killed. `headlab sweep --resume OUT` then continues.\n\n"
       "Example: headlab sweep --task first-prev-pair --seeds 0-9 --heads 1,2,4 --steps 300");
-  return [args, flags] { return run_sweep(*args, *flags); };
+  return [args, flags, &app] {
+    if (!args->resume.empty()) {
+      std::vector<std::string> given = flags->given();
+      for (const char* option : {"--seeds", "--heads", "--target-accuracy", "--out", "--force", "--config"})
+        if (app.count(option) > 0) given.emplace_back(option + 2);
+      if (!given.empty())
+        throw train::UsageError("--resume continues a sweep with its own plan and settings: --" + given.front() +
+                                " cannot be given with it (only --jobs can)");
+    }
+    return run_sweep(*args, *flags);
+  };
 }
 
 }  // namespace headlab::cli

@@ -72,7 +72,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
     folder = train::create_run_folder(args.out.empty() ? train::default_run_dir(config.data.empty() ? config.task : "data")
                                                        : args.out,
                                       args.force);
-    train::write_file_atomic(folder.config(), train::to_json(config).dump(2) + "\n");
+    train::write_file_atomic(folder.config(), train::to_json(session->config()).dump(2) + "\n");
   }
 
   auto log = make_run_logger(folder.log(), stdout_is_terminal());
@@ -100,13 +100,23 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   try {
     status = trainer.run();
   } catch (const std::exception& e) {
-    if (std::filesystem::exists(folder.checkpoint()))
-      log->error("{}; the last checkpoint ({}) is kept", e.what(), folder.checkpoint());
+    if (trainer.last_checkpoint_step() >= 0)
+      log->error("{}; the last good checkpoint, of step {}, is kept. Continue from it with a lower learning rate: "
+                 "headlab train --resume {} --lr {}",
+                 e.what(), trainer.last_checkpoint_step(), folder.dir, config.lr / 10);
     else
       log->error("{}; no checkpoint had been written yet", e.what());
     throw;
   }
-  if (status == 0) view.report(trainer.finish_report(), stdout_is_terminal());
+  if (status == 0) {
+    view.report(trainer.finish_report(), stdout_is_terminal());
+    // A stop signal during the final analysis: the checkpoint is saved and
+    // the report written; the run still ends as stopped, as asked.
+    if (const int sig = train::stop_signal()) {
+      log->warn("signal {} during the final analysis; the run is complete and saved in {}", sig, folder.dir);
+      status = 128 + sig;
+    }
+  }
   return status;
 }
 

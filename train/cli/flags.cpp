@@ -6,6 +6,7 @@
 #include "core/gemm.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
+#include "train/json_input.h"
 
 namespace headlab::cli {
 
@@ -73,17 +74,21 @@ void use_gemm_backend(const std::string& name) {
 }
 
 std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw train::UsageError("--config " + path + ": cannot read the file");
+  // A config is a few hundred bytes; a bound keeps --config /dev/zero finite.
+  constexpr std::size_t kMaxBytes = 1 << 20;
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxBytes)
+    throw train::UsageError("--config " + path + ": the file is over " + std::to_string(kMaxBytes) +
+                            " bytes, not a config of flag names and values");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    // nlohmann's messages start with "[json.exception.parse_error.101] "; keep what follows.
-    const std::string what = e.what();
-    const auto close = what.find("] ");
-    throw train::UsageError("--config " + path + ": invalid JSON (" +
-                            (close == std::string::npos ? what : what.substr(close + 2)) + ")");
+    j = train::parse_user_json(text);
+  } catch (const std::invalid_argument& e) {
+    throw train::UsageError("--config " + path + ": invalid JSON (" + e.what() + ")");
   }
   train::apply_json(config, j, "--config " + path);
   std::vector<std::string> keys;

@@ -4,7 +4,46 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <csignal>
+#include <cstdio>
+
+#include "train/signals.h"
+
 namespace headlab::cli {
+namespace {
+
+// The terminal's sink, watched: once a write to stdout fails (a closed pipe
+// with SIGPIPE ignored, a closed terminal), the run is asked to stop as if by
+// SIGPIPE, so it saves a checkpoint; train.log keeps every line.
+class WatchedStdout final : public spdlog::sinks::sink {
+ public:
+  explicit WatchedStdout(spdlog::sink_ptr inner) : inner_(std::move(inner)) {}
+  void log(const spdlog::details::log_msg& msg) override {
+    if (failed_) return;
+    inner_->log(msg);
+    check();
+  }
+  void flush() override {
+    if (failed_) return;
+    inner_->flush();
+    check();
+  }
+  void set_pattern(const std::string& pattern) override { inner_->set_pattern(pattern); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
+    inner_->set_formatter(std::move(formatter));
+  }
+
+ private:
+  void check() {
+    if (!std::ferror(stdout)) return;
+    failed_ = true;
+    train::request_stop(SIGPIPE);
+  }
+  spdlog::sink_ptr inner_;
+  bool failed_ = false;
+};
+
+}  // namespace
 
 std::shared_ptr<spdlog::logger> make_run_logger(const std::string& log_path, bool color) {
   std::vector<spdlog::sink_ptr> sinks;
@@ -13,6 +52,7 @@ std::shared_ptr<spdlog::logger> make_run_logger(const std::string& log_path, boo
   } else {
     sinks.push_back(std::make_shared<spdlog::sinks::stdout_sink_mt>());
   }
+  sinks.back() = std::make_shared<WatchedStdout>(sinks.back());
   sinks.back()->set_pattern("[%H:%M:%S] %^%v%$");
   if (!log_path.empty()) {
     auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_path, false);

@@ -1,12 +1,18 @@
 // headlab: train toy transformers and find out what their attention heads learn.
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <map>
 #include <new>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "train/cli/cli.h"
 #include "train/cli/version.h"
@@ -15,10 +21,13 @@
 
 namespace {
 
-// The CLI's promise is one line per error, whatever a message holds.
+// The CLI's promise is one line per error, whatever a message holds, and a
+// line a person can read: a value quoted from a hostile file is cut short.
 std::string one_line(std::string text) {
+  constexpr std::size_t kMax = 1000;
+  if (text.size() > kMax) text = text.substr(0, kMax) + "... (" + std::to_string(text.size() - kMax) + " more bytes)";
   for (char& c : text)
-    if (c == '\n' || c == '\r') c = ' ';
+    if (c == '\n' || c == '\r' || c == '\0') c = ' ';
   return text;
 }
 
@@ -54,10 +63,29 @@ std::string usage_message(const CLI::App& sub, const std::vector<std::string>& a
   return "";
 }
 
+// nlohmann's messages start with "[json.exception.type_error.316] "; the
+// user needs only what follows.
+std::string without_json_prefix(const std::string& text) {
+  const auto close = text.find("] ");
+  return text.starts_with("[json.exception.") && close != std::string::npos ? text.substr(close + 2) : text;
+}
+
+// Whatever a command printed must have reached stdout: `eval --json >/dev/full`
+// must not exit 0. Returns false (after saying so) if a write failed.
+bool stdout_written(const char* command) {
+  std::cout.flush();
+  const bool ok = std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout);
+  if (!ok) std::fprintf(stderr, "headlab %s: error: cannot write to standard output: %s\n", command, std::strerror(errno));
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace headlab;
+  // A closed pipe makes a write fail (and the command say so, or a run stop
+  // with a checkpoint) instead of killing the process silently.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"headlab: train toy transformers and see what their attention heads learn.\n"
                "Start with `headlab train` (the default demo), then read the head report it prints.",
                "headlab"};
@@ -111,8 +139,15 @@ int main(int argc, char** argv) {
   }
   for (auto& [sub, run] : commands) {
     if (!sub->parsed()) continue;
+    const std::string name = sub->get_name();
     try {
-      return run();
+      const int status = run();
+      return stdout_written(name.c_str()) || status != 0 ? status : 1;
+    } catch (const nlohmann::json::exception& e) {
+      // Only user input reaches nlohmann (a config value, a data line, a
+      // checkpoint's metadata): a usage error, without the library's prefix.
+      std::fprintf(stderr, "headlab %s: error: %s\n", name.c_str(), one_line(without_json_prefix(e.what())).c_str());
+      return 2;
     } catch (const train::UsageError& e) {
       std::fprintf(stderr, "headlab %s: error: %s\n", sub->get_name().c_str(), one_line(e.what()).c_str());
       return 2;

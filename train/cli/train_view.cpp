@@ -1,6 +1,7 @@
 #include "train/cli/train_view.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -70,8 +71,10 @@ void TrainView::checkpoint_written(int64_t step, const std::string& path) {
 
 void TrainView::stopped(int signal, int64_t step) {
   clear_progress();
-  log_->warn("stopped by signal {} after step {}; checkpoint saved. Continue with: headlab train --resume {}", signal,
-             step, folder_.dir);
+  // SIGPIPE is ignored; a failed write to stdout asks for a stop under its name.
+  log_->warn("stopped by {} after step {}; checkpoint saved. Continue with: headlab train --resume {}",
+             signal == SIGPIPE ? std::string("a failed write to stdout") : "signal " + std::to_string(signal), step,
+             folder_.dir);
 }
 
 void TrainView::finished(int64_t steps, double seconds) {

@@ -1,0 +1,79 @@
+#include "core/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace headlab::core {
+namespace {
+
+std::string quoted(const std::string& path) { return "'" + path + "'"; }
+
+const char* kind_of(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Makes the rename itself durable. Best effort: the file's content is
+// already on disk, and some file systems refuse fsync on a directory.
+void sync_directory_of(const std::string& path) {
+  std::string folder = std::filesystem::path(path).parent_path().string();
+  if (folder.empty()) folder = ".";
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void check_output_path(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) return;  // a new name (or an error the write will report)
+  if (!S_ISREG(info.st_mode))
+    throw std::runtime_error("refusing to write " + quoted(path) + ": it is " + kind_of(info.st_mode) +
+                             ", not a regular file (give a new file name)");
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  check_output_path(path);
+  // Same folder as the target, so that the rename stays on one file system.
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  auto failure = [&](const std::string& step, int error) {
+    return std::runtime_error("cannot write " + quoted(path) + " (" + step + " " + quoted(temporary) +
+                              "): " + std::strerror(error));
+  };
+  // O_NOFOLLOW: a link planted under the temporary name is not written through.
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) throw failure("creating", errno);
+  std::size_t done = 0;
+  int error = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0) {
+    ::unlink(temporary.c_str());
+    throw failure("writing", error);
+  }
+  sync_directory_of(path);
+}
+
+}  // namespace headlab::core

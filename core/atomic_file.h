@@ -1,0 +1,22 @@
+// The one way headlab writes an output file (checkpoints, dumps, run files):
+// a temporary file in the same folder, flushed and fsync'ed, renamed over the
+// path. A reader sees the old content or the new one, never a part of either.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace headlab::core {
+
+// Writes `bytes` to `path` atomically. `path` must be a new name or a regular
+// file: anything else there (a symbolic link, a FIFO, a device, a folder) is
+// refused with std::runtime_error and left as it was, so an output can never
+// replace /dev/null or write through a link. On any failure the previous file
+// is untouched and no temporary file remains.
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+// Throws the error write_file_atomic would for a path that exists and is not
+// a regular file; nothing otherwise. For checking outputs before the work.
+void check_output_path(const std::string& path);
+
+}  // namespace headlab::core

@@ -1,0 +1,295 @@
+// A run's files are never poisoned or lost: a diverged run keeps its last
+// finite checkpoint and resumes from it with a lower --lr; one process at a
+// time writes a run folder; --force clears the old run first; outputs never
+// replace what is not a regular file; a data file edited since the checkpoint
+// is refused.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/cli/fixtures.h"
+
+namespace headlab::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every float of every tensor of a checkpoint is finite.
+::testing::AssertionResult all_finite(const std::string& checkpoint) {
+  const RawSafetensors raw = RawSafetensors::read(checkpoint);
+  for (const auto& [name, entry] : raw.header.items()) {
+    if (name == "__metadata__") continue;
+    const std::string bytes = raw.tensor_bytes(name);
+    const bool f32 = entry["dtype"] == "F32";
+    const std::size_t size = f32 ? 4 : 8;
+    for (std::size_t i = 0; i + size <= bytes.size(); i += size) {
+      double v = 0;
+      if (f32) {
+        float f = 0;
+        std::memcpy(&f, bytes.data() + i, 4);
+        v = f;
+      } else {
+        std::memcpy(&v, bytes.data() + i, 8);
+      }
+      if (!std::isfinite(v)) return ::testing::AssertionFailure() << name << " holds " << v << " at byte " << i;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(NonFiniteStop, KeepsTheLastFiniteCheckpointAndResumesFromItWithALowerLr) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  const std::string ck = run + "/checkpoint.safetensors";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--steps", "5"}, {"--checkpoint-every", "1"}}), dir.path()).exit_code, 0);
+  // The first update at this rate makes the model non-finite (or its loss).
+  const RunResult diverged = run_headlab({"train", "--resume", run, "--steps", "10", "--lr", "1e30"}, dir.path());
+  ASSERT_EQ(diverged.exit_code, 1) << diverged.describe();
+  EXPECT_TRUE(all_finite(ck));
+  EXPECT_EQ(checkpoint_step(ck), 5) << "the poisoned state of step 6 was written";
+  EXPECT_NE(diverged.out.find("last good checkpoint, of step 5"), std::string::npos) << diverged.describe();
+
+  const RunResult eval = run_headlab({"eval", run, "--json"}, dir.path());
+  ASSERT_EQ(eval.exit_code, 0) << eval.describe();
+  EXPECT_TRUE(std::isfinite(nlohmann::json::parse(eval.out)["loss"].get<double>())) << eval.out;
+
+  const RunResult resumed = run_headlab({"train", "--resume", run, "--steps", "10", "--lr", "1e-3"}, dir.path());
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_EQ(checkpoint_step(ck), 10);
+  EXPECT_TRUE(all_finite(ck));
+}
+
+TEST(NonFiniteStop, OneStepThatEndsNonFiniteWritesNoCheckpoint) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  const RunResult r = run_headlab(train_command(run, {{"--lr", "1e30"}, {"--steps", "1"}}), dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_FALSE(fs::exists(run + "/checkpoint.safetensors")) << "a non-finite model must never be written";
+  EXPECT_NE(r.out.find("no checkpoint had been written"), std::string::npos) << r.describe();
+}
+
+TEST(RunLock, ASecondWriterIsRefusedNamingThePidWhileReadersWork) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  Child first(headlab_path(), train_command(run, {{"--steps", "1000000"}, {"--checkpoint-every", "1"}}), dir.path(),
+              dir.path());
+  ASSERT_TRUE(wait_until([&] { return fs::exists(run + "/checkpoint.safetensors"); }));
+
+  const RunResult resume = run_headlab({"train", "--resume", run}, dir.path());
+  EXPECT_TRUE(clean_failure(resume, 1, {run, "PID " + std::to_string(first.pid())}));
+  const RunResult force = run_headlab(train_command(run, {{"--force", ""}}), dir.path());
+  EXPECT_TRUE(clean_failure(force, 1, {run, "PID " + std::to_string(first.pid())}));
+  EXPECT_TRUE(fs::exists(run + "/checkpoint.safetensors")) << "a refused --force must not clear the running run";
+  const RunResult eval = run_headlab({"eval", run}, dir.path());
+  EXPECT_EQ(eval.exit_code, 0) << eval.describe();
+  const RunResult analyze = run_headlab({"analyze", run, "--out", dir / "analysis"}, dir.path());
+  EXPECT_EQ(analyze.exit_code, 0) << analyze.describe();
+
+  // SIGKILL: the kernel drops the lock with the process; nothing stale remains.
+  first.signal(SIGKILL);
+  first.wait();
+  const int64_t step = checkpoint_step(run + "/checkpoint.safetensors");
+  const RunResult resumed = run_headlab({"train", "--resume", run, "--steps", std::to_string(step + 5)}, dir.path());
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.describe();
+}
+
+TEST(Force, ClearsTheOldRunBeforeTheNewOneWritesAnything) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  ASSERT_EQ(run_headlab(train_command(run), dir.path()).exit_code, 0);
+  // The new run diverges at once and never writes a checkpoint of its own.
+  const RunResult r =
+      run_headlab(train_command(run, {{"--force", ""}, {"--lr", "1e30"}, {"--steps", "1"}}), dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_FALSE(fs::exists(run + "/checkpoint.safetensors")) << "the old run's checkpoint outlived --force";
+  EXPECT_FALSE(fs::exists(run + "/heads.json"));
+  EXPECT_FALSE(fs::exists(run + "/report.html"));
+  const RunResult eval = run_headlab({"eval", run}, dir.path());
+  EXPECT_EQ(eval.exit_code, 2) << "eval must not find the old run's model: " << eval.describe();
+}
+
+// Each output refuses a path that is not a regular file or a new name.
+TEST(Outputs, NeverReplaceASymlinkAFifoOrAFolder) {
+  TempDir dir;
+  const std::string ck = shared_run() + "/checkpoint.safetensors";
+  write_bytes(dir / "target", "keep me\n");
+  fs::create_symlink(dir / "target", dir / "link");
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  fs::create_directory(dir / "folder");
+  for (const std::string name : {"link", "fifo", "folder"}) {
+    SCOPED_TRACE(name);
+    const std::string path = dir / name;
+    for (const char* flag : {"--dump-logits", "--dump-grads"}) {
+      const RunResult r = run_headlab({"eval", ck, flag, path}, dir.path(), 60);
+      EXPECT_TRUE(clean_failure(r, 1, {path, "not a regular file"}));
+    }
+    EXPECT_EQ(fs::symlink_status(path).type(), name == "link"   ? fs::file_type::symlink
+                                               : name == "fifo" ? fs::file_type::fifo
+                                                                : fs::file_type::directory);
+  }
+  EXPECT_EQ(read_bytes(dir / "target"), "keep me\n");
+  // The run's own files go through the same writer.
+  TempDir runs;
+  copy_dir(shared_run(), runs / "run");
+  fs::remove(runs / "run/heads.json");
+  fs::create_symlink(dir / "target", runs / "run/heads.json");
+  const RunResult analyze = run_headlab({"analyze", runs / "run"}, runs.path());
+  EXPECT_TRUE(clean_failure(analyze, 1, {"heads.json", "symbolic link"}));
+  EXPECT_EQ(read_bytes(dir / "target"), "keep me\n");
+  // A regular file is replaced.
+  const RunResult dump = run_headlab({"eval", ck, "--dump-logits", dir / "target"}, dir.path());
+  EXPECT_EQ(dump.exit_code, 0) << dump.describe();
+  EXPECT_NE(read_bytes(dir / "target"), "keep me\n");
+}
+
+// 60 sequences of 6 tokens in [0, 8), next-token targets.
+std::string data_lines(int count, int salt) {
+  std::string text;
+  for (int i = 0; i < count; ++i) {
+    text += "{\"tokens\": [";
+    for (int j = 0; j < 6; ++j) text += (j ? ", " : "") + std::to_string((i * 7 + j * 3 + salt) % 8);
+    text += "]}\n";
+  }
+  return text;
+}
+
+TEST(DataFile, ARunWorksFromAnotherFolderAndRefusesItsFileOnceChanged) {
+  TempDir dir, elsewhere;
+  write_bytes(dir / "data.jsonl", data_lines(60, 0));
+  const std::string run = dir / "run";
+  // A relative --data path, from the run's own folder.
+  const RunResult trained = run_headlab(
+      train_command(run, {{"--data", "data.jsonl"}, {"--vocab", "8"}, {"--seq-len", "6"}, {"--steps", "10"}}),
+      dir.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"eval", run}, {"analyze", run, "--out", elsewhere / "analysis"},
+        {"train", "--resume", run, "--steps", "15"}}) {
+    const RunResult r = run_headlab(args, elsewhere.path());
+    EXPECT_EQ(r.exit_code, 0) << args[0] << " from another folder: " << r.describe();
+  }
+  const std::string before = read_bytes(run + "/checkpoint.safetensors");
+  // Edited (same length), grown and shrunk: each is refused with exit 2.
+  for (const std::string& edited : {data_lines(60, 1), data_lines(61, 0), data_lines(3, 0)}) {
+    write_bytes(dir / "data.jsonl", edited);
+    const RunResult resume = run_headlab({"train", "--resume", run, "--steps", "20"}, elsewhere.path());
+    EXPECT_TRUE(clean_failure(resume, 2, {dir / "data.jsonl", "has changed since the checkpoint"}));
+    const RunResult eval = run_headlab({"eval", run}, elsewhere.path());
+    EXPECT_TRUE(clean_failure(eval, 2, {"has changed since the checkpoint"}));
+  }
+  EXPECT_EQ(read_bytes(run + "/checkpoint.safetensors"), before);
+}
+
+TEST(StopSignals, SighupStopsARunWithACheckpointLikeSigterm) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  Child child(headlab_path(), train_command(run, {{"--steps", "1000000"}, {"--log-every", "1"}}), dir.path(),
+              dir.path());
+  ASSERT_TRUE(wait_until([&] { return fs::exists(run + "/metrics.jsonl") && fs::file_size(run + "/metrics.jsonl") > 0; }));
+  child.signal(SIGHUP);
+  const RunResult r = child.wait(60);
+  EXPECT_EQ(r.exit_code, 128 + SIGHUP) << r.describe();
+  ASSERT_TRUE(fs::exists(run + "/checkpoint.safetensors"));
+  EXPECT_GT(checkpoint_step(run + "/checkpoint.safetensors"), 0);
+}
+
+TEST(StopSignals, AClosedStdoutStopsARunWithACheckpoint) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  std::string command = "'" + headlab_path() + "'";
+  for (const std::string& a : train_command(run, {{"--steps", "1000000"}, {"--log-every", "1"}})) command += " '" + a + "'";
+  // head exits after one line; the run's next writes fail.
+  command += " | head -n 1 >/dev/null; echo ${PIPESTATUS[0]} >'" + dir / "status" + "'";
+  Child shell("/bin/bash", {"-c", command}, dir.path(), dir.path());
+  const RunResult r = shell.wait(120);
+  ASSERT_FALSE(r.timed_out) << r.describe();
+  EXPECT_EQ(read_bytes(dir / "status"), std::to_string(128 + SIGPIPE) + "\n");
+  ASSERT_TRUE(fs::exists(run + "/checkpoint.safetensors")) << "the run died without a checkpoint";
+  EXPECT_NE(read_bytes(run + "/train.log").find("stopped by a failed write to stdout"), std::string::npos);
+}
+
+TEST(EvalData, ScoresAFileInBatchesWithinBoundedMemory) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--task", "previous"}}), dir.path()).exit_code, 0);
+  std::string text;
+  for (int i = 0; i < 300000; ++i) text += "{\"tokens\": [" + std::to_string(i % 8) + ", 1, 2, 3, 4, " +
+                                           std::to_string(i / 8 % 8) + "]}\n";
+  write_bytes(dir / "big.jsonl", text);
+  // Scored at once, the file takes over 2 GB; a batch at a time, tens of MB.
+  // (AddressSanitizer reserves terabytes of address space: no limit there.)
+#if defined(__SANITIZE_ADDRESS__)
+  const std::string limit;
+#else
+  const std::string limit = "ulimit -v 1000000; ";
+#endif
+  const std::string command = limit + "exec '" + headlab_path() + "' eval '" + run +
+                              "' --data big.jsonl --threads 1 --json";
+  Child limited("/bin/bash", {"-c", command}, dir.path(), dir.path());
+  const RunResult r = limited.wait(300);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const auto whole = nlohmann::json::parse(r.out);
+  EXPECT_EQ(whole["sequences"], 300000);
+  EXPECT_EQ(whole["positions"], 1500000);
+  // The batch size does not change the result.
+  const RunResult small = run_headlab({"eval", run, "--data", "big.jsonl", "--batch", "7777", "--json"}, dir.path());
+  ASSERT_EQ(small.exit_code, 0) << small.describe();
+  EXPECT_NEAR(nlohmann::json::parse(small.out)["loss"].get<double>(), whole["loss"].get<double>(), 1e-9);
+  EXPECT_NEAR(nlohmann::json::parse(small.out)["accuracy"].get<double>(), whole["accuracy"].get<double>(), 1e-12);
+}
+
+TEST(Stdout, AFailedWriteIsAnError) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  TempDir dir;
+  const std::string command = "exec '" + headlab_path() + "' eval '" + shared_run() + "' --json >/dev/full";
+  Child child("/bin/bash", {"-c", command}, dir.path(), dir.path());
+  const RunResult r = child.wait(60);
+  EXPECT_TRUE(clean_failure(r, 1, {"standard output"}));
+}
+
+TEST(StopSignals, SigtermDuringTheFinalAnalysisEndsTheRunAsStopped) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  // A large evaluation batch: the final analysis takes about a second.
+  Child child(headlab_path(), train_command(run, {{"--eval-batch", "4096"}, {"--d-model", "64"}, {"--steps", "5"}}),
+              dir.path(), dir.path());
+  ASSERT_TRUE(wait_until([&] {
+    return fs::exists(run + "/train.log") && read_bytes(run + "/train.log").find("trained 5 steps") != std::string::npos;
+  }));
+  child.signal(SIGTERM);
+  const RunResult r = child.wait(60);
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.describe();
+  EXPECT_EQ(checkpoint_step(run + "/checkpoint.safetensors"), 5);
+}
+
+TEST(Extend, AFinishedRunOffTheLogGridGoesOnAsIfItHadNeverStopped) {
+  TempDir dir;
+  const auto flags = [](const char* steps) {
+    return std::vector<std::pair<std::string, std::string>>{{"--steps", steps}, {"--log-every", "10"}};
+  };
+  ASSERT_EQ(run_headlab(train_command(dir / "reference", flags("40")), dir.path()).exit_code, 0);
+  ASSERT_EQ(run_headlab(train_command(dir / "run", flags("25")), dir.path()).exit_code, 0);
+  ASSERT_EQ(run_headlab({"train", "--resume", dir / "run", "--steps", "40"}, dir.path()).exit_code, 0);
+  EXPECT_EQ(metrics_without_timing(dir / "run"), metrics_without_timing(dir / "reference"));
+}
+
+TEST(Utf8, AConfigStringThatIsNotUtf8IsAUsageError) {
+  TempDir dir;
+  const std::string name = std::string("data-") + '\xff' + ".jsonl";
+  write_bytes(dir / name, "{\"tokens\": [1, 2, 3, 4]}\n");
+  const RunResult r =
+      run_headlab(train_command(dir / "run", {{"--data", name}, {"--vocab", "8"}, {"--seq-len", "6"}}), dir.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"--data", "UTF-8"}));
+  EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+}
+
+}  // namespace
+}  // namespace headlab::cli_test
