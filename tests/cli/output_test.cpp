@@ -49,5 +49,16 @@ TEST(Bench, HelpShowsThePresetsDefaults) {
   EXPECT_NE(r.out.find("(default: the preset's)"), std::string::npos) << r.out;
 }
 
+// A folder given with a trailing slash (as shell completion writes it)
+// gives paths with one slash.
+TEST(Analyze, PathsOfAFolderWithATrailingSlashHaveOneSlash) {
+  TempDir cwd;
+  copy_dir(shared_run(), cwd / "run");
+  const RunResult r = run_headlab({"analyze", cwd / "run/", "--no-color"}, cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.out.find(cwd / "run/report.html"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("//"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace headlab::cli_test
