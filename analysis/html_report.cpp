@@ -33,6 +33,15 @@ nlohmann::json example_maps(const AttentionExample& ex, int64_t n) {
   return layers;
 }
 
+std::string page_title(const nlohmann::json& config, const ReportOptions& options) {
+  if (!options.title.empty()) return options.title;
+  std::string title = options.run_name;
+  if (config.is_object() && config.contains("task") && config.at("task").is_string() &&
+      !config.at("task").get<std::string>().empty())
+    title += (title.empty() ? "" : " · ") + config.at("task").get<std::string>();
+  return title + (title.empty() ? "headlab report" : " · headlab");
+}
+
 // What the page draws, in one document.
 nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::json>& history,
                          const nlohmann::json& config, const ReportOptions& options) {
@@ -59,7 +68,7 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
   }
   const LabelOptions& l = options.labels;
   const std::optional<int64_t> drop = loss_drop_step(history);
-  return {{"title", options.title},
+  return {{"title", page_title(config, options)},
           {"patterns", patterns_json()},
           {"run", std::move(r)},
           {"heads_extra", std::move(extra)},
@@ -118,13 +127,13 @@ std::optional<int64_t> loss_drop_step(const std::vector<nlohmann::json>& history
 std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json>& history,
                         const nlohmann::json& config, const ReportOptions& options) {
   // Without JavaScript the page still states the verdict.
-  std::string noscript = "<h1>" + html_escape(options.title) + "</h1>\n<p><strong>" +
+  const std::string title = page_title(config, options);
+  std::string noscript = "<h1>" + html_escape(title) + "</h1>\n<p><strong>" +
                          std::string(run.verdict.specialized ? "Heads specialized" : "Heads did not specialize") +
                          "</strong></p>\n<ul>\n";
   for (const std::string& reason : run.verdict.reasons) noscript += "<li>" + html_escape(reason) + "</li>\n";
   noscript += "</ul>\n";
-  return html_page(options.title, kReportCss, noscript, script_json(page_data(run, history, config, options)),
-                   kReportJs);
+  return html_page(title, kReportCss, noscript, script_json(page_data(run, history, config, options)), kReportJs);
 }
 
 }  // namespace headlab::analysis

@@ -27,7 +27,10 @@
 namespace headlab::analysis {
 
 struct ReportOptions {
-  std::string title = "headlab report";
+  // The page's title; empty: "<run name> · <task> · headlab", so that two
+  // open reports can be told apart.
+  std::string title;
+  std::string run_name;        // e.g. the run folder's name
   LabelOptions labels;         // the thresholds the report draws and states
   int64_t max_positions = 48;  // heatmaps show at most this many (the first) positions
 };

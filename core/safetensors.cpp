@@ -33,7 +33,7 @@ constexpr int kMaxJsonDepth = 8;
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr uint64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
-[[noreturn]] void fail(const std::string& what) { throw SafetensorsError("safetensors: " + what); }
+[[noreturn]] void fail(const std::string& what) { throw SafetensorsError(what); }
 
 std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 std::string tensor_named(std::string_view name) { return "tensor " + in_quotes(name); }
@@ -55,7 +55,7 @@ std::string json_string(const std::string& text, const std::string& what) {
   try {
     return json(text).dump();
   } catch (const json::type_error&) {
-    throw std::invalid_argument("to_safetensors_bytes: " + what + " is not valid UTF-8");
+    throw std::invalid_argument(what + " is not valid UTF-8");
   }
 }
 
@@ -260,7 +260,8 @@ struct FileDescriptor {
 std::string errno_text() { return std::strerror(errno); }
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  const std::string where = "load_safetensors: " + in_quotes(path);
+  // A message about a file names the file, not this function.
+  const std::string where = in_quotes(path);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(where + " cannot be opened: " + errno_text());
   const FileDescriptor guard{fd};
@@ -382,18 +383,15 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes) {
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
   const std::vector<uint8_t> bytes = to_safetensors_bytes(tensors, metadata);
-  try {
-    write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(std::string("save_safetensors: ") + e.what());
-  }
+  // write_file_atomic's messages name the file ("cannot write 'path' ..."), as they should.
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
   try {
     return parse_safetensors(read_file(path));
   } catch (const SafetensorsError& e) {
-    throw SafetensorsError("load_safetensors: " + in_quotes(path) + ": " + e.what());
+    throw SafetensorsError(in_quotes(path) + " is not a valid safetensors file: " + e.what());
   }
 }
 

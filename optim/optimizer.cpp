@@ -8,19 +8,10 @@
 #include <set>
 #include <stdexcept>
 
+#include "core/shortest.h"
 #include "core/threads.h"
 
 namespace headlab::optim {
-
-namespace {
-
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-}  // namespace
 
 // A prepared update, and where its result goes when the parameter is strided.
 struct Optimizer::Pending {
@@ -72,10 +63,10 @@ Optimizer::Optimizer(std::string kind, std::vector<ParamGroup> groups, double lr
     const std::string where = "optim::" + kind_ + ": parameter group " + std::to_string(g);
     if (!group.weight_decay) group.weight_decay = default_weight_decay;
     if (!std::isfinite(*group.weight_decay) || *group.weight_decay < 0.0) {
-      throw std::invalid_argument(where + ": weight_decay must be finite and >= 0, got " + number(*group.weight_decay));
+      throw std::invalid_argument(where + ": weight_decay must be finite and >= 0, got " + core::shortest(*group.weight_decay));
     }
     if (!std::isfinite(group.lr_scale) || group.lr_scale <= 0.0) {
-      throw std::invalid_argument(where + ": lr_scale must be finite and > 0, got " + number(group.lr_scale));
+      throw std::invalid_argument(where + ": lr_scale must be finite and > 0, got " + core::shortest(group.lr_scale));
     }
     GroupInfo info{.members = {}, .lr_scale = group.lr_scale, .weight_decay = *group.weight_decay};
     for (const auto& [name, param] : group.params) {
@@ -98,7 +89,7 @@ Optimizer::Optimizer(std::string kind, std::vector<ParamGroup> groups, double lr
 
 void Optimizer::check_hyperparameter(const char* what, double value) const {
   if (!std::isfinite(value) || value < 0.0) {
-    throw std::invalid_argument("optim::" + kind_ + ": " + what + " must be finite and >= 0, got " + number(value));
+    throw std::invalid_argument("optim::" + kind_ + ": " + what + " must be finite and >= 0, got " + core::shortest(value));
   }
 }
 

@@ -92,7 +92,9 @@ std::map<std::string, const core::Tensor*> optimizer_tensors(const core::NamedTe
 }  // namespace
 
 void Optimizer::import_state(const core::NamedTensors& tensors, const core::Metadata& metadata) {
-  const std::string where = "optim::" + kind_ + "::import_state: ";
+  // The state comes from a file: its problems are told as the file's ("the
+  // adamw state: tensor ... is missing"), not as this function's.
+  const std::string where = "the " + kind_ + " state: ";
   auto meta = [&](const std::string& name) -> const std::string& { return lookup(metadata, name, where); };
 
   // The header: kind, format, step count and learning rate.

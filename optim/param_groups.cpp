@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "core/shortest.h"
+
 namespace headlab::optim {
 
 namespace {
@@ -45,7 +47,7 @@ std::vector<ParamGroup> make_param_groups(const NamedParameters& named_params, d
                                           bool no_decay_for_bias_and_norm) {
   if (!std::isfinite(weight_decay) || weight_decay < 0.0) {
     throw std::invalid_argument("optim::make_param_groups: weight_decay must be finite and >= 0, got " +
-                                std::to_string(weight_decay));
+                                core::shortest(weight_decay));
   }
   ParamGroup decay{.params = {}, .weight_decay = weight_decay, .lr_scale = 1.0};
   ParamGroup no_decay{.params = {}, .weight_decay = 0.0, .lr_scale = 1.0};

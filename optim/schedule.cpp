@@ -5,6 +5,8 @@
 #include <numbers>
 #include <stdexcept>
 
+#include "core/shortest.h"
+
 namespace headlab::optim {
 
 namespace {
@@ -27,6 +29,12 @@ std::string to_string(ScheduleKind kind) {
   return "unknown";
 }
 
+std::vector<std::string> schedule_kind_names() {
+  std::vector<std::string> names;
+  for (const auto& [kind, name] : kNames) names.emplace_back(name);
+  return names;
+}
+
 ScheduleKind parse_schedule_kind(std::string_view name) {
   std::string valid;
   for (const auto& [kind, known] : kNames) {
@@ -40,9 +48,9 @@ ScheduleKind parse_schedule_kind(std::string_view name) {
 Schedule::Schedule(const ScheduleOptions& options) : options_(options) {
   const ScheduleOptions& o = options_;
   if (!std::isfinite(o.base_lr) || o.base_lr < 0.0)
-    bad("base_lr must be finite and >= 0, got " + std::to_string(o.base_lr));
+    bad("base_lr must be finite and >= 0, got " + core::shortest(o.base_lr));
   if (!(o.min_lr >= 0.0 && o.min_lr <= o.base_lr)) {
-    bad("min_lr must lie in [0, base_lr = " + std::to_string(o.base_lr) + "], got " + std::to_string(o.min_lr));
+    bad("min_lr must lie in [0, base_lr = " + core::shortest(o.base_lr) + "], got " + core::shortest(o.min_lr));
   }
   if (o.warmup_steps < 0) bad("warmup_steps must be >= 0, got " + std::to_string(o.warmup_steps));
   const bool decays_to_end = o.kind == ScheduleKind::cosine || o.kind == ScheduleKind::linear;
@@ -52,7 +60,7 @@ Schedule::Schedule(const ScheduleOptions& options) : options_(options) {
   }
   if (o.kind == ScheduleKind::step) {
     if (o.step_size <= 0) bad("step needs step_size > 0, got " + std::to_string(o.step_size));
-    if (!(o.gamma > 0.0 && o.gamma <= 1.0)) bad("step needs gamma in (0, 1], got " + std::to_string(o.gamma));
+    if (!(o.gamma > 0.0 && o.gamma <= 1.0)) bad("step needs gamma in (0, 1], got " + core::shortest(o.gamma));
   }
 }
 

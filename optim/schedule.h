@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace headlab::optim {
 
@@ -28,6 +29,8 @@ std::string to_string(ScheduleKind kind);
 // "constant", "cosine", "linear" or "step"; anything else throws
 // std::invalid_argument naming the valid names.
 ScheduleKind parse_schedule_kind(std::string_view name);
+// Every name parse_schedule_kind accepts, in order.
+std::vector<std::string> schedule_kind_names();
 
 struct ScheduleOptions {
   ScheduleKind kind = ScheduleKind::constant;

@@ -72,7 +72,8 @@ at = m.end() if m else 0
 open(dst, "w", encoding="utf-8").write(html[:at] + probe + html[at:])
 EOF
 
-"$browser" "${flags[@]}" --user-data-dir="$work/profile-dom" --enable-logging=stderr --v=0 \
+# The same window size as the shot: the page lays itself out by the width.
+"$browser" "${flags[@]}" --user-data-dir="$work/profile-dom" --window-size="${size/x/,}" --enable-logging=stderr --v=0 \
   --dump-dom "file://$probed$fragment" >"$work/dom.html" 2>"$work/stderr.log" || true
 
 if [[ -n ${HEADLAB_DOM_OUT:-} ]]; then cp "$work/dom.html" "$HEADLAB_DOM_OUT"; fi

@@ -259,12 +259,21 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
 
 }  // namespace
 
+// What a checkpoint is, for a message about a file that is not one.
+constexpr const char* kWhatIsACheckpoint =
+    "a checkpoint is the checkpoint.safetensors that `headlab train` writes into its run folder; give that file or "
+    "the folder";
+
 Checkpoint read_checkpoint(const std::string& path) {
   core::SafetensorsFile file;
   try {
     file = core::load_safetensors(path);
+  } catch (const core::SafetensorsError& e) {
+    // Readable, but not in the format: most often another file of the run
+    // folder (config.json, metrics.jsonl) given by mistake.
+    throw UsageError("checkpoint " + std::string(e.what()) + " (" + kWhatIsACheckpoint + ")");
   } catch (const std::exception& e) {
-    throw UsageError(std::string("cannot load checkpoint: ") + e.what());
+    throw UsageError("checkpoint " + std::string(e.what()));  // "'path' cannot be opened: No such file ..."
   }
   return checkpoint_of(std::move(file), path);
 }
@@ -274,7 +283,8 @@ Checkpoint read_checkpoint(std::span<const uint8_t> bytes, const std::string& pa
   try {
     file = core::parse_safetensors(bytes);
   } catch (const std::exception& e) {
-    throw UsageError("cannot load checkpoint: '" + path + "': " + e.what());
+    throw UsageError("checkpoint '" + path + "' is not a valid safetensors file: " + e.what() + " (" +
+                     kWhatIsACheckpoint + ")");
   }
   return checkpoint_of(std::move(file), path);
 }

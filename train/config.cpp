@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "core/gemm.h"
+#include "core/shortest.h"
 #include "train/errors.h"
 #include "train/nearest_name.h"
 #include "train/json_input.h"
@@ -104,12 +105,12 @@ void TrainConfig::validate() const {
           "--betas and --eps are Adam's and AdamW's: --optimizer sgd has neither");
   require_non_negative("micro-batches", micro_batches);
   require_non_negative("steps", steps);
-  require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + std::to_string(lr));
+  require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + core::shortest(lr));
   require(std::isfinite(weight_decay), "--weight-decay must be a number");
   require_non_negative("warmup", warmup);
   require(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr,
-          "--min-lr must be between 0 and --lr (" + std::to_string(lr) + "), got " + std::to_string(min_lr));
-  require(std::isfinite(clip) && clip >= 0, "--clip must be 0 (off) or positive, got " + std::to_string(clip));
+          "--min-lr must be between 0 and --lr (" + core::shortest(lr) + "), got " + core::shortest(min_lr));
+  require(std::isfinite(clip) && clip >= 0, "--clip must be 0 (off) or positive, got " + core::shortest(clip));
   require(threads >= 0 && threads <= 1024, "--threads must be between 0 (all cores) and 1024, got " +
                                                std::to_string(threads));
   require(gemm == "onednn" || gemm == "openblas",
@@ -120,10 +121,15 @@ void TrainConfig::validate() const {
   require_non_negative("checkpoint-every", checkpoint_every);
   require(optimizer == "adamw" || optimizer == "adam" || optimizer == "sgd",
           "--optimizer must be adamw, adam or sgd, got '" + optimizer + "'");
-  try {
-    (void)optim::parse_schedule_kind(schedule);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--schedule: ") + e.what());
+  // The flag's own message, not the library's (which names its function).
+  const std::vector<std::string> schedules = optim::schedule_kind_names();
+  if (std::find(schedules.begin(), schedules.end(), schedule) == schedules.end()) {
+    std::string valid;
+    for (std::size_t i = 0; i < schedules.size(); ++i)
+      valid += (i == 0 ? "" : i + 1 == schedules.size() ? " or " : ", ") + schedules[i];
+    const std::string near = nearest_name(schedule, schedules);
+    throw UsageError("--schedule must be " + valid + ", got '" + schedule + "'" +
+                     (near.empty() ? "" : " (did you mean " + near + "?)"));
   }
   // Guards against absurd sizes that would only fail later, deep in an allocation.
   const double params = static_cast<double>(model.layers) * 12.0 * static_cast<double>(model.d_model) *

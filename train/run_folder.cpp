@@ -19,6 +19,11 @@ namespace headlab::train {
 
 namespace fs = std::filesystem;
 
+std::string RunFolder::name() const {
+  const fs::path path = fs::path(dir).lexically_normal();
+  return (path.has_filename() ? path.filename() : path.parent_path().filename()).string();
+}
+
 std::string default_run_dir(const std::string& task) {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,15 +31,20 @@ class RunLock {
 
 struct RunFolder {
   std::string dir;
+
+  // DIR/name, joined as paths are: "runs/x/" gives "runs/x/report.html", not "runs/x//report.html".
+  std::string file(const std::string& name) const { return (std::filesystem::path(dir) / name).string(); }
   std::shared_ptr<RunLock> lock;  // held by the folders of train and resume
 
-  std::string config() const { return dir + "/config.json"; }
-  std::string checkpoint() const { return dir + "/checkpoint.safetensors"; }
-  std::string metrics() const { return dir + "/metrics.jsonl"; }
-  std::string heads() const { return dir + "/heads.json"; }
-  std::string report() const { return dir + "/report.html"; }
-  std::string log() const { return dir + "/train.log"; }
-  std::string lock_file() const { return dir + "/train.lock"; }
+  std::string config() const { return file("config.json"); }
+  std::string checkpoint() const { return file("checkpoint.safetensors"); }
+  std::string metrics() const { return file("metrics.jsonl"); }
+  std::string heads() const { return file("heads.json"); }
+  std::string report() const { return file("report.html"); }
+  std::string log() const { return file("train.log"); }
+  std::string lock_file() const { return file("train.lock"); }
+  // The folder's own name ("first-prev-pair-20261201-120000" for runs/first-prev-pair-20261201-120000/).
+  std::string name() const;
 };
 
 // A fresh folder name under runs/: runs/<task>-<YYYYmmdd-HHMMSS>[-N].

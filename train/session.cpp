@@ -10,6 +10,7 @@
 
 #include "autograd/ops.h"
 #include "core/ops.h"
+#include "core/shortest.h"
 #include "optim/clip.h"
 #include "optim/factory.h"
 #include "optim/param_groups.h"
@@ -83,7 +84,7 @@ void set_grads(const std::vector<autograd::Variable>& params, const std::vector<
 }
 
 std::string not_finite(const char* what, double value, int64_t step) {
-  return std::string(what) + " is " + std::to_string(value) + " at step " + std::to_string(step) +
+  return std::string(what) + " is " + core::shortest(value) + " at step " + std::to_string(step) +
          " (try a lower --lr or --clip)";
 }
 
@@ -238,7 +239,7 @@ void Session::save(const std::string& path) const {
   // forward pass. The held-out loss says whether the model can be resumed.
   const EvalResult eval = evaluate(*model_, eval_batch_);
   if (!std::isfinite(eval.loss))
-    throw NonFiniteState("the model's held-out loss is " + std::to_string(eval.loss) + " at step " +
+    throw NonFiniteState("the model's held-out loss is " + core::shortest(eval.loss) + " at step " +
                          std::to_string(step_));
   save_checkpoint(path, *model_, optimizer_.get(), checkpoint_info());
 }

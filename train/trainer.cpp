@@ -7,6 +7,8 @@
 
 #include "analysis/heads_json.h"
 #include "analysis/html_report.h"
+#include "core/shortest.h"
+#include "train/analysis_steps.h"
 #include "train/signals.h"
 
 namespace headlab::train {
@@ -38,7 +40,7 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
     // The step's update ruined the model: no metrics line for it (the
     // checkpoint writer would refuse it too).
     if (!std::isfinite(eval.loss))
-      throw std::runtime_error("the model's held-out loss is " + std::to_string(eval.loss) + " at step " +
+      throw std::runtime_error("the model's held-out loss is " + core::shortest(eval.loss) + " at step " +
                                std::to_string(step) + " (try a lower --lr or --clip)");
     const double n = static_cast<double>(std::max<int64_t>(window_steps_, 1));
     LogLine l{.step = step,
@@ -119,7 +121,7 @@ int Trainer::run() {
     // Each interval on its own: a step may log, analyze, both or neither.
     const bool on_log_grid = step % config.log_every == 0;
     const bool log = on_log_grid || last;
-    const bool analyze = config.analyze_every > 0 && step % config.analyze_every == 0;
+    const bool analyze = is_analysis_step(step, config.analyze_every);
     if ((log || analyze) && world.is_root()) {
       // The final line, off the grid, keeps the window's sums for the final
       // checkpoint: extending the run goes on with them.
@@ -147,7 +149,9 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   nlohmann::json heads;
   analysis::to_json(heads, run);
   write_file_atomic(folder.heads(), heads.dump(2) + "\n");
-  write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), config));
+  analysis::ReportOptions options;
+  options.run_name = folder.name();
+  write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), config, options));
 }
 
 analysis::RunAnalysis Trainer::finish_report() {

@@ -1,6 +1,6 @@
 (function () {
   'use strict';
-  const { D, FONT, MONO, PATTERNS, el, sv, isNum, fmt, clamp, colorOf, chip, showTip, hideTip, saveButton,
+  const { D, FONT, MONO, PATTERNS, el, sv, isNum, fixed, fmt, clamp, colorOf, chip, showTip, hideTip, saveButton,
     ticks, logTicks, fmtTick, section, footer } = headlab;
   const run = D.run, opt = D.options, extra = D.heads_extra, logLines = D.history || [];
   const heads = run.heads, L = run.layers, H = run.heads_per_layer;
@@ -18,13 +18,15 @@
     ['diffuse / mixed', 'no pattern clears the threshold and margin; diffuse when entropy is high.']
   ];
 
-  const pts = (v) => (isNum(v) ? (v > 0 ? '+' : '') + (100 * v).toFixed(1) : '–');
-  const signed = (v, d = 3) => (isNum(v) ? (v > 0 ? '+' : '') + v.toFixed(d) : '–');
+  const pts = (v) => (isNum(v) ? (v > 0 ? '+' : '') + fixed(100 * v, 1) : '–');
+  const signed = (v, d = 3) => (isNum(v) ? (v > 0 ? '+' : '') + fixed(v, d) : '–');
   // The normalized margin importance when measured; the raw loss gradient only for older files.
   const importanceText = (hd) => (isNum(hd.importance_normalized) ? fmt(hd.importance_normalized) : fmtImportance(hd.importance));
-  const fmtImportance = (v) => (isNum(v) ? (v === 0 || Math.abs(v) >= 1e-3 ? v.toFixed(4) : v.toExponential(2)) : '–');
+  const fmtImportance = (v) => (isNum(v) ? (v === 0 || Math.abs(v) >= 1e-3 ? fixed(v, 4) : v.toExponential(2)) : '–');
   const headName = (l, h) => 'L' + l + 'H' + h;
   const headAt = (l, h) => heads[l * H + h];
+  // Categorical colours for lines, one per head (Tableau 10), cycling after ten.
+  const HEAD_COLORS = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
   function tokenLabel(i) {
     const t = ex.token_labels;
     return t && i < t.length ? String(t[i]) : String(ex.tokens[i]);
@@ -206,18 +208,30 @@
   const app = document.getElementById('app');
   app.replaceChildren();
 
+  // What identifies a run first (task, model shape, steps, seed, optimizer,
+  // lr), with the values in effect rather than the "0: default" sentinels;
+  // every other setting folded below.
   function header() {
-    const chips = [];
-    for (const [k, v] of Object.entries(D.config || {})) {
-      if (v === null || typeof v === 'object') continue;
-      chips.push(el('span', { class: 'kv' }, k + ' ', el('b', { text: String(v) })));
-      if (chips.length >= 14) break;
-    }
+    const c = D.config || {};
+    const has = (k) => c[k] !== undefined && c[k] !== null && c[k] !== '';
+    const kv = (k, v) => el('span', { class: 'kv', 'data-key': k }, k + ' ', el('b', { text: String(v) }));
+    const dff = c['attn-only'] ? 'none (attention only)' : has('d-ff') && c['d-ff'] > 0 ? c['d-ff'] : has('d-model') ? 4 * c['d-model'] : null;
+    const shape = L + ' layer' + (L > 1 ? 's' : '') + ' × ' + H + ' head' + (H > 1 ? 's' : '') +
+      (has('d-model') ? ', d_model ' + c['d-model'] : '') + (dff !== null ? ', d_ff ' + dff : '') +
+      ', ' + (run.causal ? 'causal' : 'bidirectional');
+    const first = [];
+    if (has('task')) first.push(kv('task', c.data ? c.task + ' (data ' + c.data + ')' : c.task));
+    first.push(kv('model', shape));
+    for (const k of ['steps', 'seed', 'optimizer', 'lr']) if (has(k)) first.push(kv(k, c[k]));
+    const shown = new Set(['task', 'data', 'd-model', 'd-ff', 'layers', 'heads', 'attn-only', 'bidirectional', 'steps', 'seed', 'optimizer', 'lr']);
+    const rest = Object.entries(c).filter(([k, v]) => !shown.has(k) && v !== null && v !== '' && typeof v !== 'object')
+      .map(([k, v]) => kv(k, v));
     return el('header', {},
       el('div', { class: 'brand', text: 'headlab · attention-head analysis' }),
       el('h1', { text: D.title }),
-      el('div', { class: 'chips' }, el('span', { class: 'kv' }, 'model ', el('b', { text: L + ' layer' + (L > 1 ? 's' : '') + ' × ' + H + ' head' + (H > 1 ? 's' : '') })),
-        el('span', { class: 'kv' }, 'attention ', el('b', { text: run.causal ? 'causal' : 'bidirectional' })), ...chips));
+      el('div', { class: 'chips' }, ...first),
+      rest.length ? el('details', { class: 'more-config' }, el('summary', { text: 'all settings (' + rest.length + ' more)' }),
+        el('div', { class: 'chips' }, ...rest)) : null);
   }
 
   function verdict() {
@@ -236,37 +250,57 @@
         el('ul', { class: 'reasons' }, ...(v.reasons || []).map((r) => el('li', { text: r })))),
       el('div', { class: 'stats' },
         stat('loss', fmt(run.loss, 4)),
-        stat('accuracy', isNum(run.accuracy) ? (100 * run.accuracy).toFixed(1) + '%' : '–'),
+        stat('accuracy', isNum(run.accuracy) ? fixed(100 * run.accuracy, 1) + '%' : '–'),
         stat('heads with a role', v.counted_heads + ' / ' + heads.length),
-        stat('min JS between roles', isNum(v.min_js) ? v.min_js.toFixed(2) + ' bits' : '–')));
+        stat('min JS between roles', isNum(v.min_js) ? fixed(v.min_js, 2) + ' bits' : '–')));
   }
 
   function gridSection() {
     const seq = el('div', { class: 'seq', 'aria-label': 'the example' });
     for (let i = 0; i < T; ++i) seq.append(el('span', { class: 'tok', title: 'position ' + i + ', token id ' + ex.tokens[i] }, el('i', { text: String(i) }), tokenLabel(i)));
-    const grid = el('div', { class: 'grid', style: 'grid-template-columns: auto repeat(' + H + ', minmax(0, 1fr))' });
-    grid.append(el('div', {}));
-    for (let h = 0; h < H; ++h) grid.append(el('div', { class: 'colhead', text: 'head ' + h }));
     const n = Math.min(N, T);
-    const cell = clamp(Math.floor(Math.min(440, 1080 / H) / (n + 3)), 5, 22);
-    for (let l = 0; l < L; ++l) {
-      grid.append(el('div', { class: 'rowhead', text: 'layer ' + l }));
-      for (let h = 0; h < H; ++h) {
-        const hd = headAt(l, h), top = topPattern(hd);
-        const card = el('div', { class: 'head-card', tabindex: 0, role: 'button', 'aria-label': 'enlarge ' + headName(l, h),
-          onclick: () => openModal(l * H + h), onkeydown: (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); openModal(l * H + h); } } },
-          el('div', { class: 'head-top' }, el('span', { class: 'hname', text: headName(l, h) }), chip(hd.label),
-            el('span', { class: 'score', title: top.label + ' score', text: top.short + ' ' + fmt(top.v) })),
-          heatmap(l, h, cell, false),
-          el('div', { class: 'head-foot', text: 'entropy ' + fmt(hd.scores.entropy) + ' · distance ' + fmt(hd.scores.distance, 1) +
-            (isNum(hd.ablation_delta_accuracy) ? ' · ablation Δacc ' + pts(hd.ablation_delta_accuracy) + ' pts' : '') }));
-        grid.append(card);
+    // Compact: a layer's heads side by side. Large: maps at least LARGE px
+    // wide, wrapping; the default on wide screens when a map has more than
+    // 12 positions, too many to read at a compact size.
+    const LARGE = 520;
+    const wide = window.innerWidth >= 1200;
+    let large = n > 12 && wide && H > 1;
+    const grid = el('div', { class: 'grid' });
+    const toggle = el('button', { class: 'btn', type: 'button', onclick: () => { large = !large; fill(); } });
+    function fill() {
+      grid.replaceChildren();
+      grid.classList.toggle('large', large);
+      toggle.textContent = large ? 'compact maps' : 'large maps';
+      // Each map fills its card (the SVG scales to the card's width); the cell
+      // size sets the proportions of its labels.
+      const content = Math.max(320, (app.clientWidth || 1100) - 110);
+      const perRow = large ? Math.max(1, Math.min(H, Math.floor(content / LARGE))) : H;
+      const cardWidth = content / perRow - 26;
+      const cell = clamp(Math.floor(cardWidth / (n + 3)), 5, 44);
+      for (let l = 0; l < L; ++l) {
+        grid.append(el('div', { class: 'rowhead', text: 'layer ' + l }));
+        const row = el('div', { class: 'layer-heads', style: 'grid-template-columns: repeat(' + perRow + ', minmax(0, 1fr))' });
+        for (let h = 0; h < H; ++h) row.append(headCard(l, h, cell));
+        grid.append(row);
       }
     }
+    function headCard(l, h, cell) {
+      const hd = headAt(l, h), top = topPattern(hd);
+      const card = el('div', { class: 'head-card', tabindex: 0, role: 'button', 'aria-label': 'enlarge ' + headName(l, h),
+        onclick: () => openModal(l * H + h), onkeydown: (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); openModal(l * H + h); } } },
+        el('div', { class: 'head-top' }, el('span', { class: 'hname', text: headName(l, h) }), chip(hd.label),
+          el('span', { class: 'score', title: top.label + ' score', text: top.short + ' ' + fmt(top.v) })),
+        heatmap(l, h, cell, cell >= 26),
+        el('div', { class: 'head-foot', text: 'entropy ' + fmt(hd.scores.entropy) + ' · distance ' + fmt(hd.scores.distance, 1) +
+          (isNum(hd.ablation_delta_accuracy) ? ' · ablation Δacc ' + pts(hd.ablation_delta_accuracy) + ' pts' : '') }));
+      return card;
+    }
+    fill();
     const legend = el('div', { class: 'legend-inline' }, 'attention', el('span', { text: '0' }),
       el('span', { class: 'ramp', style: 'background:' + gradientCss(RAMP) }), el('span', { text: '1' }),
       run.causal ? el('span', { text: '· grey: masked (a query never sees later keys)' }) : null,
-      n < T ? el('span', { text: '· first ' + n + ' of ' + T + ' positions shown' }) : null);
+      n < T ? el('span', { text: '· first ' + n + ' of ' + T + ' positions shown' }) : null,
+      H > 1 ? toggle : null);
     return section('Attention on one example',
       'Each map is one head on the example below: queries down, keys across, darker = more attention. Hover a cell for its value; click a map for a large view with all of the head’s numbers.',
       seq, grid, legend);
@@ -289,8 +323,10 @@
     const accSvg = acc.length ? lineChart({ series: acc, yMin: 0, yMax: 1, yFmt: (v) => Math.round(100 * v) + '%', tipFmt: (v) => (100 * v).toFixed(1) + '%' }) : null;
     charts.append(chartBox('Accuracy', accSvg, 'accuracy.svg', false));
 
-    // Each head's score for the pattern it ends with, over training.
-    const used = {};
+    // Each head's score for the pattern it ends with, over training: one
+    // colour per head, the label as the line's style (solid for the first
+    // label, then dashes) and in the legend.
+    const labelsSeen = [];
     const series = [], marks = [], emerged = [];
     heads.forEach((hd, i) => {
       const x = extra[i], name = x.name;
@@ -300,11 +336,10 @@
         if (r && isNum(line.step) && isNum(r[x.pattern])) pts.push([line.step, r[x.pattern]]);
       }
       if (!pts.length) return;
-      const labelled = !['mixed', 'diffuse', 'sink'].includes(hd.label);
-      const color = labelled ? colorOf(hd.label) : (hd.label === 'sink' ? colorOf('sink') : '#94a3b8');
-      const k = used[color] = (used[color] || 0) + 1;
-      const dash = [null, '7 4', '2 3', '9 3 2 3'][(k - 1) % 4];
-      series.push({ name: name + ' ' + x.pattern_label, color, dash, points: pts });
+      const color = HEAD_COLORS[i % HEAD_COLORS.length];
+      if (!labelsSeen.includes(hd.label)) labelsSeen.push(hd.label);
+      const dash = [null, '7 4', '2 3', '9 3 2 3'][labelsSeen.indexOf(hd.label) % 4];
+      series.push({ name: name + ' ' + hd.label + (hd.label === x.pattern_label ? '' : ' (' + x.pattern_label + ')'), color, dash, points: pts });
       if (isNum(x.emerged)) {
         const p = pts.find((q) => q[0] === x.emerged);
         if (p) marks.push({ x: p[0], y: p[1], color });

@@ -124,6 +124,16 @@ TEST(ReportHtml, MaliciousStringsStayDataAndRoundTrip) {
   EXPECT_EQ(data.at("config").at("task"), evil);
 }
 
+// Two open reports can be told apart by their tabs.
+TEST(ReportHtml, TitleNamesTheRunAndItsTask) {
+  ReportOptions options;
+  options.run_name = "first-prev-pair-20261201-1200";
+  const std::string html = report_html(planted_run(), history(), {{"task", "previous"}}, options);
+  EXPECT_NE(html.find("<title>first-prev-pair-20261201-1200 · previous · headlab</title>"), std::string::npos);
+  EXPECT_EQ(page_data_of(html).at("title"), "first-prev-pair-20261201-1200 · previous · headlab");
+  EXPECT_NE(report_html(planted_run(), {}, {}).find("<title>headlab report</title>"), std::string::npos);
+}
+
 TEST(ReportHtml, InvalidUtf8InALabelIsReplacedNotFatal) {
   RunAnalysis run = planted_run();
   run.example.token_labels = {std::string("\xff\xfe"), "b", "c", "d", "e", "f"};

@@ -76,6 +76,8 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_min_lr_above_lr", train_tiny({{"--min-lr", "1"}}), 2, {"--min-lr"}});
     c.push_back({"train_unknown_optimizer", train_tiny({{"--optimizer", "adagrad"}}), 2, {"--optimizer", "adagrad"}});
     c.push_back({"train_unknown_schedule", train_tiny({{"--schedule", "wavy"}}), 2, {"--schedule", "wavy"}});
+    c.push_back({"train_schedule_typo", train_tiny({{"--schedule", "cosin"}}), 2,
+                 {"--schedule must be constant, cosine, linear or step, got 'cosin' (did you mean cosine?)"}});
     c.push_back({"train_absurd_d_model", train_tiny({{"--d-model", "1000000"}}), 2, {"--d-model"}});
     c.push_back({"train_absurd_layers", train_tiny({{"--layers", "100000000"}}), 2, {"--layers"}});
     c.push_back({"train_batch_beyond_32_bit_tokens", train_tiny({{"--batch", "99999999999"}}), 2,
@@ -246,6 +248,11 @@ const std::vector<BadCase>& cases() {
     c.push_back({"eval_without_checkpoint", {"eval"}, 2, {"checkpoint"}});
     c.push_back({"eval_missing_checkpoint", {"eval", "{missing}"}, 2, {"{missing}"}});
     c.push_back({"eval_text_file", {"eval", "{file}"}, 2, {"notes.txt"}});
+    // Another file of the run folder given by mistake: not a checkpoint, and what is.
+    c.push_back({"eval_config_json", {"eval", "{run}/config.json"}, 2,
+                 {"{run}/config.json' is not a valid safetensors file", "checkpoint.safetensors"}});
+    c.push_back({"eval_missing_checkpoint_names_the_file", {"eval", "{missing}"}, 2,
+                 {"checkpoint '{missing}' cannot be opened"}});
     c.push_back({"eval_folder_without_checkpoint", {"eval", "{dir}"}, 2, {"{dir}"}});
     c.push_back({"eval_negative_batch", {"eval", "{ck}", "--batch", "-1"}, 2, {"--batch", "-1"}});
     c.push_back({"eval_zero_batch", {"eval", "{ck}", "--batch", "0"}, 2, {"--batch", "0"}});

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -63,6 +64,12 @@ std::vector<std::string> tiny(const std::vector<std::pair<std::string, std::stri
   for (const char* leak : {"std::", "what()", "terminate", "[json.exception", "Sanitizer", "runtime error:", "Aborted"})
     if (line.find(leak) != std::string::npos)
       return ::testing::AssertionFailure() << "the line shows internals ('" << leak << "'): " << line;
+  // A message speaks of flags, files and values, never of the functions that
+  // found the problem: no "optim::parse_schedule_kind:", "load_safetensors:",
+  // "SafetensorsFile::get:".
+  static const std::regex function_name(R"(\b([A-Za-z_]\w*::\w+|[a-z]+(_[a-z]+)+):( |$))");
+  if (std::smatch m; std::regex_search(line, m, function_name))
+    return ::testing::AssertionFailure() << "the line names a function ('" << m.str(1) << "'): " << line;
   return ::testing::AssertionSuccess();
 }
 

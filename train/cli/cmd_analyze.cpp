@@ -10,6 +10,7 @@
 #include "analysis/heads_json.h"
 #include "analysis/intervention_text.h"
 #include "analysis/text_report.h"
+#include "core/shortest.h"
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
@@ -37,9 +38,9 @@ void check_label_options(const analysis::LabelOptions& o) {
       {"--threshold", o.score_threshold}, {"--margin", o.margin}, {"--diffuse-entropy", o.diffuse_entropy}};
   for (const auto& [flag, value] : fractions)
     if (!(value >= 0 && value <= 1))
-      throw train::UsageError(std::string(flag) + " must be between 0 and 1, got " + std::to_string(value));
+      throw train::UsageError(std::string(flag) + " must be between 0 and 1, got " + core::shortest(value));
   if (!std::isfinite(o.sink_max_delta_loss) || o.sink_max_delta_loss < 0)
-    throw train::UsageError("--sink-delta-loss must be 0 or more, got " + std::to_string(o.sink_max_delta_loss));
+    throw train::UsageError("--sink-delta-loss must be 0 or more, got " + core::shortest(o.sink_max_delta_loss));
 }
 
 int run_analyze(const AnalyzeArgs& args) {

@@ -179,6 +179,13 @@ Command add_bench(CLI::App& app) {
       app, std::vector<std::string>{"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
                                     "no-layernorm", "bidirectional", "batch", "lr", "optimizer", "weight-decay",
                                     "clip", "seed", "threads", "gemm", "micro-batches"});
+  // The help shows the defaults the presets really use: the task they share,
+  // and "the preset's" where they differ.
+  app.get_option("--task")->default_str(preset_config(args->preset).task);
+  for (const char* name : {"vocab", "seq-len", "layers", "heads", "d-model", "batch"}) {
+    CLI::Option* option = app.get_option(std::string("--") + name);
+    option->default_str("")->description(option->get_description() + " (default: the preset's)");
+  }
   app.footer("Model flags override the preset. FLOPs per token: 6 N + 12 L T d (N: Linear weights incl. the head).");
   return [args, flags] { return run_bench(*args, *flags); };
 }

@@ -10,6 +10,7 @@
 
 #include "autograd/ops.h"
 #include "core/safetensors.h"
+#include "core/shortest.h"
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
@@ -110,7 +111,7 @@ int run_eval(const EvalArgs& args) {
         grads.emplace_back(name, p.has_grad() ? p.grad() : core::Tensor::zeros_like(p.value()));
       core::save_safetensors(args.dump_grads, grads,
                              {{"checkpoint", args.checkpoint}, {"task", task->name()},
-                              {"loss", std::to_string(b.loss)}, {"positions", std::to_string(b.count)}});
+                              {"loss", core::shortest(b.loss)}, {"positions", std::to_string(b.count)}});
     }
   };
   for (int64_t first = 0; first < total; first += rows)

@@ -1,5 +1,6 @@
 // `headlab gradcheck`: the float64 finite-difference check of every op and
 // layer, as a table; exit status 1 if any fails.
+#include <algorithm>
 #include <cstdio>
 
 #include "autograd/gradcheck.h"
@@ -15,10 +16,14 @@ Command add_gradcheck(CLI::App& app) {
   return [filter] {
     std::vector<autograd::GradcheckCase> cases = autograd::op_gradcheck_cases();
     for (const auto& c : layers::layers_gradcheck_cases()) cases.push_back(c);
+    std::erase_if(cases, [&](const autograd::GradcheckCase& c) { return c.name.find(*filter) == std::string::npos; });
+    if (cases.empty()) throw train::UsageError("--filter '" + *filter + "' matches no check");
+    // The name column is as wide as the longest name, so the numbers stay in line.
+    int width = 5;
+    for (const auto& c : cases) width = std::max(width, static_cast<int>(c.name.size()));
     int failed = 0, run = 0;
-    std::printf("%-44s %12s %12s  %s\n", "check", "max abs err", "max rel err", "result");
+    std::printf("%-*s %12s %12s  %s\n", width, "check", "max abs err", "max rel err", "result");
     for (const auto& c : cases) {
-      if (!filter->empty() && c.name.find(*filter) == std::string::npos) continue;
       ++run;
       autograd::GradcheckResult r;
       try {
@@ -28,10 +33,9 @@ Command add_gradcheck(CLI::App& app) {
         r.message = e.what();
       }
       failed += !r.ok;
-      std::printf("%-44s %12.3e %12.3e  %s\n", c.name.c_str(), r.max_abs_err, r.max_rel_err, r.ok ? "pass" : "FAIL");
+      std::printf("%-*s %12.3e %12.3e  %s\n", width, c.name.c_str(), r.max_abs_err, r.max_rel_err, r.ok ? "pass" : "FAIL");
       if (!r.ok && !r.message.empty()) std::printf("    %s\n", r.message.c_str());
     }
-    if (run == 0) throw train::UsageError("--filter '" + *filter + "' matches no check");
     std::printf("\n%d checks, %d passed, %d failed (float64, eps 1e-6, atol 1e-5, rtol 1e-3)\n", run, run - failed,
                 failed);
     return failed ? 1 : 0;

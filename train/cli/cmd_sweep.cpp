@@ -28,6 +28,7 @@
 
 #include "analysis/heads_json.h"
 #include "analysis/sweep_html.h"
+#include "core/shortest.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
 #include "train/json_input.h"
@@ -74,12 +75,6 @@ std::string join(const std::vector<int64_t>& values) {
   std::string out;
   for (const int64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
   return out;
-}
-
-std::string shortest(double value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", value);
-  return buf;
 }
 
 std::string format_seconds(double seconds) {
@@ -544,7 +539,7 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
       sweep.config.threads = 1;
       if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
         throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
-                                shortest(args.target_accuracy));
+                                core::shortest(args.target_accuracy));
       sweep.target_accuracy = args.target_accuracy;
       sweep.seeds = train::parse_int_list(args.seeds, "--seeds", 0);
       sweep.heads = args.heads.empty() ? std::vector<int64_t>{sweep.config.model.heads}

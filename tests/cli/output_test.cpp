@@ -1,0 +1,64 @@
+// What headlab prints when all goes well, as a user reads it: tables that
+// stay in line, help that tells the truth.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/cli/fixtures.h"
+
+namespace headlab::cli_test {
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The checks' names differ in length (the longest ones are over 60
+// characters); every row's error columns start where the header's do.
+TEST(Gradcheck, ColumnsStayInLineForLongNames) {
+  TempDir cwd;
+  const RunResult r = run_headlab({"gradcheck", "--filter", "MultiHeadAttention"}, cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_GE(lines.size(), 3u) << r.out;
+  const std::size_t result_column = lines[0].find("result");
+  ASSERT_NE(result_column, std::string::npos) << r.out;
+  std::size_t longest = 0, rows = 0;
+  for (std::size_t i = 1; i < lines.size() && !lines[i].empty(); ++i, ++rows) {
+    EXPECT_EQ(lines[i].find("pass"), result_column) << lines[i];
+    longest = std::max(longest, lines[i].find("  "));
+  }
+  EXPECT_GE(rows, 3u) << r.out;
+  EXPECT_GT(longest, 44u) << "no long name in the table to test:\n" << r.out;
+}
+
+// The presets train the `previous` task; the help must not claim otherwise,
+// nor show the train command's model shape as the presets' own.
+TEST(Bench, HelpShowsThePresetsDefaults) {
+  TempDir cwd;
+  const RunResult r = run_headlab({"bench", "--help"}, cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.out.find("--task TEXT=previous"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("first-prev-pair"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--vocab INT=0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(default: the preset's)"), std::string::npos) << r.out;
+}
+
+// A folder given with a trailing slash (as shell completion writes it)
+// gives paths with one slash.
+TEST(Analyze, PathsOfAFolderWithATrailingSlashHaveOneSlash) {
+  TempDir cwd;
+  copy_dir(shared_run(), cwd / "run");
+  const RunResult r = run_headlab({"analyze", cwd / "run/", "--no-color"}, cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.out.find(cwd / "run/report.html"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("//"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace headlab::cli_test
