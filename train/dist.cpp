@@ -127,6 +127,8 @@ void World::sum_in_rank_order(std::span<float> data) const {
 #ifdef HEADLAB_HAVE_MPI
   Timed t(seconds_);
   gather_and_sum(data, size_, MPI_FLOAT);
+#else
+  (void)data;  // a build without MPI is always one process
 #endif
 }
 
@@ -135,6 +137,8 @@ void World::sum_in_rank_order(std::span<double> data) const {
 #ifdef HEADLAB_HAVE_MPI
   Timed t(seconds_);
   gather_and_sum(data, size_, MPI_DOUBLE);
+#else
+  (void)data;  // a build without MPI is always one process
 #endif
 }
 
