@@ -159,6 +159,11 @@ const std::vector<BadCase>& cases() {
                  train_tiny({{"--data", "{cfg:{\"tokens\": [1, 2]}}"}, {"--vocab", "8"}, {"--seq-len", "2"}}), 2,
                  {"seq-len 2", "3"}});
     c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2, {"--vocab"}});
+    c.push_back({"train_data_with_task",
+                 train_tiny({{"--data", "{file}"}, {"--task", "previous"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
+                 {"--data", "--task previous", "give one of them"}});
+    c.push_back({"top_level_option_typo", {"--verison"}, 2, {"unknown option --verison", "did you mean --version?"}});
+    c.push_back({"top_level_training_flag_without_command", {"--steps", "5"}, 2, {"--steps comes after a command"}});
     c.push_back({"train_init_missing", with(train_tiny({}), {"--init", "{missing}"}), 2, {"{missing}"}});
     c.push_back({"train_init_is_a_folder", with(train_tiny({}), {"--init", "{dir}"}), 2, {"{dir}"}});
     c.push_back({"train_init_not_a_checkpoint", with(train_tiny({}), {"--init", "{file}"}), 2, {"notes.txt"}});

@@ -4,6 +4,7 @@
 
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/cli/fixtures.h"
@@ -58,6 +59,43 @@ TEST(Analyze, PathsOfAFolderWithATrailingSlashHaveOneSlash) {
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_NE(r.out.find(cwd / "run/report.html"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("//"), std::string::npos) << r.out;
+}
+
+// A finished run resumed without a higher --steps has nothing to train: it
+// says so, and how to extend it, and leaves the folder as it was.
+TEST(Resume, AFinishedRunSaysItIsCompleteAndHowToExtendIt) {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  copy_dir(shared_run(), run);
+  const auto before = snapshot(run);
+  const RunResult r = run_headlab({"train", "--resume", run}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.out.find(run + " is complete at step 20"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("headlab train --resume " + run + " --steps 40"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("trained 0 steps"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Verdict"), std::string::npos) << r.out;
+  EXPECT_EQ(snapshot(run), before);
+}
+
+// --steps 0 keeps the model as initialized and says so, without a time per step.
+TEST(Train, ZeroStepsSaysTheModelIsAsInitialized) {
+  TempDir tmp;
+  const RunResult r = run_headlab(train_command(tmp / "run", {{"--steps", "0"}}), tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.out.find("trained no steps (--steps 0)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ms/step"), std::string::npos) << r.out;
+}
+
+// More threads than cores only slow every parallel region down: capped, with a note.
+TEST(Train, ThreadsBeyondTheCoresAreCappedWithANote) {
+  TempDir tmp;
+  const RunResult r = run_headlab(train_command(tmp / "run", {{"--threads", "1024"}}), tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores >= 1024) GTEST_SKIP() << "this machine has " << cores << " cores";
+  EXPECT_NE(r.err.find("--threads 1024 is more than the " + std::to_string(cores) + " core"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find(", " + std::to_string(cores) + " thread(s)"), std::string::npos) << r.out;
 }
 
 }  // namespace

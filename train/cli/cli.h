@@ -46,6 +46,11 @@ class ConfigFlags {
 // Selects the GEMM backend by name (UsageError naming --gemm if unknown).
 void use_gemm_backend(const std::string& name);
 
+// Sets the threads of headlab's kernels: 0 means one per core. More threads
+// than cores only make every parallel region wait for a descheduled thread,
+// so a larger --threads is capped at the cores, with a note on stderr.
+void use_threads(int requested);
+
 // Reads --config FILE.json onto `config` (UsageError on any problem);
 // returns the keys it set.
 std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path);

@@ -53,7 +53,7 @@ int run_analyze(const AnalyzeArgs& args) {
   if (args.example < 0) throw train::UsageError("--example must be 0 or more, got " + std::to_string(args.example));
   check_label_options(args.labels);
   train::Checkpoint ck = train::read_checkpoint(ck_path);
-  core::set_num_threads(args.threads);
+  use_threads(args.threads);
   use_gemm_backend(args.gemm.empty() ? ck.info.config.gemm : args.gemm);
   if (!args.task.empty()) {
     ck.info.config.task = args.task;

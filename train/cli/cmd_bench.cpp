@@ -89,7 +89,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   train::TrainConfig config = preset_config(args.preset);
   flags.apply(config);
   config.validate();
-  core::set_num_threads(config.threads);
+  use_threads(config.threads);
   use_gemm_backend(config.gemm);
   // Under mpirun -np N the N processes train one model (one slice of the
   // batch each); rank 0 reports.

@@ -37,7 +37,7 @@ int run_eval(const EvalArgs& args) {
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (all cores) or more");
   const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
-  core::set_num_threads(args.threads);
+  use_threads(args.threads);
   // The run's own task and evaluation batch unless told otherwise; the model
   // is always the checkpoint's.
   train::TrainConfig config = ck.info.config;

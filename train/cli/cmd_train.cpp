@@ -1,5 +1,7 @@
 // `headlab train`: a new run, a resumed one (--resume DIR) or one started
 // from given weights (--init CHECKPOINT); under mpirun, one run on all ranks.
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -34,6 +36,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   std::unique_ptr<train::Session> session;
   int64_t target = 0;
   double resumed_lr = 0;  // the run's learning rate before this resume
+  bool complete = false;  // --resume of a run already at its --steps
   train::dist::all_or_none(world, [&] {
     if (!args.resume.empty()) {
       if (!args.out.empty() || !args.init.empty() || !args.config_file.empty() || args.force)
@@ -49,13 +52,14 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       resumed_lr = ck.info.config.lr;
       flags.apply(ck.info.config);
       ck.info.config.validate();
-      core::set_num_threads(ck.info.config.threads);
+      use_threads(ck.info.config.threads);
       use_gemm_backend(ck.info.config.gemm);
       session = std::make_unique<train::Session>(ck, world);
       target = session->config().steps;
       if (target < session->steps_done())
         throw train::UsageError("--steps " + std::to_string(target) + " is below the " +
                                 std::to_string(session->steps_done()) + " steps the run has already done");
+      complete = target == session->steps_done();
     } else {
       train::TrainConfig config;
       std::vector<std::string> given = flags.given();
@@ -64,13 +68,17 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
         given.insert(given.end(), keys.begin(), keys.end());
       }
       flags.apply(config);
+      const auto has = [&](const char* key) { return std::find(given.begin(), given.end(), key) != given.end(); };
+      if (has("data") && has("task"))
+        throw train::UsageError("--data " + config.data + " trains on the file's sequences, so --task " + config.task +
+                                " would be ignored: give one of them");
       config.validate();
       std::optional<train::Checkpoint> init;
       if (!args.init.empty()) {
         init = train::read_checkpoint(args.init);
         train::take_model(config, init->model, given, args.init);  // the model is the checkpoint's
       }
-      core::set_num_threads(config.threads);
+      use_threads(config.threads);
       use_gemm_backend(config.gemm);
       session = std::make_unique<train::Session>(config, world);  // validates the task and model before anything is written
       if (init) train::load_weights(session->model(), init->file, "--init " + args.init);
@@ -86,6 +94,14 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       }
     }
   });
+  if (complete) {
+    // Nothing to train: say so instead of "trained 0 steps" and the report again.
+    if (world.is_root())
+      std::printf("%s is complete at step %lld (its --steps); extend it with: headlab train --resume %s --steps %lld\n",
+                  folder.dir.c_str(), static_cast<long long>(target), folder.dir.c_str(),
+                  static_cast<long long>(2 * std::max<int64_t>(target, 1)));
+    return 0;
+  }
   if (!world.is_root()) {
     static train::TrainerEvents silent;  // the other ranks report nothing
     train::Trainer trainer(*session, folder, silent, {.target_steps = target, .analysis = {}});

@@ -1,9 +1,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 
 #include "core/gemm.h"
+#include "core/threads.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
 #include "train/json_input.h"
@@ -78,6 +80,16 @@ void use_gemm_backend(const std::string& name) {
   } catch (const std::invalid_argument&) {
     throw train::UsageError("--gemm must be onednn or openblas, got '" + name + "'");
   }
+}
+
+void use_threads(int requested) {
+  const int cores = core::hardware_threads();
+  if (requested > cores) {
+    std::fprintf(stderr, "headlab: --threads %d is more than the %d core%s here: using %d\n", requested, cores,
+                 cores == 1 ? "" : "s", cores);
+    requested = cores;
+  }
+  core::set_num_threads(requested);
 }
 
 std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path) {

@@ -140,6 +140,25 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // An option before any command: only headlab's own (--help, --version).
+  if (argc > 1 && std::string(argv[1]).starts_with("--")) {
+    const std::string flag = std::string(argv[1]).substr(0, std::string(argv[1]).find('='));
+    if (app.get_option_no_throw(flag) == nullptr) {
+      if (train::dist::launcher_rank() != 0) return 2;
+      std::vector<std::string> own;
+      for (const CLI::Option* o : app.get_options())
+        for (const std::string& name : o->get_lnames()) own.push_back(name);
+      const std::string near = train::nearest_name(flag.substr(2), own);
+      std::string names;
+      for (const auto& [sub, run] : commands) names += (names.empty() ? "" : ", ") + sub->get_name();
+      if (!near.empty())
+        std::fprintf(stderr, "headlab: error: unknown option %s (did you mean --%s?)\n", flag.c_str(), near.c_str());
+      else
+        std::fprintf(stderr, "headlab: error: %s comes after a command: headlab COMMAND [flags] (commands: %s)\n",
+                     flag.c_str(), names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -88,8 +88,12 @@ void TrainView::stopped(int signal, int64_t step) {
 
 void TrainView::finished(int64_t steps, double seconds) {
   clear_progress();
+  if (steps == 0) {
+    log_->info("trained no steps (--steps 0): the model is as initialized; checkpoint: {}", folder_.checkpoint());
+    return;
+  }
   log_->info("trained {} steps in {} ({:.1f} ms/step); checkpoint: {}", steps, format_duration(seconds),
-             1000 * seconds / static_cast<double>(std::max<int64_t>(1, steps)), folder_.checkpoint());
+             1000 * seconds / static_cast<double>(steps), folder_.checkpoint());
 }
 
 void TrainView::report(const analysis::RunAnalysis& analysis, bool color) const {
