@@ -98,5 +98,19 @@ TEST(Train, ThreadsBeyondTheCoresAreCappedWithANote) {
   EXPECT_NE(r.out.find(", " + std::to_string(cores) + " thread(s)"), std::string::npos) << r.out;
 }
 
+// eval says where its dumps went, in text and in --json.
+TEST(Eval, SaysWhereItWroteItsDumps) {
+  TempDir tmp;
+  const std::string ck = shared_run() + "/checkpoint.safetensors";
+  const RunResult text = run_headlab({"eval", ck, "--dump-logits", "l.safetensors", "--dump-grads", "g.safetensors"},
+                                     tmp.path());
+  ASSERT_EQ(text.exit_code, 0) << text.describe();
+  EXPECT_NE(text.out.find("logits: l.safetensors\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("gradients: g.safetensors\n"), std::string::npos) << text.out;
+  const RunResult json = run_headlab({"eval", ck, "--json", "--dump-logits", "l.safetensors"}, tmp.path());
+  ASSERT_EQ(json.exit_code, 0) << json.describe();
+  EXPECT_EQ(nlohmann::json::parse(json.out).at("logits_file"), "l.safetensors") << json.out;
+}
+
 }  // namespace
 }  // namespace headlab::cli_test

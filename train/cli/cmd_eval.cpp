@@ -121,13 +121,17 @@ int run_eval(const EvalArgs& args) {
     r.accuracy = correct / static_cast<double>(r.count);
   }
   if (args.json) {
-    std::cout << nlohmann::json{{"task", task->name()}, {"sequences", sequences}, {"positions", r.count},
-                                {"loss", r.loss}, {"accuracy", r.accuracy}}
-                     .dump()
-              << '\n';
+    nlohmann::json out{{"task", task->name()}, {"sequences", sequences}, {"positions", r.count},
+                       {"loss", r.loss}, {"accuracy", r.accuracy}};
+    if (!args.dump_logits.empty()) out["logits_file"] = args.dump_logits;
+    if (want_grads) out["grads_file"] = args.dump_grads;
+    std::cout << out.dump() << '\n';
   } else {
     std::printf("%s: %lld sequences, %lld target positions\nloss %.6f  accuracy %.2f%%\n", task->name().c_str(),
                 static_cast<long long>(sequences), static_cast<long long>(r.count), r.loss, 100 * r.accuracy);
+    // Say where the dumps went, so that a relative path is not a guess.
+    if (!args.dump_logits.empty()) std::printf("logits: %s\n", args.dump_logits.c_str());
+    if (want_grads) std::printf("gradients: %s\n", args.dump_grads.c_str());
   }
   return 0;
 }
