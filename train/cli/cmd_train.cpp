@@ -59,7 +59,9 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       if (target < session->steps_done())
         throw train::UsageError("--steps " + std::to_string(target) + " is below the " +
                                 std::to_string(session->steps_done()) + " steps the run has already done");
-      complete = target == session->steps_done();
+      // A run stopped between its last step and its final analysis (no
+      // heads.json yet) still gets that analysis.
+      complete = target == session->steps_done() && std::filesystem::exists(folder.heads());
     } else {
       train::TrainConfig config;
       std::vector<std::string> given = flags.given();
@@ -68,7 +70,9 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
         given.insert(given.end(), keys.begin(), keys.end());
       }
       flags.apply(config);
-      const auto has = [&](const char* key) { return std::find(given.begin(), given.end(), key) != given.end(); };
+      // On the command line only: a config file (a sweep's, a run's config.json) holds every key.
+      const std::vector<std::string>& typed = flags.given();
+      const auto has = [&](const char* key) { return std::find(typed.begin(), typed.end(), key) != typed.end(); };
       if (has("data") && has("task"))
         throw train::UsageError("--data " + config.data + " trains on the file's sequences, so --task " + config.task +
                                 " would be ignored: give one of them");
