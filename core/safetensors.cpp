@@ -47,9 +47,23 @@ std::string brief(const json& value) {
   return text;
 }
 
-const char* dtype_name(DType dtype) { return dtype == DType::f32 ? "F32" : "F64"; }
+// The dtypes a file may hold: Tensor's two, and I64 for IntArray.
+enum class Stored { f32, f64, i64 };
+
+Stored stored_of(DType dtype) { return dtype == DType::f32 ? Stored::f32 : Stored::f64; }
+const char* stored_name(Stored kind) { return kind == Stored::f32 ? "F32" : kind == Stored::f64 ? "F64" : "I64"; }
+uint64_t stored_size(Stored kind) { return kind == Stored::f32 ? 4 : 8; }
 
 // ---------------------------------------------------------------- writing
+
+// One entry to write: where its bytes are and how the header describes them.
+struct Outgoing {
+  const std::string& name;
+  Stored kind;
+  const Shape& shape;
+  const void* data;
+  uint64_t nbytes;
+};
 
 std::string json_string(const std::string& text, const std::string& what) {
   try {
@@ -159,7 +173,7 @@ bool non_negative_integer(const json& value, uint64_t& out) {
 
 struct Entry {
   std::string name;
-  DType dtype = DType::f32;
+  Stored kind = Stored::f32;
   Shape shape;
   uint64_t begin = 0;
   uint64_t end = 0;
@@ -171,21 +185,21 @@ const json& field(const json& entry, const char* key, const std::string& name) {
   return *it;
 }
 
-DType read_dtype(const json& value, const std::string& name) {
+Stored read_dtype(const json& value, const std::string& name) {
   if (!value.is_string()) fail(tensor_named(name) + ": \"dtype\" is not a string but " + brief(value));
   const auto& text = value.get_ref<const std::string&>();
-  if (text == "F32") return DType::f32;
-  if (text == "F64") return DType::f64;
-  fail(tensor_named(name) + " has dtype " + brief(value) + "; headlab reads only F32 and F64");
+  for (Stored kind : {Stored::f32, Stored::f64, Stored::i64})
+    if (text == stored_name(kind)) return kind;
+  fail(tensor_named(name) + " has dtype " + brief(value) + "; headlab reads only F32, F64 and I64");
 }
 
 // Every product of axis sizes (zero-length axes counted as one, since
 // contiguous strides are such products), times the dtype's size, fits int64.
-Shape read_shape(const json& value, const std::string& name, DType dtype) {
+Shape read_shape(const json& value, const std::string& name, Stored kind) {
   if (!value.is_array()) fail(tensor_named(name) + ": \"shape\" is not an array but " + brief(value));
   Shape shape;
   shape.reserve(value.size());
-  uint64_t extent = dtype_size(dtype);
+  uint64_t extent = stored_size(kind);
   for (const json& axis : value) {
     uint64_t size = 0;
     if (!non_negative_integer(axis, size))
@@ -203,7 +217,7 @@ Shape read_shape(const json& value, const std::string& name, DType dtype) {
 Entry read_entry(const std::string& name, const json& value, uint64_t buffer_size) {
   if (!value.is_object()) fail(tensor_named(name) + ": the entry is not a JSON object but " + brief(value));
   Entry entry{name, read_dtype(field(value, "dtype", name), name), {}, 0, 0};
-  entry.shape = read_shape(field(value, "shape", name), name, entry.dtype);
+  entry.shape = read_shape(field(value, "shape", name), name, entry.kind);
   const json& offsets = field(value, "data_offsets", name);
   if (!offsets.is_array() || offsets.size() != 2 || !non_negative_integer(offsets[0], entry.begin) ||
       !non_negative_integer(offsets[1], entry.end))
@@ -212,10 +226,10 @@ Entry read_entry(const std::string& name, const json& value, uint64_t buffer_siz
   if (entry.begin > entry.end) fail(tensor_named(name) + " has " + range + " that end before they begin");
   if (entry.end > buffer_size)
     fail(tensor_named(name) + " has " + range + " beyond the data buffer of " + std::to_string(buffer_size) + " bytes");
-  const uint64_t needed = static_cast<uint64_t>(numel_of(entry.shape)) * dtype_size(entry.dtype);
+  const uint64_t needed = static_cast<uint64_t>(numel_of(entry.shape)) * stored_size(entry.kind);
   if (entry.end - entry.begin != needed)
     fail(tensor_named(name) + " has " + range + " spanning " + std::to_string(entry.end - entry.begin) +
-         " bytes, but dtype " + dtype_name(entry.dtype) + " and shape " + to_string(entry.shape) + " need " +
+         " bytes, but dtype " + stored_name(entry.kind) + " and shape " + to_string(entry.shape) + " need " +
          std::to_string(needed) + " bytes");
   return entry;
 }
@@ -298,6 +312,9 @@ std::vector<uint8_t> read_file(const std::string& path) {
 const Tensor& SafetensorsFile::get(const std::string& name) const {
   for (const auto& [key, tensor] : tensors)
     if (key == name) return tensor;
+  for (const auto& item : integers)
+    if (item.first == name)
+      throw SafetensorsError("SafetensorsFile::get: " + tensor_named(name) + " holds I64 integers, not floating-point values");
   if (tensors.empty())
     throw SafetensorsError("SafetensorsFile::get: no tensor named " + in_quotes(name) + ": the file holds no tensors");
   std::string names;
@@ -314,27 +331,40 @@ bool SafetensorsFile::contains(const std::string& name) const {
   return std::any_of(tensors.begin(), tensors.end(), [&](const auto& item) { return item.first == name; });
 }
 
-std::vector<uint8_t> to_safetensors_bytes(const NamedTensors& tensors, const Metadata& metadata) {
-  std::set<std::string_view> seen;
+
+std::vector<uint8_t> to_safetensors_bytes(const NamedTensors& tensors, const Metadata& metadata,
+                                          const NamedIntArrays& integers) {
   std::vector<Tensor> contiguous;
   contiguous.reserve(tensors.size());
-  std::string header = "{";
-  if (!metadata.empty()) header += metadata_json(metadata);
-  uint64_t offset = 0;
+  std::vector<Outgoing> entries;
   for (const auto& [name, tensor] : tensors) {
     if (!tensor.defined())
       throw std::invalid_argument("to_safetensors_bytes: tensor " + in_quotes(name) + " is undefined");
-    if (name == kMetadataKey)
-      throw std::invalid_argument("to_safetensors_bytes: the name __metadata__ is reserved for the metadata");
-    if (!seen.insert(name).second)
-      throw std::invalid_argument("to_safetensors_bytes: the name " + in_quotes(name) + " appears twice");
     const Tensor& data = contiguous.emplace_back(tensor.contiguous());
-    const uint64_t nbytes = static_cast<uint64_t>(data.numel()) * dtype_size(data.dtype());
+    entries.push_back({name, stored_of(data.dtype()), data.shape(), data.raw_data(),
+                       static_cast<uint64_t>(data.numel()) * dtype_size(data.dtype())});
+  }
+  for (const auto& [name, array] : integers) {
+    if (static_cast<int64_t>(array.values.size()) != numel_of(array.shape))
+      throw std::invalid_argument("to_safetensors_bytes: " + tensor_named(name) + " has shape " +
+                                  to_string(array.shape) + " but " + std::to_string(array.values.size()) + " values");
+    entries.push_back({name, Stored::i64, array.shape, array.values.data(), array.values.size() * sizeof(int64_t)});
+  }
+
+  std::set<std::string_view> seen;
+  std::string header = "{";
+  if (!metadata.empty()) header += metadata_json(metadata);
+  uint64_t offset = 0;
+  for (const Outgoing& entry : entries) {
+    if (entry.name == kMetadataKey)
+      throw std::invalid_argument("to_safetensors_bytes: the name __metadata__ is reserved for the metadata");
+    if (!seen.insert(entry.name).second)
+      throw std::invalid_argument("to_safetensors_bytes: the name " + in_quotes(entry.name) + " appears twice");
     if (header.size() > 1) header += ',';
-    header += json_string(name, "tensor name " + in_quotes(name)) + ":{\"dtype\":\"" + dtype_name(data.dtype()) +
-              "\",\"shape\":" + shape_json(data.shape()) + ",\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + nbytes) + "]}";
-    offset += nbytes;
+    header += json_string(entry.name, "tensor name " + in_quotes(entry.name)) + ":{\"dtype\":\"" +
+              stored_name(entry.kind) + "\",\"shape\":" + shape_json(entry.shape) + ",\"data_offsets\":[" +
+              std::to_string(offset) + "," + std::to_string(offset + entry.nbytes) + "]}";
+    offset += entry.nbytes;
   }
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');  // so the data starts 8-byte aligned, as Python pads
@@ -343,9 +373,9 @@ std::vector<uint8_t> to_safetensors_bytes(const NamedTensors& tensors, const Met
   bytes.reserve(8 + header.size() + offset);
   append_u64_le(bytes, header.size());
   bytes.insert(bytes.end(), header.begin(), header.end());
-  for (const Tensor& data : contiguous) {
-    const auto* first = static_cast<const uint8_t*>(data.raw_data());
-    bytes.insert(bytes.end(), first, first + static_cast<std::size_t>(data.numel()) * dtype_size(data.dtype()));
+  for (const Outgoing& entry : entries) {
+    const auto* first = static_cast<const uint8_t*>(entry.data);
+    bytes.insert(bytes.end(), first, first + entry.nbytes);
   }
   return bytes;
 }
@@ -372,17 +402,24 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes) {
   });
   check_tiling(entries, buffer.size());
 
-  file.tensors.reserve(entries.size());
-  for (Entry& entry : entries) {
-    Tensor tensor = Tensor::empty(entry.shape, entry.dtype);
-    if (entry.end > entry.begin) std::memcpy(tensor.raw_data(), buffer.data() + entry.begin, entry.end - entry.begin);
-    file.tensors.emplace_back(std::move(entry.name), std::move(tensor));
+    for (Entry& entry : entries) {
+    void* destination = nullptr;
+    if (entry.kind == Stored::i64) {
+      IntArray& array = file.integers.emplace_back(std::move(entry.name), IntArray{entry.shape, {}}).second;
+      array.values.resize(static_cast<std::size_t>(numel_of(entry.shape)));
+      destination = array.values.data();
+    } else {
+      const DType dtype = entry.kind == Stored::f32 ? DType::f32 : DType::f64;
+      destination = file.tensors.emplace_back(std::move(entry.name), Tensor::empty(entry.shape, dtype)).second.raw_data();
+    }
+    if (entry.end > entry.begin) std::memcpy(destination, buffer.data() + entry.begin, entry.end - entry.begin);
   }
   return file;
 }
 
-void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
-  const std::vector<uint8_t> bytes = to_safetensors_bytes(tensors, metadata);
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata,
+                      const NamedIntArrays& integers) {
+  const std::vector<uint8_t> bytes = to_safetensors_bytes(tensors, metadata, integers);
   // write_file_atomic's messages name the file ("cannot write 'path' ..."), as they should.
   write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }

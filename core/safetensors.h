@@ -19,8 +19,17 @@ namespace headlab::core {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using Metadata = std::map<std::string, std::string>;
 
+// Integers (token ids, class labels) are stored as I64. They are not Tensors,
+// whose dtypes are the floating-point ones the autograd engine computes in.
+struct IntArray {
+  Shape shape;
+  std::vector<int64_t> values;  // row-major, numel_of(shape) of them
+};
+using NamedIntArrays = std::vector<std::pair<std::string, IntArray>>;
+
 struct SafetensorsFile {
-  NamedTensors tensors;  // in file order of their data
+  NamedTensors tensors;     // the F32 and F64 entries, in file order of their data
+  NamedIntArrays integers;  // the I64 entries, likewise
   Metadata metadata;
   const Tensor& get(const std::string& name) const;  // throws naming the missing tensor
   bool contains(const std::string& name) const;
@@ -31,8 +40,10 @@ struct SafetensorsError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Serializes to bytes (F32 / F64 tensors, names unique).
-std::vector<uint8_t> to_safetensors_bytes(const NamedTensors& tensors, const Metadata& metadata);
+// Serializes to bytes: the F32 / F64 tensors, then the I64 arrays; names
+// unique across both.
+std::vector<uint8_t> to_safetensors_bytes(const NamedTensors& tensors, const Metadata& metadata,
+                                          const NamedIntArrays& integers = {});
 // Parses and checks everything: header length, JSON, dtypes, shapes,
 // offsets, sizes, overlaps. Never trusts a declared size.
 SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes);
@@ -40,7 +51,8 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes);
 // Writes to `path` with core::write_file_atomic (atomic_file.h): refuses a
 // path that is not a regular file or a new name. Throws std::runtime_error on
 // failure and leaves any previous file untouched.
-void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata);
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata,
+                      const NamedIntArrays& integers = {});
 SafetensorsFile load_safetensors(const std::string& path);
 
 }  // namespace headlab::core

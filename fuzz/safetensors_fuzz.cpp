@@ -38,9 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   } catch (const SafetensorsError&) {
     return 0;  // a clean rejection
   }
-  const std::vector<uint8_t> written = to_safetensors_bytes(file.tensors, file.metadata);
+  const std::vector<uint8_t> written = to_safetensors_bytes(file.tensors, file.metadata, file.integers);
   const SafetensorsFile reread = parse_safetensors(written);
   if (!same_file(file, reread)) std::abort();
-  if (to_safetensors_bytes(reread.tensors, reread.metadata) != written) std::abort();
+  if (to_safetensors_bytes(reread.tensors, reread.metadata, reread.integers) != written) std::abort();
   return 0;
 }

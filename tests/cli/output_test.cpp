@@ -2,11 +2,13 @@
 // stay in line, help that tells the truth.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/safetensors.h"
 #include "tests/cli/fixtures.h"
 
 namespace headlab::cli_test {
@@ -107,6 +109,17 @@ TEST(Eval, SaysWhereItWroteItsDumps) {
   ASSERT_EQ(text.exit_code, 0) << text.describe();
   EXPECT_NE(text.out.find("logits: l.safetensors\n"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("gradients: g.safetensors\n"), std::string::npos) << text.out;
+  // Tokens and targets are stored as integers, shaped like the logits' first two axes.
+  const core::SafetensorsFile dump = core::load_safetensors(tmp / "l.safetensors");
+  const int64_t vocab = 8, classes = 64;  // the fixture's first-prev-pair task
+  const core::Shape& logits = dump.get("logits").shape();
+  ASSERT_EQ(dump.integers.size(), 2u);
+  for (const auto& [name, array] : dump.integers) {
+    EXPECT_EQ(array.shape, (core::Shape{logits[0], logits[1]})) << name;
+    const auto [low, high] = std::minmax_element(array.values.begin(), array.values.end());
+    EXPECT_GE(*low, name == "targets" ? -1 : 0) << name;
+    EXPECT_LT(*high, name == "targets" ? classes : vocab) << name;
+  }
   const RunResult json = run_headlab({"eval", ck, "--json", "--dump-logits", "l.safetensors"}, tmp.path());
   ASSERT_EQ(json.exit_code, 0) << json.describe();
   EXPECT_EQ(nlohmann::json::parse(json.out).at("logits_file"), "l.safetensors") << json.out;

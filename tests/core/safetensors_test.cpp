@@ -107,6 +107,26 @@ NamedTensors two_tensors() {
 
 // --------------------------------------------------------------- round trips
 
+TEST(SafetensorsRoundTrip, IntegersAreStoredAsI64AndComeBackAsIntegers) {
+  const NamedIntArrays integers = {{"tokens", {{2, 3}, {0, 7, -1, 9'007'199'254'740'993, 4, 5}}},
+                                   {"empty", {{0}, {}}}};
+  const Bytes bytes = to_safetensors_bytes(two_tensors(), {}, integers);
+  const std::string header = header_of(bytes);
+  EXPECT_NE(header.find(R"("tokens":{"dtype":"I64","shape":[2,3])"), std::string::npos) << header;
+  const SafetensorsFile file = parse_safetensors(bytes);
+  ASSERT_EQ(file.tensors.size(), 2u);
+  ASSERT_EQ(file.integers.size(), 2u);
+  EXPECT_EQ(file.integers[0].first, "tokens");
+  EXPECT_EQ(file.integers[0].second.shape, (Shape{2, 3}));
+  // 2^53 + 1 has no exact double: it survives only as an integer.
+  EXPECT_EQ(file.integers[0].second.values, integers[0].second.values);
+  EXPECT_EQ(file.integers[1].second.shape, (Shape{0}));
+  EXPECT_TRUE(file.integers[1].second.values.empty());
+  EXPECT_TRUE(same_bytes(file.get("a"), two_tensors()[1].second));
+  // Written back, the file is the same bytes.
+  EXPECT_EQ(to_safetensors_bytes(file.tensors, file.metadata, file.integers), bytes);
+}
+
 TEST(SafetensorsRoundTrip, F32TensorsKeepNamesShapesValuesAndOrder) {
   const NamedTensors tensors = two_tensors();
   const SafetensorsFile file = parse_safetensors(to_safetensors_bytes(tensors, {}));
@@ -207,6 +227,17 @@ TEST(SafetensorsLayout, NonContiguousTensorsAreWrittenInRowMajorOrder) {
 
 // ------------------------------------------------------ writer rejections
 
+TEST(SafetensorsWrite, RejectsIntegersWhoseCountDoesNotMatchTheirShapeAndNamesTakenTwice) {
+  try {
+    to_safetensors_bytes({}, {}, {{"tokens", {{2, 2}, {1, 2, 3}}}});
+    ADD_FAILURE() << "three values for shape [2, 2] were written";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'tokens'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("3 values"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(to_safetensors_bytes(two_tensors(), {}, {{"a", {{1}, {1}}}}), std::invalid_argument);
+}
+
 TEST(SafetensorsWrite, RejectsDuplicateNames) {
   EXPECT_THROW(to_safetensors_bytes({{"w", Tensor::zeros({1})}, {"w", Tensor::zeros({2})}}, {}), std::invalid_argument);
 }
@@ -294,11 +325,11 @@ TEST(SafetensorsRead, RejectsShapesWhoseElementCountOverflows) {
                   {"'w'", "overflows"});
 }
 
-TEST(SafetensorsRead, RejectsDtypesOtherThanF32AndF64NamingThem) {
+TEST(SafetensorsRead, RejectsDtypesOtherThanF32F64AndI64NamingThem) {
   expect_rejected(file_of(R"({"w":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", zeros(4)),
-                  {"'w'", "BF16", "F32 and F64"});
-  expect_rejected(file_of(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", zeros(8)),
-                  {"'w'", "I64", "F32 and F64"});
+                  {"'w'", "BF16", "F32, F64 and I64"});
+  expect_rejected(file_of(R"({"w":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})", zeros(4)),
+                  {"'w'", "I32", "F32, F64 and I64"});
   expect_rejected(file_of(R"({"w":{"dtype":"f32","shape":[2],"data_offsets":[0,8]}})", zeros(8)), {"'w'", "f32"});
 }
 
@@ -373,16 +404,27 @@ TEST(SafetensorsRead, TensorsComeInTheOrderOfTheirData) {
   EXPECT_EQ(file.tensors[1].first, "a");
 }
 
+// file.get(name) throws a SafetensorsError whose message mentions `mention`.
+void expect_get_fails(const SafetensorsFile& file, const std::string& name, std::string_view mention) {
+  try {
+    file.get(name);
+    ADD_FAILURE() << "get('" << name << "') returned a tensor";
+  } catch (const SafetensorsError& e) {
+    EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+  }
+}
+
 TEST(SafetensorsFile, GetNamesAMissingTensorAndContainsAnswers) {
   const SafetensorsFile file = parse_safetensors(to_safetensors_bytes(two_tensors(), {}));
   EXPECT_TRUE(file.contains("a"));
   EXPECT_FALSE(file.contains("missing"));
-  try {
-    file.get("missing");
-    ADD_FAILURE() << "get did not throw";
-  } catch (const SafetensorsError& e) {
-    EXPECT_NE(std::string(e.what()).find("'missing'"), std::string::npos) << e.what();
-  }
+  expect_get_fails(file, "missing", "'missing'");
+}
+
+TEST(SafetensorsFile, GetOfAnIntegerEntrySaysItHoldsIntegers) {
+  const SafetensorsFile file = parse_safetensors(to_safetensors_bytes({}, {}, {{"ids", {{1}, {3}}}}));
+  EXPECT_FALSE(file.contains("ids"));
+  expect_get_fails(file, "ids", "I64 integers");
 }
 
 // -------------------------------------------------------------------- files

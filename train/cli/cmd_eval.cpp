@@ -95,14 +95,12 @@ int run_eval(const EvalArgs& args) {
     sequences += batch.batch;
     ++batches;
     if (!args.dump_logits.empty()) {
-      core::Tensor tokens = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
-      core::Tensor targets = core::Tensor::empty({batch.batch, batch.seq_len}, core::DType::f64);
-      for (std::size_t i = 0; i < batch.tokens.size(); ++i) {
-        tokens.data<double>()[i] = batch.tokens[i];
-        targets.data<double>()[i] = batch.targets[i];
-      }
-      core::save_safetensors(args.dump_logits, {{"logits", logits.value()}, {"tokens", tokens}, {"targets", targets}},
-                             {{"checkpoint", args.checkpoint}, {"task", task->name()}});
+      // Token ids and class labels stay integers (I64); a target of -1 marks an unscored position.
+      const core::Shape shape{batch.batch, batch.seq_len};
+      core::save_safetensors(args.dump_logits, {{"logits", logits.value()}},
+                             {{"checkpoint", args.checkpoint}, {"task", task->name()}},
+                             {{"tokens", {shape, {batch.tokens.begin(), batch.tokens.end()}}},
+                              {"targets", {shape, {batch.targets.begin(), batch.targets.end()}}}});
     }
     if (want_grads) {
       loss.backward();
