@@ -53,6 +53,16 @@ std::pair<int64_t, int64_t> parse_head_name(const std::string& name, const RunAn
   return {layer, head};
 }
 
+// The layer-major index (into RunAnalysis::heads) of a head named like "L1H0".
+std::size_t head_index(const RunAnalysis& run, const std::string& name) {
+  const auto [layer, head] = parse_head_name(name, run);
+  const auto index = static_cast<std::size_t>(layer * run.num_heads + head);
+  if (index >= run.heads.size())
+    throw std::invalid_argument("heads.json: head '" + name + "' is named but the file lists only " +
+                                std::to_string(run.heads.size()) + " heads");
+  return index;
+}
+
 nlohmann::json circuits_json(const RunAnalysis& run) {
   nlohmann::json comp = nlohmann::json::array();
   for (const Composition& c : run.composition)
@@ -91,10 +101,8 @@ nlohmann::json pruning_json(const PruningCurve& p, int64_t heads) {
 
 PruningCurve pruning_from(const nlohmann::json& j, const RunAnalysis& r) {
   PruningCurve p;
-  for (const std::string& name : j.at("order").get<std::vector<std::string>>()) {
-    const auto [layer, head] = parse_head_name(name, r);
-    p.order.push_back(layer * r.num_heads + head);
-  }
+  for (const std::string& name : j.at("order").get<std::vector<std::string>>())
+    p.order.push_back(static_cast<int64_t>(head_index(r, name)));
   p.loss = j.at("loss").get<std::vector<double>>();
   p.accuracy = j.at("accuracy").get<std::vector<double>>();
   p.random_loss = j.at("random_loss").get<std::vector<double>>();
@@ -124,13 +132,6 @@ nlohmann::json sets_json(const RunAnalysis& run) {
                    {"delta_accuracy", set.delta_accuracy}});
   }
   return out;
-}
-
-// The layer-major index of a head named like "L1H0" in `run`.
-std::size_t head_index(const RunAnalysis& run, const std::string& name) {
-  for (std::size_t i = 0; i < run.heads.size(); ++i)
-    if (head_name(run.heads[i].layer, run.heads[i].head) == name) return i;
-  throw std::invalid_argument("heads.json: set_ablations names head '" + name + "', which is not in the run");
 }
 
 }  // namespace
@@ -231,6 +232,13 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
     throw std::invalid_argument("heads.json: " + std::to_string(r.heads.size()) + " heads listed for " +
                                 std::to_string(r.num_layers) + " layers x " + std::to_string(r.num_heads) +
                                 " heads per layer");
+  for (std::size_t i = 0; i < r.heads.size(); ++i) {
+    const auto layer = static_cast<int64_t>(i) / r.num_heads, head = static_cast<int64_t>(i) % r.num_heads;
+    if (r.heads[i].layer != layer || r.heads[i].head != head)
+      throw std::invalid_argument("heads.json: head " + std::to_string(i) + " of the list is " +
+                                  head_name(r.heads[i].layer, r.heads[i].head) + " where " + head_name(layer, head) +
+                                  " belongs (heads are listed layer by layer)");
+  }
   r.js = j.at("js_divergence").get<std::vector<std::vector<double>>>();
   const nlohmann::json& v = j.at("verdict");
   r.verdict.specialized = v.at("specialized").get<bool>();

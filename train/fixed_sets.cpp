@@ -40,6 +40,17 @@ void append_row(Batch& to, const Batch& from, int64_t row) {
 
 Batch empty_like(const Batch& b) { return Batch{0, b.seq_len, {}, {}}; }
 
+// Rows [first, first + count) of `set`; `who` and `what` name the caller and the set in the error.
+Batch slice_of(const Batch& set, int64_t first, int64_t count, const char* who, const char* what) {
+  if (first < 0 || count < 1 || count > set.batch - first)
+    throw std::invalid_argument(std::string(who) + ": first " + std::to_string(first) + ", count " +
+                                std::to_string(count) + " are not a non-empty range within the " +
+                                std::to_string(set.batch) + " " + what + " sequences");
+  Batch out = empty_like(set);
+  for (int64_t row = first; row < first + count; ++row) append_row(out, set, row);
+  return out;
+}
+
 void check_batch(const Task& task, int64_t batch) {
   const int64_t most = std::numeric_limits<int32_t>::max() / task.seq_len();
   if (batch < 1 || batch > most)
@@ -69,13 +80,7 @@ int64_t FixedSets::size() const { return train_ ? train_->batch : base_->size();
 
 Batch FixedSets::rows(int64_t first, int64_t count) const {
   if (!train_) return base_->rows(first, count);
-  if (first < 0 || count < 1 || count > train_->batch - first)
-    throw std::invalid_argument("FixedSets::rows: first " + std::to_string(first) + ", count " +
-                                std::to_string(count) + " are not a non-empty range within the " +
-                                std::to_string(train_->batch) + " training sequences");
-  Batch out = empty_like(*train_);
-  for (int64_t row = first; row < first + count; ++row) append_row(out, *train_, row);
-  return out;
+  return slice_of(*train_, first, count, "FixedSets::rows", "training");
 }
 
 int64_t FixedSets::eval_rows(int64_t rows) const {
@@ -83,11 +88,7 @@ int64_t FixedSets::eval_rows(int64_t rows) const {
 }
 
 Batch FixedSets::eval_batch(int64_t rows, uint64_t seed) {
-  if (held_out_) {
-    Batch out = empty_like(*held_out_);
-    for (int64_t row = 0; row < eval_rows(rows); ++row) append_row(out, *held_out_, row);
-    return out;
-  }
+  if (held_out_) return slice_of(*held_out_, 0, eval_rows(rows), "FixedSets::eval_batch", "held-out");
   if (!train_) return base_->eval_batch(rows, seed);
   // Rejection: draw the task's own evaluation stream (kEvalStream) one
   // sequence at a time, so that the batch is the task's evaluation batch with
@@ -111,13 +112,7 @@ Batch FixedSets::eval_batch(int64_t rows, uint64_t seed) {
 
 Batch FixedSets::eval_slice(int64_t first, int64_t count, uint64_t seed) {
   if (!held_out_) return train_ ? Task::eval_slice(first, count, seed) : base_->eval_slice(first, count, seed);
-  if (first < 0 || count < 1 || count > held_out_->batch - first)
-    throw std::invalid_argument("FixedSets::eval_slice: first " + std::to_string(first) + ", count " +
-                                std::to_string(count) + " are not a non-empty range within the " +
-                                std::to_string(held_out_->batch) + " held-out sequences");
-  Batch out = empty_like(*held_out_);
-  for (int64_t row = first; row < first + count; ++row) append_row(out, *held_out_, row);
-  return out;
+  return slice_of(*held_out_, first, count, "FixedSets::eval_slice", "held-out");
 }
 
 std::optional<Task::Position> FixedSets::position() const {

@@ -6,12 +6,14 @@
 #include <set>
 #include <string_view>
 
+#include "analysis/fixed.h"
 #include "analysis/html_report.h"
 #include "train/errors.h"
 
 namespace headlab::train {
 namespace {
 
+using analysis::fixed;
 using analysis::kPatterns;
 using analysis::label_name;
 
@@ -32,12 +34,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
-}
-
-std::string fixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  return buf;
 }
 
 double rounded(double value, double scale) { return std::round(value * scale) / scale; }

@@ -213,6 +213,29 @@ TEST(HeadsJson, RejectsAWrongFormatOrHeadCount) {
   EXPECT_THROW(j.get<RunAnalysis>(), std::invalid_argument);
 }
 
+// Heads are named by layer and head elsewhere in the file, so their list must be layer-major.
+TEST(HeadsJson, RejectsHeadsOutOfOrderAndUnknownHeadNames) {
+  const nlohmann::json j = planted_pair(0.6, 1.5, 0.5);
+  nlohmann::json swapped = j;
+  std::swap(swapped["heads"][0], swapped["heads"][1]);
+  try {
+    swapped.get<RunAnalysis>();
+    ADD_FAILURE() << "heads listed out of order were accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("L0H1 where L0H0 belongs"), std::string::npos) << e.what();
+  }
+  nlohmann::json sets = j;
+  sets["set_ablations"] = {{{"role", "pair"}, {"heads", {"L0H0", "L0H2"}}, {"delta_loss", 1.0}, {"delta_accuracy", -0.5}}};
+  try {
+    sets.get<RunAnalysis>();
+    ADD_FAILURE() << "a set naming L0H2 of a 2-head model was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'L0H2' is not a head of this model"), std::string::npos) << e.what();
+  }
+  sets["set_ablations"][0]["heads"] = {"L0H1", "L0H0"};
+  EXPECT_EQ(sets.get<RunAnalysis>().set_ablations.at(0).heads, (std::vector<std::size_t>{1, 0}));
+}
+
 TEST(CompactJson, HoldsEachHeadsLabelAndScoresAndTheLayersJs) {
   const nlohmann::json c = compact_json(planted_pair(0.6, 1.5, 0.5));
   EXPECT_EQ(c.at("heads").at("L0H0").at("label"), "previous-token");
