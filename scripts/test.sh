@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the Release build once per GEMM
-# backend (oneDNN, the default, then OpenBLAS through HEADLAB_GEMM), then the
-# whole suite again under AddressSanitizer and UndefinedBehaviorSanitizer,
-# then each libFuzzer target for a bounded time.
+# backend (oneDNN, the default, then OpenBLAS through HEADLAB_GEMM; tests
+# labelled "interface", which no backend can change, run on the first only),
+# then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer
+# (all but the tests labelled "browser": Chromium's code is not instrumented),
+# then each libFuzzer target for a bounded time (HEADLAB_FUZZ_SECONDS, 30).
 #
 #   scripts/test.sh               all of it
 #   scripts/test.sh --fast        the Release runs only (both backends)
@@ -12,12 +14,13 @@ jobs=$(nproc)
 passed=0
 failed=0
 
-# Runs ctest in a build folder and adds its counts to the totals.
+# Runs ctest in a build folder (further arguments go to ctest) and adds its
+# counts to the totals.
 run_ctest() {
   local log
   log=$(mktemp)
   local status=0
-  (cd "$1" && ctest --output-on-failure -j "$jobs") | tee "$log" || status=$?
+  (cd "$1" && ctest --output-on-failure -j "$jobs" "${@:2}") | tee "$log" || status=$?
   local total fails
   total=$(sed -nE 's/.* tests failed out of ([0-9]+).*/\1/p' "$log" | tail -n 1)
   fails=$(sed -nE 's/.* ([0-9]+) tests failed out of .*/\1/p' "$log" | tail -n 1)
@@ -32,7 +35,7 @@ run_ctest() {
 
 scripts/setup.sh --all
 HEADLAB_GEMM=onednn run_ctest build
-HEADLAB_GEMM=openblas run_ctest build
+HEADLAB_GEMM=openblas run_ctest build --label-exclude interface
 if [ "${1:-}" = "--fast" ]; then
   echo "tests: $passed passed, $failed failed"
   exit 0
@@ -41,7 +44,7 @@ fi
 scripts/setup.sh --sanitize
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-run_ctest build-san
+run_ctest build-san --label-exclude browser
 
 # The fuzzers need clang and its libFuzzer runtime.
 if ! command -v clang++ >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then
@@ -50,6 +53,6 @@ if ! command -v clang++ >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev >/dev/null
 fi
-fuzz/run.sh "${HEADLAB_FUZZ_SECONDS:-45}"
+fuzz/run.sh "${HEADLAB_FUZZ_SECONDS:-30}"
 echo "Release and ASan + UBSan suites passed; fuzzers found nothing."
 echo "tests: $passed passed, $failed failed"

@@ -19,8 +19,8 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
-# A model small enough to train in about a second per run.
-small=(--steps 150 --d-model 32 --eval-batch 128 --log-every 50)
+# A model small enough to train in well under a second per run (a few under the sanitizers).
+small=(--steps 60 --d-model 32 --eval-batch 128 --log-every 20)
 
 echo "== a 2 x 2 sweep writes its run folders and sweep.json"
 "$headlab" sweep --seeds 0-1 --heads 1,2 "${small[@]}" --jobs 2 --out "$tmp/sweep" >"$tmp/out.txt" 2>"$tmp/err.txt"
