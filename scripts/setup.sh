@@ -23,20 +23,8 @@ for arg in "$@"; do
   esac
 done
 
-packages=(g++ cmake make libopenblas-openmp-dev libdnnl-dev libgtest-dev libspdlog-dev libcli11-dev nlohmann-json3-dev
-  libopenmpi-dev openmpi-bin)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup.sh: installing ${missing[*]}" >&2
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+scripts/install_packages.sh g++ cmake make libopenblas-openmp-dev libdnnl-dev libgtest-dev libspdlog-dev \
+  libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
 
 mkdir -p "$build_dir"
 log="$build_dir/setup.log"

@@ -34,6 +34,9 @@ run_ctest() {
 }
 
 scripts/setup.sh --all
+# What the tests need beyond the build: python3 (the script tests read JSON),
+# chromium (the page tests), clang and its libFuzzer runtime (the fuzzers).
+scripts/install_packages.sh python3 chromium clang libclang-rt-14-dev
 HEADLAB_GEMM=onednn run_ctest build
 HEADLAB_GEMM=openblas run_ctest build --label-exclude interface
 if [ "${1:-}" = "--fast" ]; then
@@ -46,13 +49,6 @@ export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 run_ctest build-san --label-exclude browser
 
-# The fuzzers need clang and its libFuzzer runtime.
-if ! command -v clang++ >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev >/dev/null
-fi
 fuzz/run.sh "${HEADLAB_FUZZ_SECONDS:-30}"
 echo "Release and ASan + UBSan suites passed; fuzzers found nothing."
 echo "tests: $passed passed, $failed failed"
