@@ -56,7 +56,7 @@ scripts/setup.sh --sanitize
 fuzz_log=$(mktemp)
 setsid nice -n 19 fuzz/run.sh --build >"$fuzz_log" 2>&1 &  # its own process group, stopped with the script
 fuzz_build=$!
-trap 'kill -- -"$fuzz_build" 2>/dev/null; rm -f "$fuzz_log"' EXIT
+trap 'kill -- -"$fuzz_build" 2>/dev/null || true; rm -f "$fuzz_log"' EXIT
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 run_ctest build-san --label-exclude browser
