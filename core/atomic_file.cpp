@@ -44,36 +44,53 @@ void check_output_path(const std::string& path) {
                              ", not a regular file (give a new file name)");
 }
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
+AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
   check_output_path(path);
   // Same folder as the target, so that the rename stays on one file system.
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  auto failure = [&](const std::string& step, int error) {
-    return std::runtime_error("cannot write " + quoted(path) + " (" + step + " " + quoted(temporary) +
-                              "): " + std::strerror(error));
-  };
+  temporary_ = path + ".tmp." + std::to_string(::getpid());
   // O_NOFOLLOW: a link planted under the temporary name is not written through.
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd < 0) throw failure("creating", errno);
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd_ < 0) throw failure("creating", errno);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(temporary_.c_str());
+}
+
+std::runtime_error AtomicFileWriter::failure(const std::string& step, int error) const {
+  return std::runtime_error("cannot write " + quoted(path_) + " (" + step + " " + quoted(temporary_) +
+                            "): " + std::strerror(error));
+}
+
+void AtomicFileWriter::write_at(uint64_t offset, std::string_view bytes) {
   std::size_t done = 0;
-  int error = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = n < 0 ? errno : ENOSPC;
-      break;
-    }
+    if (n <= 0) throw failure("writing", n < 0 ? errno : ENOSPC);
     done += static_cast<std::size_t>(n);
   }
-  if (error == 0 && ::fsync(fd) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
+}
+
+void AtomicFileWriter::commit() {
+  int error = 0;
+  if (::fsync(fd_) != 0) error = errno;
+  if (::close(fd_) != 0 && error == 0) error = errno;
+  fd_ = -1;
+  if (error == 0 && ::rename(temporary_.c_str(), path_.c_str()) != 0) error = errno;
   if (error != 0) {
-    ::unlink(temporary.c_str());
+    ::unlink(temporary_.c_str());
     throw failure("writing", error);
   }
-  sync_directory_of(path);
+  sync_directory_of(path_);
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  AtomicFileWriter file(path);
+  file.write_at(0, bytes);
+  file.commit();
 }
 
 }  // namespace headlab::core

@@ -3,6 +3,8 @@
 // path. A reader sees the old content or the new one, never a part of either.
 #pragma once
 
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -14,6 +16,26 @@ namespace headlab::core {
 // replace /dev/null or write through a link. On any failure the previous file
 // is untouched and no temporary file remains.
 void write_file_atomic(const std::string& path, std::string_view bytes);
+
+// The same, in pieces: bytes written at offsets into a temporary file in
+// the path's folder; commit() makes it the path (fsync, rename). Destroyed
+// without commit() (an error midway), it removes the temporary file and the
+// previous file stays as it was. For outputs too large to hold in memory.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const std::string& path);  // refuses what write_file_atomic refuses
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write_at(uint64_t offset, std::string_view bytes);
+  void commit();
+
+ private:
+  std::runtime_error failure(const std::string& step, int error) const;
+  std::string path_, temporary_;
+  int fd_ = -1;
+};
 
 // Throws the error write_file_atomic would for a path that exists and is not
 // a regular file; nothing otherwise. For checking outputs before the work.

@@ -332,6 +332,35 @@ bool SafetensorsFile::contains(const std::string& name) const {
 }
 
 
+namespace {
+
+// The JSON header of `entries` laid out in order (data offsets from 0),
+// padded so the data starts 8-byte aligned, as Python pads; `total` receives
+// the data's size.
+std::string header_of(const std::vector<Outgoing>& entries, const Metadata& metadata, uint64_t& total) {
+  std::set<std::string_view> seen;
+  std::string header = "{";
+  if (!metadata.empty()) header += metadata_json(metadata);
+  uint64_t offset = 0;
+  for (const Outgoing& entry : entries) {
+    if (entry.name == kMetadataKey)
+      throw std::invalid_argument("to_safetensors_bytes: the name __metadata__ is reserved for the metadata");
+    if (!seen.insert(entry.name).second)
+      throw std::invalid_argument("to_safetensors_bytes: the name " + in_quotes(entry.name) + " appears twice");
+    if (header.size() > 1) header += ',';
+    header += json_string(entry.name, "tensor name " + in_quotes(entry.name)) + ":{\"dtype\":\"" +
+              stored_name(entry.kind) + "\",\"shape\":" + shape_json(entry.shape) + ",\"data_offsets\":[" +
+              std::to_string(offset) + "," + std::to_string(offset + entry.nbytes) + "]}";
+    offset += entry.nbytes;
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');
+  total = offset;
+  return header;
+}
+
+}  // namespace
+
 std::vector<uint8_t> to_safetensors_bytes(const NamedTensors& tensors, const Metadata& metadata,
                                           const NamedIntArrays& integers) {
   std::vector<Tensor> contiguous;
@@ -351,23 +380,8 @@ std::vector<uint8_t> to_safetensors_bytes(const NamedTensors& tensors, const Met
     entries.push_back({name, Stored::i64, array.shape, array.values.data(), array.values.size() * sizeof(int64_t)});
   }
 
-  std::set<std::string_view> seen;
-  std::string header = "{";
-  if (!metadata.empty()) header += metadata_json(metadata);
   uint64_t offset = 0;
-  for (const Outgoing& entry : entries) {
-    if (entry.name == kMetadataKey)
-      throw std::invalid_argument("to_safetensors_bytes: the name __metadata__ is reserved for the metadata");
-    if (!seen.insert(entry.name).second)
-      throw std::invalid_argument("to_safetensors_bytes: the name " + in_quotes(entry.name) + " appears twice");
-    if (header.size() > 1) header += ',';
-    header += json_string(entry.name, "tensor name " + in_quotes(entry.name)) + ":{\"dtype\":\"" +
-              stored_name(entry.kind) + "\",\"shape\":" + shape_json(entry.shape) + ",\"data_offsets\":[" +
-              std::to_string(offset) + "," + std::to_string(offset + entry.nbytes) + "]}";
-    offset += entry.nbytes;
-  }
-  header += '}';
-  header.append((8 - header.size() % 8) % 8, ' ');  // so the data starts 8-byte aligned, as Python pads
+  const std::string header = header_of(entries, metadata, offset);
 
   std::vector<uint8_t> bytes;
   bytes.reserve(8 + header.size() + offset);
@@ -423,6 +437,73 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   // write_file_atomic's messages name the file ("cannot write 'path' ..."), as they should.
   write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
+
+SafetensorsStream::SafetensorsStream(const std::string& path, std::vector<Declared> entries, const Metadata& metadata) {
+  std::vector<Outgoing> outgoing;
+  for (const Declared& e : entries) {
+    if (e.shape.empty())
+      throw std::invalid_argument("SafetensorsStream: " + tensor_named(e.name) + " needs at least one axis");
+    const uint64_t size = e.integer ? sizeof(int64_t) : dtype_size(e.dtype);
+    outgoing.push_back({e.name, e.integer ? Stored::i64 : stored_of(e.dtype), e.shape, nullptr,
+                        static_cast<uint64_t>(numel_of(e.shape)) * size});
+  }
+  uint64_t total = 0;
+  const std::string header = header_of(outgoing, metadata, total);
+  uint64_t offset = 8 + header.size();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(entries[i].shape[0], 1));
+    entries_.push_back({entries[i], offset, outgoing[i].nbytes / rows});
+    offset += outgoing[i].nbytes;
+  }
+  file_ = std::make_unique<AtomicFileWriter>(path);
+  std::vector<uint8_t> start;
+  append_u64_le(start, header.size());
+  start.insert(start.end(), header.begin(), header.end());
+  file_->write_at(0, std::string_view(reinterpret_cast<const char*>(start.data()), start.size()));
+  // The file's full length now, so rows never written read as zeros.
+  if (total > 0) file_->write_at(offset - 1, std::string_view("\0", 1));
+}
+
+SafetensorsStream::~SafetensorsStream() = default;
+
+const SafetensorsStream::Placed& SafetensorsStream::placed(const std::string& name, int64_t first, int64_t rows,
+                                                           bool integer) const {
+  for (const Placed& p : entries_) {
+    if (p.entry.name != name) continue;
+    if (p.entry.integer != integer || first < 0 || rows < 0 || first + rows > p.entry.shape[0])
+      throw std::invalid_argument("SafetensorsStream: " + std::to_string(rows) + (integer ? " I64" : "") +
+                                  " rows from row " + std::to_string(first) + " do not fit " + tensor_named(name) +
+                                  " " + to_string(p.entry.shape) + (p.entry.integer ? " (I64)" : ""));
+    return p;
+  }
+  throw std::invalid_argument("SafetensorsStream: no entry " + in_quotes(name) + " was declared");
+}
+
+void SafetensorsStream::write_rows(const std::string& name, int64_t first, const Tensor& rows) {
+  const int64_t n = rows.dim() > 0 ? rows.size(0) : -1;
+  const Placed& p = placed(name, first, n, false);
+  Shape want = p.entry.shape;
+  want[0] = n;
+  if (rows.shape() != want || rows.dtype() != p.entry.dtype)
+    throw std::invalid_argument("SafetensorsStream: rows for " + tensor_named(name) + " must be " +
+                                to_string(p.entry.dtype) + " " + to_string(want) + ", got " +
+                                to_string(rows.dtype()) + " " + to_string(rows.shape()));
+  const Tensor c = rows.contiguous();
+  file_->write_at(p.begin + static_cast<uint64_t>(first) * p.row_bytes,
+                  std::string_view(static_cast<const char*>(c.raw_data()),
+                                   static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype())));
+}
+
+// values: whole rows of the entry, row-major.
+void SafetensorsStream::write_rows(const std::string& name, int64_t first, std::span<const int64_t> values) {
+  const uint64_t row_values = std::max<uint64_t>(placed(name, first, 0, true).row_bytes / sizeof(int64_t), 1);
+  const int64_t n = values.size() % row_values == 0 ? static_cast<int64_t>(values.size() / row_values) : -1;
+  const Placed& p = placed(name, first, n, true);
+  file_->write_at(p.begin + static_cast<uint64_t>(first) * p.row_bytes,
+                  std::string_view(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t)));
+}
+
+void SafetensorsStream::finish() { file_->commit(); }
 
 SafetensorsFile load_safetensors(const std::string& path) {
   try {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <span>
 #include <string>
@@ -54,5 +55,38 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes);
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata,
                       const NamedIntArrays& integers = {});
 SafetensorsFile load_safetensors(const std::string& path);
+
+class AtomicFileWriter;  // core/atomic_file.h
+
+// A safetensors file written slice by slice, for a dump larger than memory:
+// every entry's name, shape and type first, then each entry's rows (along
+// axis 0) in any order and any pieces, then finish(), which makes the file
+// appear atomically (core::AtomicFileWriter). Rows never written read as 0.
+class SafetensorsStream {
+ public:
+  struct Declared {
+    std::string name;
+    Shape shape;  // at least one axis
+    DType dtype = DType::f32;
+    bool integer = false;  // I64 instead of dtype
+  };
+  // Throws std::invalid_argument for a reserved or repeated name, and what
+  // AtomicFileWriter throws for the path.
+  SafetensorsStream(const std::string& path, std::vector<Declared> entries, const Metadata& metadata);
+  ~SafetensorsStream();
+  // rows [n, shape[1:]...] of the entry's dtype, stored as rows first .. first+n-1.
+  void write_rows(const std::string& name, int64_t first, const Tensor& rows);
+  void write_rows(const std::string& name, int64_t first, std::span<const int64_t> values);
+  void finish();
+
+ private:
+  struct Placed {
+    Declared entry;
+    uint64_t begin = 0, row_bytes = 0;
+  };
+  const Placed& placed(const std::string& name, int64_t first, int64_t rows, bool integer) const;
+  std::vector<Placed> entries_;
+  std::unique_ptr<AtomicFileWriter> file_;
+};
 
 }  // namespace headlab::core

@@ -555,3 +555,35 @@ TEST(SafetensorsFiles, AWriteThatFailsPartWayKeepsTheOldFileAndRemovesTheTempora
 }
 
 }  // namespace
+
+namespace {
+
+// A dump streamed in slices, out of order, is the file save_safetensors writes
+// at once; abandoned midway it leaves neither the file nor a temporary one.
+TEST(SafetensorsStream, SlicesInAnyOrderGiveTheWholeFileAndAnAbandonedOneLeavesNothing) {
+  const fs::path dir = fs::temp_directory_path() / ("headlab-stream-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const Tensor a = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}, DType::f32);
+  const IntArray ids{{3, 2}, {0, 1, 2, 3, 4, 5}};
+  save_safetensors((dir / "whole").string(), {{"a", a}}, {{"k", "v"}}, {{"ids", ids}});
+  {
+    SafetensorsStream s((dir / "streamed").string(), {{"a", {3, 3}}, {"ids", {3, 2}, DType::f32, true}}, {{"k", "v"}});
+    s.write_rows("a", 2, a.slice(0, 2, 3));
+    s.write_rows("ids", 0, std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+    s.write_rows("a", 0, a.slice(0, 0, 2));
+    EXPECT_THROW(s.write_rows("a", 2, a.slice(0, 0, 2)), std::invalid_argument);  // beyond row 3
+    EXPECT_THROW(s.write_rows("a", 0, a.to(DType::f64)), std::invalid_argument);
+    EXPECT_THROW(s.write_rows("b", 0, a), std::invalid_argument);
+    s.finish();
+  }
+  std::ifstream w(dir / "whole", std::ios::binary), t(dir / "streamed", std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(w), {}), std::string(std::istreambuf_iterator<char>(t), {}));
+  {
+    SafetensorsStream s((dir / "abandoned").string(), {{"a", {3, 3}}}, {});
+    s.write_rows("a", 0, a);
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
+  fs::remove_all(dir);
+}
+
+}  // namespace

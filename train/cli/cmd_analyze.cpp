@@ -1,5 +1,5 @@
 // `headlab analyze RUN_DIR|CHECKPOINT`: the head analysis of a trained model
-// on its run's evaluation batch (or another task): the terminal table and
+// on its run's evaluation batch (or another task, or a data file's sequences): the terminal table and
 // heatmaps, heads.json and report.html. With --patch, also the interventions:
 // mean and resample ablation, and activation patching from the clean batch
 // into the task's corrupted one (Task::corrupt).
@@ -13,6 +13,7 @@
 #include "core/shortest.h"
 #include "core/threads.h"
 #include "train/checkpoint.h"
+#include "train/cli/analysis_input.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
 #include "train/session.h"
@@ -24,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct AnalyzeArgs {
-  std::string target, task, out;
+  std::string target, task, out, data;
   int64_t batch = 0, example = 0;
   int threads = 0;
   std::string gemm;  // empty: the checkpoint's backend
@@ -52,6 +53,8 @@ int run_analyze(const AnalyzeArgs& args) {
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
   if (args.example < 0) throw train::UsageError("--example must be 0 or more, got " + std::to_string(args.example));
   check_label_options(args.labels);
+  if (!args.data.empty() && !args.task.empty()) throw train::UsageError("give --task or --data, not both");
+  check_data_out(args.data, args.out);
   train::Checkpoint ck = train::read_checkpoint(ck_path);
   use_threads(args.threads);
   use_gemm_backend(args.gemm.empty() ? ck.info.config.gemm : args.gemm);
@@ -60,34 +63,36 @@ int run_analyze(const AnalyzeArgs& args) {
     ck.info.config.data.clear();
   }
   if (args.batch_given) ck.info.config.eval_batch = args.batch;
-  train::Session session(ck);
-  if (args.example >= session.eval_batch().batch)
+  AnalysisInput input = args.data.empty()
+                            ? AnalysisInput::of_run(ck)
+                            : AnalysisInput::of_file(ck, ck_path, args.data, args.batch_given ? args.batch : 0);
+  if (args.example >= input.batch().batch)
     throw train::UsageError("--example " + std::to_string(args.example) + " is beyond the " +
-                            std::to_string(session.eval_batch().batch) + " sequences of the batch");
+                            std::to_string(input.batch().batch) + " sequences of the batch");
   analysis::AnalysisOptions options;
   options.labels = args.labels;
   options.example = args.example;
   std::vector<int32_t> corrupted;
   if (args.patch) {
-    if (session.eval_batch().batch < 2)
+    if (input.batch().batch < 2)
       throw train::UsageError("--patch needs at least 2 sequences in the batch (resample ablation takes another "
                               "sequence's head outputs); give --batch 2 or more");
     // Its own stream, so the corruption never depends on the training batches.
-    core::Generator gen(session.config().seed ^ 0x7061746368000000ULL);  // "patch"
-    corrupted = session.task().corrupt(session.eval_batch(), gen);
+    core::Generator gen(input.config().seed ^ 0x7061746368000000ULL);  // "patch"
+    corrupted = input.task().corrupt(input.batch(), gen);
     options.interventions = true;
     options.corruption.tokens = corrupted;
-    options.corruption_text = session.task().corruption();
+    options.corruption_text = input.task().corruption();
   }
   const analysis::RunAnalysis run =
-      analysis::analyze_model(session.model(), train::examples_of(session.eval_batch()), options);
+      analysis::analyze_model(input.model(), train::examples_of(input.batch()), options);
 
   const std::string out = !args.out.empty() ? args.out : is_dir ? args.target : fs::path(ck_path).parent_path().string();
   std::error_code ec;
   fs::create_directories(out.empty() ? "." : out, ec);
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
   train::RunFolder folder{out.empty() ? "." : out, nullptr};
-  train::write_analysis_files(folder, run, train::to_json(session.config()));
+  train::write_analysis_files(folder, run, train::to_json(input.config()));
   if (args.json) {
     nlohmann::json j;
     analysis::to_json(j, run);
@@ -108,7 +113,10 @@ Command add_analyze(CLI::App& app) {
   auto args = std::make_shared<AnalyzeArgs>();
   app.add_option("target", args->target, "a run folder or a checkpoint.safetensors")->required();
   app.add_option("--task", args->task, "analyze on this task's batch (default: the run's task)");
-  app.add_option("--batch", args->batch, "sequences in the analysis batch (default: the run's eval batch)")
+  app.add_option("--data", args->data,
+                 "analyze on the sequences of this JSONL file (as eval --data reads it) instead; needs --out");
+  app.add_option("--batch", args->batch,
+                 "sequences in the analysis batch (default: the run's eval batch; with --data the whole file)")
       ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
   app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");

@@ -1,6 +1,7 @@
 // `headlab eval CHECKPOINT`: loss and accuracy on a task batch or a whole
 // data file, with optional safetensors dumps of the logits and of the
-// gradient of the mean loss with respect to every parameter.
+// gradient of the mean loss with respect to every parameter, and of the
+// activations at the model's hook points (dump_activations.h).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
+#include "train/cli/dump_activations.h"
 #include "train/errors.h"
 #include "train/run_builder.h"
 #include "train/session.h"
@@ -22,7 +24,8 @@ namespace headlab::cli {
 namespace {
 
 struct EvalArgs {
-  std::string checkpoint, task, data, dump_logits, dump_grads;
+  std::string checkpoint, task, data, dump_logits, dump_grads, dump_activations;
+  std::vector<std::string> hooks;  // empty: every hook point
   int64_t batch = 0;
   uint64_t seed = 0;
   bool seed_given = false, batch_given = false;
@@ -74,6 +77,10 @@ int run_eval(const EvalArgs& args) {
   train::check_sizes(ck.model, {{!args.data.empty() && want_dump ? "--data" : "--batch", rows}});
   const auto model = train::load_model(ck, args.checkpoint);
   model->eval();
+  if (!args.hooks.empty() && args.dump_activations.empty())
+    throw train::UsageError("--hooks names what --dump-activations writes; give --dump-activations FILE too");
+  const std::vector<std::string> hooks = hooks_to_dump(model->spec(), args.hooks);
+  if (!args.dump_activations.empty()) check_dump_target(args.dump_activations, {args.checkpoint, args.data});
 
   // One batch: forward (with a graph for --dump-grads), score, dumps.
   train::EvalResult r;
@@ -114,6 +121,13 @@ int run_eval(const EvalArgs& args) {
   };
   for (int64_t first = 0; first < total; first += rows)
     evaluate_batch(task->eval_slice(first, std::min(rows, total - first), config.seed));
+  if (!args.dump_activations.empty()) {
+    // Streamed a batch at a time (a task's sampled batch is one).
+    const int64_t dump_rows =
+        args.data.empty() ? total : std::min(total, args.batch_given ? args.batch : ck.info.config.eval_batch);
+    dump_activations(*model, *task, total, dump_rows, config.seed, hooks, args.dump_activations,
+                     {{"checkpoint", args.checkpoint}, {"task", task->name()}});
+  }
   if (batches > 1 && r.count > 0) {
     r.loss = loss_sum / static_cast<double>(r.count);
     r.accuracy = correct / static_cast<double>(r.count);
@@ -123,6 +137,7 @@ int run_eval(const EvalArgs& args) {
                        {"loss", r.loss}, {"accuracy", r.accuracy}};
     if (!args.dump_logits.empty()) out["logits_file"] = args.dump_logits;
     if (want_grads) out["grads_file"] = args.dump_grads;
+    if (!args.dump_activations.empty()) out["activations_file"] = args.dump_activations;
     std::cout << out.dump() << '\n';
   } else {
     std::printf("%s: %lld sequences, %lld target positions\nloss %.6f  accuracy %.2f%%\n", task->name().c_str(),
@@ -130,6 +145,7 @@ int run_eval(const EvalArgs& args) {
     // Say where the dumps went, so that a relative path is not a guess.
     if (!args.dump_logits.empty()) std::printf("logits: %s\n", args.dump_logits.c_str());
     if (want_grads) std::printf("gradients: %s\n", args.dump_grads.c_str());
+    if (!args.dump_activations.empty()) std::printf("activations: %s\n", args.dump_activations.c_str());
   }
   return 0;
 }
@@ -157,6 +173,11 @@ Command add_eval(CLI::App& app) {
   app.add_option("--dump-logits", args->dump_logits, "write the logits [N, T, C] (and tokens, targets) as safetensors");
   app.add_option("--dump-grads", args->dump_grads,
                  "write d(mean loss)/d(parameter) for every parameter, under the parameter names, as safetensors");
+  app.add_option("--dump-activations", args->dump_activations,
+                 "write the activations at the hook points (F32, under TransformerLens's hook names) and the tokens "
+                 "(I64) as safetensors, --batch sequences at a time");
+  app.add_option("--hooks", args->hooks, "with --dump-activations: only these hook names (comma-separated)")
+      ->delimiter(',');
   app.add_flag("--json", args->json, "print one JSON object");
   return [args] {
     EvalArgs a = *args;

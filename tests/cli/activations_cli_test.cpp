@@ -1,0 +1,92 @@
+// The researcher's way in from the command line: eval --dump-activations
+// writes the activations at the hook points of a data file's sequences, and
+// analyze --data analyzes those sequences into a folder of their own.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "layers/hooks.h"
+#include "tests/cli/fixtures.h"
+#include "train/checkpoint.h"
+
+namespace headlab::cli_test {
+namespace {
+
+// Five sequences of six tokens for the shared run's first-prev-pair model
+// (vocabulary 8, 64 classes): target x_0 * 8 + x_{i-1}.
+std::string pairs_file(const TempDir& dir) {
+  const std::vector<std::vector<int>> rows{
+      {3, 0, 7, 1, 2, 5}, {7, 7, 1, 0, 4, 4}, {0, 1, 2, 3, 4, 5}, {6, 2, 6, 2, 6, 2}, {1, 1, 1, 5, 5, 5}};
+  std::string text;
+  for (const auto& r : rows) {
+    std::string tokens, targets = "-1";
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      tokens += (i ? ", " : "") + std::to_string(r[i]);
+      if (i > 0) targets += ", " + std::to_string(r[0] * 8 + r[i - 1]);
+    }
+    text += "{\"tokens\": [" + tokens + "], \"targets\": [" + targets + "]}\n";
+  }
+  write_bytes(dir / "pairs.jsonl", text);
+  return dir / "pairs.jsonl";
+}
+
+TEST(Activations, EvalDumpsTheHookPointsOfADataFileInBatches) {
+  TempDir tmp;
+  const std::string data = pairs_file(tmp);
+  const RunResult all = run_headlab({"eval", shared_run(), "--data", data, "--dump-activations", "all.safetensors"},
+                                    tmp.path());
+  ASSERT_EQ(all.exit_code, 0) << all.describe();
+  EXPECT_NE(all.out.find("activations: all.safetensors"), std::string::npos) << all.out;
+  const RunResult some = run_headlab({"eval", shared_run(), "--data", data, "--dump-activations", "some.safetensors",
+                                      "--hooks", "blocks.0.attn.hook_pattern,hook_embed", "--batch", "2"},
+                                     tmp.path());
+  ASSERT_EQ(some.exit_code, 0) << some.describe();
+
+  const layers::ModelSpec spec = train::read_checkpoint(shared_run() + "/checkpoint.safetensors").model;
+  const core::SafetensorsFile a = core::load_safetensors(tmp / "all.safetensors");
+  const core::SafetensorsFile s = core::load_safetensors(tmp / "some.safetensors");
+  // Every hook name by default, F32, N = 5 sequences first.
+  ASSERT_EQ(a.tensors.size(), layers::hook_names(spec).size());
+  for (const std::string& name : layers::hook_names(spec)) {
+    EXPECT_EQ(a.get(name).shape(), layers::hook_shape(spec, name, 5, 6)) << name;
+    EXPECT_EQ(a.get(name).dtype(), core::DType::f32) << name;
+  }
+  ASSERT_EQ(s.tensors.size(), 2u);
+  // Three batches of 2, 2 and 1 sequences stream into the same numbers as one batch.
+  for (const std::string name : {"blocks.0.attn.hook_pattern", "hook_embed"})
+    EXPECT_EQ(s.get(name).to_vector(), a.get(name).to_vector()) << name;
+  ASSERT_EQ(s.integers.size(), 1u);
+  EXPECT_EQ(s.integers[0].first, "tokens");
+  EXPECT_EQ(s.integers[0].second.shape, (core::Shape{5, 6}));
+  EXPECT_EQ(s.integers[0].second.values[6], 7);  // row 1 starts with 7
+  EXPECT_EQ(s.integers[0].second.values[29], 5);
+
+  EXPECT_TRUE(clean_failure(run_headlab({"eval", shared_run(), "--data", data, "--dump-activations", "x.safetensors",
+                                         "--hooks", "blocks.0.attn.hook_patern"},
+                                        tmp.path()),
+                            2, {"blocks.0.attn.hook_patern", "blocks.0.attn.hook_pattern"}));
+  EXPECT_FALSE(std::filesystem::exists(tmp / "x.safetensors"));
+}
+
+TEST(Activations, AnalyzeDataWritesIntoItsOwnFolderOnly) {
+  TempDir tmp;
+  const std::string data = pairs_file(tmp);
+  const auto before = snapshot(shared_run());
+  const RunResult r = run_headlab({"analyze", shared_run(), "--data", data, "--out", "mine", "--json"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_TRUE(std::filesystem::exists(tmp / "mine/heads.json"));
+  EXPECT_TRUE(std::filesystem::exists(tmp / "mine/report.html"));
+  EXPECT_EQ(snapshot(shared_run()), before);
+
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", shared_run(), "--data", data}, tmp.path()), 2, {"--data", "--out"}));
+  EXPECT_TRUE(clean_failure(
+      run_headlab({"analyze", shared_run(), "--data", data, "--out", shared_run() + "/heads.json"}, tmp.path()), 2,
+      {"--out", "heads.json", "folder"}));
+  EXPECT_EQ(snapshot(shared_run()), before);
+}
+
+}  // namespace
+}  // namespace headlab::cli_test

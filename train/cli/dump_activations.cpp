@@ -1,0 +1,68 @@
+#include "train/cli/dump_activations.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+
+#include "autograd/variable.h"
+#include "layers/hook_set.h"
+#include "train/errors.h"
+
+namespace headlab::cli {
+
+std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std::vector<std::string>& hooks) {
+  if (hooks.empty()) return layers::hook_names(spec);
+  for (const std::string& name : hooks) {
+    try {
+      layers::check_hook_name(spec, name);
+    } catch (const std::invalid_argument& e) {
+      throw train::UsageError(std::string("--hooks: ") + e.what());
+    }
+  }
+  return hooks;
+}
+
+void check_dump_target(const std::string& path, const std::vector<std::string>& inputs) {
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (!in.empty() && std::filesystem::equivalent(path, in, ec))
+      throw train::UsageError("--dump-activations " + path + " is " + in +
+                              ", an input of this eval; give a new file name");
+  }
+}
+
+void dump_activations(const layers::Transformer& model, train::Task& task, int64_t total, int64_t rows,
+                      uint64_t seed, const std::vector<std::string>& names, const std::string& path,
+                      const core::Metadata& metadata) {
+  const layers::ModelSpec& spec = model.spec();
+  std::unique_ptr<core::SafetensorsStream> out;
+  int64_t seq_len = 0;
+  for (int64_t first = 0; first < total; first += rows) {
+    const train::Batch batch = task.eval_slice(first, std::min(rows, total - first), seed);
+    if (!out) {
+      // Every slice of one task has the same length: the first one fixes the shapes.
+      seq_len = batch.seq_len;
+      std::vector<core::SafetensorsStream::Declared> entries;
+      for (const std::string& name : names)
+        entries.push_back({name, layers::hook_shape(spec, name, total, seq_len), core::DType::f32});
+      entries.push_back({"tokens", {total, seq_len}, core::DType::f32, true});
+      out = std::make_unique<core::SafetensorsStream>(path, std::move(entries), metadata);
+    }
+    if (batch.seq_len != seq_len)
+      throw std::logic_error("dump_activations: slices of " + std::to_string(batch.seq_len) + " and " +
+                             std::to_string(seq_len) + " tokens");
+    layers::HookSet hooks(spec, names);
+    layers::Probe probe;
+    probe.hooks = &hooks;
+    {
+      autograd::NoGradGuard no_grad;
+      model.forward(batch.tokens, batch.batch, batch.seq_len, nullptr, &probe);
+    }
+    for (const auto& [name, value] : hooks.cache())
+      out->write_rows(name, first, value.dtype() == core::DType::f32 ? value : value.to(core::DType::f32));
+    out->write_rows("tokens", first, std::vector<int64_t>(batch.tokens.begin(), batch.tokens.end()));
+  }
+  if (out) out->finish();
+}
+
+}  // namespace headlab::cli

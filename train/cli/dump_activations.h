@@ -1,0 +1,31 @@
+// `headlab eval ... --dump-activations OUT.safetensors [--hooks NAME,...]`:
+// the activations at the model's hook points (layers/hooks.h), under the
+// hook names, as F32 [N, ...], plus the sequences' `tokens` [N, T] as I64.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "layers/transformer.h"
+#include "train/tasks.h"
+
+namespace headlab::cli {
+
+// The hook names to dump: all of the model's for an empty `hooks`, else
+// those, checked (UsageError naming the nearest valid ones).
+std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std::vector<std::string>& hooks);
+
+// UsageError when `path` is one of `inputs` (the checkpoint, the data
+// file): a dump must never replace what it reads.
+void check_dump_target(const std::string& path, const std::vector<std::string>& inputs);
+
+// Runs `total` sequences of the task's evaluation rows through the model,
+// `rows` at a time (memory bounded by `rows`, not the file), and streams
+// each batch's activations into `path` (written atomically at the end).
+void dump_activations(const layers::Transformer& model, train::Task& task, int64_t total, int64_t rows,
+                      uint64_t seed, const std::vector<std::string>& names, const std::string& path,
+                      const core::Metadata& metadata);
+
+}  // namespace headlab::cli
