@@ -51,7 +51,22 @@ void check_hook_name(const ModelSpec& spec, const std::string& name) {
   std::vector<std::string> near;
   for (const std::string& n : names)
     if (ends_with(n, "." + name) && near.size() < 3) near.push_back(n);
-  if (near.empty()) near = core::nearest_names(name, names, 3);
+  if (near.empty()) {
+    // A name given without its module path is spelled against the last part
+    // of each name ("hook_patern" finds blocks.0.attn.hook_pattern), one
+    // without its block against the part after "blocks.{i}.".
+    const bool bare = name.find('.') == std::string::npos, blockless = !name.starts_with("blocks.");
+    std::vector<std::string> points;
+    for (const std::string& n : names)
+      points.push_back(bare ? n.substr(n.rfind('.') + 1)
+                            : blockless && n.starts_with("blocks.") ? n.substr(n.find('.', 7) + 1) : n);
+    for (const std::string& p : core::nearest_names(name, points, 3))
+      for (std::size_t i = 0; i < names.size(); ++i)
+        if (points[i] == p && std::find(near.begin(), near.end(), names[i]) == near.end()) {
+          near.push_back(names[i]);
+          break;
+        }
+  }
   std::string list;
   for (const std::string& n : near) list += (list.empty() ? "" : ", ") + n;
   throw std::invalid_argument("unknown hook name '" + name + "' (nearest: " + list + "; this model has " +

@@ -206,6 +206,7 @@ TEST(Hooks, UnknownNamesNameTheNearestValidOnes) {
   };
   expect_message("blocks.0.attn.hook_patern", "blocks.0.attn.hook_pattern");
   expect_message("hook_pattern", "blocks.1.attn.hook_pattern");
+  expect_message("hook_patern", "blocks.0.attn.hook_pattern");
   expect_message("blocks.0.hook_resid_mid_", "blocks.0.hook_resid_mid");
   ModelSpec attn_only = kBase;
   attn_only.attn_only = true;

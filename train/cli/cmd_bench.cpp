@@ -19,6 +19,7 @@
 #include "core/ops.h"
 #include "core/random.h"
 #include "core/threads.h"
+#include "layers/hook_set.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
 #include "train/dist.h"
@@ -33,6 +34,7 @@ struct BenchArgs {
   std::string preset = "tiny";
   int64_t warmup = 5, steps = 20, runs = 5;
   bool json = false;
+  std::vector<std::string> hooks;  // --hooks: also time forwards caching these ("all": every hook point)
 };
 
 // Presets of issue 8: all pre-LN with d_ff = 4d, AdamW, the `previous` task.
@@ -77,6 +79,34 @@ double gemm_peak_gflops() {
   return best;
 }
 
+// Median ms of a no-grad forward of `batch`, plain and with every hook of
+// `names` cached (what run_with_cache costs over a plain forward).
+struct ForwardTimes {
+  double plain_ms = 0, hooked_ms = 0;
+};
+ForwardTimes time_forwards(const layers::Transformer& model, const train::Batch& batch,
+                           const std::vector<std::string>& names, const BenchArgs& args) {
+  autograd::NoGradGuard no_grad;
+  auto median_ms = [&](bool hooked) {
+    auto forward = [&] {
+      layers::HookSet cache(model.spec(), hooked ? names : std::vector<std::string>{});
+      layers::Probe probe;
+      probe.hooks = hooked ? &cache : nullptr;
+      model.forward(batch.tokens, batch.batch, batch.seq_len, nullptr, hooked ? &probe : nullptr);
+    };
+    for (int64_t i = 0; i < args.warmup; ++i) forward();
+    std::vector<double> ms;
+    for (int64_t r = 0; r < args.runs; ++r) {
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < args.steps; ++i) forward();
+      ms.push_back(1000 * std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(args.steps));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  return {median_ms(false), median_ms(true)};
+}
+
 double peak_rss_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -98,6 +128,15 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   train::dist::all_or_none(world, [&] { built = std::make_unique<train::Session>(config, world); });
   train::Session& session = *built;
   const layers::ModelSpec& m = session.model().spec();
+  std::vector<std::string> hooks = args.hooks;
+  if (hooks.size() == 1 && hooks[0] == "all") hooks = layers::hook_names(m);
+  for (const std::string& name : hooks) {
+    try {
+      layers::check_hook_name(m, name);
+    } catch (const std::invalid_argument& e) {
+      throw train::UsageError(std::string("--hooks: ") + e.what() + " (or give --hooks all)");
+    }
+  }
 
   int64_t linear_weights = 0;
   for (const auto& [name, p] : session.model().named_parameters())
@@ -117,13 +156,16 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   }
   const double comm_ms = 1000 * (world.seconds_communicating() - comm_before) / static_cast<double>(args.runs * args.steps);
   if (!world.is_root()) return 0;
+  ForwardTimes forwards;
+  if (!hooks.empty())
+    forwards = time_forwards(session.model(), session.task().eval_batch(config.batch, config.seed), hooks, args);
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   const double gflops = flops_per_step / (median / 1000) / 1e9;
   const double gemm_peak = gemm_peak_gflops();
   const core::FmaPeak fma = core::fma_peak(core::num_threads());
   const char* backend = core::gemm_backend_name(core::gemm_backend());
-  const nlohmann::json result = {{"preset", args.preset},
+  nlohmann::json result = {{"preset", args.preset},
                                  {"threads", core::num_threads()},
                                  {"processes", world.size()},
                                  {"comm_ms_per_step", comm_ms},
@@ -140,6 +182,11 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
                                  {"mfu", gflops / fma.gflops},
                                  {"gemm_peak_of_fma_peak", gemm_peak / fma.gflops},
                                  {"peak_rss_mib", peak_rss_mib()}};
+  if (!hooks.empty()) {
+    result["forward_ms"] = forwards.plain_ms;
+    result["forward_hooked_ms"] = forwards.hooked_ms;
+    result["hooks_cached"] = hooks.size();
+  }
   if (args.json) {
     std::cout << result.dump() << '\n';
     return 0;
@@ -161,6 +208,9 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   std::printf("  GEMM backend %s: %.1f GFLOP/s on a %lld^3 product (%.1f%% of the FMA peak); the step runs at %.1f%% of it\n",
               backend, gemm_peak, static_cast<long long>(kPeakGemmSize), 100 * gemm_peak / fma.gflops,
               100 * gflops / gemm_peak);
+  if (!hooks.empty())
+    std::printf("  forward (no grad, median): %.3f ms plain, %.3f ms caching %zu hook point(s): %.2fx\n",
+                forwards.plain_ms, forwards.hooked_ms, hooks.size(), forwards.hooked_ms / forwards.plain_ms);
   return 0;
 }
 
@@ -174,6 +224,10 @@ Command add_bench(CLI::App& app) {
   app.add_option("--warmup-steps", args->warmup, "untimed steps first")->default_val(args->warmup);
   app.add_option("--bench-steps", args->steps, "timed steps per run")->default_val(args->steps);
   app.add_option("--runs", args->runs, "timed runs; the median is reported")->default_val(args->runs);
+  app.add_option("--hooks", args->hooks,
+                 "also time a no-grad forward of the batch caching these hook points (comma-separated, or all) "
+                 "against a plain one")
+      ->delimiter(',');
   app.add_flag("--json", args->json, "print one JSON object");
   auto flags = std::make_shared<ConfigFlags>(
       app, std::vector<std::string>{"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
