@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "train/errors.h"
 
@@ -72,7 +73,15 @@ void SweepLock::setup(bool lock) { try_lock(fd_, lock ? F_WRLCK : F_UNLCK, kSetu
 
 bool is_sweep_folder(const std::string& dir) {
   struct stat st {};
-  return ::lstat(lock_path(dir).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  if (::lstat(lock_path(dir).c_str(), &st) == 0) return S_ISREG(st.st_mode);
+  // A sweep of a headlab before sweep.lock: its sweep.json, a regular file, says so at its start.
+  const std::string json = (fs::path(dir) / "sweep.json").string();
+  if (::lstat(json.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  std::ifstream in(json, std::ios::binary);
+  std::string head(64, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.starts_with("{\n  \"format\": \"headlab-sweep/1\"");
 }
 
 std::unique_ptr<SweepLock> prepare_sweep_folder(const std::string& dir, bool force, std::optional<Shard> shard) {

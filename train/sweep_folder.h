@@ -47,7 +47,8 @@ class SweepLock {
   int fd_ = -1;
 };
 
-// Whether DIR holds the sweep.lock a headlab sweep wrote.
+// Whether DIR holds the sweep.lock a headlab sweep wrote (or, from a headlab
+// before sweep.lock, a regular sweep.json that starts as headlab writes it).
 bool is_sweep_folder(const std::string& dir);
 
 // Checks and creates the folder of a new sweep (`shard`: of a shard of one)

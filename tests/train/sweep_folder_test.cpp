@@ -106,6 +106,12 @@ TEST_F(SweepFolder, ASweepsFolderNeedsForceAndTakesShards) {
   fs::create_symlink("/dev/null", fs::path(dir()) / "sweep.lock");
   EXPECT_FALSE(is_sweep_folder(dir()));
   EXPECT_THROW((void)prepare_sweep_folder(dir(), true, std::nullopt), UsageError);
+  // A sweep of an older headlab: its sweep.json marks it.
+  fs::remove(fs::path(dir()) / "sweep.lock");
+  write(fs::path(dir()) / "sweep.json", "{\"format\": \"headlab-sweep/1\"}");
+  EXPECT_FALSE(is_sweep_folder(dir()));  // not as headlab writes it
+  write(fs::path(dir()) / "sweep.json", "{\n  \"format\": \"headlab-sweep/1\",\n  \"task\": \"x\"\n}\n");
+  EXPECT_TRUE(is_sweep_folder(dir()));
 }
 
 TEST_F(SweepFolder, OneSweepAtATimeButShardsTogether) {

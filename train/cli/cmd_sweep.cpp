@@ -500,23 +500,20 @@ std::string plan_text(const Sweep& sweep, const std::string& seeds_text) {
   return out + "heads " + join(sweep.plan.heads) + " x seeds " + seeds_text;
 }
 
-// A shard's settings must be those of the other shards already in its folder
-// (they share config.json, which every run reads). Called under the folder's setup lock.
+// A shard's settings must be those of the other shards in its folder, which
+// may be running (they share config.json, which every run reads). Called
+// under the folder's setup lock.
 void write_shard_config(const Sweep& sweep) {
   const std::string path = sweep.dir + "/config.json";
   const nlohmann::json ours = train::to_json(sweep.config);
-  bool others = false;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(sweep.dir, ec))
-    others = others || entry.path().filename().string().starts_with("shard-");
-  if (others && fs::is_regular_file(path)) {
+  if (fs::is_regular_file(path)) {
     train::TrainConfig theirs;
     apply_config_file(theirs, path);
     const std::vector<std::string> diff = train::differing_keys(train::to_json(theirs), ours);
     if (!diff.empty()) {
       std::string keys;
       for (std::size_t i = 0; i < diff.size() && i < 6; ++i) keys += (i ? ", " : "") + diff[i];
-      throw train::UsageError("--out " + sweep.dir + " holds shards of a sweep with other settings (theirs vs these: " +
+      throw train::UsageError("--out " + sweep.dir + " holds a sweep with other settings (its config.json vs these: " +
                               keys + "); give the shards of one sweep the same flags, or use another --out");
     }
   }
@@ -666,6 +663,7 @@ Command add_sweep(CLI::App& app) {
     if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::string>) shown = field;
     else shown = CLI::detail::to_string(field);
     app.add_option("--" + std::string(name), (*grid_text)[name], std::string(help) + "; a comma list sweeps over it")
+        ->type_name(std::is_same_v<std::decay_t<decltype(field)>, std::string> ? "NAME[,...]" : "NUM[,...]")
         ->default_str(shown);
   });
   app.footer(
