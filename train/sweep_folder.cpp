@@ -9,7 +9,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "train/errors.h"
+#include "train/run_folder.h"
 
 namespace headlab::train {
 namespace {
@@ -19,6 +22,10 @@ namespace fs = std::filesystem;
 // The bytes of sweep.lock whose record locks mean: 0 the folder (shared by
 // shards, exclusive for a whole sweep), 1 the shards' shared files, 2 + K shard K.
 constexpr off_t kFolderByte = 0, kSetupByte = 1, kFirstShardByte = 2;
+
+// The marker of a folder headlab made, as train/run_folder writes it for runs:
+// DIR/.headlab holding {"headlab": KIND}, "sweep" or "run".
+constexpr const char* kMarker = ".headlab";
 
 std::string lock_path(const std::string& dir) { return (fs::path(dir) / "sweep.lock").string(); }
 
@@ -71,8 +78,25 @@ SweepLock::~SweepLock() {
 
 void SweepLock::setup(bool lock) { try_lock(fd_, lock ? F_WRLCK : F_UNLCK, kSetupByte, true); }
 
+std::string marker_kind(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kMarker).string();
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 256) return "";
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_object() && j.size() == 1 && j.contains("headlab") && j["headlab"].is_string()
+             ? j["headlab"].get<std::string>()
+             : "";
+}
+
+void write_marker(const std::string& dir, const std::string& kind) {
+  write_file_atomic((fs::path(dir) / kMarker).string(), nlohmann::json{{"headlab", kind}}.dump() + "\n");
+}
+
 bool is_sweep_folder(const std::string& dir) {
   struct stat st {};
+  if (marker_kind(dir) == "sweep") return true;
   if (::lstat(lock_path(dir).c_str(), &st) == 0) return S_ISREG(st.st_mode);
   // A sweep of a headlab before sweep.lock: its sweep.json, a regular file, says so at its start.
   const std::string json = (fs::path(dir) / "sweep.json").string();
@@ -100,7 +124,17 @@ std::unique_ptr<SweepLock> prepare_sweep_folder(const std::string& dir, bool for
   fs::create_directories(dir, ec);
   if (ec) throw UsageError("cannot create --out " + dir + ": " + ec.message());
   if (access(dir.c_str(), W_OK) != 0) throw UsageError("cannot write to --out " + dir + ": " + std::strerror(errno));
-  return std::make_unique<SweepLock>(dir, shard);
+  auto lock = std::make_unique<SweepLock>(dir, shard);
+  if (marker_kind(dir) != "sweep") write_marker(dir, "sweep");
+  return lock;
+}
+
+void prepare_run_folder(const std::string& dir) {
+  std::error_code ec;
+  const bool fresh = !fs::exists(fs::symlink_status(dir, ec)) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec));
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("sweep: cannot create " + dir + ": " + ec.message());
+  if (fresh) write_marker(dir, "run");
 }
 
 }  // namespace headlab::train

@@ -93,15 +93,23 @@ TEST_F(SweepFolder, AFolderOfUserFilesIsNeverWritten) {
   }
   EXPECT_EQ(read(fs::path(dir()) / "config.json"), "mine");
   EXPECT_FALSE(fs::exists(fs::path(dir()) / "sweep.lock"));
+  EXPECT_FALSE(fs::exists(fs::path(dir()) / ".headlab"));
+  // A run folder is marked only when the sweep makes it: never one of user files.
+  prepare_run_folder(dir());
+  EXPECT_FALSE(fs::exists(fs::path(dir()) / ".headlab"));
+  prepare_run_folder(dir() + "/h2-s0");
+  EXPECT_EQ(read(fs::path(dir()) / "h2-s0" / ".headlab"), "{\"headlab\":\"run\"}\n");
 }
 
 TEST_F(SweepFolder, ASweepsFolderNeedsForceAndTakesShards) {
   { const auto lock = prepare_sweep_folder(dir(), false, std::nullopt); }  // new: fine
   EXPECT_TRUE(is_sweep_folder(dir()));
+  EXPECT_EQ(read(fs::path(dir()) / ".headlab"), "{\"headlab\":\"sweep\"}\n");
   EXPECT_THROW((void)prepare_sweep_folder(dir(), false, std::nullopt), UsageError);
   EXPECT_NO_THROW((void)prepare_sweep_folder(dir(), true, std::nullopt));
   EXPECT_NO_THROW((void)prepare_sweep_folder(dir(), false, Shard{2, 3}));
-  // A link named sweep.lock marks nothing.
+  // A link named sweep.lock marks nothing (nor a marker of another kind).
+  write(fs::path(dir()) / ".headlab", "{\"headlab\":\"run\"}\n");
   fs::remove(fs::path(dir()) / "sweep.lock");
   fs::create_symlink("/dev/null", fs::path(dir()) / "sweep.lock");
   EXPECT_FALSE(is_sweep_folder(dir()));

@@ -192,9 +192,8 @@ int run_all(const Sweep& sweep, std::vector<train::SweepRun>& plan, std::vector<
       std::fprintf(stderr, "[%zu/%zu] %s (finished earlier)\n", ++finished, plan.size(), train::run_line(run).c_str());
       return std::nullopt;
     }
+    train::prepare_run_folder(folder);
     std::error_code ec;
-    fs::create_directories(folder, ec);
-    if (ec) throw std::runtime_error("sweep: cannot create " + folder + ": " + ec.message());
     fs::remove(folder + "/heads.json", ec);  // a stale one from an earlier sweep must not count
     return train::ChildJob{train_argv(sweep, run, resume), folder + "/stdout.log"};
   };
