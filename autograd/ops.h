@@ -58,6 +58,18 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
 // probabilities [B, h, T, T] (the tensor backward saves: read-only).
 Variable attention(const Variable& q, const Variable& k, const Variable& v, int64_t heads, bool causal, double scale,
                    const Tensor& key_padding = Tensor(), const Variable& gates = Variable(), Tensor* probs = nullptr);
+// The same attention as three nodes, for hooks that read or replace the
+// scores or the probabilities (core/attention_split.h); composed they give
+// attention's bits. attention_scores: q, k [B, T, d] -> S [B, h, T, T] =
+// scale Q_i K_i^T with hidden keys (after the query when causal, padding)
+// at -inf. attention_softmax: S -> P, each row's softmax over the keys the
+// causal mask lets through (the rest 0). attention_apply: P, v -> [B, T, d],
+// head i's columns gate_i * P_i V_i, keys after the query ignored when causal.
+Variable attention_scores(const Variable& q, const Variable& k, int64_t heads, bool causal, double scale,
+                          const Tensor& key_padding = Tensor());
+Variable attention_softmax(const Variable& scores, bool causal);
+Variable attention_apply(const Variable& probs, const Variable& v, int64_t heads, bool causal,
+                         const Variable& gates = Variable());
 
 // --- shape (forward is a view; backward maps the gradient back) ---
 Variable reshape(const Variable& x, const Shape& shape);

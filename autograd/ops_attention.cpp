@@ -1,12 +1,14 @@
 // Fused multi-head attention on core/attention_kernels.h: one node instead
 // of the matmul, scale, mask, softmax and matmul of the composed form; it
-// saves only the probabilities [B, h, T, T].
+// saves only the probabilities [B, h, T, T]. Its three stages as separate
+// nodes (core/attention_split.h) serve the hooks.
 #include <string>
 #include <vector>
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "core/attention_kernels.h"
+#include "core/attention_split.h"
 
 namespace headlab::autograd {
 
@@ -32,6 +34,51 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
         if (in[3].requires_grad()) in[3].accumulate_grad(d.dgates);
       },
       "attention");
+}
+
+// The three stages (core/attention_split.h): what the hooks at the scores and
+// the probabilities need; together the same bits as attention().
+Variable attention_scores(const Variable& q, const Variable& k, int64_t heads, bool causal, double scale,
+                          const Tensor& key_padding) {
+  const core::AttentionShape shape{heads, causal, scale};
+  Tensor s = core::attention_scores_forward(checked(q, "attention_scores", "q").value(),
+                                            checked(k, "attention_scores", "k").value(), shape, key_padding);
+  return Variable::from_op(
+      std::move(s), {q, k},
+      [shape, key_padding](std::vector<Variable>& in, const Tensor& g) {
+        core::ScoresGrads d = core::attention_scores_backward(g, in[0].value(), in[1].value(), shape, key_padding);
+        if (in[0].requires_grad()) in[0].accumulate_grad(d.dq);
+        if (in[1].requires_grad()) in[1].accumulate_grad(d.dk);
+      },
+      "attention_scores");
+}
+
+Variable attention_softmax(const Variable& scores, bool causal) {
+  Tensor p = core::attention_softmax_forward(checked(scores, "attention_softmax", "scores").value(), causal);
+  return Variable::from_op(
+      p, {scores},
+      [causal, p](std::vector<Variable>& in, const Tensor& g) {
+        in[0].accumulate_grad(core::attention_softmax_backward(g, p, causal));
+      },
+      "attention_softmax");
+}
+
+Variable attention_apply(const Variable& probs, const Variable& v, int64_t heads, bool causal, const Variable& gates) {
+  const core::AttentionShape shape{heads, causal, 1.0};
+  const Tensor gate_values = gates.defined() ? gates.value() : Tensor();
+  Tensor out = core::attention_apply_forward(checked(probs, "attention_apply", "probs").value(),
+                                             checked(v, "attention_apply", "v").value(), shape, gate_values);
+  return Variable::from_op(
+      std::move(out), {probs, v, gates},
+      [shape](std::vector<Variable>& in, const Tensor& g) {
+        const Tensor gv = in[2].defined() ? in[2].value() : Tensor();
+        core::ApplyGrads d =
+            core::attention_apply_backward(g, in[0].value(), in[1].value(), shape, gv, in[2].requires_grad());
+        if (in[0].requires_grad()) in[0].accumulate_grad(d.dprobs);
+        if (in[1].requires_grad()) in[1].accumulate_grad(d.dv);
+        if (in[2].requires_grad()) in[2].accumulate_grad(d.dgates);
+      },
+      "attention_apply");
 }
 
 }  // namespace headlab::autograd

@@ -33,7 +33,8 @@ MultiHeadAttention::MultiHeadAttention(const ModelSpec& spec, core::Generator& g
   o_ = register_module("o", std::make_shared<Linear>(LinearOptions{.in_features = d, .out_features = d}, gen, dtype));
 }
 
-Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_mask, LayerProbe* probe) const {
+Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_mask, LayerProbe* probe,
+                                    const HookScope& hooks) const {
   using namespace autograd;
   const int64_t d_model = spec_.d_model;
   const int64_t h = spec_.heads;
@@ -59,17 +60,33 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
   // The fused op computes, per head, A_i = softmax(mask(Q_i K_i^T / sqrt(d_k)))
   // with the per-head d_k (never d_model), and gate_i * A_i V_i written into
   // head i's columns, which is concat(head_1..head_h) [B, T, d_model].
-  const Variable q = q_->forward(x);
-  const Variable k = k_->forward(x);
-  const Variable v = v_->forward(x);
+  const Shape heads_layout{batch, seq_len, h, dk};  // TransformerLens's view of Q, K, V and z
+  const Variable q = hooks.visit("hook_q", q_->forward(x), heads_layout);
+  const Variable k = hooks.visit("hook_k", k_->forward(x), heads_layout);
+  const Variable v = hooks.visit("hook_v", v_->forward(x), heads_layout);
   // All-ones gates change no bit, so they enter the op only when a gate
   // differs from 1 or its gradient is wanted.
   const bool gated = gates.defined() && (gates.requires_grad() || !all_ones(gates.value()));
-  const Variable attended =
-      attention(q, k, v, h, spec_.causal, 1.0 / std::sqrt(static_cast<double>(dk)),
-                padding_mask != nullptr ? *padding_mask : Tensor(), gated ? gates : Variable(),
-                probe != nullptr ? &probe->attention : nullptr);
-  const Variable concat = probe != nullptr ? replace_heads(attended, *probe) : attended;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
+  const Tensor mask = padding_mask != nullptr ? *padding_mask : Tensor();
+  Tensor* probs = probe != nullptr ? &probe->attention : nullptr;
+  const bool want_scores = hooks.wants("hook_attn_scores");
+  const bool want_pattern = hooks.wants("hook_pattern");
+  Variable attended;
+  if (!want_scores && !want_pattern) {
+    attended = attention(q, k, v, h, spec_.causal, scale, mask, gated ? gates : Variable(), probs);
+  } else {
+    // The fused op's three stages, each on the fused kernel's own GEMM calls
+    // and softmax rows, so the hooks see (and may replace) what it computes.
+    Variable scores = attention_scores(q, k, h, spec_.causal, scale, mask);
+    if (want_scores) scores = hooks.visit_wanted("hook_attn_scores", scores);
+    Variable pattern = attention_softmax(scores, spec_.causal);
+    if (want_pattern) pattern = hooks.visit_wanted("hook_pattern", pattern);
+    if (probs != nullptr) *probs = pattern.value();
+    attended = attention_apply(pattern, v, h, spec_.causal, gated ? gates : Variable());
+  }
+  Variable concat = probe != nullptr ? replace_heads(attended, *probe) : attended;
+  concat = hooks.visit("hook_z", concat, heads_layout);
   if (probe != nullptr) probe->head_outputs = concat.value();
   return o_->forward(concat);
 }

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "core/random.h"
+#include "layers/hooks.h"
 #include "layers/linear.h"
 #include "layers/model_spec.h"
 #include "layers/module.h"
@@ -39,8 +40,13 @@ class MultiHeadAttention : public Module {
   // A is all zeros and its head output is 0. `probe` (optional, see
   // layers/probe.h) supplies the head gates and receives the attention
   // probabilities and the head outputs; throws std::invalid_argument for
-  // gates that are not a [h] variable of x's dtype.
-  Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr) const;
+  // gates that are not a [h] variable of x's dtype. `hooks` (prefix
+  // "blocks.{i}.attn.") visits hook_q, hook_k, hook_v, hook_attn_scores,
+  // hook_pattern and hook_z (layers/hooks.h); when the scores or the pattern
+  // are wanted the fused op runs as its three stages (autograd::
+  // attention_scores, attention_softmax, attention_apply: the same bits).
+  Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr,
+                   const HookScope& hooks = {}) const;
 
   const ModelSpec& spec() const { return spec_; }
   int64_t heads() const { return spec_.heads; }

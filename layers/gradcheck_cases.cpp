@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "core/random.h"
 #include "layers/attention.h"
 #include "layers/embedding.h"
+#include "layers/hook_set.h"
 #include "layers/layer_norm.h"
 #include "layers/linear.h"
 #include "layers/mlp.h"
@@ -169,11 +171,56 @@ void model_cases(Registry& r) {
                      });
 }
 
+// With respect to activations at hook points (layers/hooks.h): each input is
+// a delta added to one named activation (what activation_gradients does).
+// Hooks at the scores or the pattern run attention as its three stages, so
+// these also check those stages' backward, parameters included.
+void hook_cases(Registry& r) {
+  struct HookCase {
+    const char* what;
+    ModelSpec spec;
+    std::vector<std::string> names;
+    bool padded;
+  };
+  const ModelSpec causal{.vocab = 5, .classes = 3, .max_seq_len = 4, .layers = 2, .heads = 2, .d_model = 8, .d_ff = 16};
+  ModelSpec bidirectional = causal;
+  bidirectional.causal = false;
+  const std::vector<HookCase> cases{
+      {"Transformer 2 layers: cross-entropy loss w.r.t. hook_attn_scores, hook_pattern, hook_resid_pre and every "
+       "parameter",
+       causal,
+       {"blocks.0.attn.hook_attn_scores", "blocks.1.attn.hook_pattern", "blocks.1.hook_resid_pre"},
+       false},
+      {"Transformer bidirectional, padded: cross-entropy loss w.r.t. hook_attn_scores, hook_pattern and every "
+       "parameter",
+       bidirectional,
+       {"blocks.0.attn.hook_attn_scores", "blocks.0.attn.hook_pattern"},
+       true}};
+  const Tensor pad = Tensor::from_vector({1, 1, 1, 1, 1, 1, 0, 0}, {2, 4}, f64);
+  for (const HookCase& c : cases) {
+    std::vector<Tensor> deltas;
+    for (const std::string& n : c.names) deltas.push_back(r.normal(hook_shape(c.spec, n, 2, 4)));
+    r.add<Transformer>(c.what, std::make_shared<Transformer>(c.spec, r.gen(), f64), deltas,
+                       [c, pad](Transformer& m, const Vars& x) {
+                         static const std::vector<int32_t> tokens{1, 4, 0, 2, 3, 3, 1, 0};
+                         static const std::vector<int32_t> targets{2, 0, -1, 1, 1, 2, -1, -1};
+                         std::map<std::string, Variable> d;
+                         for (std::size_t i = 0; i < c.names.size(); ++i) d.emplace(c.names[i], x[i]);
+                         HookSet hooks(m.spec(), {}, {}, d);
+                         Probe probe;
+                         probe.hooks = &hooks;
+                         return autograd::cross_entropy(m.forward(tokens, 2, 4, c.padded ? &pad : nullptr, &probe),
+                                                        targets);
+                       });
+  }
+}
+
 std::vector<GradcheckCase> build() {
   Registry r;
   basic_cases(r);
   attention_cases(r);
   model_cases(r);
+  hook_cases(r);
   return r.take();
 }
 

@@ -10,10 +10,17 @@ MLP::MLP(const MLPOptions& options, core::Generator& gen, DType dtype) : options
 }
 
 // fc1 and GELU run as one node (autograd::linear_gelu): the same numbers as
-// gelu(fc1(x)), with one pass less in the backward.
-Variable MLP::forward(const Variable& x) const {
-  if (options_.relu) return fc2_->forward(autograd::relu(fc1_->forward(x)));
-  return fc2_->forward(autograd::linear_gelu(x, fc1_->weight(), fc1_->bias()));
+// gelu(fc1(x)), with one pass less in the backward. Hooks that want fc1's
+// output or GELU's get the two-node form (the same bits).
+Variable MLP::forward(const Variable& x, const HookScope& hooks) const {
+  const bool want_pre = hooks.wants("hook_pre");
+  const bool want_post = hooks.wants("hook_post");
+  if (!options_.relu && !want_pre && !want_post)
+    return fc2_->forward(autograd::linear_gelu(x, fc1_->weight(), fc1_->bias()));
+  const Variable pre = fc1_->forward(x);
+  const Variable h = want_pre ? hooks.visit_wanted("hook_pre", pre) : pre;
+  const Variable post = options_.relu ? autograd::relu(h) : autograd::gelu(h);
+  return fc2_->forward(want_post ? hooks.visit_wanted("hook_post", post) : post);
 }
 
 }  // namespace headlab::layers

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/random.h"
+#include "layers/hooks.h"
 #include "layers/linear.h"
 #include "layers/module.h"
 
@@ -22,8 +23,9 @@ class MLP : public Module {
   // Submodules: "fc1" Linear(d_model -> d_ff), "fc2" Linear(d_ff -> d_model).
   MLP(const MLPOptions& options, core::Generator& gen, DType dtype = DType::f32);
 
-  // x [..., d_model] -> [..., d_model]
-  Variable forward(const Variable& x) const;
+  // x [..., d_model] -> [..., d_model]. `hooks` (prefix "blocks.{i}.mlp.")
+  // visits hook_pre (fc1's output) and hook_post (after the activation).
+  Variable forward(const Variable& x, const HookScope& hooks = {}) const;
 
   const MLPOptions& options() const { return options_; }
   Linear& fc1() const { return *fc1_; }

@@ -12,6 +12,7 @@
 
 #include "autograd/variable.h"
 #include "core/tensor.h"
+#include "layers/hooks.h"
 
 namespace headlab::layers {
 
@@ -46,8 +47,12 @@ struct LayerProbe {
 struct Probe {
   Probe() = default;
   explicit Probe(int64_t num_layers) : layers(static_cast<std::size_t>(num_layers)) {}
-  // One entry per layer of the model, in order.
+  // One entry per layer of the model, in order (may be empty when only
+  // `hooks` is set).
   std::vector<LayerProbe> layers;
+  // Optional: the named hook points the pass visits (layers/hooks.h). Not
+  // owned; it outlives the pass.
+  Hooks* hooks = nullptr;
 };
 
 }  // namespace headlab::layers

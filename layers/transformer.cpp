@@ -55,15 +55,24 @@ Variable Transformer::forward(std::span<const int32_t> tokens, int64_t batch, in
                                   "] is outside the vocabulary [0, " + std::to_string(spec_.vocab) + ")");
     }
   }
-  if (probe != nullptr && static_cast<int64_t>(probe->layers.size()) != num_layers()) {
+  if (probe != nullptr && !probe->layers.empty() && static_cast<int64_t>(probe->layers.size()) != num_layers()) {
     throw std::invalid_argument("Transformer::forward: the probe has " + std::to_string(probe->layers.size()) +
                                 " layers, the model " + std::to_string(num_layers()) + " (use Probe(num_layers()))");
   }
+  const HookScope hooks{probe != nullptr ? probe->hooks : nullptr, ""};
+  const bool per_layer = probe != nullptr && !probe->layers.empty();
+  const Variable tok = hooks.visit("hook_embed", tok_emb_->forward(tokens, {batch, seq_len}));
+  Variable pos = pos_emb_->forward(seq_len);
+  // The cache's hook_pos_embed is [B, T, d] (TransformerLens's); the same
+  // numbers reach the sum either way.
+  if (hooks.wants("hook_pos_embed"))
+    pos = hooks.visit_wanted("hook_pos_embed", autograd::expand(pos, {batch, seq_len, spec_.d_model}));
   // [B, T, d] + [T, d] broadcast over the batch.
-  Variable x = tok_emb_->forward(tokens, {batch, seq_len}) + pos_emb_->forward(seq_len);
+  Variable x = tok + pos;
   for (std::size_t l = 0; l < blocks_.size(); ++l)
-    x = blocks_[l]->forward(x, padding_mask, probe != nullptr ? &probe->layers[l] : nullptr);
-  if (ln_f_) x = ln_f_->forward(x);
+    x = blocks_[l]->forward(x, padding_mask, per_layer ? &probe->layers[l] : nullptr,
+                            hooks.inner("blocks." + std::to_string(l) + "."));
+  if (ln_f_) x = hooks.visit("ln_final.hook_normalized", ln_f_->forward(x));
   return head_->forward(x);
 }
 

@@ -32,9 +32,10 @@ class Transformer : public Module {
   // tokens [batch, seq_len] row-major, ids in [0, vocab) -> logits
   // [batch, seq_len, classes]. padding_mask [batch, seq_len]: nonzero = real
   // token, 0 = pad (pad keys receive no attention). `probe` (optional, one
-  // entry per layer, see layers/probe.h) gates heads and receives each
-  // layer's attention, head outputs and residual stream; the model itself
-  // is never changed. Throws std::invalid_argument naming a bad size,
+  // entry per layer or none, see layers/probe.h) gates heads and receives
+  // each layer's attention, head outputs and residual stream, and its hooks
+  // visit the named points of layers/hooks.h; the model itself is never
+  // changed. Throws std::invalid_argument naming a bad size,
   // seq_len > max_seq_len, an id out of range or a probe of the wrong size.
   Variable forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
                    const Tensor* padding_mask = nullptr, Probe* probe = nullptr) const;

@@ -19,9 +19,18 @@ TransformerBlock::TransformerBlock(const ModelSpec& spec, core::Generator& gen, 
   }
 }
 
-Variable TransformerBlock::forward(const Variable& x, const Tensor* padding_mask, LayerProbe* probe) const {
-  Variable h = x + attn_->forward(ln1_ ? ln1_->forward(x) : x, padding_mask, probe);
-  if (mlp_) h = h + mlp_->forward(ln2_ ? ln2_->forward(h) : h);
+Variable TransformerBlock::forward(const Variable& x, const Tensor* padding_mask, LayerProbe* probe,
+                                  const HookScope& hooks) const {
+  const Variable resid_pre = hooks.visit("hook_resid_pre", x);
+  const Variable normalized = ln1_ ? hooks.visit("ln1.hook_normalized", ln1_->forward(resid_pre)) : resid_pre;
+  const Variable attn_out = hooks.visit("hook_attn_out", attn_->forward(normalized, padding_mask, probe, hooks.inner("attn.")));
+  Variable h = resid_pre + attn_out;
+  if (mlp_) {
+    h = hooks.visit("hook_resid_mid", h);
+    const Variable in = ln2_ ? hooks.visit("ln2.hook_normalized", ln2_->forward(h)) : h;
+    h = h + hooks.visit("hook_mlp_out", mlp_->forward(in, hooks.inner("mlp.")));
+  }
+  h = hooks.visit("hook_resid_post", h);
   if (probe != nullptr) probe->residual = h.value();
   return h;
 }

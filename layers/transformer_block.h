@@ -9,6 +9,7 @@
 
 #include "core/random.h"
 #include "layers/attention.h"
+#include "layers/hooks.h"
 #include "layers/layer_norm.h"
 #include "layers/mlp.h"
 #include "layers/model_spec.h"
@@ -25,7 +26,9 @@ class TransformerBlock : public Module {
 
   // x [B, T, d_model] -> [B, T, d_model]; padding_mask and probe as in
   // MultiHeadAttention; the probe also receives the block's output (residual).
-  Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr) const;
+  // `hooks` (prefix "blocks.{i}.") visits the block's points of layers/hooks.h.
+  Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr,
+                   const HookScope& hooks = {}) const;
 
   const ModelSpec& spec() const { return spec_; }
   MultiHeadAttention& attention() const { return *attn_; }

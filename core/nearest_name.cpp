@@ -1,9 +1,10 @@
-#include "train/nearest_name.h"
+#include "core/nearest_name.h"
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 
-namespace headlab::train {
+namespace headlab::core {
 
 namespace {
 
@@ -40,4 +41,14 @@ std::string nearest_name(const std::string& name, const std::vector<std::string>
   return best;
 }
 
-}  // namespace headlab::train
+std::vector<std::string> nearest_names(const std::string& name, const std::vector<std::string>& candidates,
+                                       std::size_t count) {
+  std::vector<std::pair<std::size_t, std::size_t>> ranked;  // (distance, index)
+  for (std::size_t i = 0; i < candidates.size(); ++i) ranked.emplace_back(distance(name, candidates[i]), i);
+  std::stable_sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < std::min(count, ranked.size()); ++i) out.push_back(candidates[ranked[i].second]);
+  return out;
+}
+
+}  // namespace headlab::core

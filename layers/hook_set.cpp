@@ -1,0 +1,81 @@
+#include "layers/hook_set.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "autograd/ops.h"
+
+namespace headlab::layers {
+
+namespace {
+
+void check_fits(const std::string& what, const std::string& name, const Tensor& t, const Variable& activation) {
+  if (t.defined() && t.shape() == activation.shape() && t.dtype() == activation.dtype()) return;
+  throw std::invalid_argument("the " + what + " for hook '" + name + "' is " +
+                              (t.defined() ? core::to_string(t.dtype()) + " " + core::to_string(t.shape())
+                                           : std::string("undefined")) +
+                              "; expected " + core::to_string(activation.dtype()) + " " +
+                              core::to_string(activation.shape()));
+}
+
+}  // namespace
+
+HookSet::HookSet(const ModelSpec& spec, const std::vector<std::string>& cache, std::map<std::string, Tensor> replace,
+                 std::map<std::string, Variable> deltas)
+    : keep_(cache.begin(), cache.end()), replace_(std::move(replace)), deltas_(std::move(deltas)) {
+  for (const std::string& n : keep_) check_hook_name(spec, n);
+  for (const auto& [n, t] : replace_) check_hook_name(spec, n);
+  for (const auto& [n, d] : deltas_) check_hook_name(spec, n);
+}
+
+bool HookSet::wants(const std::string& name) const {
+  return keep_.contains(name) || replace_.contains(name) || deltas_.contains(name);
+}
+
+Variable HookSet::visit(const std::string& name, const Variable& activation) {
+  Variable x = activation;
+  if (auto r = replace_.find(name); r != replace_.end()) {
+    check_fits("replacement", name, r->second, activation);
+    x = Variable(r->second);
+  }
+  if (auto d = deltas_.find(name); d != deltas_.end()) {
+    check_fits("delta", name, d->second.defined() ? d->second.value() : Tensor(), activation);
+    x = autograd::add(x, d->second);
+  }
+  if (keep_.contains(name)) cached_[name] = x.value().contiguous();
+  return x;
+}
+
+std::map<std::string, Tensor> activation_gradients(const Transformer& model, std::span<const int32_t> tokens,
+                                                   int64_t batch, int64_t seq_len,
+                                                   std::span<const int32_t> targets,
+                                                   const std::vector<std::string>& names,
+                                                   const Tensor* padding_mask, Tensor* logits, double* loss) {
+  if (static_cast<int64_t>(targets.size()) != batch * seq_len)
+    throw std::invalid_argument("activation_gradients: " + std::to_string(targets.size()) +
+                                " targets for [batch=" + std::to_string(batch) + ", seq_len=" +
+                                std::to_string(seq_len) + "] tokens (one per token, -1 = none)");
+  std::map<std::string, Variable> deltas;
+  std::vector<Variable> leaves;
+  for (const std::string& n : names) {
+    const Variable d(Tensor::zeros(hook_shape(model.spec(), n, batch, seq_len), model.dtype()), true);
+    deltas.emplace(n, d);
+    leaves.push_back(d);
+  }
+  HookSet hooks(model.spec(), {}, {}, deltas);
+  // Only the deltas require a gradient in this scope: the graph records only
+  // what leads to them, and the parameters are never touched.
+  autograd::GradOnlyFor only(leaves);
+  Probe probe;
+  probe.hooks = &hooks;
+  const Variable out = model.forward(tokens, batch, seq_len, padding_mask, &probe);
+  const Variable l = autograd::cross_entropy(out, targets);
+  if (logits) *logits = out.value();
+  if (loss) *loss = l.value().item();
+  std::map<std::string, Tensor> grads;
+  if (l.requires_grad()) l.backward();
+  for (const auto& [n, d] : deltas) grads[n] = d.has_grad() ? d.grad() : Tensor::zeros(d.shape(), d.dtype());
+  return grads;
+}
+
+}  // namespace headlab::layers

@@ -1,0 +1,60 @@
+// Ready-made layers::Hooks: a recorder and patcher (HookSet), and the
+// gradient of the loss with respect to named activations
+// (activation_gradients). See layers/hooks.h for the names and layouts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "layers/hooks.h"
+#include "layers/transformer.h"
+
+namespace headlab::layers {
+
+class HookSet final : public Hooks {
+ public:
+  // cache: names whose activation is kept (the value that flows downstream,
+  // after any replacement); replace: name -> constant of the activation's
+  // shape and dtype that replaces it; deltas: name -> a leaf of the
+  // activation's shape added to it (x + delta), whose gradient is then
+  // dLoss/dactivation. Every name must be one of hook_names(spec):
+  // std::invalid_argument naming the nearest valid ones otherwise.
+  HookSet(const ModelSpec& spec, const std::vector<std::string>& cache, std::map<std::string, Tensor> replace = {},
+          std::map<std::string, Variable> deltas = {});
+
+  bool wants(const std::string& name) const override;
+  // Throws std::invalid_argument naming the expected shape and dtype when a
+  // replacement or delta does not fit the activation.
+  Variable visit(const std::string& name, const Variable& activation) override;
+
+  // The kept activations of the last pass, by name: contiguous, sharing
+  // storage with the pass's own values where they already are (read-only).
+  const std::map<std::string, Tensor>& cache() const { return cached_; }
+  std::map<std::string, Tensor> take_cache() { return std::move(cached_); }
+
+ private:
+  std::set<std::string> keep_;
+  std::map<std::string, Tensor> replace_;
+  std::map<std::string, Variable> deltas_;
+  std::map<std::string, Tensor> cached_;
+};
+
+// dLoss/d(activation) for each of `names`: loss = cross-entropy of the
+// logits against `targets` (one per token, -1 = none; the mean over the
+// targets that are not -1). Through x + delta with delta a zero leaf under
+// autograd::GradOnlyFor, so the parameters' gradients and requires_grad
+// flags are never touched. `logits` (optional) receives the logits, `loss`
+// the loss. Throws std::invalid_argument for an unknown name, or for
+// tokens/targets/mask that do not fit (as Transformer::forward does).
+std::map<std::string, Tensor> activation_gradients(const Transformer& model, std::span<const int32_t> tokens,
+                                                   int64_t batch, int64_t seq_len,
+                                                   std::span<const int32_t> targets,
+                                                   const std::vector<std::string>& names,
+                                                   const Tensor* padding_mask = nullptr, Tensor* logits = nullptr,
+                                                   double* loss = nullptr);
+
+}  // namespace headlab::layers

@@ -1,0 +1,85 @@
+#include "layers/hooks.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "autograd/ops.h"
+#include "core/nearest_name.h"
+
+namespace headlab::layers {
+
+namespace {
+
+// A block's points in forward order, with the spec's conditions.
+std::vector<std::string> block_points(const ModelSpec& s) {
+  std::vector<std::string> p{"hook_resid_pre"};
+  if (s.layernorm) p.emplace_back("ln1.hook_normalized");
+  for (const char* a : {"attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern",
+                        "attn.hook_z"})
+    p.emplace_back(a);
+  p.emplace_back("hook_attn_out");
+  if (!s.attn_only) {
+    p.emplace_back("hook_resid_mid");
+    if (s.layernorm) p.emplace_back("ln2.hook_normalized");
+    for (const char* m : {"mlp.hook_pre", "mlp.hook_post", "hook_mlp_out"}) p.emplace_back(m);
+  }
+  p.emplace_back("hook_resid_post");
+  return p;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+std::vector<std::string> hook_names(const ModelSpec& spec) {
+  const ModelSpec s = spec.resolved();
+  std::vector<std::string> names{"hook_embed", "hook_pos_embed"};
+  const std::vector<std::string> points = block_points(s);
+  for (int64_t i = 0; i < s.layers; ++i)
+    for (const std::string& p : points) names.push_back("blocks." + std::to_string(i) + "." + p);
+  if (s.layernorm) names.emplace_back("ln_final.hook_normalized");
+  return names;
+}
+
+void check_hook_name(const ModelSpec& spec, const std::string& name) {
+  const std::vector<std::string> names = hook_names(spec);
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  // A point without its block ("hook_pattern") names that point of every
+  // block; otherwise the nearest names by spelling.
+  std::vector<std::string> near;
+  for (const std::string& n : names)
+    if (ends_with(n, "." + name) && near.size() < 3) near.push_back(n);
+  if (near.empty()) near = core::nearest_names(name, names, 3);
+  std::string list;
+  for (const std::string& n : near) list += (list.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown hook name '" + name + "' (nearest: " + list + "; this model has " +
+                              std::to_string(names.size()) + " hook names, listed by hook_names)");
+}
+
+Shape hook_shape(const ModelSpec& spec, const std::string& name, int64_t batch, int64_t seq_len) {
+  check_hook_name(spec, name);
+  const ModelSpec s = spec.resolved();
+  if (ends_with(name, ".hook_q") || ends_with(name, ".hook_k") || ends_with(name, ".hook_v") ||
+      ends_with(name, ".hook_z"))
+    return {batch, seq_len, s.heads, s.d_k()};
+  if (ends_with(name, ".hook_attn_scores") || ends_with(name, ".hook_pattern")) return {batch, s.heads, seq_len, seq_len};
+  if (ends_with(name, ".hook_pre") || ends_with(name, ".hook_post")) return {batch, seq_len, s.d_ff};
+  return {batch, seq_len, s.d_model};
+}
+
+Variable HookScope::visit_wanted(const char* point, const Variable& x, const Shape& layout) const {
+  const std::string name = prefix + point;
+  const Variable view = layout.empty() || layout == x.shape() ? x : autograd::reshape(x, layout);
+  const Variable out = hooks->visit(name, view);
+  if (out.node() == view.node()) return x;  // kept: no reshape back
+  if (!out.defined() || out.shape() != view.shape() || out.dtype() != view.dtype())
+    throw std::invalid_argument("hook '" + name + "' returned " +
+                                (out.defined() ? core::to_string(out.dtype()) + " " + core::to_string(out.shape())
+                                               : std::string("an undefined variable")) +
+                                "; expected " + core::to_string(view.dtype()) + " " + core::to_string(view.shape()));
+  return out.shape() == x.shape() ? out : autograd::reshape(out, x.shape());
+}
+
+}  // namespace headlab::layers

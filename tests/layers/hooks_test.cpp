@@ -1,0 +1,297 @@
+// The named hook points (layers/hooks.h) and the ready-made HookSet and
+// activation_gradients (layers/hook_set.h).
+#include "layers/hooks.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "core/random.h"
+#include "layers/hook_set.h"
+#include "layers/transformer.h"
+
+namespace headlab::layers {
+namespace {
+
+using core::DType;
+
+// Every point wanted, every activation handed back untouched; records the
+// names in visiting order.
+class Identity final : public Hooks {
+ public:
+  bool wants(const std::string&) const override { return true; }
+  Variable visit(const std::string& name, const Variable& a) override {
+    visited.push_back(name);
+    return a;
+  }
+  std::vector<std::string> visited;
+};
+
+// Nothing wanted: visit must never be called.
+class Nothing final : public Hooks {
+ public:
+  bool wants(const std::string&) const override { return false; }
+  Variable visit(const std::string& name, const Variable&) override { throw std::logic_error("visited " + name); }
+};
+
+std::unique_ptr<Transformer> make_model(const ModelSpec& spec, DType dtype = DType::f32, uint64_t seed = 3) {
+  core::Generator gen(seed);
+  auto m = std::make_unique<Transformer>(spec, gen, dtype);
+  // Weights larger than the init, so attention is sharp and a wrong bit of
+  // the split or the order shows.
+  for (auto& [name, p] : m->named_parameters()) p.mutable_value().copy_(gen.normal(p.shape(), 0.0, 0.3, dtype));
+  return m;
+}
+
+std::vector<int32_t> some_tokens(const ModelSpec& spec, int64_t n, uint64_t seed = 11) {
+  core::Generator gen(seed);
+  std::vector<int32_t> t(static_cast<std::size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(gen.next_u64() % static_cast<uint64_t>(spec.vocab));
+  return t;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  const std::size_t bytes = static_cast<std::size_t>(ac.numel()) * (a.dtype() == DType::f64 ? 8 : 4);
+  return std::memcmp(ac.raw_data(), bc.raw_data(), bytes) == 0;
+}
+
+const ModelSpec kBase{.vocab = 7, .max_seq_len = 80, .layers = 2, .heads = 2, .d_model = 8, .d_ff = 16};
+
+struct Variant {
+  const char* what;
+  ModelSpec spec;
+  int64_t batch, seq;
+  bool padded;
+};
+
+std::vector<Variant> variants() {
+  ModelSpec attn_only = kBase, no_ln = kBase, relu = kBase, bidir = kBase;
+  attn_only.attn_only = true;
+  no_ln.layernorm = false;
+  relu.activation = "relu";
+  bidir.causal = false;
+  // seq 70 > the causal kernels' 64-row chunk: two chunks.
+  return {{"layernorm + GELU MLP, two causal chunks", kBase, 2, 70, false},
+          {"attention-only", attn_only, 3, 9, false},
+          {"no LayerNorm", no_ln, 2, 9, false},
+          {"ReLU MLP", relu, 2, 9, false},
+          {"bidirectional, padded", bidir, 2, 9, true}};
+}
+
+Tensor pad_mask(int64_t batch, int64_t seq) {
+  std::vector<double> m(static_cast<std::size_t>(batch * seq), 1.0);
+  m[static_cast<std::size_t>(seq - 1)] = 0.0;  // row 0's last token and ...
+  m[static_cast<std::size_t>(seq - 2)] = 0.0;
+  return Tensor::from_vector(m, {batch, seq}, DType::f32);
+}
+
+TEST(Hooks, IdentityAtEveryPointChangesNoBitAndVisitsInForwardOrder) {
+  for (const Variant& v : variants()) {
+    SCOPED_TRACE(v.what);
+    const auto model = make_model(v.spec);
+    const std::vector<int32_t> tokens = some_tokens(v.spec, v.batch * v.seq);
+    const Tensor mask = pad_mask(v.batch, v.seq);
+    const Tensor* m = v.padded ? &mask : nullptr;
+    const Tensor plain = model->forward(tokens, v.batch, v.seq, m).value();
+    Identity id;
+    Probe probe;
+    probe.hooks = &id;
+    EXPECT_TRUE(same_bits(model->forward(tokens, v.batch, v.seq, m, &probe).value(), plain));
+    EXPECT_EQ(id.visited, hook_names(v.spec));
+    Nothing nothing;
+    probe.hooks = &nothing;
+    EXPECT_TRUE(same_bits(model->forward(tokens, v.batch, v.seq, m, &probe).value(), plain));
+  }
+}
+
+TEST(Hooks, CachedShapesAreTheDocumentedLayouts) {
+  const auto model = make_model(kBase);
+  const std::vector<int32_t> tokens = some_tokens(kBase, 2 * 5);
+  HookSet set(kBase, hook_names(kBase));
+  Probe probe;
+  probe.hooks = &set;
+  model->forward(tokens, 2, 5, nullptr, &probe);
+  ASSERT_EQ(set.cache().size(), hook_names(kBase).size());
+  for (const auto& [name, t] : set.cache()) EXPECT_EQ(t.shape(), hook_shape(kBase, name, 2, 5)) << name;
+  EXPECT_EQ(hook_shape(kBase, "blocks.1.attn.hook_q", 2, 5), (Shape{2, 5, 2, 4}));
+  EXPECT_EQ(hook_shape(kBase, "blocks.1.attn.hook_pattern", 2, 5), (Shape{2, 2, 5, 5}));
+  EXPECT_EQ(hook_shape(kBase, "blocks.0.mlp.hook_post", 2, 5), (Shape{2, 5, 16}));
+  // The masked scores are -inf above the diagonal, and the pattern's rows sum to 1.
+  const Tensor s = set.cache().at("blocks.0.attn.hook_attn_scores");
+  EXPECT_TRUE(std::isinf(s.at({0, 1, 0, 1})));
+  EXPECT_FALSE(std::isinf(s.at({0, 1, 1, 0})));
+}
+
+TEST(Hooks, CachedPatternEqualsTheProbesAttention) {
+  const auto model = make_model(kBase);
+  const std::vector<int32_t> tokens = some_tokens(kBase, 2 * 9);
+  Probe plain(kBase.layers);
+  model->forward(tokens, 2, 9, nullptr, &plain);
+  HookSet set(kBase, {"blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"});
+  Probe probe;
+  probe.hooks = &set;
+  model->forward(tokens, 2, 9, nullptr, &probe);
+  for (int64_t l = 0; l < kBase.layers; ++l)
+    EXPECT_TRUE(same_bits(set.cache().at("blocks." + std::to_string(l) + ".attn.hook_pattern"),
+                          plain.layers[static_cast<std::size_t>(l)].attention));
+}
+
+TEST(Hooks, ZeroingOneHeadsZEqualsItsProbeGateAtZero) {
+  const auto model = make_model(kBase);
+  const int64_t B = 2, T = 9;
+  const std::vector<int32_t> tokens = some_tokens(kBase, B * T);
+  for (int64_t head = 0; head < kBase.heads; ++head) {
+    const std::string name = "blocks.1.attn.hook_z";
+    HookSet record(kBase, {name});
+    Probe rp;
+    rp.hooks = &record;
+    model->forward(tokens, B, T, nullptr, &rp);
+    Tensor z = record.cache().at(name).clone();
+    z.slice(2, head, head + 1).fill_(0.0);
+    HookSet patch(kBase, {}, {{name, z}});
+    Probe pp;
+    pp.hooks = &patch;
+    const Tensor patched = model->forward(tokens, B, T, nullptr, &pp).value();
+    Probe gated(kBase.layers);
+    std::vector<double> g(static_cast<std::size_t>(kBase.heads), 1.0);
+    g[static_cast<std::size_t>(head)] = 0.0;
+    gated.layers[1].gates = Variable(Tensor::from_vector(g, {kBase.heads}, DType::f32));
+    const Tensor ablated = model->forward(tokens, B, T, nullptr, &gated).value();
+    // Equal values: 0 * x may be -0 where the patch writes +0, which no later
+    // sum can tell apart, so the logits are bitwise equal.
+    EXPECT_TRUE(same_bits(patched, ablated)) << "head " << head;
+  }
+}
+
+TEST(Hooks, ReplacingTheResidualAtOnePositionChangesOnlyLaterOutputs) {
+  const auto model = make_model(kBase);
+  const int64_t B = 2, T = 9, at = 4;
+  const std::vector<int32_t> tokens = some_tokens(kBase, B * T);
+  const std::string name = "blocks.1.hook_resid_pre";
+  HookSet record(kBase, {name});
+  Probe rp;
+  rp.hooks = &record;
+  const Tensor clean = model->forward(tokens, B, T, nullptr, &rp).value();
+  Tensor r = record.cache().at(name).clone();
+  Tensor row = r.select(0, 0).select(0, at);
+  row.copy_(core::Generator(5).normal(row.shape(), 0.0, 1.0, DType::f32));
+  HookSet patch(kBase, {}, {{name, r}});
+  Probe pp;
+  pp.hooks = &patch;
+  const Tensor patched = model->forward(tokens, B, T, nullptr, &pp).value();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const bool changed = !same_bits(clean.select(0, b).select(0, t), patched.select(0, b).select(0, t));
+      EXPECT_EQ(changed, b == 0 && t >= at) << "b " << b << " t " << t;
+    }
+}
+
+TEST(Hooks, UnknownNamesNameTheNearestValidOnes) {
+  const auto expect_message = [](const std::string& bad, const std::string& part) {
+    try {
+      HookSet set(kBase, {bad});
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  };
+  expect_message("blocks.0.attn.hook_patern", "blocks.0.attn.hook_pattern");
+  expect_message("hook_pattern", "blocks.1.attn.hook_pattern");
+  expect_message("blocks.0.hook_resid_mid_", "blocks.0.hook_resid_mid");
+  ModelSpec attn_only = kBase;
+  attn_only.attn_only = true;
+  EXPECT_THROW(HookSet(attn_only, {"blocks.0.mlp.hook_pre"}), std::invalid_argument);
+  EXPECT_THROW(HookSet(kBase, {}, {{"blocks.2.hook_resid_pre", Tensor()}}), std::invalid_argument);
+}
+
+TEST(Hooks, AReplacementOfTheWrongShapeNamesTheExpectedOne) {
+  const auto model = make_model(kBase);
+  const std::vector<int32_t> tokens = some_tokens(kBase, 2 * 5);
+  HookSet patch(kBase, {}, {{"blocks.0.attn.hook_pattern", Tensor::zeros({2, 2, 5, 4})}});
+  Probe probe;
+  probe.hooks = &patch;
+  try {
+    model->forward(tokens, 2, 5, nullptr, &probe);
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(core::to_string(Shape{2, 2, 5, 5})), std::string::npos) << e.what();
+  }
+}
+
+// Two hooks returning the wrong thing (a Hooks of the caller's own).
+class WrongShape final : public Hooks {
+ public:
+  bool wants(const std::string& n) const override { return n == "blocks.0.attn.hook_q"; }
+  Variable visit(const std::string&, const Variable&) override { return Variable(Tensor::zeros({3})); }
+};
+
+TEST(Hooks, AHookReturningTheWrongShapeIsRefused) {
+  const auto model = make_model(kBase);
+  const std::vector<int32_t> tokens = some_tokens(kBase, 2 * 5);
+  WrongShape wrong;
+  Probe probe;
+  probe.hooks = &wrong;
+  try {
+    model->forward(tokens, 2, 5, nullptr, &probe);
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(core::to_string(Shape{2, 5, 2, 4})), std::string::npos) << e.what();
+  }
+}
+
+// Cross-entropy of the f64 model with `name` replaced by `value`.
+double loss_with(const Transformer& m, const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets,
+                 const std::string& name, const Tensor& value) {
+  HookSet patch(m.spec(), {}, {{name, value}});
+  Probe probe;
+  probe.hooks = &patch;
+  return autograd::cross_entropy(m.forward(tokens, 2, 5, nullptr, &probe), targets).value().item();
+}
+
+TEST(Hooks, ActivationGradientsMatchFiniteDifferencesAndLeaveTheParametersAlone) {
+  const auto model = make_model(kBase, DType::f64);
+  const std::vector<int32_t> tokens = some_tokens(kBase, 10);
+  const std::vector<int32_t> targets{1, -1, 3, 0, 2, 6, 5, -1, 4, 1};
+  const std::vector<std::string> names{"hook_embed", "blocks.0.hook_resid_pre", "blocks.1.attn.hook_pattern",
+                                       "blocks.0.attn.hook_attn_scores", "blocks.1.mlp.hook_pre"};
+  std::vector<bool> flags;
+  for (auto& [n, p] : model->named_parameters()) flags.push_back(p.requires_grad());
+  double loss = 0.0;
+  const auto grads = activation_gradients(*model, tokens, 2, 5, targets, names, nullptr, nullptr, &loss);
+  std::size_t i = 0;
+  for (auto& [n, p] : model->named_parameters()) {
+    EXPECT_FALSE(p.has_grad()) << n;
+    EXPECT_EQ(p.requires_grad(), flags[i++]) << n;
+  }
+  // The embedding flows into the first residual unchanged: the same gradient.
+  EXPECT_TRUE(same_bits(grads.at("hook_embed"), grads.at("blocks.0.hook_resid_pre")));
+  HookSet record(kBase, names);
+  Probe rp;
+  rp.hooks = &record;
+  EXPECT_NEAR(autograd::cross_entropy(model->forward(tokens, 2, 5, nullptr, &rp), targets).value().item(), loss, 1e-12);
+  const double eps = 1e-6;
+  for (const char* name : {"blocks.1.attn.hook_pattern", "blocks.1.mlp.hook_pre", "blocks.0.hook_resid_pre"})
+    for (const std::vector<int64_t>& at :
+         std::vector<std::vector<int64_t>>{{0, 1, 3, 2}, {1, 0, 4, 0}, {0, 4, 1}, {1, 2, 5}}) {
+      const Tensor clean = record.cache().at(name);
+      if (static_cast<int64_t>(at.size()) != clean.dim()) continue;
+      Tensor up = clean.clone(), down = clean.clone();
+      up.set(at, clean.at(at) + eps);
+      down.set(at, clean.at(at) - eps);
+      const double fd = (loss_with(*model, tokens, targets, name, up) - loss_with(*model, tokens, targets, name, down)) /
+                        (2 * eps);
+      EXPECT_NEAR(grads.at(name).at(at), fd, 1e-7) << name;
+    }
+}
+
+}  // namespace
+}  // namespace headlab::layers
