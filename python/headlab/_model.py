@@ -1,6 +1,5 @@
 """headlab.Model: a checkpoint's model in the C++ engine, driven the way
 TransformerLens's HookedTransformer is (docs/python.md)."""
-import difflib
 import json
 import os
 
@@ -59,16 +58,13 @@ class Model:
         return list(self._core.hook_names())
 
     def _check_names(self, names):
-        valid = self.hook_names()
-        known = set(valid)
         for name in names:
             if not isinstance(name, str):
                 raise TypeError(f"hook names are strings, got {name!r}")
-            if name not in known:
-                near = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
-                hint = f"; nearest: {', '.join(near)}" if near else ""
-                raise KeyError(f"no hook point {name!r} in this model{hint} (model.hook_names() lists all "
-                               f"{len(valid)})")
+            try:
+                self._core.check_hook_name(name)
+            except ValueError as e:  # the C++ message names the nearest valid names
+                raise KeyError(str(e)) from None
 
     def run_with_cache(self, tokens, names=None):
         """(logits, cache): cache maps each hook name (or only those in `names`,

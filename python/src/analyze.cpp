@@ -2,6 +2,7 @@
 // model on the caller's sequences, returned as the JSON heads.json holds.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <optional>
 
@@ -11,6 +12,8 @@
 #include "model.h"
 
 namespace headlab::python {
+
+namespace py = pybind11;
 
 namespace {
 

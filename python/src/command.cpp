@@ -3,15 +3,21 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <csignal>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/gemm.h"
+#include "core/threads.h"
 #include "train/cli/command_line.h"
 #include "train/signals.h"
 
 namespace headlab::python {
+
+namespace py = pybind11;
 
 namespace {
 
@@ -43,7 +49,12 @@ std::pair<int, std::string> run(const std::vector<std::string>& args) {
   argv.push_back(nullptr);
   py::gil_scoped_release release;
   const SavedSignalHandlers saved;
+  // A command's --threads and --gemm are process-wide: the session keeps its own.
+  const int threads = core::num_threads();
+  const core::GemmBackend gemm = core::gemm_backend();
   const int status = cli::run_command_line(static_cast<int>(owned.size()), argv.data());
+  core::set_num_threads(threads);
+  core::set_gemm_backend(gemm);
   std::fflush(stdout);
   return {status, cli::last_error()};
 }

@@ -10,7 +10,6 @@
 
 #include "model.h"
 #include "train/errors.h"
-#include "train/nearest_name.h"
 
 namespace headlab::python {
 void bind_analyze(py::module_& m);
@@ -31,8 +30,7 @@ PYBIND11_MODULE(_core, m) {
     }
   });
   auto model = python::bind_model(m);
-  (void)model;  // bind_hooks(model) once layers/hooks.h is in
+  python::bind_hooks(model);
   python::bind_analyze(m);
   python::bind_command(m);
-  m.def("nearest_name", &train::nearest_name, py::arg("name"), py::arg("candidates"));
-}
+  }

@@ -129,7 +129,7 @@ def test_gradients_match_a_finite_difference(mlp_model):
         direction = rng.standard_normal(cache[name].shape).astype(np.float32)
         if name.endswith("hook_pattern"):
             direction *= np.tril(np.ones(cache[name].shape[-2:], dtype=np.float32))
-        eps = 1e-2
+        eps = 3e-3
 
         def loss(sign):
             shifted = lambda a, n: a + sign * eps * direction  # noqa: E731
@@ -137,4 +137,4 @@ def test_gradients_match_a_finite_difference(mlp_model):
 
         numeric = (loss(1) - loss(-1)) / (2 * eps)
         analytic = float((grads[name].astype(np.float64) * direction).sum())
-        assert analytic == pytest.approx(numeric, rel=2e-2, abs=1e-4)
+        assert analytic == pytest.approx(numeric, rel=5e-2, abs=1e-3)
