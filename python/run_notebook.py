@@ -8,6 +8,7 @@ Each notebook runs in its own folder with the kernel `python3`; HEADLAB_BUILD
 (default: build/) is where the notebook finds the package. Prints each
 notebook's wall time; nothing is written back to the notebook."""
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from nbclient.exceptions import CellExecutionError
 
 
 def main():
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # ipykernel's debugger warns about frozen modules otherwise
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("notebooks", nargs="+", type=Path)
     p.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
