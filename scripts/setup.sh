@@ -7,6 +7,8 @@
 #   scripts/setup.sh              Release build of the headlab program in build/
 #   scripts/setup.sh --all        Release build of everything (tests too) in build/
 #   scripts/setup.sh --sanitize   ASan + UBSan build of everything in build-san/
+#   scripts/setup.sh --python     also the Python package, into build/python
+#                                 (PYTHONPATH=build/python /usr/bin/python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,17 +16,26 @@ build_dir=build
 cmake_args=()
 # The main job runs only the program; the test command builds the rest.
 targets=(--target headlab)
+python=0
 for arg in "$@"; do
   case "$arg" in
     --all) targets=() ;;
+    --python) python=1 ;;
     --sanitize) build_dir=build-san; cmake_args+=(-DHEADLAB_SANITIZE=ON); targets=() ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
 
 scripts/install_packages.sh g++ cmake make libopenblas-openmp-dev libdnnl-dev libgtest-dev libspdlog-dev \
   libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
+if ((python)); then
+  # Debian's interpreter, its headers and numpy: the module is built for /usr/bin/python3.
+  scripts/install_packages.sh pybind11-dev python3-dev python3-numpy
+  # Turned on in an existing build folder too; it stays on there.
+  cmake_args+=(-DHEADLAB_PYTHON=ON)
+  ((${#targets[@]})) && targets+=(--target headlab_python)
+fi
 
 mkdir -p "$build_dir"
 log="$build_dir/setup.log"
@@ -42,6 +53,8 @@ if [ ! -f "$build_dir/CMakeCache.txt" ]; then
     cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   fi
   cmake -S . -B "$build_dir" "${cmake_args[@]}" >>"$log" 2>&1 || fail "configuring"
+elif ((python)) && ! grep -q '^HEADLAB_PYTHON:BOOL=ON' "$build_dir/CMakeCache.txt"; then
+  cmake -S . -B "$build_dir" -DHEADLAB_PYTHON=ON >>"$log" 2>&1 || fail "configuring"
 fi
 
 # Reads make's output, appends it to the log and shows its "[ xx%]" progress:

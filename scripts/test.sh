@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the Release build once per GEMM
 # backend (oneDNN, the default, all of it; then OpenBLAS through
-# HEADLAB_GEMM, the tests of what computes),
+# HEADLAB_GEMM, the tests of what computes), the Python package's tests
+# (pytest) and its notebook (examples/*.ipynb, executed headless),
 # then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer
 # (all but the tests labelled "browser": Chromium's code is not instrumented),
 # then each libFuzzer target for a bounded time (HEADLAB_FUZZ_SECONDS, 30).
@@ -33,17 +34,53 @@ run_ctest() {
   fi
 }
 
+# Runs the Python package's tests and executes the notebooks (docs/python.md),
+# adding pytest's counts and one test per notebook to the totals. pytest's
+# exit 5 (no tests collected) is a failure, not a silent pass.
+run_python() {
+  local log status=0 p f e
+  log=$(mktemp)
+  HEADLAB_BUILD="$PWD/build" /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests | tee "$log" || status=$?
+  p=$(grep -oE '[0-9]+ passed' "$log" | tail -n 1 | cut -d' ' -f1)
+  f=$(grep -oE '[0-9]+ failed' "$log" | tail -n 1 | cut -d' ' -f1)
+  e=$(grep -oE '[0-9]+ errors?' "$log" | tail -n 1 | cut -d' ' -f1)
+  rm -f "$log"
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-0} + ${e:-0}))
+  if [ "$status" -eq 5 ]; then
+    echo "test.sh: pytest collected no tests in python/tests" >&2
+    failed=$((failed + 1))
+  fi
+  local nb
+  for nb in examples/*.ipynb; do
+    if HEADLAB_BUILD="$PWD/build" /usr/bin/python3 python/run_notebook.py "$nb"; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+      status=1
+    fi
+  done
+  if [ "$status" -ne 0 ]; then
+    echo "tests: $passed passed, $failed failed"
+    exit 1
+  fi
+}
+
 # The second GEMM backend runs the tests of what computes (the libraries up to
 # training and sessions, and MPI's gradient sums); the analysis and the
 # CLI's handling of input, files and processes are the same on both.
 gemm_labels="^(core_tests|autograd_tests|layers_tests|optim_tests|train_tests|cli_mpi)$"
 
-scripts/setup.sh --all
+scripts/setup.sh --all --python
 # What the tests need beyond the build: python3 (the script tests read JSON),
-# chromium (the page tests), clang and its libFuzzer runtime (the fuzzers).
-scripts/install_packages.sh python3 chromium clang libclang-rt-14-dev
+# chromium (the page tests), clang and its libFuzzer runtime (the fuzzers),
+# pytest, nbclient, ipykernel, matplotlib and pandas for the Python package
+# and its notebook.
+scripts/install_packages.sh python3 chromium clang libclang-rt-14-dev \
+  python3-pytest python3-nbclient python3-ipykernel python3-matplotlib python3-pandas
 HEADLAB_GEMM=onednn run_ctest build
 HEADLAB_GEMM=openblas run_ctest build --label-regex "$gemm_labels"
+run_python
 if [ "${1:-}" = "--fast" ]; then
   echo "tests: $passed passed, $failed failed"
   exit 0

@@ -1,0 +1,130 @@
+"""headlab.Model: a checkpoint's model in the C++ engine, driven the way
+TransformerLens's HookedTransformer is (docs/python.md)."""
+import json
+import os
+
+import numpy as np
+
+from . import _core, _tokens
+
+
+def load(path):
+    """A run folder (its checkpoint.safetensors) or any checkpoint file, a
+    snapshot from a run's snapshots/ folder included -> Model."""
+    return Model(_core.load(os.fspath(path)))
+
+
+class Model:
+    """The model of one checkpoint. Its weights never change: hooks and
+    patches act on one forward pass at a time."""
+
+    def __init__(self, core_model):
+        self._core = core_model
+        self.spec = json.loads(core_model.spec_json)
+        self.config = json.loads(core_model.config_json)
+        self.path = core_model.path
+        self.task = core_model.task
+        self.step = core_model.step
+        self._params = None
+
+    def __repr__(self):
+        s = self.spec
+        kind = "attn-only " if s["attn_only"] else ""
+        return (f"<headlab.Model {self.path}: {kind}{s['layers']} layers x {s['heads']} heads, d_model {s['d_model']}, "
+                f"vocab {s['vocab']}, {s['max_seq_len']} positions, step {self.step}>")
+
+    @property
+    def params(self):
+        """name -> numpy array, the checkpoint's names and PyTorch layouts
+        (docs/model.md); copies, read-only."""
+        if self._params is None:
+            params = self._core.params()
+            for array in params.values():
+                array.setflags(write=False)
+            self._params = params
+        return self._params
+
+    def tokens(self, values):
+        """The checked [B, T] int32 array a call would run (a list of lists,
+        a 1-D sequence or an int array)."""
+        return _tokens.tokens(values, self.spec)
+
+    def __call__(self, tokens):
+        """logits [B, T, classes] of the tokens [B, T]."""
+        return self._core.forward(self.tokens(tokens))
+
+    def hook_names(self):
+        """Every hook point of this model, in forward order (TransformerLens's names)."""
+        return list(self._core.hook_names())
+
+    def _check_names(self, names):
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"hook names are strings, got {name!r}")
+            try:
+                self._core.check_hook_name(name)
+            except ValueError as e:  # the C++ message names the nearest valid names
+                raise KeyError(str(e)) from None
+
+    def run_with_cache(self, tokens, names=None):
+        """(logits, cache): cache maps each hook name (or only those in `names`,
+        a list of names or a predicate name -> bool) to its activation as numpy."""
+        ids = self.tokens(tokens)
+        if names is None:
+            keep = self.hook_names()
+        elif callable(names):
+            keep = [n for n in self.hook_names() if names(n)]
+        else:
+            keep = [names] if isinstance(names, str) else list(names)
+            self._check_names(keep)
+        return self._core.run(ids, keep, [], None)
+
+    def run_with_hooks(self, tokens, fwd_hooks=()):
+        """logits with hooks: fwd_hooks = [(name, fn), ...], fn(activation, name)
+        returning None (keep it, or the array edited in place) or an array of the
+        same shape that replaces the activation downstream."""
+        ids = self.tokens(tokens)
+        hooks = {}
+        for entry in fwd_hooks:
+            try:
+                name, fn = entry
+            except (TypeError, ValueError):
+                raise ValueError(f"fwd_hooks: expected (name, function) pairs, got {entry!r}") from None
+            if not callable(fn):
+                raise TypeError(f"fwd_hooks: the hook for {name!r} is not callable: {fn!r}")
+            self._check_names([name])
+            hooks.setdefault(name, []).append(fn)
+
+        def call(name, activation):
+            for fn in hooks[name]:
+                out = fn(activation, name)
+                if out is not None:
+                    activation = out
+            return activation
+
+        logits, _ = self._core.run(ids, [], list(hooks), call)
+        return logits
+
+    def gradients(self, tokens, targets, names):
+        """name -> dLoss/d(activation) for the named hook points, the loss the
+        mean cross-entropy over the targets != -1 (what attribution patching reads)."""
+        ids = self.tokens(tokens)
+        ys = _tokens.targets(targets, ids, self.spec)
+        names = [names] if isinstance(names, str) else list(names)
+        self._check_names(names)
+        return self._core.gradients(ids, ys, names)
+
+    def to_torch(self):
+        """A torch.nn.Module with the checkpoint's parameter names that computes
+        the same logits (docs/model.md); needs torch."""
+        from ._torch import to_torch
+
+        return to_torch(self.spec, self.params)
+
+
+def _as_model(model):
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return load(model)
+    raise TypeError(f"expected a headlab.Model or a path, got {type(model).__name__}")

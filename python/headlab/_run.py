@@ -1,0 +1,103 @@
+"""headlab.train and headlab.Run: a run folder, written by the CLI's own code."""
+import json
+import os
+from pathlib import Path
+
+from . import _core
+
+
+def _flag_args(flags):
+    """{"d_model": 64, "attn_only": True, "betas": (0.9, 0.98)} -> CLI arguments."""
+    args = []
+    for key, value in flags.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            args.append(flag if value else f"{flag}=false")
+        elif isinstance(value, (list, tuple)):
+            args += [flag, ",".join(str(v) for v in value)]
+        else:
+            args += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    return args
+
+
+def command(*args):
+    """Runs `headlab ARGS...` in this process; raises on failure: ValueError for a
+    usage error (exit 2), KeyboardInterrupt for a stop by a signal, else RuntimeError."""
+    status, error = _core.run_command_line([str(a) for a in args])
+    if status == 0:
+        return
+    message = error or f"headlab {args[0] if args else ''} exited with status {status}"
+    if status == 2:
+        raise ValueError(message)
+    if status > 128:
+        raise KeyboardInterrupt(message)
+    raise RuntimeError(message)
+
+
+def train(out, **flags):
+    """Trains as `headlab train --out OUT --flag value ...` does, in this process
+    and through the same code: the same flags give the same metrics.jsonl and
+    checkpoint, byte for byte (timings aside). Flags are the CLI's, with _ for
+    -: train(out="runs/x", task="induction", attn_only=True, steps=500).
+    Returns the Run."""
+    if out is None:
+        raise ValueError("train: give out=, the run folder to write")
+    command("train", "--out", os.fspath(out), *_flag_args(flags))
+    return Run(out)
+
+
+class Run:
+    """A run folder: config.json, metrics.jsonl, heads.json, the checkpoint."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise FileNotFoundError(f"{self.path}: no such run folder")
+        if not (self.path / "config.json").exists() and not (self.path / "checkpoint.safetensors").exists():
+            raise FileNotFoundError(f"{self.path}: not a run folder (no config.json nor checkpoint.safetensors)")
+
+    def __repr__(self):
+        return f"<headlab.Run {self.path}>"
+
+    @property
+    def config(self):
+        """config.json: every setting, flag names as keys."""
+        return json.loads((self.path / "config.json").read_text())
+
+    @property
+    def metrics(self):
+        """metrics.jsonl as a list of dicts, one per logged step."""
+        path = self.path / "metrics.jsonl"
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                break  # a write cut short by a kill: it and what follows are dropped, as headlab does
+        return out
+
+    def metrics_frame(self):
+        """metrics as a pandas DataFrame (needs pandas), nested records flattened
+        with dots ("heads.L0H0.score")."""
+        try:
+            import pandas
+        except ImportError as e:
+            raise ImportError("metrics_frame needs pandas (Debian: python3-pandas); .metrics is the same as a list") from e
+        return pandas.json_normalize(self.metrics)
+
+    @property
+    def heads(self):
+        """heads.json: the final head analysis."""
+        return json.loads((self.path / "heads.json").read_text())
+
+    def model(self):
+        """The run's model (its checkpoint)."""
+        from ._model import load
+
+        return load(self.path)

@@ -1,0 +1,135 @@
+// Model.run and Model.gradients: a forward pass through the probe's named hook
+// points (layers/hooks.h). Caching copies each kept activation once; a Python
+// hook is called with the GIL held, on a writable copy, and what it returns
+// replaces the activation downstream (a constant: the weights never change).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <exception>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "arrays.h"
+#include "autograd/variable.h"
+#include "layers/hook_set.h"
+#include "layers/hooks.h"
+#include "model.h"
+
+namespace headlab::python {
+
+namespace {
+
+using IntArray = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+
+// Thrown through the forward pass when a Python hook raised; the Python
+// exception itself waits in PythonHooks::failure until the GIL is back.
+struct HookFailed {};
+
+class PythonHooks final : public layers::Hooks {
+ public:
+  PythonHooks(const std::vector<std::string>& kept, const std::vector<std::string>& hooked, py::object call)
+      : cache_names_(kept.begin(), kept.end()), hooked_(hooked.begin(), hooked.end()), call_(std::move(call)) {}
+
+  bool wants(const std::string& name) const override { return cache_names_.count(name) || hooked_.count(name); }
+
+  autograd::Variable visit(const std::string& name, const autograd::Variable& activation) override {
+    autograd::Variable out = activation;
+    if (hooked_.count(name)) out = call_hook(name, activation);
+    // The cache holds what flows downstream, as TransformerLens's does; a
+    // value of the pass, never written after it (shared, not copied).
+    if (cache_names_.count(name)) cache[name] = out.value().contiguous();
+    return out;
+  }
+
+  std::map<std::string, core::Tensor> cache;
+  std::exception_ptr failure;
+
+ private:
+  autograd::Variable call_hook(const std::string& name, const autograd::Variable& activation) {
+    const core::Tensor& value = activation.value();
+    py::gil_scoped_acquire gil;
+    try {
+      py::array given = to_numpy_copy(value);
+      py::object result = call_(name, given);
+      if (result.is(given)) {
+        // None, or the array edited in place: only a change replaces the activation.
+        const core::Tensor original = value.contiguous();
+        const auto bytes = static_cast<std::size_t>(given.nbytes());
+        if (std::memcmp(given.data(), original.raw_data(), bytes) == 0) return activation;
+      }
+      if (!py::isinstance<py::array>(result))
+        throw std::invalid_argument("the hook at " + name + " returned " + std::string(py::str(py::type::of(result).attr("__name__"))) +
+                                    ", expected None or an array of shape " + shape_text(value.shape()));
+      return autograd::Variable(tensor_from(result.cast<py::array>(), value.shape(), value.dtype(),
+                                            "the hook at " + name + " returned an array that does not fit"));
+    } catch (...) {
+      failure = std::current_exception();
+      throw HookFailed{};
+    }
+  }
+
+  std::set<std::string> cache_names_, hooked_;
+  py::object call_;
+};
+
+// (logits, cache): `cache` lists the hook points to keep, `hooked` those at
+// which call(name, activation) runs.
+py::tuple run(const Model& model, const IntArray& tokens, const std::vector<std::string>& cache,
+              const std::vector<std::string>& hooked, py::object call) {
+  const Tokens t = tokens_from(tokens);
+  PythonHooks hooks(cache, hooked, std::move(call));
+  core::Tensor logits;
+  bool failed = false;
+  {
+    py::gil_scoped_release release;
+    autograd::NoGradGuard no_grad;
+    layers::Probe probe;
+    probe.hooks = &hooks;
+    try {
+      logits = model.transformer->forward(t.ids, t.batch, t.seq_len, nullptr, &probe).value();
+    } catch (const HookFailed&) {
+      failed = true;
+    }
+  }
+  if (failed) std::rethrow_exception(hooks.failure);
+  py::dict out;
+  for (const std::string& name : cache) {
+    const auto it = hooks.cache.find(name);
+    if (it == hooks.cache.end()) continue;
+    // Read-only: a cached value may share storage with the weights (hook_pos_embed of one sequence).
+    py::array a = to_numpy(it->second);
+    a.attr("setflags")(py::arg("write") = false);
+    out[py::str(name)] = a;
+  }
+  return py::make_tuple(to_numpy(logits), out);
+}
+
+py::dict gradients(const Model& model, const IntArray& tokens, const IntArray& targets, const std::vector<std::string>& names) {
+  const Tokens t = tokens_from(tokens);
+  const Tokens y = tokens_from(targets);
+  std::map<std::string, core::Tensor> grads;
+  {
+    py::gil_scoped_release release;
+    grads = layers::activation_gradients(*model.transformer, t.ids, t.batch, t.seq_len, y.ids, names);
+  }
+  py::dict out;
+  for (const auto& [name, grad] : grads) out[py::str(name)] = to_numpy(grad);
+  return out;
+}
+
+}  // namespace
+
+void bind_hooks(py::class_<Model>& model) {
+  model.def("run", &run, py::arg("tokens"), py::arg("cache"), py::arg("hooked"), py::arg("call"))
+      .def("gradients", &gradients, py::arg("tokens"), py::arg("targets"), py::arg("names"))
+      .def("hook_names", [](const Model& m) { return layers::hook_names(m.transformer->spec()); })
+      .def("check_hook_name", [](const Model& m, const std::string& name) {
+        layers::check_hook_name(m.transformer->spec(), name);
+      });
+}
+
+}  // namespace headlab::python

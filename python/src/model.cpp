@@ -1,0 +1,76 @@
+#include "model.h"
+
+#include <pybind11/stl.h>
+
+#include <filesystem>
+
+#include "arrays.h"
+#include "autograd/variable.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/run_builder.h"
+
+namespace headlab::python {
+
+namespace fs = std::filesystem;
+
+Model load_model(const std::string& path) {
+  const std::string file = fs::is_directory(path) ? (fs::path(path) / "checkpoint.safetensors").string() : path;
+  if (!fs::exists(file)) {
+    const std::string what = fs::is_directory(path) ? path + " is a folder without checkpoint.safetensors (not a run folder)"
+                                                    : path + ": no such run folder or checkpoint";
+    PyErr_SetString(PyExc_FileNotFoundError, what.c_str());
+    throw py::error_already_set();
+  }
+  Model m;
+  {
+    py::gil_scoped_release release;
+    const train::Checkpoint ck = train::read_checkpoint(file);
+    m.transformer = train::load_model(ck, file);
+    m.config = train::to_json(ck.info.config);
+    m.task = ck.info.task;
+    m.step = ck.info.step;
+  }
+  m.path = file;
+  return m;
+}
+
+namespace {
+
+py::array forward(const Model& model, const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& tokens) {
+  const Tokens t = tokens_from(tokens);
+  core::Tensor logits;
+  {
+    py::gil_scoped_release release;
+    autograd::NoGradGuard no_grad;
+    logits = model.transformer->forward(t.ids, t.batch, t.seq_len).value();
+  }
+  return to_numpy(logits);
+}
+
+py::dict params(const Model& model) {
+  py::dict out;
+  for (const auto& [name, value] : model.transformer->named_parameters()) out[py::str(name)] = to_numpy_copy(value.value());
+  return out;
+}
+
+}  // namespace
+
+py::class_<Model> bind_model(py::module_& m) {
+  py::class_<Model> cls(m, "Model");
+  cls
+      .def_property_readonly("spec_json", [](const Model& model) { return train::model_json(model.transformer->spec()).dump(); })
+      .def_property_readonly("config_json", [](const Model& model) { return model.config.dump(); })
+      .def_property_readonly("path", [](const Model& model) { return model.path; })
+      .def_property_readonly("task", [](const Model& model) { return model.task; })
+      .def_property_readonly("step", [](const Model& model) { return model.step; })
+      .def_property_readonly("dtype", [](const Model& model) {
+        return model.transformer->dtype() == core::DType::f32 ? "float32" : "float64";
+      })
+      .def("params", &params)
+      .def("forward", &forward, py::arg("tokens"));
+  m.def("load", &load_model, py::arg("path"));
+  return cls;
+}
+
+}  // namespace headlab::python

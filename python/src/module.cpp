@@ -1,0 +1,36 @@
+// headlab._core: the pybind11 module under the Python package headlab
+// (docs/python.md). It calls the C++ libraries; nothing below python/ knows
+// Python. C++ exceptions arrive as Python exceptions carrying their message:
+// bad input (std::invalid_argument, a UsageError, malformed JSON) as
+// ValueError, std::out_of_range as IndexError, anything else as RuntimeError.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model.h"
+#include "train/errors.h"
+
+namespace headlab::python {
+void bind_analyze(py::module_& m);
+void bind_command(py::module_& m);
+}  // namespace headlab::python
+
+PYBIND11_MODULE(_core, m) {
+  namespace py = pybind11;
+  using namespace headlab;
+  m.doc() = "headlab's C++ engine; use the package headlab, not this module";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const train::UsageError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const nlohmann::json::exception& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  auto model = python::bind_model(m);
+  python::bind_hooks(model);
+  python::bind_analyze(m);
+  python::bind_command(m);
+  }

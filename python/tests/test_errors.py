@@ -1,0 +1,86 @@
+"""Bad input raises the right Python exception, with a message that says what fits."""
+import numpy as np
+import pytest
+
+import headlab
+from conftest import random_tokens
+
+
+def test_unknown_hook_names_are_key_errors_naming_the_nearest(mlp_model):
+    tokens = random_tokens(mlp_model, batch=1)
+    with pytest.raises(KeyError, match="blocks.0.attn.hook_pattern"):
+        mlp_model.run_with_cache(tokens, names=["blocks.0.attn.hook_patern"])
+    with pytest.raises(KeyError, match="blocks.1.hook_resid_post"):
+        mlp_model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.hook_resid_pots", lambda a, n: None)])
+    with pytest.raises(KeyError, match="hook_names"):
+        mlp_model.gradients(tokens, tokens % 8, ["nothing.like.it"])
+
+
+def test_tokens_out_of_range_name_the_value_and_the_vocabulary(mlp_model):
+    vocab = mlp_model.spec["vocab"]
+    tokens = random_tokens(mlp_model, batch=2)
+    tokens[1, 3] = vocab + 5
+    with pytest.raises(ValueError, match=rf"id {vocab + 5} at \[1, 3\] is outside the vocabulary \[0, {vocab}\)"):
+        mlp_model(tokens)
+    with pytest.raises(ValueError, match=r"id -1 at \[0, 0\]"):
+        mlp_model([[-1, 0, 1]])
+    with pytest.raises(ValueError, match="at most"):
+        mlp_model(np.zeros((1, mlp_model.spec["max_seq_len"] + 1), dtype=int))
+
+
+def test_tokens_of_the_wrong_shape_or_dtype(mlp_model):
+    with pytest.raises(ValueError, match="integer ids, got dtype float64"):
+        mlp_model(np.zeros((1, 4)))
+    with pytest.raises(ValueError, match=r"shape \[batch, seq_len\], got \[1, 2, 3\]"):
+        mlp_model(np.zeros((1, 2, 3), dtype=int))
+    with pytest.raises(ValueError, match="rows of equal length"):
+        mlp_model([[1, 2], [3]])
+    with pytest.raises(ValueError, match="at least one"):
+        mlp_model(np.zeros((0, 4), dtype=int))
+
+
+def test_targets_checked(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+    with pytest.raises(ValueError, match=r"expected shape \[2, 6\]"):
+        mlp_model.gradients(tokens, tokens[:1], ["hook_embed"])
+    bad = tokens.copy()
+    bad[0, 0] = 1000
+    with pytest.raises(ValueError, match="class 1000"):
+        headlab.analyze(mlp_model, tokens, bad)
+    with pytest.raises(ValueError, match="give targets"):
+        headlab.analyze(mlp_model, tokens)  # its classes are not its tokens
+
+
+def test_a_hook_returning_the_wrong_shape_names_the_expected_one(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+    expected = r"\[2, 6, 2, 8\]"
+    with pytest.raises(ValueError, match=expected):
+        mlp_model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", lambda z, n: z[:, :, :1])])
+    with pytest.raises(ValueError, match=expected):
+        mlp_model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", lambda z, n: "zero")])
+    with pytest.raises(ValueError, match="float array"):
+        mlp_model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", lambda z, n: z.astype(str))])
+
+
+def test_an_exception_in_a_hook_reaches_the_caller(mlp_model):
+    class Mine(Exception):
+        pass
+
+    def fails(activation, name):
+        raise Mine("from the hook")
+
+    with pytest.raises(Mine, match="from the hook"):
+        mlp_model.run_with_hooks(random_tokens(mlp_model, batch=1), fwd_hooks=[("blocks.1.hook_mlp_out", fails)])
+    # The model still works afterwards.
+    assert mlp_model(random_tokens(mlp_model, batch=1)).shape[0] == 1
+
+
+def test_bad_paths_and_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such run folder or checkpoint"):
+        headlab.load(tmp_path / "missing.safetensors")
+    with pytest.raises(FileNotFoundError, match="not a run folder"):
+        headlab.load(tmp_path)
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError):
+        headlab.load(junk)

@@ -1,0 +1,140 @@
+"""run_with_cache, run_with_hooks and gradients against the C++ analysis."""
+import numpy as np
+import pytest
+
+import headlab
+from conftest import cross_entropy, random_tokens
+
+
+def test_hook_names_follow_transformer_lens(mlp_model, attn_model):
+    names = mlp_model.hook_names()
+    assert names[:3] == ["hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre"]
+    assert names[-1] == "ln_final.hook_normalized"
+    for point in ("ln1.hook_normalized", "attn.hook_q", "attn.hook_z", "attn.hook_attn_scores", "attn.hook_pattern",
+                  "hook_attn_out", "hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_post",
+                  "hook_mlp_out", "hook_resid_post"):
+        assert f"blocks.1.{point}" in names
+    attn_names = attn_model.hook_names()
+    assert not any("mlp" in n or "resid_mid" in n for n in attn_names)
+
+
+def test_cache_shapes(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+    B, T = tokens.shape
+    h, d = mlp_model.spec["heads"], mlp_model.spec["d_model"]
+    logits, cache = mlp_model.run_with_cache(tokens)
+    assert set(cache) == set(mlp_model.hook_names())
+    assert cache["hook_embed"].shape == (B, T, d)
+    assert cache["hook_pos_embed"].shape == (B, T, d)
+    assert cache["blocks.0.attn.hook_q"].shape == (B, T, h, d // h)
+    assert cache["blocks.0.attn.hook_pattern"].shape == (B, h, T, T)
+    assert cache["blocks.0.mlp.hook_post"].shape == (B, T, mlp_model.spec["d_ff"])
+    np.testing.assert_array_equal(logits, mlp_model(tokens))
+    # The scores are masked before the softmax: -inf above the diagonal.
+    scores = cache["blocks.0.attn.hook_attn_scores"]
+    assert np.isneginf(scores[0, 0, 0, 1]) and np.isfinite(scores[0, 0, 1, 0])
+    # The residual stream adds up.
+    np.testing.assert_allclose(cache["blocks.0.hook_resid_pre"], cache["hook_embed"] + cache["hook_pos_embed"], atol=1e-6)
+    np.testing.assert_allclose(cache["blocks.1.hook_resid_pre"], cache["blocks.0.hook_resid_post"], atol=0)
+    only, kept = mlp_model.run_with_cache(tokens, names=["blocks.1.attn.hook_pattern"])
+    assert list(kept) == ["blocks.1.attn.hook_pattern"]
+    np.testing.assert_array_equal(kept["blocks.1.attn.hook_pattern"], cache["blocks.1.attn.hook_pattern"])
+    _, by_filter = mlp_model.run_with_cache(tokens, names=lambda n: n.endswith("hook_pattern"))
+    assert sorted(by_filter) == ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"]
+
+
+def test_cached_patterns_equal_the_analysis_example(mlp_run, mlp_model):
+    example = headlab.Run(mlp_run).heads["example"]
+    _, cache = mlp_model.run_with_cache([example["tokens"]], names=lambda n: n.endswith("hook_pattern"))
+    for layer, attention in enumerate(example["attention"]):
+        np.testing.assert_allclose(cache[f"blocks.{layer}.attn.hook_pattern"][0], np.array(attention), atol=1e-6, rtol=0)
+
+
+def test_identity_hooks_change_no_bit(mlp_model):
+    tokens = random_tokens(mlp_model, batch=3)
+    seen = []
+
+    def keep(activation, name):
+        seen.append(name)
+
+    def same(activation, name):
+        return activation.copy()
+
+    plain = mlp_model(tokens)
+    names = mlp_model.hook_names()
+    for fn in (keep, same):
+        hooked = mlp_model.run_with_hooks(tokens, fwd_hooks=[(n, fn) for n in names])
+        assert hooked.tobytes() == plain.tobytes()
+    assert seen == names  # called once per point, in forward order
+
+
+def test_zeroing_a_heads_z_is_the_analysis_zero_ablation(attn_model):
+    tokens = random_tokens(attn_model, batch=8, seed=5)
+    # The induction task's targets: the analysis scores the repeated segment.
+    targets = np.where(np.arange(tokens.shape[1]) % 2 == 1, np.roll(tokens, -1, axis=1), -1)
+    targets[:, -1] = -1
+    records = headlab.analyze(attn_model, tokens, targets, pruning=False, importance_examples=1)
+    clean = cross_entropy(attn_model(tokens), targets)
+    assert records["loss"] == pytest.approx(clean, abs=1e-5)
+    for head in records["heads"]:
+        layer, h = head["layer"], head["head"]
+
+        def zero(z, name, h=h):
+            z[:, :, h, :] = 0
+            return z
+
+        ablated = attn_model.run_with_hooks(tokens, fwd_hooks=[(f"blocks.{layer}.attn.hook_z", zero)])
+        assert cross_entropy(ablated, targets) - clean == pytest.approx(head["ablation_delta_loss"], abs=1e-5)
+
+
+def test_in_place_edits_patch_too(attn_model):
+    tokens = random_tokens(attn_model, batch=2)
+
+    def zero_in_place(z, name):
+        z[:] = 0
+
+    edited = attn_model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", zero_in_place)])
+    returned = attn_model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", lambda z, n: np.zeros_like(z))])
+    np.testing.assert_array_equal(edited, returned)
+    assert not np.array_equal(edited, attn_model(tokens))
+
+
+def test_patching_the_residual_stream_at_one_position(attn_model):
+    clean = random_tokens(attn_model, batch=1, seed=1)
+    corrupted = random_tokens(attn_model, batch=1, seed=2)
+    _, cache = attn_model.run_with_cache(clean, names=["blocks.1.hook_resid_pre"])
+    name, pos = "blocks.1.hook_resid_pre", 7
+
+    def patch(resid, hook_name):
+        resid[:, pos] = cache[name][:, pos]
+        return resid
+
+    patched = attn_model.run_with_hooks(corrupted, fwd_hooks=[(name, patch)])
+    base = attn_model(corrupted)
+    # Causal: positions before the patch are untouched, the patched one changes.
+    np.testing.assert_array_equal(patched[:, :pos], base[:, :pos])
+    assert not np.allclose(patched[:, pos], base[:, pos])
+
+
+def test_gradients_match_a_finite_difference(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2, seed=4)
+    targets = random_tokens(mlp_model, batch=2, seed=6) % mlp_model.spec["classes"]
+    targets[:, 0] = -1
+    names = ["blocks.0.hook_resid_mid", "blocks.1.attn.hook_pattern"]
+    grads = mlp_model.gradients(tokens, targets, names)
+    _, cache = mlp_model.run_with_cache(tokens, names=names)
+    rng = np.random.default_rng(0)
+    for name in names:
+        assert grads[name].shape == cache[name].shape
+        direction = rng.standard_normal(cache[name].shape).astype(np.float32)
+        if name.endswith("hook_pattern"):
+            direction *= np.tril(np.ones(cache[name].shape[-2:], dtype=np.float32))
+        eps = 3e-3
+
+        def loss(sign):
+            shifted = lambda a, n: a + sign * eps * direction  # noqa: E731
+            return cross_entropy(mlp_model.run_with_hooks(tokens, fwd_hooks=[(name, shifted)]), targets)
+
+        numeric = (loss(1) - loss(-1)) / (2 * eps)
+        analytic = float((grads[name].astype(np.float64) * direction).sum())
+        assert analytic == pytest.approx(numeric, rel=5e-2, abs=1e-3)

@@ -1,0 +1,60 @@
+"""Loading, parameters, the forward pass and to_torch."""
+import json
+
+import numpy as np
+import pytest
+
+import headlab
+from conftest import random_tokens
+
+
+def test_load_takes_a_run_folder_or_its_checkpoint(mlp_run, mlp_model):
+    from_file = headlab.load(mlp_run / "checkpoint.safetensors")
+    assert from_file.spec == mlp_model.spec
+    assert list(from_file.params) == list(mlp_model.params)
+    for name, value in mlp_model.params.items():
+        np.testing.assert_array_equal(from_file.params[name], value)
+
+
+def test_spec_and_config_are_the_checkpoints(mlp_run, mlp_model):
+    spec = mlp_model.spec
+    assert (spec["layers"], spec["heads"], spec["d_model"], spec["d_ff"]) == (2, 2, 16, 64)
+    assert spec["attn_only"] is False and spec["layernorm"] is True
+    config = json.loads((mlp_run / "config.json").read_text())
+    assert mlp_model.config["seed"] == config["seed"] == 3
+    assert mlp_model.step == 6
+
+
+def test_params_have_the_documented_names_and_shapes(mlp_model):
+    d, V, C, T = 16, mlp_model.spec["vocab"], mlp_model.spec["classes"], mlp_model.spec["max_seq_len"]
+    params = mlp_model.params
+    assert list(params)[:4] == ["tok_emb.weight", "pos_emb.weight", "blocks.0.ln1.weight", "blocks.0.ln1.bias"]
+    assert params["tok_emb.weight"].shape == (V, d)
+    assert params["pos_emb.weight"].shape == (T, d)
+    assert params["blocks.1.mlp.fc1.weight"].shape == (64, d)
+    assert params["head.weight"].shape == (C, d)
+    assert params["head.weight"].dtype == np.float32
+    with pytest.raises(ValueError):
+        params["head.bias"][0] = 1.0  # read-only: the model's weights never change
+
+
+def test_forward_takes_arrays_and_lists_alike(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+    logits = mlp_model(tokens)
+    assert logits.shape == (2, tokens.shape[1], mlp_model.spec["classes"])
+    np.testing.assert_array_equal(mlp_model(tokens.tolist()), logits)
+    np.testing.assert_array_equal(mlp_model(tokens.astype(np.uint8)), logits)
+    # One sequence is a batch of one; rows are independent of each other.
+    np.testing.assert_allclose(mlp_model(tokens[1]), logits[1:2], atol=1e-6)
+
+
+def test_to_torch_reproduces_the_logits(mlp_model, attn_model):
+    torch = pytest.importorskip("torch")
+    for model in (mlp_model, attn_model):
+        module = model.to_torch()
+        assert isinstance(module, torch.nn.Module)
+        assert set(module.state_dict()) == set(model.params)
+        tokens = random_tokens(model, batch=4)
+        with torch.no_grad():
+            ours = module(torch.from_numpy(tokens)).numpy()
+        np.testing.assert_allclose(ours, model(tokens), atol=1e-5, rtol=0)

@@ -1,0 +1,222 @@
+// The headlab command line: parses argv, runs one command, prints its failure
+// as one line and returns the exit status. The headlab binary's main() and the
+// Python package's headlab.train() both call it, so the same flags take the
+// same code path.
+#include "train/cli/command_line.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train/cli/cli.h"
+#include "train/cli/version.h"
+#include "train/dist.h"
+#include "train/errors.h"
+#include "train/nearest_name.h"
+
+namespace {
+
+std::string last_error_line;
+
+// Prints one error line on stderr and remembers it (last_error()).
+void say(const std::string& line) {
+  last_error_line = line;
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+// The CLI's promise is one line per error, whatever a message holds, and a
+// line a person can read: a value quoted from a hostile file is cut short.
+std::string one_line(std::string text) {
+  constexpr std::size_t kMax = 1000;
+  if (text.size() > kMax) text = text.substr(0, kMax) + "... (" + std::to_string(text.size() - kMax) + " more bytes)";
+  for (char& c : text)
+    if (c == '\n' || c == '\r' || c == '\0') c = ' ';
+  return text;
+}
+
+// "--d_model=64" -> "--d_model"; "" for anything that is not a long flag.
+std::string long_flag(const std::string& arg) {
+  if (!arg.starts_with("--") || arg.size() == 2) return "";
+  return arg.substr(0, arg.find('='));
+}
+
+// CLI11 calls an unknown flag "The following arguments were not expected: 64
+// --d_model" and a repeated one "At Most 1 required but received 2". Say
+// which flag and how to fix it; "" leaves CLI11's message (a stray argument).
+std::string usage_message(const CLI::App& sub, const std::vector<std::string>& args, const CLI::ParseError& e) {
+  std::map<const CLI::Option*, int> times;
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    const std::string flag = long_flag(arg);
+    if (flag.empty()) continue;
+    const CLI::Option* opt = sub.get_option_no_throw(flag);
+    if (opt == nullptr && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      std::vector<std::string> names;
+      for (const CLI::Option* o : sub.get_options())
+        for (const std::string& name : o->get_lnames()) names.push_back(name);
+      const std::string near = headlab::train::nearest_name(flag.substr(2), names);
+      return "unknown flag " + flag + (near.empty() ? " (see --help)" : " (did you mean --" + near + "?)");
+    }
+    if (opt != nullptr) ++times[opt];
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr)
+    for (const auto& [opt, n] : times)
+      if (n > 1 && opt->get_items_expected_max() == 1)
+        return opt->get_name() + " was given " + std::to_string(n) + " times; give it once";
+  return "";
+}
+
+// nlohmann's messages start with "[json.exception.type_error.316] "; the
+// user needs only what follows.
+std::string without_json_prefix(const std::string& text) {
+  const auto close = text.find("] ");
+  return text.starts_with("[json.exception.") && close != std::string::npos ? text.substr(close + 2) : text;
+}
+
+// Whatever a command printed must have reached stdout: `eval --json >/dev/full`
+// must not exit 0. Returns false (after saying so) if a write failed.
+bool stdout_written(const char* command) {
+  std::cout.flush();
+  const bool ok = std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout);
+  if (!ok) say(std::string("headlab ") + command + ": error: cannot write to standard output: " + std::strerror(errno));
+  return ok;
+}
+
+// Prints a command's failure as one line and returns its exit status. In a
+// job of several processes (mpirun), rank 0 speaks for a failure every rank
+// knows of; any other rank names itself, and a failure only it knows of
+// aborts the job, or the other ranks would wait for it forever.
+int fail(const std::string& command, const std::exception& e, int status, const std::string& message) {
+  using namespace headlab::train;
+  const dist::World& world = dist::current_world();
+  const bool shared = world.size() == 1 || dist::failure_is_shared(e);
+  if (world.is_root())
+    say("headlab " + command + ": error: " + one_line(message));
+  else if (!shared)
+    say("headlab " + command + ": error (process " + std::to_string(world.rank()) + " of " +
+        std::to_string(world.size()) + "): " + one_line(message));
+  if (!shared) {
+    std::fflush(stderr);
+    world.abort(status);
+  }
+  return status;
+}
+
+}  // namespace
+
+namespace headlab::cli {
+
+const std::string& last_error() { return last_error_line; }
+
+int run_command_line(int argc, char** argv) {
+  last_error_line.clear();
+  // A closed pipe makes a write fail (and the command say so, or a run stop
+  // with a checkpoint) instead of killing the process silently.
+  std::signal(SIGPIPE, SIG_IGN);
+  CLI::App app{"headlab: train toy transformers and see what their attention heads learn.\n"
+               "Start with `headlab train` (the default demo), then read the head report it prints.",
+               "headlab"};
+  app.set_version_flag("--version", cli::version_line(), "print the version and the git commit it was built from");
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  std::map<CLI::App*, cli::Command> commands;
+  auto add = [&](const char* name, const char* about, cli::Command (*make)(CLI::App&)) {
+    CLI::App* sub = app.add_subcommand(name, about);
+    commands[sub] = make(*sub);
+  };
+  add("train", "train a model; writes a run folder (--out DIR)", cli::add_train);
+  add("eval", "loss and accuracy of a checkpoint; optional logits and gradient dumps", cli::add_eval);
+  add("analyze", "head analysis of a run or checkpoint: table, heads.json, report.html", cli::add_analyze);
+  add("sweep", "train many seeds and head counts; how often heads specialize", cli::add_sweep);
+  add("bench", "training-step throughput, GFLOP/s, MFU and peak memory", cli::add_bench);
+  add("tasks", "the synthetic tasks and the heads each should produce", cli::add_tasks);
+  add("gradcheck", "float64 finite-difference check of every op and layer", cli::add_gradcheck);
+
+  // CLI11 would call an unknown command "a subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const auto& [sub, run] : commands) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      if (train::dist::launcher_rank() != 0) return 2;  // rank 0 says it
+      say(std::string("headlab: error: unknown command '") + argv[1] + "' (commands: " + names + "; see --help)");
+      return 2;
+    }
+  }
+  // An option before any command: only headlab's own (--help, --version).
+  if (argc > 1 && std::string(argv[1]).starts_with("--")) {
+    const std::string flag = std::string(argv[1]).substr(0, std::string(argv[1]).find('='));
+    if (app.get_option_no_throw(flag) == nullptr) {
+      if (train::dist::launcher_rank() != 0) return 2;
+      std::vector<std::string> own;
+      for (const CLI::Option* o : app.get_options())
+        for (const std::string& name : o->get_lnames()) own.push_back(name);
+      const std::string near = train::nearest_name(flag.substr(2), own);
+      std::string names;
+      for (const auto& [sub, run] : commands) names += (names.empty() ? "" : ", ") + sub->get_name();
+      if (!near.empty())
+        say("headlab: error: unknown option " + flag + " (did you mean --" + near + "?)");
+      else
+        say("headlab: error: " + flag + " comes after a command: headlab COMMAND [flags] (commands: " + names + ")");
+      return 2;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Under mpirun every rank parses the same command line: one speaks.
+    if (train::dist::launcher_rank() != 0) return 2;
+    if (const CLI::App* sub = argc > 1 && argv[1][0] != '-' ? app.get_subcommand(argv[1]) : nullptr) {
+      const std::string message = usage_message(*sub, std::vector<std::string>(argv + 2, argv + argc), e);
+      if (!message.empty()) {
+        say(std::string("headlab ") + argv[1] + ": error: " + message);
+        return 2;
+      }
+    }
+    say("headlab: error: " + one_line(e.what()) + " (see --help)");
+    return 2;
+  }
+  for (auto& [sub, run] : commands) {
+    if (!sub->parsed()) continue;
+    const std::string name = sub->get_name();
+    try {
+      const int status = run();
+      return stdout_written(name.c_str()) || status != 0 ? status : 1;
+    } catch (const train::dist::PeerFailure& e) {
+      return fail(name, e, e.exit_status, e.what());
+    } catch (const nlohmann::json::exception& e) {
+      // Only user input reaches nlohmann (a config value, a data line, a
+      // checkpoint's metadata): a usage error, without the library's prefix.
+      return fail(name, e, 2, without_json_prefix(e.what()));
+    } catch (const train::UsageError& e) {
+      return fail(sub->get_name(), e, 2, e.what());
+    } catch (const std::bad_alloc& e) {
+      return fail(sub->get_name(), e, 1, "out of memory (reduce --batch, --eval-batch, --seq-len or the model's size)");
+    } catch (const std::exception& e) {
+      return fail(sub->get_name(), e, 1, e.what());
+    }
+  }
+  return 2;
+}
+
+}  // namespace headlab::cli
