@@ -63,9 +63,10 @@ struct TrainConfig {
   double eps = 1e-8;                         // Adam and AdamW
   int64_t warmup = 0;
   std::string schedule = "constant";
-  // The step the schedule decays to (its horizon): 0 stands for --steps, and
-  // a new run records it resolved, so that extending the run with --steps
-  // never stretches (or restarts) its decay unless asked.
+  // The step a decaying schedule reaches its floor at (its horizon): 0 stands
+  // for --steps, and a new run with a decaying schedule records it resolved,
+  // so that extending the run with --steps never stretches (or restarts) its
+  // decay unless asked.
   int64_t schedule_steps = 0;
   double min_lr = 0;
   double clip = 1.0;  // 0: no clipping

@@ -158,7 +158,8 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_data_seq_len_too_short_for_analysis",
                  train_tiny({{"--data", "{cfg:{\"tokens\": [1, 2]}}"}, {"--vocab", "8"}, {"--seq-len", "2"}}), 2,
                  {"seq-len 2", "3"}});
-    c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2, {"--vocab"}});
+    // Without --vocab and --seq-len the file is read for its sizes: a file that is not JSONL says so.
+    c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2, {"invalid JSON"}});
     c.push_back({"train_data_with_task",
                  train_tiny({{"--data", "{file}"}, {"--task", "previous"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
                  {"--data", "--task previous", "give one of them"}});

@@ -108,7 +108,8 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       folder = world.is_root() ? train::open_run_folder(args.resume) : train::RunFolder{args.resume, nullptr};
       train::Checkpoint ck = train::read_checkpoint(folder.checkpoint());
       // A checkpoint from before --schedule-steps decayed to its --steps.
-      if (ck.info.config.schedule_steps == 0) ck.info.config.schedule_steps = ck.info.config.steps;
+      if (ck.info.config.schedule_steps == 0 && ck.info.config.schedule != "constant")
+        ck.info.config.schedule_steps = ck.info.config.steps;
       resumed = ck.info.config;
       flags.apply(ck.info.config);
       ck.info.config.validate();
