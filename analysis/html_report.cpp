@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "analysis/heads_json.h"
 #include "analysis/html_page.h"
@@ -36,9 +37,14 @@ nlohmann::json example_maps(const AttentionExample& ex, int64_t n) {
 std::string page_title(const nlohmann::json& config, const ReportOptions& options) {
   if (!options.title.empty()) return options.title;
   std::string title = options.run_name;
-  if (config.is_object() && config.contains("task") && config.at("task").is_string() &&
-      !config.at("task").get<std::string>().empty())
-    title += (title.empty() ? "" : " · ") + config.at("task").get<std::string>();
+  // What the run trained on: its data file's name, else its task.
+  const auto text_of = [&](const char* key) {
+    return config.is_object() && config.contains(key) && config.at(key).is_string() ? config.at(key).get<std::string>()
+                                                                                   : std::string();
+  };
+  const std::string data = text_of("data");
+  const std::string source = !data.empty() ? std::filesystem::path(data).filename().string() : text_of("task");
+  if (!source.empty()) title += (title.empty() ? "" : " · ") + source;
   return title + (title.empty() ? "headlab report" : " · headlab");
 }
 
@@ -66,6 +72,10 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
                      {"emerged", emerged ? nlohmann::json(*emerged) : nlohmann::json()},
                      {"task_emerged", std::move(task_emerged)}});
   }
+  nlohmann::json snapshots = nlohmann::json::array();
+  for (const SnapshotView& v : options.snapshots)
+    if (v.example.tokens == run.example.tokens)  // the same example, or the slider would mislead
+      snapshots.push_back({{"step", v.step}, {"attention", example_maps(v.example, shown)}, {"labels", v.labels}});
   const LabelOptions& l = options.labels;
   const std::optional<int64_t> drop = loss_drop_step(history);
   return {{"title", page_title(config, options)},
@@ -74,6 +84,7 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
           {"heads_extra", std::move(extra)},
           {"loss_drop_step", drop ? nlohmann::json(*drop) : nlohmann::json()},
           {"history", history},
+          {"snapshots", std::move(snapshots)},
           {"config", config.is_null() ? nlohmann::json::object() : config},
           {"options",
            {{"score_threshold", l.score_threshold},
@@ -133,7 +144,8 @@ std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json
                          "</strong></p>\n<ul>\n";
   for (const std::string& reason : run.verdict.reasons) noscript += "<li>" + html_escape(reason) + "</li>\n";
   noscript += "</ul>\n";
-  return html_page(title, kReportCss, noscript, script_json(page_data(run, history, config, options)), kReportJs);
+  return html_page(title, kReportCss, noscript, script_json(page_data(run, history, config, options)),
+                   std::string(kReportJs) + std::string(kSnapshotsJs));
 }
 
 }  // namespace headlab::analysis

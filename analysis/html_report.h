@@ -26,6 +26,14 @@
 
 namespace headlab::analysis {
 
+// The attention of the report's example at an earlier step of training (a
+// snapshot, train/snapshots.h), and the label each head had then.
+struct SnapshotView {
+  int64_t step = 0;
+  AttentionExample example;
+  std::vector<std::string> labels;  // layer-major, one per head
+};
+
 struct ReportOptions {
   // The page's title; empty: "<run name> · <task> · headlab", so that two
   // open reports can be told apart.
@@ -33,6 +41,9 @@ struct ReportOptions {
   std::string run_name;        // e.g. the run folder's name
   LabelOptions labels;         // the thresholds the report draws and states
   int64_t max_positions = 48;  // heatmaps show at most this many (the first) positions
+  // Ascending steps; the page's slider steps each head's map through them
+  // (analysis/report/snapshots.js) and the final analysis.
+  std::vector<SnapshotView> snapshots;
 };
 
 // `history`: metrics.jsonl lines, e.g. {"step", "loss", "accuracy", "lr",

@@ -9,6 +9,7 @@ namespace headlab::analysis {
 
 extern const std::string_view kReportCss;
 extern const std::string_view kReportJs;
+extern const std::string_view kSnapshotsJs;  // report.html's slider over the snapshots
 extern const std::string_view kPageJs;
 extern const std::string_view kSweepCss;
 extern const std::string_view kSweepJs;

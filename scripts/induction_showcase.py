@@ -14,8 +14,8 @@ Reads each run folder's heads.json and metrics.jsonl, as headlab writes them:
                  least 3 logged steps before the drop (a plateau) and the layer-1
                  induction head emerges within 2 analysis intervals of the drop
 Runs are grouped by their number of layers."""
+import argparse
 import json
-import sys
 from pathlib import Path
 
 THRESHOLD = 0.5
@@ -84,7 +84,16 @@ def summarize(run):
 
 
 def main():
-    runs = [summarize(Path(p)) for p in sys.argv[1:]]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 2)[2],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run folder of headlab train")
+    args = parser.parse_args()
+    for p in args.runs:
+        for name in ("heads.json", "metrics.jsonl"):
+            if not (Path(p) / name).is_file():
+                parser.exit(2, f"{parser.prog}: error: {p} has no {name} (not a finished headlab run folder)\n")
+    runs = [summarize(Path(p)) for p in args.runs]
     fmt = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
     print("run                              acc   prevL0@src indL1@tgt indL0@tgt prev-emerged ind-emerged drop  phase  labels")
     for r in runs:

@@ -96,6 +96,12 @@ void TrainConfig::validate() const {
   require(data.empty() || (train_size == 0 && train_fraction == 0),
           "--data is already a fixed training set: it takes no --train-size or --train-fraction (give a held-out "
           "file with --eval-data)");
+  require(std::isfinite(eval_fraction) && eval_fraction >= 0 && eval_fraction < 1,
+          "--eval-fraction must be in (0, 1), or 0 for off, got " + core::shortest(eval_fraction));
+  require(eval_fraction == 0 || (!data.empty() && eval_data.empty()),
+          "--eval-fraction holds part of a --data file out; " +
+              std::string(data.empty() ? "give --data FILE (a task's held-out batch is already apart from training)"
+                                       : "with --eval-data there is nothing to hold out: give one of them"));
   require(betas.size() == 2, "--betas takes two numbers B1,B2 (such as 0.9,0.98), got " +
                                  std::to_string(betas.size()));
   for (const double b : betas)
@@ -116,9 +122,12 @@ void TrainConfig::validate() const {
   require(gemm == "onednn" || gemm == "openblas",
           "--gemm must be onednn or openblas, got '" + gemm + "' (HEADLAB_GEMM, if set, is the default)");
   require_positive("eval-batch", eval_batch);
-  require_positive("log-every", log_every);
+  require_non_negative("log-every", log_every);
   require_non_negative("analyze-every", analyze_every);
   require_non_negative("checkpoint-every", checkpoint_every);
+  require_non_negative("snapshot-every", snapshot_every);
+  require_non_negative("keep-snapshots", keep_snapshots);
+  require_non_negative("schedule-steps", schedule_steps);
   require(optimizer == "adamw" || optimizer == "adam" || optimizer == "sgd",
           "--optimizer must be adamw, adam or sgd, got '" + optimizer + "'");
   // The flag's own message, not the library's (which names its function).
@@ -202,13 +211,14 @@ void take_model(TrainConfig& config, const layers::ModelSpec& model, const std::
 }
 
 optim::ScheduleOptions TrainConfig::schedule_options() const {
+  const int64_t horizon = schedule_steps > 0 ? schedule_steps : steps;
   optim::ScheduleOptions s;
   s.set_kind(optim::parse_schedule_kind(schedule))
       .set_base_lr(lr)
       .set_warmup_steps(warmup)
-      .set_total_steps(std::max(steps, warmup))
+      .set_total_steps(std::max(horizon, warmup))
       .set_min_lr(min_lr)
-      .set_step_size(std::max<int64_t>(1, steps / 3))
+      .set_step_size(std::max<int64_t>(1, horizon / 3))
       .set_gamma(0.1);
   return s;
 }

@@ -43,6 +43,10 @@ struct TrainConfig {
   int64_t train_size = 0;
   double train_fraction = 0;
   std::string eval_data;  // a JSONL file to evaluate on instead of the task's held-out batch
+  double eval_fraction = 0;  // with --data: the share of its sequences held out (0: evaluate on training ones)
+  // The checkpoint the weights started from (`train --init`; a run folder or
+  // a snapshot is resolved to its file, absolute); empty: the seed's.
+  std::string init;
   // The model. vocab, max_seq_len (--seq-len) and classes 0 stand for the
   // task's own (a data file's classes: its vocab); d_ff 0 for 4 * d_model.
   layers::ModelSpec model{.vocab = 0, .classes = 0, .max_seq_len = 0, .layers = 1, .heads = 2, .d_model = 64};
@@ -59,6 +63,11 @@ struct TrainConfig {
   double eps = 1e-8;                         // Adam and AdamW
   int64_t warmup = 0;
   std::string schedule = "constant";
+  // The step a decaying schedule reaches its floor at (its horizon): 0 stands
+  // for --steps, and a new run with a decaying schedule records it resolved,
+  // so that extending the run with --steps never stretches (or restarts) its
+  // decay unless asked.
+  int64_t schedule_steps = 0;
   double min_lr = 0;
   double clip = 1.0;  // 0: no clipping
   uint64_t seed = 0;
@@ -69,6 +78,8 @@ struct TrainConfig {
   int64_t log_every = 50;
   int64_t analyze_every = 100;    // 0: only at the end
   int64_t checkpoint_every = 0;   // 0: only at the end (and on a signal)
+  int64_t snapshot_every = 0;     // 0: none; N: keep snapshots/step-NNNNNN.safetensors every N steps
+  int64_t keep_snapshots = 0;     // 0: every snapshot; K: only the newest K
 
   // Calls f(flag name, field reference, help) for every field above; a model
   // field that the flag sets to false comes as a Negated (is_negated_v).
@@ -85,6 +96,12 @@ struct TrainConfig {
     f("train-fraction", c.train_fraction,
       "modular-addition: train on this fraction of all p^2 pairs, evaluate on the rest (0: off)");
     f("eval-data", c.eval_data, "evaluate on this JSONL file (same format as --data) instead of the task's batch");
+    f("eval-fraction", c.eval_fraction,
+      "with --data: hold this fraction of the file's sequences out of training (drawn with the seed) and evaluate "
+      "on them (0: without --eval-data, the held-out metrics are on training sequences)");
+    f("init", c.init,
+      "start from this checkpoint's model and weights: a checkpoint, a snapshot or a run folder (model flags must "
+      "agree with it)");
     f("vocab", c.model.vocab, "input vocabulary size (0: the task's default)");
     f("seq-len", c.model.max_seq_len, "sequence length (0: the task's default)");
     f("classes", c.model.classes, "output classes (0: the task's; with --data, --vocab)");
@@ -109,15 +126,20 @@ struct TrainConfig {
     f("eps", c.eps, "adam/adamw: added to the denominator's square root");
     f("warmup", c.warmup, "linear warmup steps");
     f("schedule", c.schedule, "constant, cosine, linear or step");
+    f("schedule-steps", c.schedule_steps,
+      "the step the schedule decays to (0: --steps; a run keeps it when extended with --resume --steps)");
     f("min-lr", c.min_lr, "the floor of the cosine/linear decay");
     f("clip", c.clip, "clip the global gradient norm to this (0: off)");
     f("seed", c.seed, "random seed: same seed and thread count give the same numbers");
     f("threads", c.threads, "threads for OpenMP and OpenBLAS (0: all cores)");
     f("gemm", c.gemm, "GEMM backend: onednn or openblas (default: $HEADLAB_GEMM, else onednn)");
     f("eval-batch", c.eval_batch, "sequences in the fixed evaluation batch");
-    f("log-every", c.log_every, "log and record metrics every N steps");
+    f("log-every", c.log_every, "log and record metrics every N steps (0: only at the end)");
     f("analyze-every", c.analyze_every, "analyze the heads every N steps (0: only at the end)");
     f("checkpoint-every", c.checkpoint_every, "write a checkpoint every N steps (0: only at the end)");
+    f("snapshot-every", c.snapshot_every,
+      "also keep the checkpoint of every N-th step as snapshots/step-NNNNNN.safetensors (0: none)");
+    f("keep-snapshots", c.keep_snapshots, "keep only the newest K snapshots (0: all)");
   }
 
   // Throws UsageError naming the first bad value and what would fit.

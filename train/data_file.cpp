@@ -98,6 +98,18 @@ DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t
   order_ = EpochOrder(size(), shuffle);
 }
 
+DataFile::Needs DataFile::needs(const std::string& path) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  const DataFile file(path, kMax, kMax, int64_t{1} << 24);
+  Needs n;
+  for (const Sequence& s : file.sequences_) {
+    n.seq_len = std::max(n.seq_len, static_cast<int64_t>(s.tokens.size()));
+    for (const int32_t t : s.tokens) n.vocab = std::max<int64_t>(n.vocab, t + 1);
+    for (const int32_t t : s.targets) n.classes = std::max<int64_t>(n.classes, t + 1);
+  }
+  return n;
+}
+
 void DataFile::parse_line(const std::string& line, int64_t line_number) {
   const std::string where = path_ + ":" + std::to_string(line_number) + ": ";
   json object;

@@ -35,6 +35,13 @@ class DataFile final : public Task {
   // file; throws UsageError on any problem.
   DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle = false);
 
+  // The sizes a file needs: one more than its largest token and target, and
+  // its longest sequence (what --vocab, --classes and --seq-len default to).
+  struct Needs {
+    int64_t vocab = 0, classes = 0, seq_len = 0;
+  };
+  static Needs needs(const std::string& path);
+
   std::string name() const override { return "data:" + path_; }
   int64_t vocab() const override { return vocab_; }
   int64_t num_classes() const override { return num_classes_; }

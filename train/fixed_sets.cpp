@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/shortest.h"
 #include "train/data_file.h"
 #include "train/errors.h"
 
@@ -129,8 +130,21 @@ void FixedSets::set_position(const Position& position) {
 }
 
 bool has_fixed_sets(const TrainConfig& config) {
-  return config.train_size > 0 || config.train_fraction > 0 || !config.eval_data.empty();
+  return config.train_size > 0 || config.train_fraction > 0 || !config.eval_data.empty() || config.eval_fraction > 0;
 }
+
+namespace {
+
+// 0 .. n-1 in the order of a Fisher-Yates shuffle drawn from `gen`.
+std::vector<int64_t> shuffled_order(int64_t n, core::Generator& gen) {
+  std::vector<int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  for (std::size_t i = order.size() - 1; i > 0; --i)
+    std::swap(order[i], order[static_cast<std::size_t>(gen.integer(0, static_cast<int64_t>(i) + 1))]);
+  return order;
+}
+
+}  // namespace
 
 std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainConfig& config) {
   if (!has_fixed_sets(config)) return base;
@@ -148,11 +162,8 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
         throw UsageError(asked + " gives " + std::to_string(n_train) + " training examples, but task " + base->name() +
                          " has " + std::to_string(n) + " distinct examples: it needs at least 1 for training and 1 "
                          "held out (--train-size 1 to " + std::to_string(n - 1) + ")");
-      // Fisher-Yates over the list; the first n_train are the training set.
-      std::vector<int64_t> order(static_cast<std::size_t>(n));
-      std::iota(order.begin(), order.end(), int64_t{0});
-      for (std::size_t i = order.size() - 1; i > 0; --i)
-        std::swap(order[i], order[static_cast<std::size_t>(gen.integer(0, static_cast<int64_t>(i) + 1))]);
+      // The first n_train of a shuffled list are the training set.
+      const std::vector<int64_t> order = shuffled_order(n, gen);
       train = empty_like(*all);
       held_out = empty_like(*all);
       for (int64_t i = 0; i < n; ++i) append_row(i < n_train ? *train : *held_out, *all, order[static_cast<std::size_t>(i)]);
@@ -167,6 +178,22 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
                          std::to_string(most) + ")");
       train = base->sample(config.train_size, gen);
     }
+  }
+  if (config.eval_fraction > 0) {
+    // A data file (TrainConfig::validate): its first held-out share of a
+    // shuffled order is held out, the rest trained on.
+    core::Generator gen(config.seed ^ kSplitStream);
+    const Batch all = base->rows(0, base->size());
+    const int64_t n = all.batch;
+    const auto n_eval = static_cast<int64_t>(std::llround(config.eval_fraction * static_cast<double>(n)));
+    if (n_eval < 1 || n_eval >= n)
+      throw UsageError("--eval-fraction " + core::shortest(config.eval_fraction) + " holds out " +
+                       std::to_string(n_eval) + " of the " + std::to_string(n) + " sequences of --data " +
+                       config.data + ": it needs at least 1 held out and 1 to train on");
+    const std::vector<int64_t> order = shuffled_order(n, gen);
+    train = empty_like(all);
+    held_out = empty_like(all);
+    for (int64_t i = 0; i < n; ++i) append_row(i < n_eval ? *held_out : *train, all, order[static_cast<std::size_t>(i)]);
   }
   if (!config.eval_data.empty()) {
     const DataFile file(config.eval_data, base->vocab(), base->num_classes(), base->seq_len());

@@ -17,11 +17,16 @@ namespace {
 std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
   const layers::ModelSpec& m = config.model;
   if (!config.data.empty()) {
-    if (m.vocab <= 0 || m.max_seq_len <= 0)
-      throw UsageError("--data " + config.data + " needs --vocab and --seq-len (the file's token range and the longest sequence)");
-    // Targets are tokens unless --classes says otherwise.
-    return std::make_unique<DataFile>(config.data, m.vocab, m.classes > 0 ? m.classes : m.vocab, m.max_seq_len,
-                                      config.shuffle);
+    // --vocab and --seq-len left at 0: what the file needs (its largest token
+    // or, as targets are tokens unless --classes says otherwise, target; its
+    // longest sequence).
+    int64_t vocab = m.vocab, seq_len = m.max_seq_len;
+    if (vocab <= 0 || seq_len <= 0) {
+      const DataFile::Needs needs = DataFile::needs(config.data);
+      if (vocab <= 0) vocab = std::max(needs.vocab, m.classes > 0 ? int64_t{1} : needs.classes);
+      if (seq_len <= 0) seq_len = std::max(needs.seq_len, kMinSeqLen);
+    }
+    return std::make_unique<DataFile>(config.data, vocab, m.classes > 0 ? m.classes : vocab, seq_len, config.shuffle);
   }
   const TaskInfo& info = task_info(config.task);
   return make_task(config.task, m.vocab > 0 ? m.vocab : info.default_vocab,

@@ -14,6 +14,7 @@
 
 #include "core/atomic_file.h"
 #include "train/errors.h"
+#include "train/snapshots.h"
 
 namespace headlab::train {
 
@@ -102,6 +103,7 @@ RunFolder create_run_folder(const std::string& dir, bool force) {
     // new config.json would be taken for the new run's by eval and --resume.
     for (const std::string& f : {run.checkpoint(), run.config(), run.metrics(), run.heads(), run.report(), run.log()})
       fs::remove(f, ec);
+    for (const int64_t step : snapshot_steps(dir)) fs::remove(snapshot_path(dir, step), ec);
     remove_stale_temporaries(run);
   }
   return run;

@@ -104,6 +104,9 @@ Session::Session(const TrainConfig& config, const dist::World& world) : config_(
   // eval, analyze and --resume find it from any folder.
   if (!config_.data.empty()) config_.data = std::filesystem::absolute(config_.data).lexically_normal().string();
   config_.micro_batches = micro_batches_for(config_, world.size());
+  // A decaying schedule's horizon, kept when the run is extended (a constant
+  // one has none: its runs stay the same whatever their --steps).
+  if (config_.schedule_steps == 0 && config_.schedule != "constant") config_.schedule_steps = config_.steps;
   task_ = make_task_for(config_);
   build(model_spec_for(config_, *task_));
 }

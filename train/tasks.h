@@ -130,6 +130,17 @@ struct TaskInfo {
   int64_t default_seq_len = 0;
 };
 
+// The model known to solve a task (eval accuracy >= target_accuracy; see
+// docs/reproductions.md) when the default flags do not: its flags, and its
+// --layers, below which a run that falls short is told to use them.
+struct SuggestedModel {
+  std::string flags;  // "--layers 2 --attn-only ..."
+  int64_t layers = 0;
+  double target_accuracy = 0.9;
+};
+// None when the default model solves the task (or `task` is unknown).
+std::optional<SuggestedModel> suggested_model(const std::string& task);
+
 // Every synthetic task, in the order `headlab tasks` lists them.
 const std::vector<TaskInfo>& task_catalog();
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "analysis/heads_json.h"
@@ -10,6 +11,7 @@
 #include "core/shortest.h"
 #include "train/analysis_steps.h"
 #include "train/signals.h"
+#include "train/snapshots.h"
 
 namespace headlab::train {
 namespace {
@@ -77,17 +79,30 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
   append_line(folder_.metrics(), line);
 }
 
-void Trainer::checkpoint() {
-  if (!session_.world().is_root()) return;
+void Trainer::save(const std::string& path) {
   session_.set_trainer_state({{"loss", window_loss_}, {"accuracy", window_acc_}, {"steps", window_steps_},
                               {"tokens", window_tokens_}});
   try {
-    session_.save(folder_.checkpoint());
+    session_.save(path);
   } catch (const NonFiniteState& e) {
     throw std::runtime_error(std::string(e.what()) + " (try a lower --lr or --clip)");
   }
+}
+
+void Trainer::checkpoint() {
+  if (!session_.world().is_root()) return;
+  save(folder_.checkpoint());
   last_checkpoint_step_ = session_.steps_done();
   events_.checkpoint_written(session_.steps_done(), folder_.checkpoint());
+}
+
+void Trainer::snapshot() {
+  if (!session_.world().is_root()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(snapshots_dir(folder_.dir), ec);
+  if (ec) throw std::runtime_error("cannot create " + snapshots_dir(folder_.dir) + ": " + ec.message());
+  save(snapshot_path(folder_.dir, session_.steps_done()));
+  prune_snapshots(folder_.dir, session_.config().keep_snapshots);
 }
 
 int Trainer::run() {
@@ -104,7 +119,7 @@ int Trainer::run() {
   // A run that finished off the --log-every grid logged its last step early
   // and kept that window's sums in its checkpoint: extending it drops that
   // line and goes on with the sums, as if it had never stopped.
-  const bool on_grid = start_step_ % config.log_every == 0;
+  const bool on_grid = config.log_every > 0 && start_step_ % config.log_every == 0;
   if (world.is_root())
     truncate_metrics(folder_.metrics(), on_grid || start_step_ == 0 ? start_step_ : start_step_ - 1);
   if (on_grid) window_loss_ = window_acc_ = 0, window_steps_ = window_tokens_ = 0;
@@ -119,7 +134,7 @@ int Trainer::run() {
     const int64_t step = session_.steps_done();
     const bool last = step == options_.target_steps;
     // Each interval on its own: a step may log, analyze, both or neither.
-    const bool on_log_grid = step % config.log_every == 0;
+    const bool on_log_grid = config.log_every > 0 && step % config.log_every == 0;
     const bool log = on_log_grid || last;
     const bool analyze = is_analysis_step(step, config.analyze_every);
     if ((log || analyze) && world.is_root()) {
@@ -133,6 +148,7 @@ int Trainer::run() {
     }
     if (log) window_start = Clock::now();
     if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && !last) checkpoint();
+    if (config.snapshot_every > 0 && step % config.snapshot_every == 0) snapshot();
     events_.stepped(step, seconds_since(start));
     if (const int sig = static_cast<int>(world.max(stop_signal()))) {
       checkpoint();
@@ -145,19 +161,25 @@ int Trainer::run() {
   return 0;
 }
 
-void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& run, const nlohmann::json& config) {
+void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& run, const nlohmann::json& config,
+                          std::vector<analysis::SnapshotView> snapshots) {
   nlohmann::json heads;
   analysis::to_json(heads, run);
+  // What the heads were trained on: a data file's path, else the task.
+  if (config.is_object() && config.value("data", std::string()).empty()) heads["task"] = config.value("task", "");
+  else if (config.is_object()) heads["data"] = config.value("data", "");
   write_file_atomic(folder.heads(), heads.dump(2) + "\n");
   analysis::ReportOptions options;
   options.run_name = folder.name();
+  options.snapshots = std::move(snapshots);
   write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), config, options));
 }
 
 analysis::RunAnalysis Trainer::finish_report() {
   const analysis::RunAnalysis run =
       analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
-  write_analysis_files(folder_, run, to_json(session_.config()));
+  write_analysis_files(folder_, run, to_json(session_.config()),
+                       snapshot_views(folder_.dir, session_.eval_batch(), options_.analysis.example));
   return run;
 }
 

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "analysis/analyze_model.h"
+#include "analysis/html_report.h"
 #include "train/run_folder.h"
 #include "train/session.h"
 
@@ -76,7 +78,9 @@ class Trainer {
   // Writes the metrics line of this step: the log line's averages (log), the
   // head analysis (analyze), or both.
   void record(const StepResult& last, bool log, bool analyze, double seconds);
+  void save(const std::string& path);  // the session, with the log window's sums
   void checkpoint();
+  void snapshot();  // snapshots/step-NNNNNN.safetensors, then --keep-snapshots
 
   Session& session_;
   RunFolder folder_;
@@ -89,7 +93,9 @@ class Trainer {
   int64_t last_checkpoint_step_ = -1;
 };
 
-// Writes heads.json and report.html for an analysis into `folder`.
-void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& analysis, const nlohmann::json& config);
+// Writes heads.json and report.html for an analysis into `folder`; the
+// report's slider steps through `snapshots` (snapshot_views).
+void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& analysis, const nlohmann::json& config,
+                          std::vector<analysis::SnapshotView> snapshots = {});
 
 }  // namespace headlab::train

@@ -83,11 +83,16 @@ const headlab = (function () {
     for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toPrecision(12));
     return out;
   }
-  function logTicks(lo, hi) {
+  // 1, 2, 5 per decade; at most `most` of them (labels that would overlap):
+  // powers of ten only, then every k-th decade.
+  function logTicks(lo, hi, most) {
     const out = [];
     for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); ++e)
       for (const m of [1, 2, 5]) { const v = m * Math.pow(10, e); if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v); }
-    return out;
+    if (!(most > 0) || out.length <= most) return out;
+    const powers = out.filter((v) => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9);
+    const k = Math.ceil(powers.length / Math.max(1, most));
+    return powers.filter((v) => Math.round(Math.log10(v)) % k === 0);
   }
   const fmtTick = (v) => (Math.abs(v) >= 1000 ? (v / 1000).toFixed(v % 1000 ? 1 : 0) + 'k' : String(+v.toPrecision(4)));
 

@@ -141,11 +141,12 @@
       : (y) => m.t + (y1 - y) / (y1 - y0) * (Ht - m.t - m.b);
     const yFmt = cfg.yFmt || fmtTick;
     const grid = sv('g', {});
-    for (const t of (log ? logTicks(y0, y1) : ticks(y0, y1, 5))) {
+    // A label every 16 px at most, however many decades a log axis spans.
+    for (const t of (log ? logTicks(y0, y1, Math.floor((Ht - m.t - m.b) / 16)) : ticks(y0, y1, 5))) {
       grid.append(sv('line', { x1: m.l, x2: W - m.r, y1: Y(t), y2: Y(t), stroke: '#e2e8f0' }));
       grid.append(sv('text', { x: m.l - 6, y: Y(t), 'text-anchor': 'end', 'dominant-baseline': 'central', fill: '#64748b', text: yFmt(t) }));
     }
-    for (const t of ticks(x0, x1, 6)) {
+    for (const t of ticks(x0, x1, 6).filter((v) => !cfg.integerX || Number.isInteger(v))) {
       grid.append(sv('line', { x1: X(t), x2: X(t), y1: Ht - m.b, y2: Ht - m.b + 4, stroke: '#94a3b8' }));
       grid.append(sv('text', { x: X(t), y: Ht - m.b + 16, 'text-anchor': 'middle', fill: '#64748b', text: fmtTick(t) }));
     }
@@ -485,8 +486,9 @@
       accSeries.push({ name: 'accuracy, random (mean of ' + p.random_orders + ')', color: '#15803d', dash: '7 4', points: xs.map((i) => [i, p.random_accuracy[i]]) });
       lossSeries.push({ name: 'loss, random (mean of ' + p.random_orders + ')', color: '#0f172a', dash: '7 4', points: xs.map((i) => [i, p.random_loss[i]]) });
     }
-    return [lineChart({ series: accSeries, yMin: 0, yMax: 1, xLabel: 'heads removed', yFmt: (v) => Math.round(100 * v) + '%', tipFmt: (v) => (100 * v).toFixed(1) + '%' }),
-      lineChart({ series: lossSeries, xLabel: 'heads removed', tipFmt: (v) => v.toFixed(4) })];
+    // Heads come whole: no tick at 0.5 heads.
+    return [lineChart({ series: accSeries, yMin: 0, yMax: 1, xLabel: 'heads removed', integerX: true, yFmt: (v) => Math.round(100 * v) + '%', tipFmt: (v) => (100 * v).toFixed(1) + '%' }),
+      lineChart({ series: lossSeries, xLabel: 'heads removed', integerX: true, tipFmt: (v) => v.toFixed(4) })];
   }
   function circuitSection() {
     const c = run.circuits || {}, comp = c.composition || [], base = c.composition_baseline;

@@ -47,17 +47,17 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_missing_value_resume", {"train", "--resume"}, 2, {"--resume"}});
     // Negative values.
     for (const char* flag : {"--d-model", "--steps", "--batch", "--layers", "--heads", "--vocab", "--seq-len",
-                             "--warmup", "--threads", "--log-every", "--analyze-every", "--checkpoint-every",
+                             "--warmup", "--threads", "--log-every", "--analyze-every", "--checkpoint-every", "--snapshot-every",
                              "--eval-batch", "--d-ff", "--seed", "--train-size"})
       c.push_back({std::string("train_negative_") + (flag + 2), train_tiny({{flag, "-3"}}), 2, {flag, "-3"}});
     for (const char* flag : {"--lr", "--clip", "--min-lr"})
       c.push_back({std::string("train_negative_") + (flag + 2), train_tiny({{flag, "-0.5"}}), 2, {flag, "-0.5"}});
     // Zero where at least 1 is needed.
-    for (const char* flag : {"--d-model", "--heads", "--layers", "--batch", "--lr", "--log-every", "--eval-batch"})
+    for (const char* flag : {"--d-model", "--heads", "--layers", "--batch", "--lr", "--eval-batch"})
       c.push_back({std::string("train_zero_") + (flag + 2), train_tiny({{flag, "0"}}), 2, {flag}});
     // Not a number.
-    c.push_back({"train_non_numeric_d_model", train_tiny({{"--d-model", "abc"}}), 2, {"--d-model", "abc"}});
-    c.push_back({"train_non_numeric_lr", train_tiny({{"--lr", "fast"}}), 2, {"--lr", "fast"}});
+    c.push_back({"train_non_numeric_d_model", train_tiny({{"--d-model", "abc"}}), 2, {"--d-model", "abc", "whole number"}});
+    c.push_back({"train_non_numeric_lr", train_tiny({{"--lr", "fast"}}), 2, {"--lr", "fast", "is not a number"}});
     c.push_back({"train_non_numeric_seed", train_tiny({{"--seed", "x1"}}), 2, {"--seed", "x1"}});
     c.push_back({"train_non_numeric_threads", train_tiny({{"--threads", "two"}}), 2, {"--threads", "two"}});
     c.push_back({"train_unknown_gemm", train_tiny({{"--gemm", "mkl"}}), 2, {"--gemm", "mkl"}});
@@ -158,7 +158,8 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_data_seq_len_too_short_for_analysis",
                  train_tiny({{"--data", "{cfg:{\"tokens\": [1, 2]}}"}, {"--vocab", "8"}, {"--seq-len", "2"}}), 2,
                  {"seq-len 2", "3"}});
-    c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2, {"--vocab"}});
+    // Without --vocab and --seq-len the file is read for its sizes: a file that is not JSONL says so.
+    c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2, {"invalid JSON"}});
     c.push_back({"train_data_with_task",
                  train_tiny({{"--data", "{file}"}, {"--task", "previous"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
                  {"--data", "--task previous", "give one of them"}});

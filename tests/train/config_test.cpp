@@ -46,7 +46,7 @@ TEST(TrainConfig, EveryBadValueIsAUsageError) {
       [](TrainConfig& c) { c.steps = -5; },
       [](TrainConfig& c) { c.lr = 0; },            [](TrainConfig& c) { c.lr = -1e-3; },
       [](TrainConfig& c) { c.clip = -1; },         [](TrainConfig& c) { c.optimizer = "lion"; },
-      [](TrainConfig& c) { c.schedule = "wavy"; }, [](TrainConfig& c) { c.log_every = 0; },
+      [](TrainConfig& c) { c.schedule = "wavy"; }, [](TrainConfig& c) { c.log_every = -1; },
       [](TrainConfig& c) { c.threads = -2; },      [](TrainConfig& c) { c.min_lr = 1.0; },
       [](TrainConfig& c) { c.model.d_model = 1 << 20; }, [](TrainConfig& c) { c.eval_batch = 0; },
       [](TrainConfig& c) { c.gemm = "mkl"; },

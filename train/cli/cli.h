@@ -55,6 +55,8 @@ void use_threads(int requested);
 // returns the keys it set.
 std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path);
 
+// Whether a stream may carry ANSI codes (colours, the progress bar): a
+// terminal, NO_COLOR unset or empty, and no MPI launcher in between.
 bool stdout_is_terminal();
 bool stderr_is_terminal();
 

@@ -17,6 +17,7 @@
 #include "train/cli/cli.h"
 #include "train/errors.h"
 #include "train/session.h"
+#include "train/snapshots.h"
 #include "train/trainer.h"
 
 namespace headlab::cli {
@@ -26,10 +27,10 @@ namespace fs = std::filesystem;
 
 struct AnalyzeArgs {
   std::string target, task, out, data;
-  int64_t batch = 0, example = 0;
+  int64_t batch = 0, example = 0, step = 0;  // step: a snapshot's, if step_given
   int threads = 0;
   std::string gemm;  // empty: the checkpoint's backend
-  bool json = false, no_color = false, batch_given = false, patch = false;
+  bool json = false, no_color = false, batch_given = false, step_given = false, patch = false;
   analysis::LabelOptions labels;
 };
 
@@ -46,8 +47,18 @@ void check_label_options(const analysis::LabelOptions& o) {
 
 int run_analyze(const AnalyzeArgs& args) {
   const bool is_dir = fs::is_directory(args.target);
-  const std::string ck_path = is_dir ? args.target + "/checkpoint.safetensors" : args.target;
+  if (args.step_given && args.step < 0)
+    throw train::UsageError("--step must be 0 or more, got " + std::to_string(args.step));
+  if (args.step_given && !is_dir)
+    throw train::UsageError("--step " + std::to_string(args.step) + " picks a snapshot of a run folder, but " +
+                            args.target + " is not a folder");
+  const std::string ck_path = args.step_given ? train::find_snapshot(args.target, args.step)
+                              : is_dir       ? args.target + "/checkpoint.safetensors"
+                                             : args.target;
   if (!fs::exists(ck_path)) throw train::UsageError(args.target + ": no such run folder or checkpoint");
+  // A snapshot's analysis goes beside it (snapshots/step-000500/), never over the run's own.
+  const bool snapshot = train::snapshot_step(fs::path(ck_path).filename().string()) >= 0 &&
+                        fs::path(ck_path).parent_path().filename() == "snapshots";
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (all cores) or more");
   if (args.batch_given && args.batch < 1)
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
@@ -87,12 +98,20 @@ int run_analyze(const AnalyzeArgs& args) {
   const analysis::RunAnalysis run =
       analysis::analyze_model(input.model(), train::examples_of(input.batch()), options);
 
-  const std::string out = !args.out.empty() ? args.out : is_dir ? args.target : fs::path(ck_path).parent_path().string();
+  const std::string out = !args.out.empty() ? args.out
+                          : snapshot       ? (fs::path(ck_path).parent_path() / fs::path(ck_path).stem()).string()
+                          : is_dir         ? args.target
+                                           : fs::path(ck_path).parent_path().string();
   std::error_code ec;
   fs::create_directories(out.empty() ? "." : out, ec);
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
   train::RunFolder folder{out.empty() ? "." : out, nullptr};
-  train::write_analysis_files(folder, run, train::to_json(input.config()));
+  // A run folder's report steps through its snapshots as the trainer's does
+  // (on the run's own batch: a --data analysis has no snapshots to show).
+  const bool with_snapshots = is_dir && !args.step_given && args.data.empty();
+  train::write_analysis_files(folder, run, train::to_json(input.config()),
+                              with_snapshots ? train::snapshot_views(args.target, input.batch(), args.example)
+                                             : std::vector<analysis::SnapshotView>{});
   if (args.json) {
     nlohmann::json j;
     analysis::to_json(j, run);
@@ -112,6 +131,10 @@ int run_analyze(const AnalyzeArgs& args) {
 Command add_analyze(CLI::App& app) {
   auto args = std::make_shared<AnalyzeArgs>();
   app.add_option("target", args->target, "a run folder or a checkpoint.safetensors")->required();
+  app.add_option("--step", args->step,
+                 "analyze the run's snapshot of this step (train --snapshot-every); the files go to "
+                 "RUN/snapshots/step-NNNNNN/")
+      ->each([args](const std::string&) { args->step_given = true; });
   app.add_option("--task", args->task, "analyze on this task's batch (default: the run's task)");
   app.add_option("--data", args->data,
                  "analyze on the sequences of this JSONL file (as eval --data reads it) instead; needs --out");

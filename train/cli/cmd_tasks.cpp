@@ -13,11 +13,15 @@ Command add_tasks(CLI::App& app) {
       std::cout << t.name << "  (default --vocab " << t.default_vocab << " --seq-len " << t.default_seq_len << ")\n"
                 << "  " << t.definition << "\n"
                 << "  expected heads: " << t.expected_heads << "\n"
+                << "  suggested model: "
+                << (train::suggested_model(t.name) ? "headlab train --task " + t.name + " " + train::suggested_model(t.name)->flags
+                                                   : std::string("the default flags"))
+                << "\n"
                 << "  corrupted for analyze --patch: "
                 << train::make_task(t.name, t.default_vocab, t.default_seq_len)->corruption() << "\n\n";
     }
     std::cout << "--data FILE.jsonl: your own sequences, one {\"tokens\": [...], \"targets\": [...]} per line\n"
-                 "  (targets optional: next-token prediction); needs --vocab and --seq-len.\n"
+                 "  (targets optional: next-token prediction); --vocab and --seq-len default to what the file needs.\n"
                  "  corrupted for analyze --patch: "
               << train::Task::next_row_corruption() << "\n";
     return 0;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/shortest.h"
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
@@ -12,22 +13,76 @@
 #include "train/cli/train_view.h"
 #include "train/dist.h"
 #include "train/errors.h"
+#include "train/run_builder.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
 namespace headlab::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 struct TrainArgs {
-  std::string config_file, out, resume, init;
+  std::string config_file, out, resume;
   bool force = false;
 };
 
 // Flags a resumed run may change: how long and how it reports, never what it
-// trains -- except the learning rate, so that a run that diverged can go on
-// from its last good checkpoint with a smaller one.
-const std::vector<std::string> kResumeFlags = {"steps",     "lr",           "threads",         "micro-batches",
-                                               "log-every", "analyze-every", "checkpoint-every"};
+// trains -- except the learning rate and its schedule's horizon, so that a
+// run that diverged can go on from its last good checkpoint with a smaller
+// one, and an extended run can decay over its new steps.
+const std::vector<std::string> kResumeFlags = {"steps",         "lr",           "schedule-steps",   "threads",
+                                               "micro-batches", "log-every",    "analyze-every",    "checkpoint-every",
+                                               "snapshot-every", "keep-snapshots"};
+
+// --init's checkpoint: a file (a checkpoint or a snapshot) or a run folder's.
+std::string init_checkpoint(const std::string& init) {
+  const std::string path = fs::is_directory(init) ? (fs::path(init) / "checkpoint.safetensors").string() : init;
+  if (!fs::exists(path))
+    throw train::UsageError("--init " + init + (fs::is_directory(init) ? ": the run folder has no checkpoint.safetensors"
+                                                                       : ": no such checkpoint, snapshot or run folder"));
+  return fs::absolute(path).lexically_normal().string();
+}
+
+// What an extension does to a decaying schedule's learning rate: "" when
+// nothing changes, else one sentence.
+std::string schedule_change(const train::TrainConfig& before, const train::TrainConfig& after, int64_t step) {
+  if (after.schedule == "constant") return "";
+  const double was = optim::Schedule(before.schedule_options()).lr_at(step);
+  const double now = optim::Schedule(after.schedule_options()).lr_at(step);
+  const std::string s = std::to_string(step);
+  if (after.schedule_steps != before.schedule_steps)
+    return "--schedule-steps " + std::to_string(after.schedule_steps) + " moves the " + after.schedule +
+           " schedule's horizon from step " + std::to_string(before.schedule_steps) + ": the learning rate goes from " +
+           core::shortest(was) + " to " + core::shortest(now) + " at step " + s;
+  if (after.steps > after.schedule_steps && before.steps <= before.schedule_steps)
+    return "--steps " + std::to_string(after.steps) + " goes past the " + after.schedule + " schedule's horizon (step " +
+           std::to_string(after.schedule_steps) + ", --schedule-steps): the learning rate stays at " +
+           core::shortest(optim::Schedule(after.schedule_options()).lr_at(after.steps - 1)) + " from step " +
+           std::to_string(std::max(step, after.schedule_steps)) + " on; to decay over the new steps, add --schedule-steps " +
+           std::to_string(after.steps) + " (the learning rate then goes from " + core::shortest(was) + " to " +
+           core::shortest(optim::Schedule([&] {
+                            train::TrainConfig c = after;
+                            c.schedule_steps = after.steps;
+                            return c.schedule_options();
+                          }())
+                              .lr_at(step)) +
+           " at step " + s + ")";
+  return "";
+}
+
+// For a run of a task that needs a bigger model than it had and fell short of
+// the task's target: the flags that solve it. "" otherwise.
+std::string bigger_model_hint(const train::TrainConfig& config, const analysis::RunAnalysis& run) {
+  if (!config.data.empty() || !run.accuracy) return "";
+  const std::optional<train::SuggestedModel> model = train::suggested_model(config.task);
+  if (!model || config.model.layers >= model->layers || *run.accuracy >= model->target_accuracy) return "";
+  char reached[64];
+  std::snprintf(reached, sizeof reached, "%.1f%% (its target: %.0f%%)", 100 * *run.accuracy,
+                100 * model->target_accuracy);
+  return "task " + config.task + " needs a bigger model than --layers " + std::to_string(config.model.layers) +
+         ": this run reached " + reached + "; it is solved by headlab train --task " + config.task + " " + model->flags;
+}
 
 int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   // Under mpirun every rank runs this; rank 0 alone writes and prints.
@@ -35,21 +90,27 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   train::RunFolder folder;
   std::unique_ptr<train::Session> session;
   int64_t target = 0;
-  double resumed_lr = 0;  // the run's learning rate before this resume
+  train::TrainConfig resumed;  // the run's settings before this resume
+  std::string init_source;     // --init's checkpoint, as given
   bool complete = false;  // --resume of a run already at its --steps
   train::dist::all_or_none(world, [&] {
     if (!args.resume.empty()) {
-      if (!args.out.empty() || !args.init.empty() || !args.config_file.empty() || args.force)
+      const std::vector<std::string> typed = flags.given();
+      if (!args.out.empty() || std::find(typed.begin(), typed.end(), "init") != typed.end() ||
+          !args.config_file.empty() || args.force)
         throw train::UsageError("--resume continues a run in its own folder: it takes no --out, --init, --config or --force");
       for (const std::string& flag : flags.given())
         if (std::find(kResumeFlags.begin(), kResumeFlags.end(), flag) == kResumeFlags.end())
           throw train::UsageError("--" + flag + " cannot change when resuming (the run's config.json fixes it); "
-                                  "only --steps, --lr, --threads, --micro-batches, --log-every, --analyze-every and "
-                                  "--checkpoint-every can");
+                                  "only --steps, --lr, --schedule-steps, --threads, --micro-batches, --log-every, "
+                                  "--analyze-every, --checkpoint-every, --snapshot-every and --keep-snapshots can");
       // Rank 0 locks the folder and writes into it; the others only read the checkpoint.
       folder = world.is_root() ? train::open_run_folder(args.resume) : train::RunFolder{args.resume, nullptr};
       train::Checkpoint ck = train::read_checkpoint(folder.checkpoint());
-      resumed_lr = ck.info.config.lr;
+      // A checkpoint from before --schedule-steps decayed to its --steps.
+      if (ck.info.config.schedule_steps == 0 && ck.info.config.schedule != "constant")
+        ck.info.config.schedule_steps = ck.info.config.steps;
+      resumed = ck.info.config;
       flags.apply(ck.info.config);
       ck.info.config.validate();
       use_threads(ck.info.config.threads);
@@ -78,14 +139,23 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
                                 " would be ignored: give one of them");
       config.validate();
       std::optional<train::Checkpoint> init;
-      if (!args.init.empty()) {
-        init = train::read_checkpoint(args.init);
-        train::take_model(config, init->model, given, args.init);  // the model is the checkpoint's
+      if (!config.init.empty()) {
+        init_source = config.init;
+        config.init = init_checkpoint(config.init);
+        init = train::read_checkpoint(config.init);
+        train::take_model(config, init->model, given, init_source);  // the model is the checkpoint's
+        // The task's sizes against the checkpoint's model, naming --init: the
+        // model's --classes or --vocab came from the checkpoint, not from a flag.
+        try {
+          train::check_task_fits(*train::make_task_for(config), config.model.resolved());
+        } catch (const train::UsageError& e) {
+          throw train::UsageError("--init " + init_source + ": " + e.what() + " (give --task or --data that fits it)");
+        }
       }
       use_threads(config.threads);
       use_gemm_backend(config.gemm);
       session = std::make_unique<train::Session>(config, world);  // validates the task and model before anything is written
-      if (init) train::load_weights(session->model(), init->file, "--init " + args.init);
+      if (init) train::load_weights(session->model(), init->file, "--init " + init_source);
       target = config.steps;
       const std::string dir =
           args.out.empty() ? train::default_run_dir(config.data.empty() ? config.task : "data") : args.out;
@@ -124,12 +194,22 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   if (world.size() > 1 || config.micro_batches > 1)
     log->info("each step: {} slices of {} sequences, {} on each of {} process(es)", config.micro_batches,
               config.batch / config.micro_batches, config.micro_batches / world.size(), world.size());
-  if (!args.resume.empty() && config.lr != resumed_lr) {
-    // config.json tells the settings the run goes on with; this log line
-    // keeps the history.
+  if (!config.data.empty() && config.eval_data.empty() && config.eval_fraction == 0)
+    log->info("the held-out metrics (eval loss, eval acc) are computed on the first {} sequences of --data, which "
+              "it also trains on: hold part of the file out with --eval-fraction F (such as 0.1), or give "
+              "--eval-data FILE",
+              session->eval_batch().batch);
+  if (!init_source.empty())
+    log->info("weights from --init {} ({})", init_source, config.init);
+  if (!args.resume.empty() && train::to_json(config) != train::to_json(resumed)) {
+    // config.json tells the settings the run goes on with; these log lines
+    // keep the history.
     train::write_file_atomic(folder.config(), train::to_json(config).dump(2) + "\n");
-    log->info("--lr changes the learning rate from {} to {} at step {}", resumed_lr, config.lr,
-              session->steps_done());
+    if (config.lr != resumed.lr)
+      log->info("--lr changes the learning rate from {} to {} at step {}", resumed.lr, config.lr,
+                session->steps_done());
+    if (const std::string change = schedule_change(resumed, config, session->steps_done()); !change.empty())
+      log->info("{}", change);
   }
 
   train::TrainerOptions options;
@@ -153,7 +233,9 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
     log->info("time in gradient and stop-signal exchange: {:.3f} s over {} steps", world.seconds_communicating(),
               session->steps_done() - trainer.start_step());
   if (status == 0) {
-    view.report(trainer.finish_report(), stdout_is_terminal());
+    const analysis::RunAnalysis run = trainer.finish_report();
+    view.report(run, stdout_is_terminal());
+    if (const std::string hint = bigger_model_hint(config, run); !hint.empty()) log->warn("{}", hint);
     // A stop signal during the final analysis: the checkpoint is saved and
     // the report written; the run still ends as stopped, as asked.
     if (const int sig = train::stop_signal()) {
@@ -174,7 +256,6 @@ Command add_train(CLI::App& app) {
   app.add_option("--out", args->out, "the run folder (default: a fresh folder under runs/)");
   app.add_flag("--force", args->force, "overwrite the run files in an existing --out folder");
   app.add_option("--resume", args->resume, "continue the run in this folder (to --steps, by default its own target)");
-  app.add_option("--init", args->init, "start from this checkpoint's model and weights (model flags must agree with it)");
   app.footer(
       "With no flags: the default demo (first-prev-pair, vocabulary 8, 6 tokens, 1 layer, 2 heads,\n"
       "d_model 64), which should give one previous-token head and one first-token head.");

@@ -51,10 +51,42 @@ std::string long_flag(const std::string& arg) {
   return arg.substr(0, arg.find('='));
 }
 
+// What a flag of CLI11's type name takes ("INT", "UINT", "FLOAT"; a
+// transform may add to the name).
+std::string kind_of(const std::string& type) {
+  if (type.starts_with("UINT")) return "a whole number, 0 or more (such as 7)";
+  if (type.starts_with("INT")) return "a whole number (such as 100)";
+  if (type.starts_with("FLOAT")) return "a number (such as 0.001 or 1e-3)";
+  return "";
+}
+
+// CLI11 says "Could not convert: --steps = abc" for a value of the wrong kind
+// and "--config: File does not exist: x.json" for a missing file: the flag,
+// the value and what fits, in headlab's words. "" for other errors.
+std::string value_message(const CLI::App& sub, const CLI::ParseError& e) {
+  const std::string what = e.what();
+  if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr) {
+    const std::string lead = "Could not convert: ";
+    const auto eq = what.find(" = ");
+    if (!what.starts_with(lead) || eq == std::string::npos) return "";
+    const std::string flag = what.substr(lead.size(), eq - lead.size()), value = what.substr(eq + 3);
+    const CLI::Option* opt = sub.get_option_no_throw(flag);
+    const std::string kind = opt != nullptr ? kind_of(opt->get_type_name()) : "";
+    return flag + " '" + one_line(value) + "' is not " + (kind.empty() ? "a value it takes (see --help)" : kind);
+  }
+  if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) {
+    const auto colon = what.find(": File does not exist: ");
+    if (colon != std::string::npos)
+      return what.substr(0, colon) + " " + one_line(what.substr(colon + 23)) + ": no such file";
+  }
+  return "";
+}
+
 // CLI11 calls an unknown flag "The following arguments were not expected: 64
 // --d_model" and a repeated one "At Most 1 required but received 2". Say
 // which flag and how to fix it; "" leaves CLI11's message (a stray argument).
 std::string usage_message(const CLI::App& sub, const std::vector<std::string>& args, const CLI::ParseError& e) {
+  if (std::string m = value_message(sub, e); !m.empty()) return m;
   std::map<const CLI::Option*, int> times;
   for (const std::string& arg : args) {
     if (arg == "--") break;

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "core/gemm.h"
 #include "core/threads.h"
 #include "train/cli/cli.h"
+#include "train/dist.h"
 #include "train/errors.h"
 #include "train/json_input.h"
 
@@ -115,7 +117,19 @@ std::vector<std::string> apply_config_file(train::TrainConfig& config, const std
   return keys;
 }
 
-bool stdout_is_terminal() { return isatty(STDOUT_FILENO) != 0; }
-bool stderr_is_terminal() { return isatty(STDERR_FILENO) != 0; }
+namespace {
+
+// NO_COLOR (no-color.org), set to anything but "", asks for plain text. Under
+// an MPI launcher a rank's stream may be a pseudo-terminal (Open MPI forwards
+// output through one) whatever mpirun's own output is: plain text too.
+bool ansi_allowed() {
+  const char* no_color = std::getenv("NO_COLOR");
+  return (no_color == nullptr || *no_color == '\0') && !train::dist::launched_by_mpi();
+}
+
+}  // namespace
+
+bool stdout_is_terminal() { return isatty(STDOUT_FILENO) != 0 && ansi_allowed(); }
+bool stderr_is_terminal() { return isatty(STDERR_FILENO) != 0 && ansi_allowed(); }
 
 }  // namespace headlab::cli

@@ -1,0 +1,229 @@
+// Going back in time and extending a run: snapshots (--snapshot-every,
+// --keep-snapshots, analyze --step, and a snapshot read by eval and --init),
+// --init from a run folder recorded in config.json and train.log, and the
+// schedule's horizon kept when --resume --steps extends a decaying run.
+#include <gtest/gtest.h>
+
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/cli/fixtures.h"
+
+namespace headlab::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The JSON document a page embeds (html_page.h: '<', '>', '&' \u-escaped).
+nlohmann::json page_data(const std::string& html) {
+  const std::string open = "id=\"headlab-data\">";
+  const auto begin = html.find(open);
+  if (begin == std::string::npos) return nullptr;
+  const auto end = html.find("</script>", begin);
+  return nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+}
+
+TEST(Snapshots, KeptPrunedAnalyzedAndRead) {
+  TempDir cwd;
+  const std::string run = cwd / "run";
+  const RunResult trained =
+      run_headlab(train_command(run, {{"--snapshot-every", "5"}, {"--keep-snapshots", "3"}}), cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  // Steps 5 to 20, the oldest beyond three removed.
+  EXPECT_FALSE(fs::exists(run + "/snapshots/step-000005.safetensors"));
+  for (const char* name : {"step-000010.safetensors", "step-000015.safetensors", "step-000020.safetensors"})
+    EXPECT_TRUE(fs::exists(run + "/snapshots/" + name)) << name;
+  EXPECT_EQ(checkpoint_step(run + "/snapshots/step-000010.safetensors"), 10);
+
+  // The report steps each head's map through the snapshots.
+  const nlohmann::json data = page_data(read_bytes(run + "/report.html"));
+  ASSERT_TRUE(data.contains("snapshots"));
+  ASSERT_EQ(data.at("snapshots").size(), 3u);
+  EXPECT_EQ(data.at("snapshots")[0].at("step"), 10);
+  EXPECT_EQ(data.at("snapshots")[0].at("attention").size(), 1u);     // layers
+  EXPECT_EQ(data.at("snapshots")[0].at("attention")[0].size(), 2u);  // heads
+  EXPECT_EQ(data.at("snapshots")[0].at("labels").size(), 2u);
+
+  // analyze --step: beside the snapshot, the run's own files untouched.
+  const std::string heads_before = read_bytes(run + "/heads.json");
+  const RunResult analyzed = run_headlab({"analyze", run, "--step", "10", "--no-color"}, cwd.path());
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.describe();
+  EXPECT_TRUE(fs::exists(run + "/snapshots/step-000010/heads.json"));
+  EXPECT_EQ(read_bytes(run + "/heads.json"), heads_before);
+  const RunResult missing = run_headlab({"analyze", run, "--step", "5"}, cwd.path());
+  EXPECT_TRUE(clean_failure(missing, 2, {"--step 5", "10, 15, 20"}));
+
+  // eval and --init read a snapshot as any checkpoint.
+  const RunResult evaluated = run_headlab({"eval", run + "/snapshots/step-000015.safetensors"}, cwd.path());
+  EXPECT_EQ(evaluated.exit_code, 0) << evaluated.describe();
+  const RunResult init = run_headlab(
+      train_command(cwd / "from", {{"--steps", "0"}, {"--init", run + "/snapshots/step-000015.safetensors"}}),
+      cwd.path());
+  ASSERT_EQ(init.exit_code, 0) << init.describe();
+  const RawSafetensors from = RawSafetensors::read(run + "/snapshots/step-000015.safetensors");
+  EXPECT_EQ(RawSafetensors::read(cwd / "from/checkpoint.safetensors").tensor_bytes("head.weight"),
+            from.tensor_bytes("head.weight"));
+}
+
+TEST(Snapshots, StepOfARunWithoutSnapshotsSaysHowToGetThem) {
+  TempDir cwd;
+  const RunResult r = run_headlab({"analyze", shared_run(), "--step", "10"}, cwd.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"--step 10", "--snapshot-every"}));
+}
+
+TEST(InitSource, RunFolderRecordedInConfigAndLog) {
+  TempDir cwd;
+  const RunResult r = run_headlab(train_command(cwd / "init", {{"--steps", "0"}, {"--init", shared_run()}}), cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json config = nlohmann::json::parse(read_bytes(cwd / "init/config.json"));
+  EXPECT_EQ(config.at("init"), fs::absolute(shared_run() + "/checkpoint.safetensors").lexically_normal().string());
+  EXPECT_NE(read_bytes(cwd / "init/train.log").find("weights from --init " + shared_run()), std::string::npos);
+}
+
+TEST(InitSource, AMismatchNamesTheCheckpointNotAFlagNeverGiven) {
+  TempDir cwd;
+  // The shared run's model has first-prev-pair's 64 classes; previous has 8.
+  const RunResult r =
+      run_headlab(train_command(cwd / "init", {{"--init", shared_run()}, {"--task", "previous"}}), cwd.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"--init", "checkpoint's model"}));
+  EXPECT_EQ(r.err.find("--classes"), std::string::npos) << r.err;
+}
+
+TEST(ScheduleHorizon, ExtendingACosineRunKeepsItsDecayAndSaysSo) {
+  TempDir cwd;
+  const std::string run = cwd / "run";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--schedule", "cosine"}, {"--log-every", "10"}}), cwd.path()).exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(run + "/config.json")).at("schedule-steps"), 20);
+  const RunResult extended = run_headlab({"train", "--resume", run, "--steps", "30"}, cwd.path());
+  ASSERT_EQ(extended.exit_code, 0) << extended.describe();
+  EXPECT_NE(read_bytes(run + "/train.log").find("goes past the cosine schedule's horizon"), std::string::npos);
+  // Past the horizon the learning rate stays at the floor (--min-lr 0), never back up to --lr.
+  for (const nlohmann::json& line : metrics_without_timing(run)) {
+    if (line.at("step").get<int64_t>() > 20 && line.contains("lr")) {
+      EXPECT_EQ(line.at("lr"), 0.0) << line.dump();
+    }
+  }
+
+  const RunResult stretched =
+      run_headlab({"train", "--resume", run, "--steps", "40", "--schedule-steps", "40"}, cwd.path());
+  ASSERT_EQ(stretched.exit_code, 0) << stretched.describe();
+  EXPECT_NE(read_bytes(run + "/train.log").find("--schedule-steps 40 moves the cosine schedule's horizon from step 20"),
+            std::string::npos);
+}
+
+TEST(LogEvery, ZeroLogsOnlyAtTheEndAsAnalyzeEveryZeroAnalyzes) {
+  TempDir cwd;
+  const RunResult r = run_headlab(train_command(cwd / "run", {{"--log-every", "0"}}), cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<nlohmann::json> lines = metrics_without_timing(cwd / "run");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].at("step"), 20);
+  EXPECT_TRUE(lines[0].contains("eval_loss"));
+}
+
+}  // namespace
+}  // namespace headlab::cli_test
+
+namespace headlab::cli_test {
+namespace {
+
+TEST(SuggestedModel, TasksShowItAndAShortRunIsToldTheFlags) {
+  TempDir cwd;
+  const RunResult tasks = run_headlab({"tasks"}, cwd.path());
+  ASSERT_EQ(tasks.exit_code, 0) << tasks.describe();
+  EXPECT_NE(tasks.out.find("suggested model: headlab train --task induction --layers 2"), std::string::npos)
+      << tasks.out;
+  const RunResult r = run_headlab(train_command(cwd / "run", {{"--task", "induction"}, {"--steps", "2"}}), cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::string log = read_bytes(cwd / "run/train.log");
+  EXPECT_NE(log.find("task induction needs a bigger model than --layers 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("--layers 2 --attn-only"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace headlab::cli_test
+
+namespace headlab::cli_test {
+namespace {
+
+// 40 sequences of 4 to 7 tokens in [0, 10), next-token targets.
+std::string write_data(const TempDir& dir) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) {
+    text += "{\"tokens\": [";
+    for (int j = 0; j < 4 + i % 4; ++j) text += (j ? ", " : "") + std::to_string((i + 3 * j) % 10);
+    text += "]}\n";
+  }
+  write_bytes(dir / "seqs.jsonl", text);
+  return dir / "seqs.jsonl";
+}
+
+TEST(DataRun, SizesFromTheFileAndTheFileNamedEverywhere) {
+  TempDir cwd;
+  const std::string data = write_data(cwd);
+  const RunResult r = run_headlab(train_command(cwd / "run", {{"--data", data}, {"--steps", "4"}}), cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::string log = read_bytes(cwd / "run/train.log");
+  EXPECT_NE(log.find("7 tokens"), std::string::npos) << log;  // the longest sequence
+  EXPECT_NE(log.find("which it also trains on"), std::string::npos) << log;
+  EXPECT_NE(log.find("--eval-fraction"), std::string::npos) << log;
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(cwd / "run/heads.json")).at("data"),
+            fs::absolute(data).lexically_normal().string());
+  const std::string html = read_bytes(cwd / "run/report.html");
+  EXPECT_NE(html.find("<title>run · seqs.jsonl"), std::string::npos);
+
+  // --eval-fraction holds a share out: no warning, and a usage error beyond the file.
+  const RunResult held =
+      run_headlab(train_command(cwd / "held", {{"--data", data}, {"--steps", "4"}, {"--eval-fraction", "0.25"}}),
+                  cwd.path());
+  ASSERT_EQ(held.exit_code, 0) << held.describe();
+  EXPECT_EQ(read_bytes(cwd / "held/train.log").find("which it also trains on"), std::string::npos);
+  const RunResult bad =
+      run_headlab(train_command(cwd / "bad", {{"--data", data}, {"--eval-fraction", "0.001"}}), cwd.path());
+  EXPECT_TRUE(clean_failure(bad, 2, {"--eval-fraction", "40 sequences"}));
+  const RunResult no_data = run_headlab(train_command(cwd / "nodata", {{"--eval-fraction", "0.5"}}), cwd.path());
+  EXPECT_TRUE(clean_failure(no_data, 2, {"--eval-fraction", "--data"}));
+}
+
+// What `headlab ARGS` prints to a terminal (a pseudo-terminal), with NO_COLOR
+// set to `no_color` or unset (nullptr).
+std::string on_terminal(const std::vector<std::string>& args, const char* no_color) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!std::string(*e).starts_with("NO_COLOR=")) env.emplace_back(*e);
+  if (no_color != nullptr) env.push_back(std::string("NO_COLOR=") + no_color);
+  std::vector<char*> argv{const_cast<char*>(headlab_path().c_str())}, envp;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int master = -1;
+  const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = read(master, buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
+  close(master);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return out;
+}
+
+TEST(Output, NoColorGivesNoAnsiCodesOnATerminal) {
+  TempDir out;
+  const std::vector<std::string> analyze = {"analyze", shared_run(), "--out", out.path()};
+  EXPECT_NE(on_terminal(analyze, nullptr).find("\033["), std::string::npos) << "no colours on a terminal at all";
+  EXPECT_EQ(on_terminal(analyze, "1").find("\033["), std::string::npos);
+  EXPECT_NE(on_terminal(analyze, "").find("\033["), std::string::npos) << "NO_COLOR= (empty) still has colours";
+}
+
+}  // namespace
+}  // namespace headlab::cli_test

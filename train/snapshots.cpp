@@ -1,0 +1,88 @@
+#include "train/snapshots.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "analysis/run_analysis.h"
+#include "autograd/variable.h"
+#include "layers/probe.h"
+#include "train/checkpoint.h"
+#include "train/errors.h"
+#include "train/run_builder.h"
+
+namespace headlab::train {
+
+namespace fs = std::filesystem;
+
+std::string snapshots_dir(const std::string& run_dir) { return (fs::path(run_dir) / "snapshots").string(); }
+
+std::string snapshot_path(const std::string& run_dir, int64_t step) {
+  char name[48];
+  std::snprintf(name, sizeof name, "step-%06lld.safetensors", static_cast<long long>(step));
+  return (fs::path(snapshots_dir(run_dir)) / name).string();
+}
+
+int64_t snapshot_step(const std::string& file_name) {
+  const std::string prefix = "step-", suffix = ".safetensors";
+  if (!file_name.starts_with(prefix) || !file_name.ends_with(suffix)) return -1;
+  const std::string digits = file_name.substr(prefix.size(), file_name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+std::vector<int64_t> snapshot_steps(const std::string& run_dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(snapshots_dir(run_dir), ec)) {
+    const int64_t step = snapshot_step(entry.path().filename().string());
+    if (step >= 0 && entry.is_regular_file(ec)) steps.push_back(step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::string find_snapshot(const std::string& run_dir, int64_t step) {
+  const std::vector<int64_t> steps = snapshot_steps(run_dir);
+  if (std::find(steps.begin(), steps.end(), step) != steps.end()) return snapshot_path(run_dir, step);
+  if (steps.empty())
+    throw UsageError("--step " + std::to_string(step) + ": " + run_dir +
+                     " keeps no snapshots (train it with --snapshot-every N to keep the weights of every N-th step)");
+  std::string list;
+  for (const int64_t s : steps) list += (list.empty() ? "" : ", ") + std::to_string(s);
+  throw UsageError("--step " + std::to_string(step) + ": " + run_dir + " has no snapshot of that step; it has " +
+                   list);
+}
+
+void prune_snapshots(const std::string& run_dir, int64_t keep) {
+  if (keep <= 0) return;
+  const std::vector<int64_t> steps = snapshot_steps(run_dir);
+  std::error_code ec;
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < steps.size(); ++i)
+    fs::remove(snapshot_path(run_dir, steps[i]), ec);
+}
+
+std::vector<analysis::SnapshotView> snapshot_views(const std::string& run_dir, const Batch& eval, int64_t example) {
+  std::vector<analysis::SnapshotView> views;
+  for (const int64_t step : snapshot_steps(run_dir)) {
+    const std::string path = snapshot_path(run_dir, step);
+    const Checkpoint ck = read_checkpoint(path);
+    const std::unique_ptr<layers::Transformer> model = load_model(ck, path);
+    if (model->spec().max_seq_len < eval.seq_len) continue;  // not this run's model
+    layers::Probe probe(model->num_layers());
+    {
+      autograd::NoGradGuard no_grad;
+      (void)model->forward(eval.tokens, eval.batch, eval.seq_len, nullptr, &probe);
+    }
+    std::vector<core::Tensor> attention;
+    for (const layers::LayerProbe& layer : probe.layers) attention.push_back(layer.attention);
+    analysis::RunAnalysis run = analysis::analyze_attention(attention, eval.tokens, model->spec().causal, {}, example);
+    analysis::SnapshotView view{.step = step, .example = std::move(run.example), .labels = {}};
+    for (const analysis::HeadAnalysis& h : run.heads) view.labels.push_back(analysis::label_name(h.label));
+    views.push_back(std::move(view));
+  }
+  return views;
+}
+
+}  // namespace headlab::train

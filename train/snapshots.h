@@ -1,0 +1,40 @@
+// Checkpoint history: with --snapshot-every N the trainer keeps the
+// checkpoint of every N-th step as DIR/snapshots/step-000500.safetensors
+// (the same writer as checkpoint.safetensors: atomic, and refused when not
+// finite), at most --keep-snapshots of them. eval, analyze and --init read a
+// snapshot as they read any checkpoint; `analyze RUN --step N` picks one, and
+// report.html steps each head's attention through them (snapshot_views).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/html_report.h"
+#include "train/tasks.h"
+
+namespace headlab::train {
+
+// DIR/snapshots and the snapshot of `step` in it (step-000500.safetensors).
+std::string snapshots_dir(const std::string& run_dir);
+std::string snapshot_path(const std::string& run_dir, int64_t step);
+
+// The step of a snapshot file's name (step-000500.safetensors: 500), or -1
+// for any other name.
+int64_t snapshot_step(const std::string& file_name);
+
+// The steps that have a snapshot in the run folder, ascending.
+std::vector<int64_t> snapshot_steps(const std::string& run_dir);
+
+// The snapshot of `step`; a UsageError naming the steps there are (or how to
+// get some) when that step has none.
+std::string find_snapshot(const std::string& run_dir, int64_t step);
+
+// Removes the oldest snapshots beyond the newest `keep` (0: keeps all).
+void prune_snapshots(const std::string& run_dir, int64_t keep);
+
+// Each snapshot's attention on row `example` of `eval` (one forward pass of a
+// single sequence each), for report.html's slider; none without snapshots.
+std::vector<analysis::SnapshotView> snapshot_views(const std::string& run_dir, const Batch& eval, int64_t example);
+
+}  // namespace headlab::train
