@@ -115,6 +115,24 @@ TEST(Force, ClearsTheOldRunBeforeTheNewOneWritesAnything) {
   EXPECT_EQ(eval.exit_code, 2) << "eval must not find the old run's model: " << eval.describe();
 }
 
+// A folder of the user's files is not a run: neither --force nor a plain
+// --out touches it, and the refusal does not call it a run.
+TEST(Force, NeverTouchesAFolderHeadlabDidNotMarkAsARun) {
+  TempDir dir;
+  const std::string user = dir / "user";
+  fs::create_directory(user);
+  for (const char* name : {"config.json", "train.log", "report.html", "metrics.jsonl", "report.html.tmp.999999"})
+    write_bytes(user + "/" + name, std::string("the user's ") + name + "\n");
+  const auto before = snapshot(user);
+  const RunResult plain = run_headlab(train_command(user), dir.path());
+  EXPECT_TRUE(clean_failure(plain, 2, {user, "not a headlab run"}));
+  EXPECT_EQ(plain.err.find("already holds a run"), std::string::npos) << plain.err;
+  const RunResult forced = run_headlab(train_command(user, {{"--force", ""}}), dir.path());
+  EXPECT_TRUE(clean_failure(forced, 2, {user, "not a headlab run", "--force"}));
+  EXPECT_EQ(snapshot(user), before) << "the user's files were changed";
+  EXPECT_EQ(read_bytes(user + "/config.json"), "the user's config.json\n");
+}
+
 // Each output refuses a path that is not a regular file or a new name.
 TEST(Outputs, NeverReplaceASymlinkAFifoOrAFolder) {
   TempDir dir;
