@@ -102,6 +102,17 @@ std::string folder_marker(const std::string& dir) {
              : "";
 }
 
+void check_output_is_no_input(const std::string& flag, const std::string& path, const std::string& input) {
+  std::error_code ec;
+  const fs::path out = fs::absolute(path, ec).lexically_normal();
+  const fs::path folder = out.parent_path();
+  if (fs::equivalent(out, input, ec) || (fs::is_directory(input, ec) && fs::equivalent(folder, input, ec)))
+    throw UsageError(flag + " " + path + " is the checkpoint being read (or in its folder); write the dump elsewhere");
+  if (folder_marker(folder.string()) == "run" || fs::exists(folder / "checkpoint.safetensors", ec))
+    throw UsageError(flag + " " + path + " is inside the run folder " + folder.string() +
+                     ", whose files are the run's own; write the dump elsewhere");
+}
+
 RunFolder create_run_folder(const std::string& dir, bool force) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {

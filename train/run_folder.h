@@ -58,6 +58,12 @@ void write_folder_marker(const std::string& dir, const std::string& kind);
 // did not write: not a regular file, not that JSON).
 std::string folder_marker(const std::string& dir);
 
+// An output path given by the user (`flag`, e.g. "--dump-logits") that must
+// not destroy an input: a UsageError if it names the file `input` (or a file
+// in the folder `input`), or a file inside a run folder (one marked so, or one
+// that holds a checkpoint.safetensors). Such a folder's files are headlab's own.
+void check_output_is_no_input(const std::string& flag, const std::string& path, const std::string& input);
+
 // A fresh folder name under runs/: runs/<task>-<YYYYmmdd-HHMMSS>[-N].
 std::string default_run_dir(const std::string& task);
 

@@ -133,6 +133,25 @@ TEST(Force, NeverTouchesAFolderHeadlabDidNotMarkAsARun) {
   EXPECT_EQ(read_bytes(user + "/config.json"), "the user's config.json\n");
 }
 
+// A dump never lands on the checkpoint it reads nor in any run folder.
+TEST(Outputs, DumpsNeverOverwriteTheCheckpointOrARunsFiles) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  copy_dir(shared_run(), run);
+  const auto before = snapshot(run);
+  for (const char* flag : {"--dump-logits", "--dump-grads"})
+    for (const std::string& target : {run + "/checkpoint.safetensors", run + "/config.json", run + "/new.safetensors"}) {
+      SCOPED_TRACE(std::string(flag) + " " + target);
+      const RunResult r = run_headlab({"eval", run, flag, target}, dir.path(), 60);
+      EXPECT_TRUE(clean_failure(r, 2, {flag, target}));
+    }
+  write_bytes(dir / "lone.safetensors", read_bytes(run + "/checkpoint.safetensors"));
+  const RunResult same = run_headlab({"eval", dir / "lone.safetensors", "--dump-logits", dir / "lone.safetensors"},
+                                     dir.path(), 60);
+  EXPECT_TRUE(clean_failure(same, 2, {"checkpoint being read"}));
+  EXPECT_EQ(snapshot(run), before) << "a run's files were changed";
+}
+
 // Each output refuses a path that is not a regular file or a new name.
 TEST(Outputs, NeverReplaceASymlinkAFifoOrAFolder) {
   TempDir dir;
