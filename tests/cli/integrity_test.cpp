@@ -152,6 +152,19 @@ TEST(Outputs, DumpsNeverOverwriteTheCheckpointOrARunsFiles) {
   EXPECT_EQ(snapshot(run), before) << "a run's files were changed";
 }
 
+// train.log is appended to by spdlog, which would follow a link.
+TEST(Outputs, TheLogIsNeverWrittenThroughASymlink) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  copy_dir(shared_run(), run);
+  write_bytes(dir / "target", "keep me\n");
+  fs::remove(run + "/train.log");
+  fs::create_symlink(dir / "target", run + "/train.log");
+  const RunResult r = run_headlab({"train", "--resume", run, "--steps", "25"}, dir.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"train.log", "link"}));
+  EXPECT_EQ(read_bytes(dir / "target"), "keep me\n");
+}
+
 // Each output refuses a path that is not a regular file or a new name.
 TEST(Outputs, NeverReplaceASymlinkAFifoOrAFolder) {
   TempDir dir;
