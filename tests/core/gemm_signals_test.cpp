@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <ucontext.h>
 
 #include <atomic>
 #include <cstdint>
+#include <ctime>
 #include <vector>
 
 #include "core/gemm.h"
@@ -45,8 +47,16 @@ TEST(GemmSignals, AHandlerNeverRunsOnTheHeapDuringAOneDnnProduct) {
   ASSERT_EQ(sigaction(SIGALRM, &action, &previous), 0);
   sigset_t mask_before, mask_after;
   pthread_sigmask(SIG_SETMASK, nullptr, &mask_before);
-  const itimerval every_50us{{0, 50}, {0, 50}}, off{};
-  setitimer(ITIMER_REAL, &every_50us, nullptr);
+  // A timer that signals this thread only (the process's OpenMP threads have
+  // stacks of their own), every 50 us.
+  sigevent event{};
+  event.sigev_notify = SIGEV_THREAD_ID;
+  event.sigev_signo = SIGALRM;
+  event._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));  // SIGEV_THREAD_ID: this thread
+  timer_t timer{};
+  ASSERT_EQ(timer_create(CLOCK_MONOTONIC, &event, &timer), 0);
+  const itimerspec every_50us{{0, 50000}, {0, 50000}};
+  ASSERT_EQ(timer_settime(timer, 0, &every_50us, nullptr), 0);
 
   // [rows, features] activations and weights of a small model's linear layers.
   const int64_t shapes[][3] = {{384, 64, 256}, {64, 256, 384}, {256, 64, 384}, {384, 256, 64}, {384, 8, 64}};
@@ -62,7 +72,7 @@ TEST(GemmSignals, AHandlerNeverRunsOnTheHeapDuringAOneDnnProduct) {
           right = right && c[0] == 0.125f * static_cast<float>(k) && c[static_cast<std::size_t>(m * n - 1)] == c[0];
         }
 
-  setitimer(ITIMER_REAL, &off, nullptr);
+  timer_delete(timer);
   pthread_sigmask(SIG_SETMASK, nullptr, &mask_after);
   sigaction(SIGALRM, &previous, nullptr);
   EXPECT_TRUE(right);
