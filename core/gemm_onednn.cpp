@@ -12,10 +12,21 @@
 // runs sequentially; outside one, the thread count is set to 1 around the
 // call, and around the creation too, so a primitive's kernel and blocking
 // never depend on the thread count: the bits are the same at any count.
+//
+// No signal is handled while a product runs. oneDNN 2.x's JIT GEMM kernels
+// (gemm:jit, which the matmul picks for f32 on AVX2 and AVX-512 CPUs) point
+// the stack pointer into a heap buffer while they compute; a signal handled
+// then makes the kernel write the handler's frame (registers and the XSAVE
+// area, a few KB) below that pointer, over malloc's bookkeeping, and a later
+// free aborts ("corrupted size vs. prev_size"). So a run's stop signal, or a
+// profiler's, waits blocked on the thread until the product returns (two
+// sigprocmask calls, well under a microsecond, per product).
 #include <omp.h>
+#include <signal.h>
 
 #include <cstddef>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -87,6 +98,28 @@ class OneThread {
 
  private:
   int previous_;
+};
+
+// While alive, the asynchronous signals wait (pending) on this thread; a
+// fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) cannot wait, so it stays unblocked.
+class SignalsDeferred {
+ public:
+  SignalsDeferred() { pthread_sigmask(SIG_BLOCK, &deferred(), &previous_); }
+  ~SignalsDeferred() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  SignalsDeferred(const SignalsDeferred&) = delete;
+  SignalsDeferred& operator=(const SignalsDeferred&) = delete;
+
+ private:
+  static const sigset_t& deferred() {
+    static const sigset_t set = [] {
+      sigset_t s;
+      sigfillset(&s);
+      for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&s, sig);
+      return s;
+    }();
+    return set;
+  }
+  sigset_t previous_;
 };
 
 const dnnl::engine& cpu_engine() {
@@ -170,6 +203,7 @@ void run(const Key& key, const float* a, const float* b, float* c) {
   dnnl_memory_set_data_handle(e.a.get(), const_cast<float*>(a));
   dnnl_memory_set_data_handle(e.b.get(), const_cast<float*>(b));
   dnnl_memory_set_data_handle(e.c.get(), c);
+  const SignalsDeferred deferred;
   const dnnl_status_t status = dnnl_primitive_execute(e.primitive.get(), cache.stream.get(), e.nargs, e.args);
   if (status != dnnl_success)
     throw std::runtime_error("oneDNN's matmul failed with status " + std::to_string(static_cast<int>(status)));

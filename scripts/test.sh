@@ -4,7 +4,8 @@
 # HEADLAB_GEMM, the tests of what computes), the Python package's tests
 # (pytest) and its notebook (examples/*.ipynb, executed headless),
 # then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer
-# (all but the tests labelled "browser": Chromium's code is not instrumented),
+# (all but the tests labelled "browser": Chromium's code is not instrumented;
+# and the long repetitions of stress_tests),
 # then each libFuzzer target for a bounded time (HEADLAB_FUZZ_SECONDS, 30).
 #
 #   scripts/test.sh               all of it
@@ -96,7 +97,7 @@ fuzz_build=$!
 trap 'kill -- -"$fuzz_build" 2>/dev/null || true; rm -f "$fuzz_log"' EXIT
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-run_ctest build-san --label-exclude browser
+run_ctest build-san --label-exclude '^(browser|stress_tests)$'
 
 if ! wait "$fuzz_build"; then
   echo "test.sh: building the fuzzers failed:" >&2

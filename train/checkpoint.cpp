@@ -1,12 +1,15 @@
 #include "train/checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
 
+#include "core/shortest.h"
 #include "train/errors.h"
 #include "train/json_input.h"
 
@@ -48,6 +51,17 @@ std::optional<int64_t> first_non_finite_index(const core::Tensor& t) {
   const T* p = t.data<T>();
   for (int64_t i = 0, n = t.numel(); i < n; ++i)
     if (!std::isfinite(p[i])) return i;
+  return std::nullopt;
+}
+
+}  // namespace
+
+namespace {
+
+std::optional<int64_t> first_beyond_float(const core::Tensor& t) {
+  const double* p = t.data<double>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (std::abs(p[i]) > static_cast<double>(std::numeric_limits<float>::max())) return i;
   return std::nullopt;
 }
 
@@ -230,6 +244,14 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
   // give a plausible loss (softmax turns a NaN row into zeros) or "-nan".
   if (const auto bad = first_non_finite(ck.file.tensors))
     throw UsageError(path + ": tensor " + *bad + "; a checkpoint holds only finite numbers (the file is damaged)");
+  // The model computes in float32: an F64 value beyond its range would turn
+  // into an infinity on loading, after the check above.
+  for (const auto& [name, t] : ck.file.tensors)
+    if (t.dtype() == core::DType::f64)
+      if (const auto at = first_beyond_float(t))
+        throw UsageError(path + ": tensor \"" + name + "\" holds " + core::shortest(t.data<double>()[*at]) +
+                         " at element " + std::to_string(*at) +
+                         ", beyond float32's range (the model computes in float32; the file is damaged)");
   apply_json(ck.info.config, parse_meta_json(meta, "config", path), path + " (config)");
   ck.info.task = meta_at(meta, "task", path);
   ck.info.step = parse_step(meta_at(meta, "step", path), path);
@@ -293,6 +315,9 @@ void load_weights(layers::Transformer& model, const core::SafetensorsFile& file,
   std::set<std::string> expected;
   for (const auto& [name, param] : model.named_parameters()) {
     expected.insert(name);
+    if (std::any_of(file.integers.begin(), file.integers.end(), [&](const auto& entry) { return entry.first == name; }))
+      throw UsageError(source + ": tensor \"" + name + "\" is stored as I64 integers; a parameter is F32 (the file is "
+                       "damaged)");
     if (!file.contains(name)) throw UsageError(source + ": the checkpoint has no tensor \"" + name + "\"");
     const core::Tensor& t = file.get(name);
     if (t.shape() != param.shape())

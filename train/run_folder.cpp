@@ -86,18 +86,56 @@ RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it would race a new locker)
 }
 
+void write_folder_marker(const std::string& dir, const std::string& kind) {
+  write_file_atomic((fs::path(dir) / kFolderMarker).string(), nlohmann::json{{"headlab", kind}}.dump() + "\n");
+}
+
+std::string folder_marker(const std::string& dir) {
+  const fs::path path = fs::path(dir) / kFolderMarker;
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(path, ec)) || fs::file_size(path, ec) > 256) return "";
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  return j.is_object() && j.size() == 1 && j.contains("headlab") && j["headlab"].is_string()
+             ? j["headlab"].get<std::string>()
+             : "";
+}
+
+void check_output_is_no_input(const std::string& flag, const std::string& path, const std::string& input) {
+  std::error_code ec;
+  const fs::path out = fs::absolute(path, ec).lexically_normal();
+  const fs::path folder = out.parent_path();
+  if (fs::equivalent(out, input, ec) || (fs::is_directory(input, ec) && fs::equivalent(folder, input, ec)))
+    throw UsageError(flag + " " + path + " is the checkpoint being read (or in its folder); write the dump elsewhere");
+  if (folder_marker(folder.string()) == "run" || fs::exists(folder / "checkpoint.safetensors", ec))
+    throw UsageError(flag + " " + path + " is inside the run folder " + folder.string() +
+                     ", whose files are the run's own; write the dump elsewhere");
+}
+
 RunFolder create_run_folder(const std::string& dir, bool force) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {
     if (!fs::is_directory(dir, ec)) throw UsageError("--out " + dir + " exists and is not a folder");
-    if (!fs::is_empty(dir, ec) && !force)
-      throw UsageError("--out " + dir + " already holds a run; pass --force to overwrite it, or --resume " + dir +
-                       " to continue it");
+    if (!fs::is_empty(dir, ec)) {
+      const std::string kind = folder_marker(dir);
+      if (kind == "sweep")
+        throw UsageError("--out " + dir + " holds a sweep, not a run; choose another --out");
+      if (kind != "run")
+        throw UsageError("--out " + dir + " holds files that are not a headlab run" +
+                         (force ? " (--force replaces only a run headlab wrote)" : "") +
+                         "; choose an empty or new folder");
+      if (!force)
+        throw UsageError("--out " + dir + " already holds a run; pass --force to overwrite it, or --resume " + dir +
+                         " to continue it");
+    }
   }
   fs::create_directories(dir, ec);
   if (ec) throw UsageError("cannot create --out " + dir + ": " + ec.message());
   if (access(dir.c_str(), W_OK) != 0) throw UsageError("cannot write to --out " + dir + ": " + std::strerror(errno));
   RunFolder run{dir, std::make_shared<RunLock>(dir)};
+  write_folder_marker(dir, "run");
   if (force) {
     // Before the new run writes anything: an old checkpoint left beside the
     // new config.json would be taken for the new run's by eval and --resume.

@@ -1,6 +1,6 @@
 // The run folder of `headlab train --out DIR` (README.md, "The run folder"):
 // config.json, checkpoint.safetensors, metrics.jsonl, heads.json,
-// report.html, train.log and train.lock.
+// report.html, train.log, train.lock and the marker .headlab.
 #pragma once
 
 #include <cstdint>
@@ -47,13 +47,31 @@ struct RunFolder {
   std::string name() const;
 };
 
+// The marker headlab writes into each folder it creates for its output: a
+// file DIR/.headlab holding {"headlab": KIND} ("run", "sweep"). Only a folder
+// whose marker says so is one headlab replaces files in or deletes from
+// (--force, a sweep's re-run): a folder of the user's files never is.
+inline constexpr const char* kFolderMarker = ".headlab";
+// Writes DIR's marker (atomically; DIR exists).
+void write_folder_marker(const std::string& dir, const std::string& kind);
+// The kind DIR's marker names, or "" when DIR has no marker (or one headlab
+// did not write: not a regular file, not that JSON).
+std::string folder_marker(const std::string& dir);
+
+// An output path given by the user (`flag`, e.g. "--dump-logits") that must
+// not destroy an input: a UsageError if it names the file `input` (or a file
+// in the folder `input`), or a file inside a run folder (one marked so, or one
+// that holds a checkpoint.safetensors). Such a folder's files are headlab's own.
+void check_output_is_no_input(const std::string& flag, const std::string& path, const std::string& input);
+
 // A fresh folder name under runs/: runs/<task>-<YYYYmmdd-HHMMSS>[-N].
 std::string default_run_dir(const std::string& task);
 
-// Creates DIR for a new run and locks it. An existing DIR that holds files is
-// a UsageError unless `force`: then the old run's own files are removed before
-// this returns, so nothing of it can be mistaken for the new run's (nothing
-// else in DIR is touched).
+// Creates DIR for a new run, marks it a run folder and locks it. An existing
+// DIR that holds files is a UsageError unless it is marked a run folder and
+// `force` is given: then the old run's own files are removed before this
+// returns, so nothing of it can be mistaken for the new run's (nothing else
+// in DIR is touched). A folder without the marker is never cleared.
 RunFolder create_run_folder(const std::string& dir, bool force);
 
 // An existing run folder, locked; a UsageError if it holds no checkpoint.

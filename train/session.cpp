@@ -16,6 +16,7 @@
 #include "optim/param_groups.h"
 #include "train/errors.h"
 #include "train/fixed_sets.h"
+#include "train/signals.h"
 
 namespace headlab::train {
 namespace {
@@ -166,6 +167,8 @@ void Session::build(const layers::ModelSpec& spec) {
 }
 
 StepResult Session::step() {
+  const core::Generator::State data_state = data_gen_.state();
+  const auto position = task_->position();
   const Batch batch = task_->sample(batch_rows_, data_gen_);
   const double lr = schedule_->lr_at(step_);
   optimizer_->set_lr(lr);
@@ -182,6 +185,11 @@ StepResult Session::step() {
     loss.backward();
   } else {
     r = forward_backward_slices(batch);
+    if (r.stopped) {
+      data_gen_.set_state(data_state);
+      if (position) task_->set_position(*position);
+      return r;
+    }
   }
   r.lr = lr;
   const auto params = optimizer_->parameters();
@@ -201,6 +209,10 @@ StepResult Session::forward_backward_slices(const Batch& batch) {
   std::vector<float> grads;
   std::vector<double> sums(3, 0.0);  // loss, correct predictions, targets
   for (int64_t j = 0; j < mine; ++j) {
+    // A long step (many slices) stops within a slice of a signal. Across
+    // processes the stop is agreed on after the step (every rank must join
+    // the sums below), so only a lone process stops here.
+    if (j > 0 && world_->size() == 1 && stop_signal() != 0) return StepResult{.stopped = true};
     const Batch slice = rows_of(batch, (world_->rank() * mine + j) * rows, rows);
     optimizer_->zero_grad();
     const autograd::Variable logits = model_->forward(slice.tokens, slice.batch, slice.seq_len);

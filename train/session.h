@@ -25,6 +25,10 @@ namespace headlab::train {
 struct StepResult {
   double loss = 0, accuracy = 0, grad_norm = 0, lr = 0;
   int64_t tokens = 0;  // target positions in the batch
+  // A stop signal came between two slices (--micro-batches, one process): the
+  // step was abandoned, nothing of it kept (weights, data stream, step count),
+  // so a checkpoint taken now resumes it from its start.
+  bool stopped = false;
 };
 
 using analysis::EvalResult;

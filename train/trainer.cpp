@@ -10,6 +10,7 @@
 #include "analysis/html_report.h"
 #include "core/shortest.h"
 #include "train/analysis_steps.h"
+#include "train/errors.h"
 #include "train/signals.h"
 #include "train/snapshots.h"
 
@@ -42,7 +43,7 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
     // The step's update ruined the model: no metrics line for it (the
     // checkpoint writer would refuse it too).
     if (!std::isfinite(eval.loss))
-      throw std::runtime_error("the model's held-out loss is " + core::shortest(eval.loss) + " at step " +
+      throw Diverged("the model's held-out loss is " + core::shortest(eval.loss) + " at step " +
                                std::to_string(step) + " (try a lower --lr or --clip)");
     const double n = static_cast<double>(std::max<int64_t>(window_steps_, 1));
     LogLine l{.step = step,
@@ -85,7 +86,7 @@ void Trainer::save(const std::string& path) {
   try {
     session_.save(path);
   } catch (const NonFiniteState& e) {
-    throw std::runtime_error(std::string(e.what()) + " (try a lower --lr or --clip)");
+    throw Diverged(std::string(e.what()) + " (try a lower --lr or --clip)");
   }
 }
 
@@ -127,6 +128,12 @@ int Trainer::run() {
   auto window_start = start;
   while (session_.steps_done() < options_.target_steps) {
     const StepResult r = session_.step();
+    if (r.stopped) {  // between two slices: the step was abandoned
+      const int sig = stop_signal();
+      checkpoint();
+      events_.stopped(sig, session_.steps_done());
+      return 128 + sig;
+    }
     window_loss_ += r.loss;
     window_acc_ += r.accuracy;
     window_tokens_ += r.tokens;

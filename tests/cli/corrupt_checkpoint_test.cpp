@@ -199,6 +199,20 @@ const std::vector<Corruption>& corruptions() {
       {"inf_in_a_bias", poison("head.bias", 0, std::numeric_limits<float>::infinity()), kAll, "head.bias"},
       {"nan_in_an_optimizer_moment", poison("optimizer.head.bias.exp_avg", 1, std::nanf("")), kAll,
        "optimizer.head.bias.exp_avg"},
+      // A float64 copy of a weight holding a value no float32 can: it would load as an infinity.
+      {"f64_beyond_float_range", edit([](RawSafetensors& r) {
+         const std::string f32 = r.tensor_bytes("tok_emb.weight");
+         std::vector<double> values(f32.size() / 4);
+         for (std::size_t i = 0; i < values.size(); ++i) {
+           float v = 0;
+           std::memcpy(&v, f32.data() + 4 * i, 4);
+           values[i] = v;
+         }
+         values[3] = 1e300;
+         const std::vector<int64_t> shape = r.header.at("tok_emb.weight").at("shape").get<std::vector<int64_t>>();
+         r.remove("tok_emb.weight");
+         r.add("tok_emb.weight", "F64", shape, std::string(reinterpret_cast<const char*>(values.data()), 8 * values.size()));
+       }), kAll, "beyond float32's range"},
       // The control: an intact copy, which every command accepts.
       {"none", edit([](RawSafetensors&) {}), 0, ""},
   };

@@ -86,6 +86,10 @@ TEST(Faults, CheckpointThatCannotBeWrittenStopsTheRunAndKeepsThePreviousOne) {
     const RunResult r = child.wait();
     EXPECT_TRUE(clean_failure(r, 1, {"checkpoint.safetensors"}));
   }
+  // A write that failed is no divergence: no advice to lower the rate.
+  const std::string log = read_bytes(run + "/train.log");
+  EXPECT_EQ(log.find("lower learning rate"), std::string::npos) << log;
+  EXPECT_NE(log.find("is kept: headlab train --resume " + run), std::string::npos) << log;
   EXPECT_EQ(read_bytes(ck), before) << "the previous checkpoint must stay exactly as it was";
   EXPECT_EQ(checkpoint_step(ck), 20);
 

@@ -115,6 +115,56 @@ TEST(Force, ClearsTheOldRunBeforeTheNewOneWritesAnything) {
   EXPECT_EQ(eval.exit_code, 2) << "eval must not find the old run's model: " << eval.describe();
 }
 
+// A folder of the user's files is not a run: neither --force nor a plain
+// --out touches it, and the refusal does not call it a run.
+TEST(Force, NeverTouchesAFolderHeadlabDidNotMarkAsARun) {
+  TempDir dir;
+  const std::string user = dir / "user";
+  fs::create_directory(user);
+  for (const char* name : {"config.json", "train.log", "report.html", "metrics.jsonl", "report.html.tmp.999999"})
+    write_bytes(user + "/" + name, std::string("the user's ") + name + "\n");
+  const auto before = snapshot(user);
+  const RunResult plain = run_headlab(train_command(user), dir.path());
+  EXPECT_TRUE(clean_failure(plain, 2, {user, "not a headlab run"}));
+  EXPECT_EQ(plain.err.find("already holds a run"), std::string::npos) << plain.err;
+  const RunResult forced = run_headlab(train_command(user, {{"--force", ""}}), dir.path());
+  EXPECT_TRUE(clean_failure(forced, 2, {user, "not a headlab run", "--force"}));
+  EXPECT_EQ(snapshot(user), before) << "the user's files were changed";
+  EXPECT_EQ(read_bytes(user + "/config.json"), "the user's config.json\n");
+}
+
+// A dump never lands on the checkpoint it reads nor in any run folder.
+TEST(Outputs, DumpsNeverOverwriteTheCheckpointOrARunsFiles) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  copy_dir(shared_run(), run);
+  const auto before = snapshot(run);
+  for (const char* flag : {"--dump-logits", "--dump-grads"})
+    for (const std::string& target : {run + "/checkpoint.safetensors", run + "/config.json", run + "/new.safetensors"}) {
+      SCOPED_TRACE(std::string(flag) + " " + target);
+      const RunResult r = run_headlab({"eval", run, flag, target}, dir.path(), 60);
+      EXPECT_TRUE(clean_failure(r, 2, {flag, target}));
+    }
+  write_bytes(dir / "lone.safetensors", read_bytes(run + "/checkpoint.safetensors"));
+  const RunResult same = run_headlab({"eval", dir / "lone.safetensors", "--dump-logits", dir / "lone.safetensors"},
+                                     dir.path(), 60);
+  EXPECT_TRUE(clean_failure(same, 2, {"checkpoint being read"}));
+  EXPECT_EQ(snapshot(run), before) << "a run's files were changed";
+}
+
+// train.log is appended to by spdlog, which would follow a link.
+TEST(Outputs, TheLogIsNeverWrittenThroughASymlink) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  copy_dir(shared_run(), run);
+  write_bytes(dir / "target", "keep me\n");
+  fs::remove(run + "/train.log");
+  fs::create_symlink(dir / "target", run + "/train.log");
+  const RunResult r = run_headlab({"train", "--resume", run, "--steps", "25"}, dir.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"train.log", "link"}));
+  EXPECT_EQ(read_bytes(dir / "target"), "keep me\n");
+}
+
 // Each output refuses a path that is not a regular file or a new name.
 TEST(Outputs, NeverReplaceASymlinkAFifoOrAFolder) {
   TempDir dir;

@@ -2,17 +2,21 @@
 // step over the whole batch (up to the rounding of the sums), loss and
 // accuracy are sums over the batch's targets (never means of slice means),
 // and batches that do not split evenly are usage errors naming the numbers.
+// A stop signal is seen between two slices, and the abandoned step is redone
+// exactly after it.
 // The bit-for-bit promise (K slices in one process = K processes) is tested
 // end to end with mpirun in tests/cli/mpi_test.sh.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
 #include "train/errors.h"
 #include "train/run_builder.h"
 #include "train/session.h"
+#include "train/signals.h"
 
 namespace headlab::train {
 namespace {
@@ -146,6 +150,24 @@ TEST(MicroBatches, UnevenSplitsAreUsageErrorsNamingBothNumbers) {
   EXPECT_THROW(Session{c}, UsageError);
   c.micro_batches = -1;
   EXPECT_THROW(c.validate(), UsageError);
+}
+
+TEST(MicroBatches, AStopBetweenSlicesAbandonsTheStepAndLeavesNothingOfIt) {
+  TrainConfig c = sgd_config();
+  c.micro_batches = 4;
+  Session stopped(c), reference(c);
+  const std::vector<double> before = flat_weights(stopped.model());
+  request_stop(SIGTERM);
+  const StepResult r = stopped.step();
+  reset_stop_signal();
+  EXPECT_TRUE(r.stopped) << "a signal before the second slice stops the step there";
+  EXPECT_EQ(stopped.steps_done(), 0);
+  EXPECT_EQ(flat_weights(stopped.model()), before);
+  // The step taken again is the one an uninterrupted session takes: same batch, same update.
+  const StepResult again = stopped.step(), first = reference.step();
+  EXPECT_FALSE(again.stopped);
+  EXPECT_EQ(again.loss, first.loss);
+  EXPECT_EQ(flat_weights(stopped.model()), flat_weights(reference.model()));
 }
 
 }  // namespace

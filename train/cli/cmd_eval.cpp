@@ -18,6 +18,7 @@
 #include "train/cli/dump_activations.h"
 #include "train/errors.h"
 #include "train/run_builder.h"
+#include "train/run_folder.h"
 #include "train/session.h"
 
 namespace headlab::cli {
@@ -39,6 +40,8 @@ int run_eval(const EvalArgs& args) {
   if (args.batch_given && args.batch < 1)
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (all cores) or more");
+  if (!args.dump_logits.empty()) train::check_output_is_no_input("--dump-logits", args.dump_logits, args.checkpoint);
+  if (!args.dump_grads.empty()) train::check_output_is_no_input("--dump-grads", args.dump_grads, args.checkpoint);
   const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
   use_threads(args.threads);
   // The run's own task and evaluation batch unless told otherwise; the model

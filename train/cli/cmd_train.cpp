@@ -221,10 +221,13 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   try {
     status = trainer.run();
   } catch (const std::exception& e) {
-    if (trainer.last_checkpoint_step() >= 0)
+    if (trainer.last_checkpoint_step() >= 0 && dynamic_cast<const train::Diverged*>(&e) != nullptr)
       log->error("{}; the last good checkpoint, of step {}, is kept. Continue from it with a lower learning rate: "
                  "headlab train --resume {} --lr {}",
                  e.what(), trainer.last_checkpoint_step(), folder.dir, config.lr / 10);
+    else if (trainer.last_checkpoint_step() >= 0)
+      log->error("{}; the last good checkpoint, of step {}, is kept: headlab train --resume {} continues from it",
+                 e.what(), trainer.last_checkpoint_step(), folder.dir);
     else
       log->error("{}; no checkpoint had been written yet", e.what());
     throw;

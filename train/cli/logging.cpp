@@ -1,5 +1,12 @@
 #include "train/cli/logging.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -7,6 +14,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "train/errors.h"
 #include "train/signals.h"
 
 namespace headlab::cli {
@@ -55,6 +63,18 @@ std::shared_ptr<spdlog::logger> make_run_logger(const std::string& log_path, boo
   sinks.back() = std::make_shared<WatchedStdout>(sinks.back());
   sinks.back()->set_pattern("[%H:%M:%S] %^%v%$");
   if (!log_path.empty()) {
+    // spdlog opens by name and would follow a link: the log is first opened
+    // (created) here without following one, and must be a regular file.
+    const int fd = ::open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat st {};
+    const bool regular = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    if (!regular)
+      throw train::UsageError("cannot write the log " + log_path + ": " +
+                              (fd >= 0 || error == ELOOP ? std::string("it is not a regular file (a symlink, FIFO or device)")
+                                                         : std::string(std::strerror(error))) +
+                              "; headlab writes no output through a link");
     auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_path, false);
     file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
     sinks.push_back(file);
