@@ -21,7 +21,7 @@ std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
       throw UsageError("--data " + config.data + " needs --vocab and --seq-len (the file's token range and the longest sequence)");
     // Targets are tokens unless --classes says otherwise.
     return std::make_unique<DataFile>(config.data, m.vocab, m.classes > 0 ? m.classes : m.vocab, m.max_seq_len,
-                                      config.shuffle);
+                                      config.shuffle, m.causal);
   }
   const TaskInfo& info = task_info(config.task);
   return make_task(config.task, m.vocab > 0 ? m.vocab : info.default_vocab,
