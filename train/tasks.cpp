@@ -374,7 +374,8 @@ const std::vector<Entry>& entries() {
       {{"sort",
         "n = (T-1)/2 random tokens in [0, V-1), the separator V-1, then the same tokens sorted; the separator "
         "and the sorted positions predict the next sorted token",
-        "content-based heads: each sorted position attends to the list token that comes next in order",
+        "content-based heads, in part: at each sorted position a head puts about half its attention on the list "
+        "token that comes next in order and spreads the rest (measured: docs/reproductions.md)",
         Roles{{"the list token to output next", SortTask::kNextSorted}}, 10, 11},
        make_sort},
       {{"modular-addition", "[a, b, =] with p = V-1, a and b in [0, p), '=' the token p; target (a + b) mod p at '='",
