@@ -8,14 +8,17 @@
 namespace headlab::analysis {
 namespace {
 
-// "h2: 7 of 10 runs specialized (95% CI 40-89%)", from a configs[] entry,
-// for readers without JavaScript. Missing keys read as nothing.
+// "h2: 7 of 10 runs specialized (95% CI 40-89%)" ("layers 2, lr 0.001, h2: ..."
+// in a grid), from a configs[] entry, for readers without JavaScript. Missing
+// keys read as nothing.
 std::string config_line(const nlohmann::ordered_json& c) {
   const auto count = [&](const char* key) {
     const auto it = c.find(key);
     return it != c.end() && it->is_number_integer() ? it->get<long long>() : 0LL;
   };
-  std::string line = "h" + std::to_string(count("heads")) + ": " + std::to_string(count("specialized")) + " of " +
+  const auto name = c.find("name");
+  std::string line = (name != c.end() && name->is_string() ? name->get<std::string>() : "h" + std::to_string(count("heads"))) +
+                     ": " + std::to_string(count("specialized")) + " of " +
                      std::to_string(count("runs")) + " runs specialized";
   const auto ci = c.find("specialized_ci");
   if (ci != c.end() && ci->is_array() && ci->size() == 2 && (*ci)[0].is_number() && (*ci)[1].is_number()) {

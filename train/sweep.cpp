@@ -8,6 +8,7 @@
 
 #include "analysis/fixed.h"
 #include "analysis/html_report.h"
+#include "core/shortest.h"
 #include "train/errors.h"
 
 namespace headlab::train {
@@ -73,6 +74,42 @@ std::optional<int64_t> specialized_since(const std::vector<nlohmann::json>& hist
   return since;
 }
 
+// The summary of the runs `belongs` selects.
+template <class Pred>
+ConfigSummary summarize_where(std::span<const SweepRun> runs, const SweepCell& cell, double target_accuracy,
+                              Pred&& belongs) {
+  ConfigSummary c;
+  c.cell = cell;
+  c.heads = cell.heads;
+  for (const Label& l : analysis::all_labels()) c.labels[l] = {};
+  double seconds = 0;
+  for (const SweepRun& r : runs) {
+    if (!belongs(r)) continue;
+    if (r.status != RunStatus::done) {
+      ++(r.status == RunStatus::interrupted ? c.interrupted : c.failed);
+      continue;
+    }
+    ++c.runs;
+    seconds += r.seconds;
+    if (reached_target(r, target_accuracy)) ++c.reached_target;
+    if (r.specialized) ++c.specialized;
+    for (const SweepHead& head : r.head_results) {
+      LabelStats& s = c.labels[head.label];
+      ++s.heads;
+      s.score += head.score;
+      for (const analysis::Pattern* p : sweep_patterns()) s.scores[std::string(p->name)] += score_of(head.scores, p->name);
+    }
+  }
+  for (auto& [label, s] : c.labels) {
+    if (s.heads == 0) continue;
+    const auto n = static_cast<double>(s.heads);
+    s.score /= n;
+    for (auto& [name, total] : s.scores) total /= n;
+  }
+  if (c.runs > 0) c.mean_seconds = seconds / static_cast<double>(c.runs);
+  return c;
+}
+
 }  // namespace
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag, int64_t min_value,
@@ -128,11 +165,31 @@ std::string status_name(RunStatus status) {
   return "failed";
 }
 
+std::string setting_text(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
 std::string run_dir_name(int64_t heads, int64_t seed) {
   return "h" + std::to_string(heads) + "-s" + std::to_string(seed);
 }
 
+std::string run_dir_name(const SweepCell& cell, int64_t seed) {
+  std::string prefix;
+  for (const auto& [flag, value] : cell.settings.items()) prefix += flag + setting_text(value) + "-";
+  return prefix + run_dir_name(cell.heads, seed);
+}
+
+std::string SweepCell::name() const {
+  std::string out;
+  for (const auto& [flag, value] : settings.items()) out += flag + " " + setting_text(value) + ", ";
+  return out + "h" + std::to_string(heads);
+}
+
 void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis) {
+  if (analysis.accuracy && !(*analysis.accuracy >= 0 && *analysis.accuracy <= 1))
+    throw std::invalid_argument("accuracy " + core::shortest(*analysis.accuracy) + " is not a fraction in [0, 1]");
+  if (analysis.loss && (!(*analysis.loss >= 0) || !std::isfinite(*analysis.loss)))
+    throw std::invalid_argument("loss " + core::shortest(*analysis.loss) + " is not a finite number >= 0");
   run.status = RunStatus::done;
   run.error.clear();
   run.loss = analysis.loss;
@@ -160,7 +217,7 @@ bool reached_target(const SweepRun& run, double target_accuracy) {
 }
 
 std::string run_line(const SweepRun& run) {
-  std::string line = "h" + std::to_string(run.heads) + " s" + std::to_string(run.seed) + ": ";
+  std::string line = run.cell().name() + " s" + std::to_string(run.seed) + ": ";
   const std::string time = " (" + fixed(run.seconds, 1) + " s)";
   if (run.status == RunStatus::interrupted) return line + "interrupted" + time;
   if (run.status == RunStatus::failed) return line + "failed: " + run.error + time;
@@ -191,50 +248,48 @@ double ConfigSummary::specialized_share() const {
 Interval ConfigSummary::reached_interval() const { return wilson_interval(reached_target, runs); }
 Interval ConfigSummary::specialized_interval() const { return wilson_interval(specialized, runs); }
 
-std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<const int64_t> heads,
+std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<const SweepCell> cells,
                                      double target_accuracy) {
   std::vector<ConfigSummary> out;
-  for (const int64_t h : heads) {
-    ConfigSummary c;
-    c.heads = h;
-    for (const Label& l : analysis::all_labels()) c.labels[l] = {};
-    double seconds = 0;
-    for (const SweepRun& r : runs) {
-      if (r.heads != h) continue;
-      if (r.status != RunStatus::done) {
-        ++(r.status == RunStatus::interrupted ? c.interrupted : c.failed);
-        continue;
-      }
-      ++c.runs;
-      seconds += r.seconds;
-      if (reached_target(r, target_accuracy)) ++c.reached_target;
-      if (r.specialized) ++c.specialized;
-      for (const SweepHead& head : r.head_results) {
-        LabelStats& s = c.labels[head.label];
-        ++s.heads;
-        s.score += head.score;
-        for (const analysis::Pattern* p : sweep_patterns()) s.scores[std::string(p->name)] += score_of(head.scores, p->name);
-      }
-    }
-    for (auto& [label, s] : c.labels) {
-      if (s.heads == 0) continue;
-      const auto n = static_cast<double>(s.heads);
-      s.score /= n;
-      for (auto& [name, total] : s.scores) total /= n;
-    }
-    if (c.runs > 0) c.mean_seconds = seconds / static_cast<double>(c.runs);
-    out.push_back(std::move(c));
+  for (const SweepCell& cell : cells)
+    out.push_back(summarize_where(runs, cell, target_accuracy, [&](const SweepRun& r) { return r.cell() == cell; }));
+  return out;
+}
+
+FlagSummary summarize_flag(std::span<const SweepRun> runs, const std::string& flag,
+                           std::span<const nlohmann::json> values, double target_accuracy) {
+  FlagSummary out{flag, {}};
+  for (const nlohmann::json& value : values) {
+    SweepCell cell;
+    cell.settings[flag] = value;
+    if (flag == "heads") cell.heads = value.get<int64_t>();
+    out.values.push_back(summarize_where(runs, cell, target_accuracy, [&](const SweepRun& r) {
+      if (flag == "heads") return r.heads == cell.heads;
+      const auto it = r.settings.find(flag);
+      return it != r.settings.end() && *it == value;
+    }));
   }
   return out;
 }
 
 std::string summary_text(std::span<const ConfigSummary> configs, double target_accuracy) {
   const std::string acc_head = "acc >= " + fixed(100 * target_accuracy, 1) + "%";
+  // A grid names each configuration in a first column; a sweep over head counts only, by its heads.
+  bool grid = false;
+  std::size_t width = std::string("configuration").size();
+  for (const ConfigSummary& c : configs) {
+    grid = grid || !c.cell.settings.empty();
+    width = std::max(width, c.cell.name().size());
+  }
+  const auto first_column = [&](const ConfigSummary* c) {
+    if (!grid) return c ? fixed(static_cast<double>(c->heads), 0) : std::string("heads");
+    std::string text = c ? c->cell.name() : std::string("configuration");
+    return text + std::string(width - text.size(), ' ');
+  };
   std::string out;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "heads  runs  failed  %-23s  %-23s  s/run  labels\n", acc_head.c_str(),
-                "specialized");
-  out += buf;
+  std::snprintf(buf, sizeof buf, "  runs  failed  %-23s  %-23s  s/run  labels\n", acc_head.c_str(), "specialized");
+  out += first_column(nullptr) + buf;
   for (const ConfigSummary& c : configs) {
     std::string labels;
     for (const auto& [l, stats] : c.labels) {  // the built-in labels, then user patterns'
@@ -242,13 +297,14 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
       if (n == 0) continue;
       labels += (labels.empty() ? "" : ", ") + label_name(l) + " " + std::to_string(n);
     }
-    std::snprintf(buf, sizeof buf, "%5lld  %4lld  %6lld  %5lld %-6s %-10s  %5lld %-6s %-10s  %5.1f  %s\n",
-                  static_cast<long long>(c.heads), static_cast<long long>(c.runs), static_cast<long long>(c.failed),
+    std::snprintf(buf, sizeof buf, "  %4lld  %6lld  %5lld %-6s %-10s  %5lld %-6s %-10s  %5.1f  %s\n",
+                  static_cast<long long>(c.runs), static_cast<long long>(c.failed),
                   static_cast<long long>(c.reached_target), percent(c.reached_target, c.runs).c_str(),
                   interval_text(c.reached_interval()).c_str(), static_cast<long long>(c.specialized),
                   percent(c.specialized, c.runs).c_str(), interval_text(c.specialized_interval()).c_str(),
                   c.mean_seconds, labels.empty() ? "-" : labels.c_str());
-    out += buf;
+    const std::string first = first_column(&c);
+    out += (grid ? first : std::string(first.size() < 5 ? 5 - first.size() : 0, ' ') + first) + buf;
   }
   int64_t interrupted = 0;
   std::string scores;
@@ -256,7 +312,7 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
     interrupted += c.interrupted;
     for (const auto& [l, s] : c.labels) {
       if (s.heads == 0) continue;
-      std::snprintf(buf, sizeof buf, "  h%-3lld %-16s %4lld heads  top %.2f", static_cast<long long>(c.heads),
+      std::snprintf(buf, sizeof buf, "  %-*s %-16s %4lld heads  top %.2f", grid ? static_cast<int>(width) : 4, c.cell.name().c_str(),
                     label_name(l).c_str(), static_cast<long long>(s.heads), s.score);
       scores += buf;
       for (const analysis::Pattern* p : sweep_patterns())
@@ -280,7 +336,9 @@ nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy) {
     head["emerged"] = optional_json(h.emerged);
     heads.push_back(std::move(head));
   }
-  return {{"heads", run.heads},
+  return {{"config", run.cell().name()},
+          {"settings", run.settings},
+          {"heads", run.heads},
           {"seed", run.seed},
           {"dir", run.dir},
           {"status", status_name(run.status)},
@@ -303,7 +361,9 @@ nlohmann::ordered_json config_json(const ConfigSummary& c) {
       stats[analysis::pattern_key(*p)] = rounded(score_of(s.scores, p->name), 1e4);
     labels[label_name(l)] = std::move(stats);
   }
-  return {{"heads", c.heads},
+  return {{"name", c.cell.name()},
+          {"settings", c.cell.settings},
+          {"heads", c.heads},
           {"runs", c.runs},
           {"failed", c.failed},
           {"interrupted", c.interrupted},
@@ -315,6 +375,20 @@ nlohmann::ordered_json config_json(const ConfigSummary& c) {
           {"specialized_ci", interval_json(c.specialized_interval())},
           {"mean_seconds", rounded(c.mean_seconds, 1e3)},
           {"labels", labels}};
+}
+
+nlohmann::ordered_json flag_json(const FlagSummary& flag) {
+  nlohmann::ordered_json values = nlohmann::ordered_json::array();
+  for (const ConfigSummary& c : flag.values) {
+    nlohmann::ordered_json v = config_json(c);
+    v.erase("name");
+    v.erase("settings");
+    v.erase("heads");
+    nlohmann::ordered_json entry = {{"value", c.cell.settings.at(flag.flag)}};
+    entry.update(v);
+    values.push_back(std::move(entry));
+  }
+  return {{"flag", flag.flag}, {"values", values}};
 }
 
 }  // namespace headlab::train

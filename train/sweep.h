@@ -1,9 +1,10 @@
 // `headlab sweep`: what is measured across many training runs of one task --
 // the seed and head-count lists it takes, each run's result as read from its
-// heads.json, the aggregates per head count, and sweep.json.
+// heads.json, the aggregates per configuration (a cell of the grid,
+// train/sweep_grid.h) and per value of each varied flag, and sweep.json.
 //
-// Launching the runs (one `headlab train` process each) is the CLI's job
-// (train/cli/cmd_sweep.cpp); everything here is plain data and arithmetic.
+// Launching the runs (one `headlab train` process each) is
+// train/sweep_supervisor.h's job; everything here is plain data and arithmetic.
 #pragma once
 
 #include <cstdint>
@@ -41,14 +42,25 @@ struct SweepHead {
   std::optional<int64_t> emerged;
 };
 
+// One configuration of the sweep: the values of the varied flags other than
+// seed and heads (by flag name, in the plan's order), and the head count.
+struct SweepCell {
+  nlohmann::ordered_json settings = nlohmann::ordered_json::object();  // {"lr": 0.001, "layers": 2}
+  int64_t heads = 0;
+  // "lr 0.001, layers 2, h2"; "h2" without settings.
+  std::string name() const;
+  bool operator==(const SweepCell&) const = default;
+};
+
 enum class RunStatus { done, failed, interrupted };
 std::string status_name(RunStatus status);  // "done", "failed", "interrupted"
 
 // One training run of the sweep.
 struct SweepRun {
+  nlohmann::ordered_json settings = nlohmann::ordered_json::object();  // as SweepCell's
   int64_t heads = 0;
   int64_t seed = 0;
-  std::string dir;  // the run folder, relative to the sweep folder: "h2-s4"
+  std::string dir;  // the run folder, relative to the sweep folder: "h2-s4", "lr0.001-layers2-h2-s4"
   RunStatus status = RunStatus::failed;
   int exit_code = 0;   // of the `headlab train` process; 128 + signal when killed
   std::string error;   // why a run failed (empty when done)
@@ -60,12 +72,21 @@ struct SweepRun {
   // Read from metrics.jsonl (record_history): the analysed step from which
   // the verdict stayed "specialized" to the end of training.
   std::optional<int64_t> specialized_step;
+
+  SweepCell cell() const { return {settings, heads}; }
 };
 
-// The name of a run's folder: "h2-s4".
-std::string run_dir_name(int64_t heads, int64_t seed);
+// The command-line text of a setting's value: 0.001, 2, adamw.
+std::string setting_text(const nlohmann::json& value);
 
-// Fills a run's results from its analysis and marks it done.
+// The name of a run's folder: "h2-s4"; with settings, their flags and values
+// first: "lr0.001-layers2-h2-s4".
+std::string run_dir_name(int64_t heads, int64_t seed);
+std::string run_dir_name(const SweepCell& cell, int64_t seed);
+
+// Fills a run's results from its analysis and marks it done. Throws
+// std::invalid_argument, changing nothing, when the analysis holds what no
+// run can have (an accuracy outside [0, 1], a loss that is negative or not finite).
 void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis);
 
 // Fills the emergence steps from the run's metrics.jsonl lines (after
@@ -86,8 +107,9 @@ struct LabelStats {
   std::map<std::string, double, std::less<>> scores;
 };
 
-// The aggregate of all runs with one head count.
+// The aggregate of the runs of one configuration (or of one value of a flag).
 struct ConfigSummary {
+  SweepCell cell;  // a flag's value: settings {flag: value}, heads 0 (or the value, for heads)
   int64_t heads = 0;
   int64_t runs = 0;            // runs that finished with results: the denominator of the shares
   int64_t failed = 0;          // runs that failed
@@ -107,11 +129,20 @@ struct ConfigSummary {
 // Whether a run's accuracy reaches the target (a fraction, e.g. 0.99).
 bool reached_target(const SweepRun& run, double target_accuracy);
 
-// One summary per entry of `heads` (in that order) over the runs with that head count.
-std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<const int64_t> heads,
+// One summary per cell (in that order) over the runs of that cell.
+std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<const SweepCell> cells,
                                      double target_accuracy);
 
-// The table printed at the end of a sweep: per head count, the runs, the share
+// The runs of each value of one varied flag, whatever the other flags' values:
+// the rates a chart per flag shows.
+struct FlagSummary {
+  std::string flag;                  // "lr", or "heads"
+  std::vector<ConfigSummary> values;  // per value, in the plan's order; each cell.settings is {flag: value}
+};
+FlagSummary summarize_flag(std::span<const SweepRun> runs, const std::string& flag,
+                           std::span<const nlohmann::json> values, double target_accuracy);
+
+// The table printed at the end of a sweep: per configuration, the runs, the share
 // that reached the target and the share that specialized (each with its Wilson
 // 95% interval) and the labels; then the mean scores per label.
 std::string summary_text(std::span<const ConfigSummary> configs, double target_accuracy);
@@ -125,11 +156,13 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
 //   "loss", "accuracy" (null unless done), "reached_target", "specialized", "specialized_step" (or null),
 //   "head_results": [{"name", "label", "score", then each in_sweep pattern's key: "previous_token", "first_token",
 //   then "emerged" (or null)}]}
-// config_json: {"heads", "runs", "failed", "interrupted", "reached_target", "reached_target_share",
+// config_json: {"name", "settings", "heads", "runs", "failed", "interrupted", "reached_target", "reached_target_share",
 //   "reached_target_ci": [lo, hi], "specialized", "specialized_share", "specialized_ci": [lo, hi], "mean_seconds",
 //   "labels": {"previous-token": {"heads", "score", "previous_token", "first_token"}, ...}}
+// flag_json: {"flag", "values": [config_json with "value"...]}.
 // Keys keep the order above (ordered_json).
 nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy);
 nlohmann::ordered_json config_json(const ConfigSummary& config);
+nlohmann::ordered_json flag_json(const FlagSummary& flag);
 
 }  // namespace headlab::train

@@ -12,13 +12,16 @@
 
 namespace headlab::train {
 
+// At most this many shards: a sweep has at most 10,000 runs (train/sweep_grid.h).
+inline constexpr int kMaxShards = 10000;
+
 struct Shard {
   int index = 1;  // 1 .. count
   int count = 1;
   bool holds(std::size_t run) const { return static_cast<int>(run % static_cast<std::size_t>(count)) == index - 1; }
 };
 
-// "2/4". A UsageError naming --shard and the text unless 1 <= K <= N.
+// "2/4". A UsageError naming --shard and the text unless 1 <= K <= N <= kMaxShards.
 Shard parse_shard(const std::string& text);
 
 // The shard of a Slurm job array's task: SLURM_ARRAY_TASK_ID counted from

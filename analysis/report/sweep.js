@@ -1,7 +1,8 @@
 // sweep.html's script: the sweep.json of `headlab sweep` (D.sweep) drawn as
-// rates with Wilson 95% intervals per head count, the head labels per head
-// count, emergence steps, final losses and a table linking every run's
-// report.html. The shared helpers are page.js's.
+// rates with Wilson 95% intervals per configuration (a head count, or a cell
+// of a grid) and per value of each varied flag, the head labels per
+// configuration, emergence steps, final losses and a table linking every
+// run's report.html. The shared helpers are page.js's.
 (function () {
   'use strict';
   const { D, FONT, el, sv, isNum, fmt, clamp, colorOf, chip, showTip, hideTip, saveButton, ticks, logTicks, fmtTick,
@@ -11,7 +12,13 @@
   const GOOD = '#15803d', TARGET = '#2563eb', OTHER = '#94a3b8';
   const pct = (v) => (isNum(v) ? (100 * v).toFixed(0) + '%' : '–');
   const ciText = (ci) => (Array.isArray(ci) && ci.length === 2 ? '[' + pct(ci[0]) + ', ' + pct(ci[1]) + ']' : '–');
-  const runsOf = (c) => runs.filter((r) => r.heads === c.heads);
+  const flags = Array.isArray(S.flags) ? S.flags : [];
+  // A grid names its configurations ("layers 2, lr 0.001, h2"); a sweep of head counts only, by its heads.
+  const grid = configs.some((c) => c.settings && typeof c.settings === 'object' && Object.keys(c.settings).length > 0);
+  const cname = (c) => (grid && typeof c.name === 'string' ? c.name : c.heads + ' head' + (c.heads === 1 ? '' : 's'));
+  const runsOf = (c) => runs.filter((r) => (grid ? r.config === c.name : r.heads === c.heads));
+  // The left margin of a chart whose rows are named `names`.
+  const margin = (names) => clamp(14 + 6.5 * Math.max(8, ...names.map((n) => String(n).length)), 74, 320);
   const done = (r) => r.status === 'done';
   const median = (xs) => {
     if (!xs.length) return null;
@@ -28,20 +35,23 @@
       el('div', { class: 'brand', text: 'headlab · sweep' }),
       el('h1', { text: D.title }),
       el('div', { class: 'chips' }, kv('task', S.task), kv('runs', runs.length + ' of ' + S.planned_runs),
+        ...Object.entries(S.grid && typeof S.grid === 'object' ? S.grid : {}).map(([f, vs]) =>
+          kv(f, Array.isArray(vs) ? vs.join(', ') : '')),
         kv('head counts', (S.heads || []).join(', ')), kv('seeds', (S.seeds || []).length),
         steps !== null ? kv('steps', steps) : null, kv('target accuracy', pct(S.target_accuracy)),
         isNum(S.seconds) ? kv('time', S.seconds.toFixed(1) + ' s') : null,
         S.interrupted ? el('span', { class: 'kv bad-kv', text: 'stopped by a signal' }) : null));
   }
 
-  // One row per head count: the rate as a dot, its Wilson interval as a bar.
-  function intervalChart() {
+  // One row per configuration (rows: configs or a flag's values, named by
+  // nameOf): the rate as a dot, its Wilson interval as a bar.
+  function intervalChart(rows, nameOf, label) {
     const series = [['specialized', 'specialized_share', 'specialized_ci', GOOD],
       ['reached target', 'reached_target_share', 'reached_target_ci', TARGET]];
-    const rowH = 34, m = { l: 74, r: 20, t: 24, b: 30 }, W = 1100, Ht = m.t + m.b + rowH * configs.length;
+    const rowH = 34, m = { l: margin(rows.map(nameOf)), r: 20, t: 24, b: 30 }, W = 1100, Ht = m.t + m.b + rowH * rows.length;
     const x = (v) => m.l + clamp(v, 0, 1) * (W - m.l - m.r);
     const svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + Ht, width: W, height: Ht, 'font-family': FONT, 'font-size': 11,
-      role: 'img', 'aria-label': 'rates with Wilson 95% intervals' });
+      role: 'img', 'aria-label': label });
     for (const t of ticks(0, 1, 5)) {
       svg.append(sv('line', { x1: x(t), x2: x(t), y1: m.t, y2: Ht - m.b, stroke: '#e2e8f0' }),
         sv('text', { x: x(t), y: Ht - m.b + 16, 'text-anchor': 'middle', fill: '#64748b', text: (100 * t).toFixed(0) + '%' }));
@@ -50,18 +60,18 @@
       svg.append(sv('circle', { cx: m.l + 8 + i * 130, cy: 10, r: 4, fill: color }),
         sv('text', { x: m.l + 16 + i * 130, y: 14, fill: '#334155', text: name }));
     });
-    configs.forEach((c, row) => {
+    rows.forEach((c, row) => {
       const y0 = m.t + row * rowH;
       svg.append(sv('text', { x: m.l - 10, y: y0 + rowH / 2 + 4, 'text-anchor': 'end', fill: '#334155', 'font-weight': 600,
-        text: c.heads + ' head' + (c.heads === 1 ? '' : 's') }));
+        text: nameOf(c) }));
       series.forEach(([name, share, ci, color], i) => {
         const y = y0 + 10 + i * 14, [lo, hi] = Array.isArray(c[ci]) ? c[ci] : [0, 1];
         const count = name === 'specialized' ? c.specialized : c.reached_target;
-        const g = sv('g', { class: 'ci', 'data-config': c.heads, 'data-series': name });
+        const g = sv('g', { class: 'ci', 'data-config': nameOf(c), 'data-series': name });
         g.append(sv('line', { x1: x(lo), x2: x(hi), y1: y, y2: y, stroke: color, 'stroke-width': 3, 'stroke-linecap': 'round', opacity: 0.45 }),
           sv('circle', { cx: x(c[share]), cy: y, r: 5, fill: color }),
           sv('rect', { x: m.l, y: y - 7, width: W - m.l - m.r, height: 14, fill: 'transparent' }));
-        g.addEventListener('mousemove', (ev) => showTip(ev, c.heads + ' heads · ' + name,
+        g.addEventListener('mousemove', (ev) => showTip(ev, nameOf(c) + ' · ' + name,
           [count + ' of ' + c.runs + ' runs = ' + pct(c[share]), 'Wilson 95% interval ' + ciText(c[ci])]));
         g.addEventListener('mouseleave', hideTip);
         svg.append(g);
@@ -72,16 +82,16 @@
 
   function ratesSection() {
     const rows = configs.map((c) => el('tr', {},
-      el('td', { text: c.heads }), el('td', { text: c.runs }), el('td', { text: c.failed + c.interrupted }),
+      el('td', { text: grid ? c.name : c.heads }), el('td', { text: c.runs }), el('td', { text: c.failed + c.interrupted }),
       el('td', { text: c.reached_target + ' (' + pct(c.reached_target_share) + ')' }), el('td', { class: 'ci-cell', text: ciText(c.reached_target_ci) }),
       el('td', { class: 'top', text: c.specialized + ' (' + pct(c.specialized_share) + ')' }), el('td', { class: 'ci-cell', text: ciText(c.specialized_ci) }),
       el('td', { text: fmt(c.mean_seconds, 1) })));
-    const svg = configs.length ? intervalChart() : null;
-    return section('Rates per head count',
+    const svg = configs.length ? intervalChart(configs, cname, 'rates with Wilson 95% intervals') : null;
+    return section(grid ? 'Rates per configuration' : 'Rates per head count',
       'The share of finished runs whose heads specialized (the verdict of heads.json) and whose accuracy reached the target, ' +
       'each with its Wilson 95% interval: with this many seeds, the range of true rates the counts are consistent with.',
       el('div', { class: 'table-wrap' }, el('table', { class: 'heads rates' },
-        el('thead', {}, el('tr', {}, ...['heads', 'runs', 'not finished', 'reached ' + pct(S.target_accuracy), '95% CI',
+        el('thead', {}, el('tr', {}, ...[grid ? 'configuration' : 'heads', 'runs', 'not finished', 'reached ' + pct(S.target_accuracy), '95% CI',
           'specialized', '95% CI', 's / run'].map((t) => el('th', { text: t })))),
         el('tbody', {}, ...rows))),
       svg ? el('div', { class: 'chart' }, el('div', { class: 'chart-head' }, el('h3', { text: 'Rates and intervals' }),
@@ -102,12 +112,12 @@
         part.addEventListener('mouseleave', hideTip);
         return part;
       });
-      return el('div', { class: 'stack-row' }, el('div', { class: 'stack-name', text: c.heads + ' head' + (c.heads === 1 ? '' : 's') }),
+      return el('div', { class: 'stack-row' }, el('div', { class: 'stack-name', text: cname(c) }),
         el('div', { class: 'stack' }, ...(total ? parts : [el('span', { class: 'empty', text: 'no finished runs' })])),
         el('div', { class: 'stack-count', text: total + ' heads' }));
     });
     const used = names.filter((n) => configs.some((c) => (c.labels[n] || {}).heads > 0));
-    return section('Head labels per head count',
+    return section(grid ? 'Head labels per configuration' : 'Head labels per head count',
       'Every head of every finished run, by its final label: a pattern when one score clears the threshold and the margin, ' +
       'otherwise diffuse or mixed; sink for a first-token head whose ablation barely matters.',
       el('div', { class: 'stacks' }, ...bars),
@@ -119,7 +129,7 @@
   function stripChart(rows, cfg) {
     const all = rows.flatMap((r) => r.points.map((p) => p.x)).filter(isNum);
     if (!all.length) return null;
-    const rowH = 34, m = { l: 74, r: 20, t: 8, b: 34 }, W = cfg.width || 640, Ht = m.t + m.b + rowH * rows.length;
+    const rowH = 34, m = { l: margin(rows.map((r) => r.name)), r: 20, t: 8, b: 34 }, W = cfg.width || 640, Ht = m.t + m.b + rowH * rows.length;
     const log = cfg.log && Math.min(...all) > 0;
     let x0 = cfg.x0 !== undefined ? cfg.x0 : Math.min(...all), x1 = cfg.x1 !== undefined ? cfg.x1 : Math.max(...all);
     if (log) { x0 = Math.min(...all) / 1.5; x1 = Math.max(...all) * 1.5; }
@@ -151,13 +161,13 @@
       el('div', { class: 'chart-head' }, el('h3', { text: title }), svg ? saveButton(() => svg, file) : null),
       svg || el('p', { class: 'empty', text: empty }), caption ? el('div', { class: 'caption', text: caption }) : null);
   }
-  const runTitle = (r) => 'h' + r.heads + ' s' + r.seed;
+  const runTitle = (r) => (grid && typeof r.config === 'string' ? r.config : 'h' + r.heads) + ' s' + r.seed;
 
   function emergenceSection() {
-    const runRows = configs.map((c) => ({ name: c.heads + (c.heads === 1 ? ' head' : ' heads'),
+    const runRows = configs.map((c) => ({ name: cname(c),
       points: runsOf(c).filter((r) => done(r) && isNum(r.specialized_step)).map((r) => ({ x: r.specialized_step, color: GOOD,
         title: runTitle(r), lines: ['specialized from step ' + r.specialized_step] })) }));
-    const headRows = configs.map((c) => ({ name: c.heads + (c.heads === 1 ? ' head' : ' heads'),
+    const headRows = configs.map((c) => ({ name: cname(c),
       points: runsOf(c).filter(done).flatMap((r) => (r.head_results || []).filter((h) => isNum(h.emerged)).map((h) => ({
         x: h.emerged, color: colorOf(h.label), title: runTitle(r) + ' ' + h.name, lines: [h.label + ' from step ' + h.emerged] }))) }));
     const xr = steps !== null ? { x0: 0, x1: steps } : {};
@@ -165,7 +175,7 @@
     const medians = configs.map((c) => {
       const st = runsOf(c).filter((r) => done(r) && isNum(r.specialized_step)).map((r) => r.specialized_step);
       const md = median(st);
-      return el('li', { text: c.heads + ' head' + (c.heads === 1 ? '' : 's') + ': ' + st.length + ' of ' + c.runs +
+      return el('li', { text: cname(c) + ': ' + st.length + ' of ' + c.runs +
         ' runs specialized during training' + (md !== null ? ', median step ' + md : '') });
     });
     return section('Emergence',
@@ -180,7 +190,7 @@
   }
 
   function lossSection() {
-    const rows = configs.map((c) => ({ name: c.heads + (c.heads === 1 ? ' head' : ' heads'),
+    const rows = configs.map((c) => ({ name: cname(c),
       points: runsOf(c).filter(done).map((r) => ({ x: r.loss, color: r.specialized ? GOOD : OTHER, title: runTitle(r),
         lines: ['loss ' + fmt(r.loss, 4), 'accuracy ' + (isNum(r.accuracy) ? (100 * r.accuracy).toFixed(1) + '%' : '–'),
           r.specialized ? 'specialized' : 'not specialized'] })) }));
@@ -210,11 +220,28 @@
 
   function configSection() {
     return el('section', { class: 'card' }, el('details', { class: 'config' },
-      el('summary', { text: 'The training settings every run shares (config.json; seed and heads vary)' }),
+      el('summary', { text: 'The training settings every run shares (config.json; seed, heads' +
+        (grid ? ' and the flags of the grid' : '') + ' vary)' }),
       el('pre', { text: JSON.stringify(config, null, 2) })));
   }
 
+  // A chart per varied flag: the rates over all runs with each of its values.
+  function flagsSection() {
+    if (!flags.length) return null;
+    const boxes = flags.filter((f) => f && Array.isArray(f.values) && f.values.length).map((f) => {
+      const nameOf = (v) => String(f.flag) + ' ' + (typeof v.value === 'object' ? JSON.stringify(v.value) : String(v.value));
+      const svg = intervalChart(f.values, nameOf, 'rates per value of ' + f.flag);
+      return el('div', { class: 'chart', 'data-flag': String(f.flag) },
+        el('div', { class: 'chart-head' }, el('h3', { text: '--' + f.flag }), saveButton(() => svg, 'sweep-' + f.flag + '.svg')),
+        svg, el('div', { class: 'caption', text: 'Every finished run with each value of --' + f.flag +
+          ', whatever the other flags: ' + f.values.map((v) => nameOf(v) + ' ' + v.runs + ' runs').join(', ') + '.' }));
+    });
+    return section('Rates per varied flag',
+      'For each flag the sweep varies, the share of runs that specialized and that reached the target per value, ' +
+      'over every configuration with that value, each with its Wilson 95% interval.', ...boxes);
+  }
+
   const app = document.getElementById('app');
-  app.replaceChildren(header(), ratesSection(), labelsSection(), emergenceSection(), lossSection(), runsSection(),
-    configSection(), footer());
+  app.replaceChildren(...[header(), ratesSection(), flagsSection(), labelsSection(), emergenceSection(), lossSection(),
+    runsSection(), configSection(), footer()].filter((s) => s !== null));
 })();

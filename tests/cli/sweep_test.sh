@@ -78,18 +78,19 @@ for c in s["configs"]:
     check(sum(l["heads"] for l in c["labels"].values()) == 2 * c["heads"], "label counts add up to the heads")
 EOF
 
-# sweep.json without what only timing changes: seconds, jobs, each run's
-# seconds and each configuration's mean_seconds.
+# sweep.json without what only timing changes: seconds, jobs (and --jobs
+# as given), each run's seconds and the mean_seconds of each configuration
+# and of each value of a varied flag.
 same_summary() {
   python3 - "$1" "$2" <<'EOF' || fail "$2 differs from $1 (timings aside)"
 import json, sys
 def strip(path):
     s = json.load(open(path))
-    for k in ("seconds", "jobs"):
+    for k in ("seconds", "jobs", "jobs_flag"):
         s.pop(k)
     for r in s["runs"]:
         r.pop("seconds")
-    for c in s["configs"]:
+    for c in s["configs"] + [v for f in s["flags"] for v in f["values"]]:
         c.pop("mean_seconds")
     return s
 a, b = strip(sys.argv[1]), strip(sys.argv[2])

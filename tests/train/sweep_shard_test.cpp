@@ -51,6 +51,26 @@ TEST(SweepShard, FromASlurmJobArray) {
   EXPECT_THROW(shard_from_slurm(fake_getenv), UsageError);
 }
 
+// Values near INT_MAX overflowed int arithmetic (UBSan) and named a shard of
+// 2147483647; now every such value is refused, in 64-bit arithmetic.
+TEST(SweepShard, HugeJobArrayValuesAreRefusedWithoutOverflow) {
+  g_env = {{"SLURM_ARRAY_TASK_ID", "2147483647"},
+           {"SLURM_ARRAY_TASK_COUNT", "2147483647"},
+           {"SLURM_ARRAY_TASK_MIN", "-2147483648"}};
+  EXPECT_THROW(shard_from_slurm(fake_getenv), UsageError);
+  g_env = {{"SLURM_ARRAY_TASK_ID", "2147483647"}, {"SLURM_ARRAY_TASK_COUNT", "3"}, {"SLURM_ARRAY_TASK_MIN", "-2147483648"}};
+  EXPECT_THROW(shard_from_slurm(fake_getenv), UsageError);
+  g_env = {{"SLURM_ARRAY_TASK_ID", "99999999999999999999"}, {"SLURM_ARRAY_TASK_COUNT", "2"}};
+  EXPECT_THROW(shard_from_slurm(fake_getenv), UsageError);
+  g_env = {{"SLURM_ARRAY_TASK_ID", "0"}, {"SLURM_ARRAY_TASK_COUNT", std::to_string(kMaxShards + 1)}};
+  EXPECT_THROW(shard_from_slurm(fake_getenv), UsageError);
+  g_env = {{"SLURM_ARRAY_TASK_ID", std::to_string(kMaxShards - 1)}, {"SLURM_ARRAY_TASK_COUNT", std::to_string(kMaxShards)}};
+  EXPECT_EQ(shard_from_slurm(fake_getenv)->index, kMaxShards);
+  EXPECT_THROW(parse_shard("1/2147483647"), UsageError);
+  EXPECT_THROW(parse_shard("1/99999999999"), UsageError);
+  EXPECT_EQ(parse_shard("10000/10000").index, 10000);
+}
+
 TEST(SweepShard, FileNameAndStatus) {
   EXPECT_EQ(shard_file_name({2, 4}), "shard-2-of-4.json");
   for (const RunStatus s : {RunStatus::done, RunStatus::failed, RunStatus::interrupted})

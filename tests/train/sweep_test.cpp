@@ -51,6 +51,13 @@ TEST(ParseIntList, RejectsBadListsNamingTheFlagAndTheValue) {
   EXPECT_EQ(parse_error("0-99"), "");
 }
 
+// The cells of a sweep over head counts only.
+std::vector<SweepCell> head_cells(const std::vector<int64_t>& heads) {
+  std::vector<SweepCell> out;
+  for (const int64_t h : heads) out.push_back({nlohmann::ordered_json::object(), h});
+  return out;
+}
+
 SweepHead head(const char* name, Label label, double score, double prev, double first) {
   return {name, label, score, {{"previous-token", prev}, {"first-token", first}}, std::nullopt};
 }
@@ -143,8 +150,7 @@ TEST(Summarize, CountsRunsSharesAndLabelsPerHeadCount) {
   stopped.status = RunStatus::interrupted;
   runs.push_back(stopped);
 
-  const std::vector<int64_t> heads = {1, 2, 4};
-  const std::vector<ConfigSummary> s = summarize(runs, heads, 0.99);
+  const std::vector<ConfigSummary> s = summarize(runs, head_cells({1, 2, 4}), 0.99);
   ASSERT_EQ(s.size(), 3u);
   EXPECT_EQ(s[1].heads, 2);
   EXPECT_EQ(s[1].runs, 3);  // failed and interrupted runs are not in the denominator
@@ -187,8 +193,7 @@ TEST(Summarize, CountsRunsSharesAndLabelsPerHeadCount) {
 
 TEST(SweepJson, HoldsEveryLabelAndTheSharesPerHeadCount) {
   const std::vector<SweepRun> runs = {done_run(1, 0, 1.0, true, {head("L0H0", Label::pattern("previous-token"), 0.9, 0.9, 0.1)})};
-  const std::vector<int64_t> heads = {1};
-  const nlohmann::json c = config_json(summarize(runs, heads, 0.99)[0]);
+  const nlohmann::json c = config_json(summarize(runs, head_cells({1}), 0.99)[0]);
   EXPECT_EQ(c["runs"], 1);
   EXPECT_EQ(c["specialized_share"], 1.0);
   EXPECT_EQ(c["labels"].size(), analysis::all_labels().size());  // the table's patterns, diffuse, mixed, sink

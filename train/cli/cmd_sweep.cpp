@@ -1,27 +1,22 @@
-// `headlab sweep`: one `headlab train` process per (head count, seed), up to
-// --jobs at a time, each in its own run folder; then how often the heads
-// specialized, per head count, on stdout, in sweep.json and in sweep.html.
+// `headlab sweep`: one `headlab train` process per run of the plan (the cross
+// product of the listed values of any training flags, the head counts and the
+// seeds; train/sweep_grid.h), up to --jobs at a time, each in its own run
+// folder; then how often the heads specialized, per configuration and per
+// value of each varied flag, on stdout, in sweep.json and in sweep.html.
 //
-// Runs are processes, not threads: each trains single-threaded and
-// independently of the others, a crash stays in its folder, and SIGINT or
-// SIGTERM reach every run through the same path as `headlab train`'s own.
-#include <fcntl.h>
-#include <pthread.h>
+// Here: the flags, the plan's files and what is printed. The processes are
+// train/sweep_supervisor.h's, the folder and its lock train/sweep_folder.h's.
 #include <sched.h>
-#include <sys/prctl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -30,14 +25,17 @@
 #include "analysis/sweep_html.h"
 #include "core/shortest.h"
 #include "train/cli/cli.h"
+#include "train/dist.h"
 #include "train/errors.h"
 #include "train/json_input.h"
 #include "train/run_folder.h"
 #include "train/session.h"
-#include "train/dist.h"
 #include "train/signals.h"
 #include "train/sweep.h"
+#include "train/sweep_folder.h"
+#include "train/sweep_grid.h"
 #include "train/sweep_shard.h"
+#include "train/sweep_supervisor.h"
 
 namespace headlab::cli {
 namespace {
@@ -46,20 +44,25 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct SweepArgs {
-  std::string config_file, seeds = "0-9", heads, out, resume, shard, collect;
+  std::string config_file, seeds = "0-9", heads, out, resume, shard, collect, redraw;
   int jobs = 0;
   double target_accuracy = 0.99;
   bool force = false;
+  // The lists of the grid flags, by flag name ("lr" -> "1e-3,1e-2"); given ones only.
+  std::map<std::string, std::string> grid;
 };
 
 // Training flags the sweep sets for every run itself.
 const std::vector<std::string> kPerRunFlags = {"seed", "heads", "threads"};
 
-std::vector<std::string> forwarded_flag_names() {
+// The training flags a sweep passes on: with a list (`grid`) or as they are.
+std::vector<std::string> forwarded_flag_names(bool grid) {
   std::vector<std::string> names;
   train::TrainConfig config;
   train::TrainConfig::visit_fields(config, [&](const char* name, auto&, const char*) {
-    if (std::find(kPerRunFlags.begin(), kPerRunFlags.end(), name) == kPerRunFlags.end()) names.emplace_back(name);
+    if (std::find(kPerRunFlags.begin(), kPerRunFlags.end(), name) == kPerRunFlags.end() &&
+        train::is_grid_flag(name) == grid)
+      names.emplace_back(name);
   });
   return names;
 }
@@ -86,6 +89,28 @@ std::string format_seconds(double seconds) {
   return buf;
 }
 
+std::string trimmed_dir(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+// A JSON file of the sweep's own (sweep.json, a shard's file), read with the
+// limits of user input.
+nlohmann::json read_plan_file(const std::string& path, const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw train::UsageError(flag + ": cannot read " + path);
+  constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxBytes) throw train::UsageError(flag + ": " + path + " is larger than a sweep's file can be");
+  try {
+    return train::parse_user_json(text);
+  } catch (const std::exception& e) {
+    throw train::UsageError(flag + ": " + path + " is not valid JSON (" + e.what() + ")");
+  }
+}
+
 // The last non-empty line of a run's log: `headlab train` reports a failure
 // there as one line.
 std::string last_line(const std::string& path) {
@@ -97,134 +122,13 @@ std::string last_line(const std::string& path) {
   return last;
 }
 
-// A new sweep folder: refuses one that holds anything unless --force.
-void prepare_sweep_folder(const std::string& dir, bool force) {
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) throw train::UsageError("--out " + dir + " exists and is not a folder");
-    if (!fs::is_empty(dir, ec) && !force)
-      throw train::UsageError("--out " + dir + " is not empty; pass --force to run the sweep there anyway "
-                              "(its runs' folders are overwritten)");
-  }
-  fs::create_directories(dir, ec);
-  if (ec) throw train::UsageError("cannot create --out " + dir + ": " + ec.message());
-  if (access(dir.c_str(), W_OK) != 0)
-    throw train::UsageError("cannot write to --out " + dir + ": " + std::strerror(errno));
-}
-
-// The signals the sweep waits for with sigtimedwait. They are blocked in the
-// sweep (threads started later inherit the mask) and unblocked in each child
-// before exec.
-sigset_t waited_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  sigaddset(&set, SIGCHLD);
-  return set;
-}
-
-class SignalMask {
- public:
-  SignalMask() {
-    const sigset_t set = waited_signals();
-    pthread_sigmask(SIG_BLOCK, &set, &old_);
-  }
-  // A pending SIGCHLD is then discarded, a pending SIGINT or SIGTERM goes to the stop handler.
-  ~SignalMask() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  SignalMask(const SignalMask&) = delete;
-  SignalMask& operator=(const SignalMask&) = delete;
-  const sigset_t& old() const { return old_; }
-
- private:
-  sigset_t old_;
-};
-
-// Starts `argv` as a child with stdin from /dev/null and stdout and stderr
-// into `log_path`, under the signal mask `mask`.
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, const sigset_t& mask) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  // A run of a sweep under mpirun is a process of its own, not a rank of the
-  // sweep's job: it gets none of the launcher's variables.
-  std::vector<char*> env;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (!train::dist::is_launcher_variable(*e)) env.push_back(*e);
-  env.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("sweep: cannot start a training process: ") + std::strerror(errno));
-  if (pid == 0) {
-    // The child: only async-signal-safe calls until exec. It gets SIGTERM
-    // (a clean stop with a checkpoint) when the sweep dies, however it dies;
-    // a sweep that died before this line is caught by the parent check.
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(128 + SIGTERM);
-    const int out = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (out < 0 || in < 0 || dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
-        dup2(out, STDERR_FILENO) < 0)
-      _exit(127);
-    pthread_sigmask(SIG_SETMASK, &mask, nullptr);
-    // This very program, even if the file was replaced since it started.
-    execve("/proc/self/exe", args.data(), env.data());
-    constexpr char kMessage[] = "headlab sweep: cannot execute /proc/self/exe\n";
-    (void)!write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
-    _exit(127);
-  }
-  return pid;
-}
-
-// The running children; whatever happens to the sweep, none outlives it.
-class Children {
- public:
-  struct Child {
-    pid_t pid;
-    std::size_t run;  // index into the plan
-    Clock::time_point start;
-  };
-
-  ~Children() {
-    signal_all(SIGTERM);
-    for (const Child& c : running_) {
-      int status = 0;
-      while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
-  }
-
-  void add(pid_t pid, std::size_t run) { running_.push_back({pid, run, Clock::now()}); }
-  std::size_t size() const { return running_.size(); }
-  void signal_all(int sig) const {
-    for (const Child& c : running_) kill(c.pid, sig);
-  }
-
-  // Reaps the children that have exited: calls done(child, wait status).
-  template <class F>
-  void reap(F&& done) {
-    for (std::size_t i = 0; i < running_.size();) {
-      int status = 0;
-      if (waitpid(running_[i].pid, &status, WNOHANG) == running_[i].pid) {
-        const Child c = running_[i];
-        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
-        done(c, status);
-      } else {
-        ++i;
-      }
-    }
-  }
-
- private:
-  std::vector<Child> running_;
-};
-
 struct Sweep {
   std::string dir;
-  std::vector<int64_t> seeds, heads;
-  train::TrainConfig config;  // shared by every run; seed and heads vary
-  double target_accuracy = 0.99;
-  int jobs = 1;
+  train::SweepPlan plan;
+  train::TrainConfig config;  // shared by every run; seed, heads and the grid's flags vary
+  int jobs = 1;               // at a time (for --collect: the shards' sum)
+  int jobs_flag = 0;          // --jobs as given (0: one per core), kept for --resume
+  std::string task() const { return config.data.empty() ? config.task : "data"; }
 };
 
 std::vector<std::string> train_argv(const Sweep& sweep, const train::SweepRun& run, bool resume) {
@@ -233,18 +137,23 @@ std::vector<std::string> train_argv(const Sweep& sweep, const train::SweepRun& r
   if (resume && fs::exists(folder + "/checkpoint.safetensors"))
     return {"headlab", "train", "--resume", folder, "--threads", "1"};
   // --force: the sweep folder was checked already, and the run folder holds the sweep's stdout.log.
-  return {"headlab", "train",
-          "--config", sweep.dir + "/config.json",
-          "--out", sweep.dir + "/" + run.dir, "--force",
-          "--seed", std::to_string(run.seed),
-          "--heads", std::to_string(run.heads),
-          "--threads", "1"};
+  std::vector<std::string> argv = {"headlab", "train",
+                                   "--config", sweep.dir + "/config.json",
+                                   "--out", folder, "--force",
+                                   "--seed", std::to_string(run.seed),
+                                   "--heads", std::to_string(run.heads),
+                                   "--threads", "1"};
+  for (const auto& [flag, value] : run.settings.items()) {
+    argv.push_back("--" + flag);
+    argv.push_back(train::setting_text(value));
+  }
+  return argv;
 }
 
 // Reads a finished child's results into `run`.
-void finish_run(const Sweep& sweep, train::SweepRun& run, int status) {
+void finish_run(const Sweep& sweep, train::SweepRun& run, int exit_code) {
   const std::string folder = sweep.dir + "/" + run.dir;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+  run.exit_code = exit_code;
   if (run.exit_code == 0) {
     try {
       std::ifstream in(folder + "/heads.json");
@@ -270,84 +179,78 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int status) {
 
 // Runs the plan, `sweep.jobs` at a time. Returns the first stop signal, or 0.
 int run_all(const Sweep& sweep, std::vector<train::SweepRun>& plan, std::vector<bool>& started,
-            const SignalMask& mask, bool resume) {
-  Children children;
-  std::size_t next = 0, finished = 0;
-  int stop = 0;
-  const auto request_stop = [&](int sig) {
-    if (stop == 0) {
-      stop = sig;
-      std::fprintf(stderr, "headlab sweep: signal %d: stopping the %zu running run(s); no new ones start\n", sig,
-                   children.size());
+            const train::SweepSignals& signals, bool resume) {
+  std::size_t finished = 0;
+  const auto start = [&](std::size_t i) -> std::optional<train::ChildJob> {
+    train::SweepRun& run = plan[i];
+    const std::string folder = sweep.dir + "/" + run.dir;
+    started[i] = true;
+    // A run finished by an earlier sweep (--resume): its heads.json is
+    // written last, after its final checkpoint.
+    if (resume && fs::exists(folder + "/heads.json")) {
+      finish_run(sweep, run, 0);
+      std::fprintf(stderr, "[%zu/%zu] %s (finished earlier)\n", ++finished, plan.size(), train::run_line(run).c_str());
+      return std::nullopt;
     }
-    children.signal_all(sig);
+    train::prepare_run_folder(folder);
+    std::error_code ec;
+    fs::remove(folder + "/heads.json", ec);  // a stale one from an earlier sweep must not count
+    return train::ChildJob{train_argv(sweep, run, resume), folder + "/stdout.log"};
   };
-  const sigset_t waited = waited_signals();
-  while (true) {
-    children.reap([&](const Children::Child& c, int status) {
-      train::SweepRun& run = plan[c.run];
-      run.seconds = std::chrono::duration<double>(Clock::now() - c.start).count();
-      finish_run(sweep, run, status);
-      ++finished;
-      std::fprintf(stderr, "[%zu/%zu] %s\n", finished, plan.size(), train::run_line(run).c_str());
-    });
-    // A signal that reached a thread without the mask went to the stop handler.
-    if (stop == 0 && train::stop_signal() != 0) request_stop(train::stop_signal());
-    while (stop == 0 && next < plan.size() && children.size() < static_cast<std::size_t>(sweep.jobs)) {
-      train::SweepRun& run = plan[next];
-      const std::string folder = sweep.dir + "/" + run.dir;
-      std::error_code ec;
-      // A run finished by an earlier sweep (--resume): its heads.json is
-      // written last, after its final checkpoint.
-      if (resume && fs::exists(folder + "/heads.json")) {
-        finish_run(sweep, run, 0);
-        started[next++] = true;
-        ++finished;
-        std::fprintf(stderr, "[%zu/%zu] %s (finished earlier)\n", finished, plan.size(), train::run_line(run).c_str());
-        continue;
-      }
-      fs::create_directories(folder, ec);
-      if (ec) throw std::runtime_error("sweep: cannot create " + folder + ": " + ec.message());
-      fs::remove(folder + "/heads.json", ec);  // a stale one from an earlier sweep must not count
-      children.add(spawn(train_argv(sweep, run, resume), folder + "/stdout.log", mask.old()), next);
-      started[next++] = true;
-    }
-    if (children.size() == 0) break;
-    // Wakes on a child's exit or a stop signal; the timeout is a safety net.
-    timespec timeout{0, 250'000'000};
-    const int sig = sigtimedwait(&waited, nullptr, &timeout);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) request_stop(sig);
-  }
-  return stop;
+  const auto done = [&](std::size_t i, const train::ChildExit& exit) {
+    train::SweepRun& run = plan[i];
+    run.seconds = exit.seconds;
+    finish_run(sweep, run, exit.exit_code);
+    std::fprintf(stderr, "[%zu/%zu] %s\n", ++finished, plan.size(), train::run_line(run).c_str());
+  };
+  return train::supervise(plan.size(), sweep.jobs, signals, start, done);
 }
 
-nlohmann::ordered_json sweep_json(const Sweep& sweep, const std::vector<train::SweepRun>& runs,
-                          const std::vector<train::ConfigSummary>& configs, std::size_t planned, double seconds,
-                          bool interrupted) {
-  nlohmann::ordered_json run_list = nlohmann::ordered_json::array(), config_list = nlohmann::ordered_json::array();
-  for (const train::SweepRun& r : runs) run_list.push_back(train::run_json(r, sweep.target_accuracy));
-  for (const train::ConfigSummary& c : configs) config_list.push_back(train::config_json(c));
-  return {{"format", "headlab-sweep/1"},
-          {"task", sweep.config.data.empty() ? sweep.config.task : "data"},
-          {"seeds", sweep.seeds},
-          {"heads", sweep.heads},
-          {"target_accuracy", sweep.target_accuracy},
-          {"jobs", sweep.jobs},
-          {"planned_runs", planned},
-          {"seconds", std::round(seconds * 1e3) / 1e3},
-          {"interrupted", interrupted},
-          {"config", nlohmann::ordered_json(train::to_json(sweep.config))},
-          {"runs", run_list},
-          {"configs", config_list}};
+// The plan's keys of sweep.json and of a shard's file, compared by --collect.
+nlohmann::ordered_json plan_json(const Sweep& sweep) {
+  return {{"task", sweep.task()},
+          {"seeds", sweep.plan.seeds},
+          {"heads", sweep.plan.heads},
+          {"grid", train::grid_json(sweep.plan.axes)},
+          {"target_accuracy", sweep.plan.target_accuracy}};
+}
+
+nlohmann::ordered_json sweep_json(const Sweep& sweep, const std::vector<train::SweepRun>& runs, std::size_t planned,
+                                  double seconds, bool interrupted) {
+  const double target = sweep.plan.target_accuracy;
+  nlohmann::ordered_json run_list = nlohmann::ordered_json::array(), config_list = nlohmann::ordered_json::array(),
+                         flag_list = nlohmann::ordered_json::array();
+  for (const train::SweepRun& r : runs) run_list.push_back(train::run_json(r, target));
+  const std::vector<train::SweepCell> cells = sweep.plan.cells();
+  for (const train::ConfigSummary& c : train::summarize(runs, cells, target)) config_list.push_back(train::config_json(c));
+  for (const std::string& flag : sweep.plan.varied()) {
+    std::vector<nlohmann::json> values;
+    if (flag == "heads")
+      for (const int64_t h : sweep.plan.heads) values.emplace_back(h);
+    for (const train::GridAxis& axis : sweep.plan.axes)
+      if (axis.flag == flag) values = axis.values;
+    flag_list.push_back(train::flag_json(train::summarize_flag(runs, flag, values, target)));
+  }
+  nlohmann::ordered_json out = {{"format", "headlab-sweep/1"}};
+  out.update(plan_json(sweep));
+  out.update(nlohmann::ordered_json{{"jobs", sweep.jobs},
+                                    {"jobs_flag", sweep.jobs_flag},
+                                    {"planned_runs", planned},
+                                    {"seconds", std::round(seconds * 1e3) / 1e3},
+                                    {"interrupted", interrupted},
+                                    {"config", nlohmann::ordered_json(train::to_json(sweep.config))},
+                                    {"runs", run_list},
+                                    {"configs", config_list},
+                                    {"flags", flag_list}});
+  return out;
 }
 
 // Writes DIR/sweep.json and DIR/sweep.html (the page shows the same document);
 // returns the path of sweep.json.
-std::string write_summary(const Sweep& sweep, const std::string& dir, const nlohmann::ordered_json& document) {
-  const std::string task = sweep.config.data.empty() ? sweep.config.task : "data";
-  const std::string json_path = dir + "/sweep.json";
+std::string write_summary(const Sweep& sweep, const nlohmann::ordered_json& document) {
+  const std::string json_path = sweep.dir + "/sweep.json";
   train::write_file_atomic(json_path, document.dump(2) + "\n");
-  train::write_file_atomic(dir + "/sweep.html", analysis::sweep_html(document, "headlab sweep: " + task));
+  train::write_file_atomic(sweep.dir + "/sweep.html", analysis::sweep_html(document, "headlab sweep: " + sweep.task()));
   return json_path;
 }
 
@@ -355,14 +258,14 @@ std::string write_summary(const Sweep& sweep, const std::string& dir, const nloh
 // status: 128 + stop, 1 if a run failed, else 0.
 int report(const Sweep& sweep, const std::vector<train::SweepRun>& runs, std::size_t planned, double seconds,
            int stop, const std::string& json_path) {
-  const std::string task = sweep.config.data.empty() ? sweep.config.task : "data";
-  const std::vector<train::ConfigSummary> configs = train::summarize(runs, sweep.heads, sweep.target_accuracy);
+  const std::vector<train::ConfigSummary> configs =
+      train::summarize(runs, sweep.plan.cells(), sweep.plan.target_accuracy);
   std::cout << '\n'
-            << task << ": " << runs.size() << " of " << planned << " runs in " << format_seconds(seconds) << " ("
-            << sweep.jobs << " at a time, " << sweep.config.steps << " steps each"
+            << sweep.task() << ": " << runs.size() << " of " << planned << " runs in " << format_seconds(seconds)
+            << " (" << sweep.jobs << " at a time, " << sweep.config.steps << " steps each"
             << (stop != 0 ? "; stopped by signal " + std::to_string(stop) : std::string()) << ")\n\n"
-            << train::summary_text(configs, sweep.target_accuracy) << "\n" << fs::path(json_path).filename().string()
-            << ": " << json_path << '\n';
+            << train::summary_text(configs, sweep.plan.target_accuracy) << "\n"
+            << fs::path(json_path).filename().string() << ": " << json_path << '\n';
   if (fs::path(json_path).filename() == "sweep.json")
     std::cout << "sweep.html: " << (fs::path(json_path).parent_path() / "sweep.html").string() << '\n';
   std::cout.flush();
@@ -381,114 +284,253 @@ int report(const Sweep& sweep, const std::vector<train::SweepRun>& runs, std::si
   return 0;
 }
 
-std::vector<train::SweepRun> plan_of(const Sweep& sweep) {
-  std::vector<train::SweepRun> plan;
-  for (const int64_t h : sweep.heads)
-    for (const int64_t s : sweep.seeds) {
-      train::SweepRun run;
-      run.heads = h;
-      run.seed = s;
-      run.dir = train::run_dir_name(h, s);
-      plan.push_back(run);
-    }
-  return plan;
+// A whole number of a sweep's file in [lo, hi]; UsageError naming `where`.
+int64_t file_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX) ||
+      it->get<int64_t>() < lo || it->get<int64_t>() > hi)
+    throw train::UsageError(where + ": \"" + key + "\" " + (it == j.end() ? std::string("is missing") : train::brief_json(*it)) +
+                            " is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return it->get<int64_t>();
+}
+
+// A run of a shard's file, checked: its folder in the plan, in this shard, once.
+train::SweepRun shard_run(const Sweep& sweep, const nlohmann::json& r, const std::vector<train::SweepRun>& plan,
+                          const train::Shard& shard, const std::string& where) {
+  if (!r.is_object() || !r.contains("dir") || !r.at("dir").is_string())
+    throw train::UsageError(where + ": a run without its \"dir\"");
+  const std::string dir = r.at("dir").get<std::string>();
+  const auto it = std::find_if(plan.begin(), plan.end(), [&](const train::SweepRun& p) { return p.dir == dir; });
+  if (it == plan.end()) throw train::UsageError(where + ": the run " + train::brief_text(dir) + " is not in the plan");
+  if (!shard.holds(static_cast<std::size_t>(it - plan.begin())))
+    throw train::UsageError(where + ": the run " + dir + " is not one of shard " + std::to_string(shard.index) + "'s");
+  train::SweepRun run = *it;
+  const auto seconds = r.find("seconds");
+  if (seconds == r.end() || !seconds->is_number() || !(seconds->get<double>() >= 0) || !std::isfinite(seconds->get<double>()))
+    throw train::UsageError(where + ": the run " + dir + " has no \"seconds\" >= 0");
+  run.seconds = seconds->get<double>();
+  const auto status = r.find("status");
+  train::RunStatus s = train::RunStatus::failed;
+  try {
+    s = train::status_from_name(status != r.end() && status->is_string() ? status->get<std::string>() : "");
+  } catch (const std::invalid_argument&) {
+    throw train::UsageError(where + ": the run " + dir + " has no \"status\" done, failed or interrupted");
+  }
+  if (s == train::RunStatus::done) {
+    finish_run(sweep, run, 0);  // the results, at full precision, from its heads.json
+  } else {
+    run.status = s;
+    run.exit_code = static_cast<int>(file_int(r, "exit_code", 0, 255, where + ": the run " + dir));
+    const auto error = r.find("error");
+    run.error = error != r.end() && error->is_string() ? train::brief_text(error->get<std::string>(), 400) : "";
+  }
+  return run;
 }
 
 // `headlab sweep --collect DIR`: the shards' files of DIR merged into
 // DIR/sweep.json, as the unsharded sweep would have written it (the runs'
 // results read again from their heads.json); jobs is the shards' sum,
-// seconds the longest shard's.
-int collect_sweep(const std::string& dir_arg) {
-  std::string dir = dir_arg;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  if (!fs::is_regular_file(dir + "/config.json"))
-    throw train::UsageError("--collect " + dir + ": not a sweep folder (no config.json)");
-  Sweep sweep;
-  sweep.dir = dir;
-  apply_config_file(sweep.config, dir + "/config.json");
-  std::map<int, nlohmann::json> shards;
+// seconds the longest shard's. Every shard must have been trained with the
+// same settings and plan. `locked`: the caller holds DIR's lock (mpirun's rank 0).
+int collect_sweep(const std::string& dir_arg, bool locked) {
+  const std::string dir = trimmed_dir(dir_arg);
+  const std::string where = "--collect " + dir;
+  if (!fs::is_regular_file(dir + "/config.json")) throw train::UsageError(where + ": not a sweep folder (no config.json)");
+  std::unique_ptr<train::SweepLock> lock;
+  if (!locked) lock = std::make_unique<train::SweepLock>(dir, std::nullopt);
+  std::map<int, std::pair<std::string, nlohmann::json>> shards;  // by K: the file's name and content
   int count = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with("shard-") || !name.ends_with(".json")) continue;
-    nlohmann::json j;
-    try {
-      std::ifstream in(entry.path());
-      j = nlohmann::json::parse(in);
-      const int k = j.at("shard").get<int>(), n = j.at("shards").get<int>();
-      if (count != 0 && n != count)
-        throw train::UsageError("--collect " + dir + ": shards of " + std::to_string(count) + " and of " +
-                                std::to_string(n) + " sweeps are mixed in one folder");
-      count = n;
-      shards[k] = std::move(j);
-    } catch (const nlohmann::json::exception& e) {
-      throw train::UsageError("--collect " + dir + ": " + name + " is not a shard's file (" + e.what() + ")");
-    }
+    const nlohmann::json j = read_plan_file(entry.path().string(), where);
+    if (!j.is_object()) throw train::UsageError(where + ": " + name + " is not a shard's file");
+    const int n = static_cast<int>(file_int(j, "shards", 1, train::kMaxShards, where + ": " + name));
+    const int k = static_cast<int>(file_int(j, "shard", 1, n, where + ": " + name));
+    if (name != train::shard_file_name({k, n}))
+      throw train::UsageError(where + ": " + name + " says it is shard " + std::to_string(k) + " of " +
+                              std::to_string(n) + " (" + train::shard_file_name({k, n}) + ")");
+    if (count != 0 && n != count)
+      throw train::UsageError(where + ": shards of " + std::to_string(count) + " and of " + std::to_string(n) +
+                              " sweeps are mixed in one folder");
+    count = n;
+    shards[k] = {name, j};
   }
-  if (count == 0) throw train::UsageError("--collect " + dir + ": no shard-K-of-N.json files (run `headlab sweep --shard K/N --out " + dir + "` first)");
+  if (count == 0)
+    throw train::UsageError(where + ": no shard-K-of-N.json files (run `headlab sweep --shard K/N --out " + dir +
+                            "` first)");
   for (int k = 1; k <= count; ++k)
     if (shards.find(k) == shards.end())
-      throw train::UsageError("--collect " + dir + ": shard " + std::to_string(k) + " of " + std::to_string(count) +
+      throw train::UsageError(where + ": shard " + std::to_string(k) + " of " + std::to_string(count) +
                               " is missing (" + train::shard_file_name({k, count}) + "); run it with --shard " +
                               std::to_string(k) + "/" + std::to_string(count));
+  // The fingerprint of each shard: its training settings and its plan.
+  const auto fingerprint = [](const nlohmann::json& j) {
+    nlohmann::json f = j.contains("config") && j.at("config").is_object() ? j.at("config") : nlohmann::json::object();
+    for (const char* key : {"task", "seeds", "heads", "grid", "target_accuracy"})
+      f[std::string("plan ") + key] = j.contains(key) ? j.at(key) : nlohmann::json();
+    return f;
+  };
+  const auto& [first_name, first] = shards.begin()->second;
+  for (const auto& [k, shard] : shards) {
+    const std::vector<std::string> diff = train::differing_keys(fingerprint(first), fingerprint(shard.second));
+    if (diff.empty()) continue;
+    std::string keys;
+    for (std::size_t i = 0; i < diff.size() && i < 6; ++i) keys += (i ? ", " : "") + diff[i];
+    throw train::UsageError(where + ": " + shard.first + " was trained with other settings than " + first_name + " (" +
+                            keys + (diff.size() > 6 ? ", ..." : "") +
+                            "); every shard of a sweep needs the same flags: run it again with them, or into another --out");
+  }
+  Sweep sweep;
+  sweep.dir = dir;
+  if (!first.contains("config")) throw train::UsageError(where + ": " + first_name + " holds no \"config\"");
+  train::apply_json(sweep.config, first.at("config"), where + ": " + first_name + " \"config\"");
+  sweep.plan = train::plan_from_json(first, where + ": " + first_name);
+  const std::vector<train::SweepRun> plan = sweep.plan.runs();
   std::map<std::string, train::SweepRun> by_dir;
   double seconds = 0;
   bool interrupted = false;
-  sweep.jobs = 0;
-  try {
-    const nlohmann::json& first = shards.begin()->second;
-    sweep.seeds = first.at("seeds").get<std::vector<int64_t>>();
-    sweep.heads = first.at("heads").get<std::vector<int64_t>>();
-    sweep.target_accuracy = first.at("target_accuracy").get<double>();
-    for (const auto& [k, j] : shards) {
-      if (j.at("seeds") != first.at("seeds") || j.at("heads") != first.at("heads"))
-        throw train::UsageError("--collect " + dir + ": shard " + std::to_string(k) + " has other seeds or heads");
-      sweep.jobs += j.at("jobs").get<int>();
-      seconds = std::max(seconds, j.at("seconds").get<double>());
-      interrupted = interrupted || j.at("interrupted").get<bool>();
-      for (const nlohmann::json& r : j.at("runs")) {
-        train::SweepRun run;
-        run.heads = r.at("heads").get<int64_t>();
-        run.seed = r.at("seed").get<int64_t>();
-        run.dir = r.at("dir").get<std::string>();
-        run.seconds = r.at("seconds").get<double>();
-        const train::RunStatus status = train::status_from_name(r.at("status").get<std::string>());
-        if (status == train::RunStatus::done) {
-          finish_run(sweep, run, 0);  // the results, at full precision, from its heads.json
-        } else {
-          run.status = status;
-          run.exit_code = r.at("exit_code").get<int>();
-          run.error = r.at("error").get<std::string>();
-        }
-        by_dir[run.dir] = run;
-      }
+  int64_t jobs = 0;
+  for (const auto& [k, shard] : shards) {
+    const std::string shard_where = where + ": " + shard.first;
+    const nlohmann::json& j = shard.second;
+    jobs += file_int(j, "jobs", 1, static_cast<int64_t>(train::kMaxSweepRuns), shard_where);
+    const auto s = j.find("seconds");
+    if (s != j.end() && s->is_number() && std::isfinite(s->get<double>())) seconds = std::max(seconds, s->get<double>());
+    const auto stopped = j.find("interrupted");
+    interrupted = interrupted || stopped == j.end() || !stopped->is_boolean() || stopped->get<bool>();
+    if (!j.contains("runs") || !j.at("runs").is_array()) throw train::UsageError(shard_where + ": no \"runs\" list");
+    for (const nlohmann::json& r : j.at("runs")) {
+      train::SweepRun run = shard_run(sweep, r, plan, {k, count}, shard_where);
+      if (!by_dir.emplace(run.dir, run).second)
+        throw train::UsageError(shard_where + ": the run " + run.dir + " is listed twice");
     }
-  } catch (const train::UsageError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw train::UsageError("--collect " + dir + ": a shard's file is not as `sweep --shard` writes it (" + e.what() + ")");
   }
-  const std::vector<train::SweepRun> plan = plan_of(sweep);
+  sweep.jobs = static_cast<int>(jobs);  // at most kMaxShards * kMaxSweepRuns
   std::vector<train::SweepRun> runs;
   for (const train::SweepRun& p : plan)
     if (const auto it = by_dir.find(p.dir); it != by_dir.end()) runs.push_back(it->second);
-  const std::vector<train::ConfigSummary> configs = train::summarize(runs, sweep.heads, sweep.target_accuracy);
-  const std::string json_path =
-      write_summary(sweep, dir, sweep_json(sweep, runs, configs, plan.size(), seconds, interrupted));
+  const std::string json_path = write_summary(sweep, sweep_json(sweep, runs, plan.size(), seconds, interrupted));
   const int status = report(sweep, runs, plan.size(), seconds, 0, json_path);
   return interrupted && status == 0 ? 1 : status;
 }
 
-int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
-  if (!args.collect.empty()) {
-    if (!args.shard.empty() || !args.out.empty() || !args.resume.empty() || !flags.given().empty())
-      throw train::UsageError("--collect DIR merges the shards already in DIR: it takes no --shard, --out, --resume or "
-                              "training flags");
-    return collect_sweep(args.collect);
+// `headlab sweep --redraw DIR`: DIR/sweep.html drawn again from DIR/sweep.json.
+int redraw_sweep(const std::string& dir_arg) {
+  const std::string dir = trimmed_dir(dir_arg);
+  const std::string path = dir + "/sweep.json";
+  if (!fs::is_regular_file(path)) throw train::UsageError("--redraw " + dir + ": not a sweep folder (no sweep.json)");
+  const train::SweepLock lock(dir, std::nullopt);
+  const nlohmann::json document = read_plan_file(path, "--redraw " + dir);
+  if (!document.is_object() || document.value("format", "") != "headlab-sweep/1")
+    throw train::UsageError("--redraw " + dir + ": " + path + " is not a sweep's sweep.json (no \"format\": \"headlab-sweep/1\")");
+  const auto task = document.find("task");
+  const std::string title = "headlab sweep: " + (task != document.end() && task->is_string()
+                                                     ? train::brief_text(task->get<std::string>()) : std::string("?"));
+  train::write_file_atomic(dir + "/sweep.html", analysis::sweep_html(nlohmann::ordered_json(document), title));
+  std::cout << "sweep.html: " << dir << "/sweep.html\n";
+  return 0;
+}
+
+// Checks every configuration of the plan the way `headlab train` would, before anything runs.
+void validate_plan(const Sweep& sweep) {
+  sweep.plan.check_size("the sweep");
+  for (const train::SweepCell& cell : sweep.plan.cells()) {
+    const train::TrainConfig c = train::cell_config(sweep.config, cell);
+    c.validate();
+    (void)train::Session(c);  // the task, its sizes and the model
   }
-  // First of all, before any thread exists: see waited_signals().
-  const SignalMask mask;
+}
+
+// The plan of a stopped sweep (--resume DIR): its config.json and the
+// sweep.json written when it started, checked as strictly as flags.
+void read_resumed_plan(Sweep& sweep, const SweepArgs& args, bool jobs_given) {
+  sweep.dir = trimmed_dir(args.resume);
+  const std::string plan_path = sweep.dir + "/sweep.json";
+  if (!fs::is_regular_file(sweep.dir + "/config.json") || !fs::is_regular_file(plan_path))
+    throw train::UsageError("--resume " + sweep.dir + ": not a sweep folder (it needs config.json and sweep.json)");
+  apply_config_file(sweep.config, sweep.dir + "/config.json");
+  const nlohmann::json saved = read_plan_file(plan_path, "--resume " + sweep.dir);
+  sweep.plan = train::plan_from_json(saved, "--resume " + sweep.dir + ": " + plan_path);
+  // The --jobs of the first sweep, unless given again (a sweep.json of an older headlab has none: one per core).
+  sweep.jobs_flag = jobs_given || !saved.contains("jobs_flag")
+                        ? args.jobs
+                        : static_cast<int>(file_int(saved, "jobs_flag", 0, static_cast<int64_t>(train::kMaxSweepRuns),
+                                                    "--resume " + sweep.dir + ": " + plan_path));
+}
+
+// The plan of a new sweep, from its flags.
+void read_new_plan(Sweep& sweep, const SweepArgs& args, const ConfigFlags& flags) {
+  if (!args.config_file.empty()) apply_config_file(sweep.config, args.config_file);
+  flags.apply(sweep.config);
+  // In the order of the training flags, so that a folder's name does not depend on the command line's.
+  train::TrainConfig::visit_fields(sweep.config, [&](const char* name, auto&, const char*) {
+    const auto it = args.grid.find(name);
+    if (it == args.grid.end()) return;
+    train::GridAxis axis = train::parse_grid_axis(name, it->second);
+    if (axis.values.size() > 1) sweep.plan.axes.push_back(std::move(axis));
+    else train::apply_json(sweep.config, {{name, axis.values.front()}}, "--" + std::string(name));
+  });
+  sweep.config.threads = 1;
+  if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
+    throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
+                            core::shortest(args.target_accuracy));
+  sweep.plan.target_accuracy = args.target_accuracy;
+  sweep.plan.seeds = train::parse_int_list(args.seeds, "--seeds", 0, train::kMaxSweepRuns);
+  sweep.plan.heads = args.heads.empty()
+                         ? std::vector<int64_t>{sweep.config.model.heads}
+                         : train::parse_int_list(args.heads, "--heads", 1, train::kMaxGridValues);
+  for (const int64_t h : sweep.plan.heads)
+    if (h > train::kMaxSweepHeads)
+      throw train::UsageError("--heads '" + args.heads + "': " + std::to_string(h) + " is more than " +
+                              std::to_string(train::kMaxSweepHeads) + " heads");
+  sweep.jobs_flag = args.jobs;
+}
+
+// "lr 0.001,0.01 x layers 1,2 x heads 2 x seeds 0-2".
+std::string plan_text(const Sweep& sweep, const std::string& seeds_text) {
+  std::string out;
+  for (const train::GridAxis& axis : sweep.plan.axes) {
+    std::string values;
+    for (const nlohmann::json& v : axis.values) values += (values.empty() ? "" : ",") + train::setting_text(v);
+    out += axis.flag + " " + values + " x ";
+  }
+  return out + "heads " + join(sweep.plan.heads) + " x seeds " + seeds_text;
+}
+
+// A shard's settings must be those of the other shards in its folder, which
+// may be running (they share config.json, which every run reads). Called
+// under the folder's setup lock.
+void write_shard_config(const Sweep& sweep) {
+  const std::string path = sweep.dir + "/config.json";
+  const nlohmann::json ours = train::to_json(sweep.config);
+  if (fs::is_regular_file(path)) {
+    train::TrainConfig theirs;
+    apply_config_file(theirs, path);
+    const std::vector<std::string> diff = train::differing_keys(train::to_json(theirs), ours);
+    if (!diff.empty()) {
+      std::string keys;
+      for (std::size_t i = 0; i < diff.size() && i < 6; ++i) keys += (i ? ", " : "") + diff[i];
+      throw train::UsageError("--out " + sweep.dir + " holds a sweep with other settings (its config.json vs these: " +
+                              keys + "); give the shards of one sweep the same flags, or use another --out");
+    }
+  }
+  train::write_file_atomic(path, ours.dump(2) + "\n");
+}
+
+int run_sweep(const SweepArgs& args, const ConfigFlags& flags, bool jobs_given) {
+  if (!args.collect.empty() || !args.redraw.empty()) {
+    const char* flag = args.collect.empty() ? "--redraw" : "--collect";
+    if (!args.collect.empty() && !args.redraw.empty())
+      throw train::UsageError("--collect and --redraw are two commands: give one of them");
+    if (!args.shard.empty() || !args.out.empty() || !args.resume.empty() || !flags.given().empty() || !args.grid.empty())
+      throw train::UsageError(std::string(flag) + " DIR works on the sweep already in DIR: it takes no --shard, --out, "
+                              "--resume or training flags");
+    return args.collect.empty() ? redraw_sweep(args.redraw) : collect_sweep(args.collect, false);
+  }
+  // First of all, before any thread exists: see train::SweepSignals.
+  const train::SweepSignals signals;
   train::install_stop_handlers();
   // Under mpirun -np N, rank r runs shard r+1 of N and rank 0 collects.
   const train::dist::World& world = train::dist::world();
@@ -497,12 +539,16 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
   std::string seeds_text = args.seeds;
   std::vector<train::SweepRun> plan;
   std::optional<train::Shard> shard;
+  std::unique_ptr<train::SweepLock> lock;
   train::dist::all_or_none(world, [&] {
     if (!args.shard.empty()) shard = train::parse_shard(args.shard);
     if (world.size() > 1) {
       if (shard)
         throw train::UsageError("--shard and mpirun -np " + std::to_string(world.size()) +
                                 " both split the sweep: give one of them");
+      if (world.size() > train::kMaxShards)
+        throw train::UsageError("mpirun -np " + std::to_string(world.size()) + ": a sweep has at most " +
+                                std::to_string(train::kMaxShards) + " shards");
       shard = train::Shard{world.rank() + 1, world.size()};
     } else if (!shard) {
       shard = train::shard_from_slurm([](const char* name) -> const char* { return std::getenv(name); });
@@ -514,84 +560,55 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
       throw train::UsageError("a sweep split into shards (--shard, a Slurm job array or mpirun) needs --out: "
                               "every shard writes into the same folder");
     if (!args.resume.empty()) {
-      // The plan of the stopped sweep: its config.json and the sweep.json
-      // written when it started.
-      sweep.dir = args.resume;
-      while (sweep.dir.size() > 1 && sweep.dir.back() == '/') sweep.dir.pop_back();
-      const std::string plan_path = sweep.dir + "/sweep.json";
-      if (!fs::is_regular_file(sweep.dir + "/config.json") || !fs::is_regular_file(plan_path))
-        throw train::UsageError("--resume " + sweep.dir + ": not a sweep folder (it needs config.json and sweep.json)");
-      apply_config_file(sweep.config, sweep.dir + "/config.json");
-      try {
-        std::ifstream in(plan_path);
-        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        const nlohmann::json saved = train::parse_user_json(text);
-        sweep.seeds = saved.at("seeds").get<std::vector<int64_t>>();
-        sweep.heads = saved.at("heads").get<std::vector<int64_t>>();
-        sweep.target_accuracy = saved.at("target_accuracy").get<double>();
-      } catch (const std::exception&) {
-        throw train::UsageError("--resume " + sweep.dir + ": " + plan_path + " is not a sweep's plan");
-      }
-      seeds_text = join(sweep.seeds);
+      read_resumed_plan(sweep, args, jobs_given);
+      seeds_text = join(sweep.plan.seeds);
     } else {
-      if (!args.config_file.empty()) apply_config_file(sweep.config, args.config_file);
-      flags.apply(sweep.config);
-      sweep.config.threads = 1;
-      if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
-        throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
-                                core::shortest(args.target_accuracy));
-      sweep.target_accuracy = args.target_accuracy;
-      sweep.seeds = train::parse_int_list(args.seeds, "--seeds", 0);
-      sweep.heads = args.heads.empty() ? std::vector<int64_t>{sweep.config.model.heads}
-                                       : train::parse_int_list(args.heads, "--heads", 1, 1024);
+      read_new_plan(sweep, args, flags);
     }
-    if (args.jobs < 0) throw train::UsageError("--jobs must be 0 (one per core) or more, got " + std::to_string(args.jobs));
-    // Every configuration must be one `headlab train` accepts, before anything runs.
-    for (const int64_t h : sweep.heads) {
-      train::TrainConfig c = sweep.config;
-      c.model.heads = h;
-      c.validate();
-      (void)train::Session(c);  // the task, its sizes and the model
-    }
-    plan = plan_of(sweep);
-    const std::string task = sweep.config.data.empty() ? sweep.config.task : "data";
-    if (args.resume.empty()) {
-      sweep.dir = args.out.empty() ? train::default_run_dir("sweep-" + task) : args.out;
-      while (sweep.dir.size() > 1 && sweep.dir.back() == '/') sweep.dir.pop_back();
+    if (sweep.jobs_flag < 0)
+      throw train::UsageError("--jobs must be 0 (one per core) or more, got " + std::to_string(sweep.jobs_flag));
+    validate_plan(sweep);
+    plan = sweep.plan.runs();
+    if (!args.resume.empty()) {
+      lock = std::make_unique<train::SweepLock>(sweep.dir, std::nullopt);
+    } else {
+      sweep.dir = trimmed_dir(args.out.empty() ? train::default_run_dir("sweep-" + sweep.task()) : args.out);
       // The shards share the folder (each overwrites only its own runs).
-      prepare_sweep_folder(sweep.dir, args.force || shard.has_value());
-      train::write_file_atomic(sweep.dir + "/config.json", train::to_json(sweep.config).dump(2) + "\n");
-      // The plan, so that a sweep stopped even by SIGKILL can be resumed (a
-      // sharded sweep's sweep.json is written by --collect).
-      if (!shard)
-        train::write_file_atomic(sweep.dir + "/sweep.json", sweep_json(sweep, {}, {}, plan.size(), 0, true).dump(2) + "\n");
+      lock = train::prepare_sweep_folder(sweep.dir, args.force, shard);
+      if (shard) {
+        lock->exclusively([&] { write_shard_config(sweep); });
+      } else {
+        train::write_file_atomic(sweep.dir + "/config.json", train::to_json(sweep.config).dump(2) + "\n");
+      }
     }
   });
   std::vector<train::SweepRun> mine;
   for (std::size_t i = 0; i < plan.size(); ++i)
     if (!shard || shard->holds(i)) mine.push_back(plan[i]);
-  sweep.jobs = std::max(1, std::min<int>(args.jobs > 0 ? args.jobs : available_cores(), static_cast<int>(mine.size())));
-  const std::string task = sweep.config.data.empty() ? sweep.config.task : "data";
+  sweep.jobs = std::max(1, std::min<int>(sweep.jobs_flag > 0 ? sweep.jobs_flag : available_cores(),
+                                         static_cast<int>(mine.size())));
+  // The plan, so that a sweep stopped even by SIGKILL can be resumed (a
+  // sharded sweep's sweep.json is written by --collect).
+  if (!shard && args.resume.empty())
+    train::write_file_atomic(sweep.dir + "/sweep.json", sweep_json(sweep, {}, plan.size(), 0, true).dump(2) + "\n");
 
-  std::fprintf(stderr, "sweep%s: %zu run%s of %s (heads %s x seeds %s, %lld steps each), %d at a time -> %s\n",
+  std::fprintf(stderr, "sweep%s: %zu run%s of %s (%s, %lld steps each), %d at a time -> %s\n",
                shard ? (" shard " + std::to_string(shard->index) + "/" + std::to_string(shard->count)).c_str() : "",
-               mine.size(), mine.size() == 1 ? "" : "s", task.c_str(), join(sweep.heads).c_str(), seeds_text.c_str(),
+               mine.size(), mine.size() == 1 ? "" : "s", sweep.task().c_str(), plan_text(sweep, seeds_text).c_str(),
                static_cast<long long>(sweep.config.steps), sweep.jobs, sweep.dir.c_str());
   const auto start = Clock::now();
   std::vector<bool> started(mine.size(), false);
-  const int stop = run_all(sweep, mine, started, mask, !args.resume.empty());
+  const int stop = run_all(sweep, mine, started, signals, !args.resume.empty());
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   std::vector<train::SweepRun> runs;
   for (std::size_t i = 0; i < mine.size(); ++i)
     if (started[i]) runs.push_back(mine[i]);
-  const std::vector<train::ConfigSummary> configs = train::summarize(runs, sweep.heads, sweep.target_accuracy);
   if (!shard) {
-    const std::string json_path =
-        write_summary(sweep, sweep.dir, sweep_json(sweep, runs, configs, plan.size(), seconds, stop != 0));
+    const std::string json_path = write_summary(sweep, sweep_json(sweep, runs, plan.size(), seconds, stop != 0));
     return report(sweep, runs, plan.size(), seconds, stop, json_path);
   }
-  nlohmann::ordered_json file = sweep_json(sweep, runs, configs, plan.size(), seconds, stop != 0);
+  nlohmann::ordered_json file = sweep_json(sweep, runs, plan.size(), seconds, stop != 0);
   file["shard"] = shard->index;
   file["shards"] = shard->count;
   const std::string shard_path = sweep.dir + "/" + train::shard_file_name(*shard);
@@ -607,7 +624,7 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags) {
   for (const train::SweepRun& r : runs) own = own != 0 ? own : (r.status == train::RunStatus::done ? 0 : 1);
   const int64_t worst = world.max(own);
   if (!world.is_root()) return own;
-  const int status = collect_sweep(sweep.dir);
+  const int status = collect_sweep(sweep.dir, true);
   return worst > status ? static_cast<int>(worst) : status;
 }
 
@@ -623,39 +640,65 @@ Command add_sweep(CLI::App& app) {
                  "evaluation accuracy a run must reach to count as trained (a fraction)")
       ->capture_default_str();
   app.add_option("--out", args->out, "the sweep folder (default: a fresh folder under runs/)");
-  app.add_flag("--force", args->force, "run in an existing, non-empty --out folder, overwriting its runs");
+  app.add_flag("--force", args->force, "run in a folder of an earlier sweep, overwriting its runs");
   app.add_option("--resume", args->resume,
-                 "continue a stopped sweep in this folder: finished runs are kept, interrupted ones resumed");
+                 "continue a stopped sweep in this folder with its settings: finished runs are kept, interrupted "
+                 "ones resumed");
   app.add_option("--config", args->config_file, "a JSON file of training settings, as for `headlab train`")
       ->check(CLI::ExistingFile);
   app.add_option("--shard", args->shard,
                  "train only shard K of N: runs K, K+N, K+2N, ... of the plan (default: from "
                  "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT in a Slurm job array)");
   app.add_option("--collect", args->collect, "merge the shards' files in this sweep folder into its sweep.json");
-  auto flags = std::make_shared<ConfigFlags>(app, forwarded_flag_names());
+  app.add_option("--redraw", args->redraw, "write this sweep folder's sweep.html again from its sweep.json");
+  auto flags = std::make_shared<ConfigFlags>(app, forwarded_flag_names(false));
+  // The flags that take a list: bound as text, read by train::parse_grid_axis.
+  auto grid_text = std::make_shared<std::map<std::string, std::string>>();
+  const std::vector<std::string> grid_flags = forwarded_flag_names(true);
+  train::TrainConfig defaults;
+  train::TrainConfig::visit_fields(defaults, [&](const char* name, auto& field, const char* help) {
+    if (std::find(grid_flags.begin(), grid_flags.end(), name) == grid_flags.end()) return;
+    std::string shown;
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::string>) shown = field;
+    else shown = CLI::detail::to_string(field);
+    app.add_option("--" + std::string(name), (*grid_text)[name], std::string(help) + "; a comma list sweeps over it")
+        ->type_name(std::is_same_v<std::decay_t<decltype(field)>, std::string> ? "NAME[,...]" : "NUM[,...]")
+        ->default_str(shown);
+  });
   app.footer(
-      "Trains one run per (head count, seed) as a separate `headlab train` process with --threads 1 and\n"
-      "the training flags given here, into OUT/h{heads}-s{seed}/ (its output in stdout.log there), and\n"
-      "prints a line per finished run. Then, per head count: the runs that finished, the share that\n"
-      "reached --target-accuracy, the share whose heads specialized (the verdict of heads.json), the\n"
-      "labels of all their heads and the mean scores per label, each share with its Wilson 95% interval.\n"
-      "OUT/sweep.json holds all of it and OUT/sweep.html shows it (rates, labels, emergence steps from\n"
-      "the analyses every --analyze-every steps, final losses, a link to each run's report.html).\n"
+      "Trains one run per configuration and seed as a separate `headlab train` process with --threads 1\n"
+      "and the training flags given here. Every training flag that takes a number or a choice takes a\n"
+      "comma list (whole numbers also ranges: --layers 1-3), and the plan is the cross product:\n"
+      "--lr 1e-3,1e-2 --layers 1,2 --seeds 0-2 is 2 x 2 configurations x 3 seeds = 12 runs. Each run\n"
+      "goes into OUT/<varied flags and values>h{heads}-s{seed}/ (e.g. layers2-lr0.001-h2-s0; its output\n"
+      "in stdout.log there), and a line is printed per finished run. Then, per configuration: the runs\n"
+      "that finished, the share that reached --target-accuracy, the share whose heads specialized (the\n"
+      "verdict of heads.json), the labels of all their heads and the mean scores per label, each share\n"
+      "with its Wilson 95% interval. OUT/sweep.json holds all of it, with the rates per value of each\n"
+      "varied flag, and OUT/sweep.html shows it (a chart per varied flag, emergence steps from the\n"
+      "analyses every --analyze-every steps, final losses, a link to each run's report.html);\n"
+      "`headlab sweep --redraw OUT` writes the page again. One sweep at a time writes a folder.\n"
       "SIGINT, SIGTERM and SIGHUP stop every run (each saves a checkpoint) and exit 128 + signal; the\n"
-      "runs also stop when the sweep itself is killed. `headlab sweep --resume OUT` then continues.\n"
+      "runs also stop when the sweep itself is killed. `headlab sweep --resume OUT` then continues with\n"
+      "the same plan, settings and --jobs.\n"
       "Split over machines: `mpirun -np N headlab sweep ... --out OUT` (rank r runs every Nth run, rank 0\n"
-      "writes sweep.json), or --shard K/N per job (OUT/shard-K-of-N.json each) and then --collect OUT.\n\n"
-      "Example: headlab sweep --task first-prev-pair --seeds 0-9 --heads 1,2,4 --steps 300");
-  return [args, flags, &app] {
+      "writes sweep.json), or --shard K/N per job (OUT/shard-K-of-N.json each) and then --collect OUT,\n"
+      "which refuses shards trained with different settings.\n\n"
+      "Example: headlab sweep --task first-prev-pair --seeds 0-9 --heads 1,2,4 --lr 1e-3,3e-3 --steps 300");
+  return [args, flags, grid_text, &app] {
+    args->grid.clear();
+    for (const auto& [name, text] : *grid_text)
+      if (app.count("--" + name) > 0) args->grid[name] = text;
     if (!args->resume.empty()) {
       std::vector<std::string> given = flags->given();
+      for (const auto& [name, text] : args->grid) given.push_back(name);
       for (const char* option : {"--seeds", "--heads", "--target-accuracy", "--out", "--force", "--config"})
         if (app.count(option) > 0) given.emplace_back(option + 2);
       if (!given.empty())
         throw train::UsageError("--resume continues a sweep with its own plan and settings: --" + given.front() +
                                 " cannot be given with it (only --jobs can)");
     }
-    return run_sweep(*args, *flags);
+    return run_sweep(*args, *flags, app.count("--jobs") > 0);
   };
 }
 

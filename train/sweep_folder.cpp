@@ -1,0 +1,140 @@
+#include "train/sweep_folder.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "train/errors.h"
+#include "train/run_folder.h"
+
+namespace headlab::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The bytes of sweep.lock whose record locks mean: 0 the folder (shared by
+// shards, exclusive for a whole sweep), 1 the shards' shared files, 2 + K shard K.
+constexpr off_t kFolderByte = 0, kSetupByte = 1, kFirstShardByte = 2;
+
+// The marker of a folder headlab made, as train/run_folder writes it for runs:
+// DIR/.headlab holding {"headlab": KIND}, "sweep" or "run".
+constexpr const char* kMarker = ".headlab";
+
+std::string lock_path(const std::string& dir) { return (fs::path(dir) / "sweep.lock").string(); }
+
+// Takes a record lock of one byte; returns 0, or the holder's PID (-1 unknown)
+// when another process holds a conflicting one.
+pid_t try_lock(int fd, short type, off_t byte, bool wait) {
+  struct flock lock {};
+  lock.l_type = type;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = byte;
+  lock.l_len = 1;
+  while (::fcntl(fd, wait ? F_SETLKW : F_SETLK, &lock) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EACCES) throw std::runtime_error(std::string("cannot lock: ") + std::strerror(errno));
+    struct flock holder = lock;
+    return ::fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK ? holder.l_pid : -1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+SweepLock::SweepLock(const std::string& dir, std::optional<Shard> shard) {
+  const std::string path = lock_path(dir);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  struct stat st {};
+  if (fd_ >= 0 && (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))) {
+    ::close(fd_);
+    fd_ = -1;
+    errno = EINVAL;
+  }
+  if (fd_ < 0) throw UsageError("cannot lock the sweep folder " + dir + " (" + path + "): " + std::strerror(errno));
+  const auto refuse = [&](pid_t holder, const std::string& what) {
+    ::close(fd_);
+    fd_ = -1;
+    throw UsageError("the sweep folder " + dir + " is being written by " + what + " (PID " +
+                     (holder > 0 ? std::to_string(holder) : std::string("unknown")) +
+                     "); wait for it to end or stop it first (one sweep per folder)");
+  };
+  if (const pid_t holder = try_lock(fd_, shard ? F_RDLCK : F_WRLCK, kFolderByte, false); holder != 0)
+    refuse(holder, shard ? "a sweep that is not sharded" : "another sweep or shard");
+  if (shard)
+    if (const pid_t holder = try_lock(fd_, F_WRLCK, kFirstShardByte + shard->index, false); holder != 0)
+      refuse(holder, "another process running shard " + std::to_string(shard->index));
+}
+
+SweepLock::~SweepLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the locks; the file stays, the folder's mark
+}
+
+void SweepLock::setup(bool lock) { try_lock(fd_, lock ? F_WRLCK : F_UNLCK, kSetupByte, true); }
+
+std::string marker_kind(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kMarker).string();
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 256) return "";
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_object() && j.size() == 1 && j.contains("headlab") && j["headlab"].is_string()
+             ? j["headlab"].get<std::string>()
+             : "";
+}
+
+void write_marker(const std::string& dir, const std::string& kind) {
+  write_file_atomic((fs::path(dir) / kMarker).string(), nlohmann::json{{"headlab", kind}}.dump() + "\n");
+}
+
+bool is_sweep_folder(const std::string& dir) {
+  struct stat st {};
+  if (marker_kind(dir) == "sweep") return true;
+  if (::lstat(lock_path(dir).c_str(), &st) == 0) return S_ISREG(st.st_mode);
+  // A sweep of a headlab before sweep.lock: its sweep.json, a regular file, says so at its start.
+  const std::string json = (fs::path(dir) / "sweep.json").string();
+  if (::lstat(json.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  std::ifstream in(json, std::ios::binary);
+  std::string head(64, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.starts_with("{\n  \"format\": \"headlab-sweep/1\"");
+}
+
+std::unique_ptr<SweepLock> prepare_sweep_folder(const std::string& dir, bool force, std::optional<Shard> shard) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(dir, ec))) {
+    if (!fs::is_directory(dir, ec)) throw UsageError("--out " + dir + " exists and is not a folder");
+    if (!fs::is_empty(dir, ec)) {
+      if (!is_sweep_folder(dir))
+        throw UsageError("--out " + dir + " is not empty and holds no sweep (no sweep.lock): headlab writes only into a "
+                         "new or empty folder, or one of its own sweeps; give another --out");
+      if (!force && !shard)
+        throw UsageError("--out " + dir + " is not empty; pass --force to run the sweep there anyway (it holds a "
+                         "sweep, whose runs' folders are overwritten), or --resume " + dir + " to continue it");
+    }
+  }
+  fs::create_directories(dir, ec);
+  if (ec) throw UsageError("cannot create --out " + dir + ": " + ec.message());
+  if (access(dir.c_str(), W_OK) != 0) throw UsageError("cannot write to --out " + dir + ": " + std::strerror(errno));
+  auto lock = std::make_unique<SweepLock>(dir, shard);
+  if (marker_kind(dir) != "sweep") write_marker(dir, "sweep");
+  return lock;
+}
+
+void prepare_run_folder(const std::string& dir) {
+  std::error_code ec;
+  const bool fresh = !fs::exists(fs::symlink_status(dir, ec)) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec));
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("sweep: cannot create " + dir + ": " + ec.message());
+  if (fresh) write_marker(dir, "run");
+}
+
+}  // namespace headlab::train
