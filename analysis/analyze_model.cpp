@@ -23,8 +23,8 @@ RunAnalysis analyze_model(const layers::Transformer& model, const Examples& exam
   const EvalResult base = score_logits(logits, examples.targets);
   std::vector<core::Tensor> attention;
   for (const layers::LayerProbe& layer : probe.layers) attention.push_back(layer.attention);
-  RunAnalysis run =
-      analyze_attention(attention, examples.tokens, model.spec().causal, options.labels, options.example);
+  RunAnalysis run = analyze_attention(attention, examples.tokens, model.spec().causal, options.labels,
+                                      options.example, {examples.targets, examples.attend, examples.roles});
   run.loss = base.loss;
   run.accuracy = base.accuracy;
   run.position_loss = position_loss(logits, examples.targets);
@@ -38,9 +38,12 @@ RunAnalysis analyze_model(const layers::Transformer& model, const Examples& exam
   const CircuitWeights weights = circuit_weights(model);
   const std::vector<double> dla = direct_logit_attribution(model, examples);
   for (int64_t l = 0; l < L; ++l) {
+    // Only a task with sources: elsewhere an earlier copy is chance, and the
+    // "sources" it names mean nothing.
     const std::vector<TaskPositionScores> task =
-        task_position_scores(attention[static_cast<std::size_t>(l)], examples.tokens, examples.targets,
-                             model.spec().causal);
+        examples.sources ? task_position_scores(attention[static_cast<std::size_t>(l)], examples.tokens,
+                                                examples.targets, model.spec().causal)
+                         : std::vector<TaskPositionScores>(static_cast<std::size_t>(H));
     for (int64_t h = 0; h < H; ++h) {
       const auto i = static_cast<std::size_t>(l * H + h);
       HeadAnalysis& head = run.at(l, h);

@@ -12,7 +12,12 @@ Examples Examples::rows(int64_t first, int64_t count) const {
                                 std::to_string(first + count - 1) + " are outside the " + std::to_string(batch) +
                                 " examples");
   const auto begin = static_cast<std::size_t>(first * seq_len), size = static_cast<std::size_t>(count * seq_len);
-  return {count, seq_len, tokens.subspan(begin, size), targets.subspan(begin, size)};
+  Examples out;
+  out.batch = count;
+  out.seq_len = seq_len;
+  out.tokens = tokens.subspan(begin, size);
+  out.targets = targets.subspan(begin, size);
+  return out;
 }
 
 EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets) {

@@ -5,18 +5,27 @@
 #include <cstdint>
 #include <span>
 
+#include "analysis/attend.h"
 #include "core/tensor.h"
 #include "layers/probe.h"
 #include "layers/transformer.h"
 
 namespace headlab::analysis {
 
-// Row-major [batch, seq_len] tokens and targets (-1 = no target), viewed.
+// Row-major [batch, seq_len] tokens and targets (-1 = no target), viewed,
+// with what the task says about them for the head analysis.
 struct Examples {
   int64_t batch = 0, seq_len = 0;
   std::span<const int32_t> tokens, targets;
+  // User-defined patterns over these examples (attend.h) and the roles the
+  // task expects (built-in or user pattern names).
+  std::span<const AttendPattern> attend = {};
+  std::span<const ExpectedRole> roles = {};
+  // The task defines sources (earlier copies its targets read), so the
+  // task-position scores (task_positions.h) mean something.
+  bool sources = false;
 
-  // Rows first .. first + count - 1.
+  // Rows first .. first + count - 1 (without the patterns and roles).
   Examples rows(int64_t first, int64_t count) const;
 };
 

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "analysis/mean.h"
+
 namespace headlab::analysis {
 namespace {
 
@@ -13,10 +15,36 @@ int64_t visible_keys(int64_t q, int64_t len, bool causal) { return causal ? q + 
 
 std::string shape_of(const core::Tensor& t) { return core::to_string(t.shape()); }
 
+// TransformerLens's "mul" head-detector score of one head on one example:
+// the mass on the detection pattern D summed over all T query rows, over the
+// total mass (T, as rows sum to 1). D: previous (q, q-1); duplicate (q, j)
+// for j < q with x_j = x_q; induction (q, j+1) for those j (j + 1 <= q).
+DetectorScores detector_scores(const HeadMap& a) {
+  if (a.tokens.empty()) return {};
+  double prev = 0, dup = 0, ind = 0, mass = 0;
+  for (int64_t q = 0; q < a.len; ++q) {
+    for (int64_t k = 0; k < a.len; ++k) mass += a(q, k);
+    if (q >= 1) prev += a(q, q - 1);
+    for (int64_t j = 0; j < q; ++j)
+      if (a.tokens[static_cast<std::size_t>(j)] == a.tokens[static_cast<std::size_t>(q)]) {
+        dup += a(q, j);
+        ind += a(q, j + 1);
+      }
+  }
+  return {prev / mass, dup / mass, ind / mass};
+}
+
 // Scores of one head on one example; the batch functions average these.
+// `a` carries the targets (judged queries); the all-query scores drop them.
 HeadScores example_scores(const HeadMap& a) {
   HeadScores s;
-  for (std::size_t i = 0; i < kPatternCount; ++i) s.patterns[i] = kPatterns[i].score(a);
+  HeadMap all = a;
+  all.targets = {};
+  for (std::size_t i = 0; i < kPatternCount; ++i) {
+    s.patterns_all[i] = kPatterns[i].score(all);
+    s.patterns[i] = a.targets.empty() ? s.patterns_all[i] : kPatterns[i].score(a);
+  }
+  s.detector = detector_scores(all);
 
   const int64_t len = a.len;
   double entropy = 0, distance = 0;
@@ -46,18 +74,22 @@ struct LayerMaps {
   core::Tensor probs;
   std::span<const int32_t> tokens;
   bool causal;
+  std::span<const int32_t> targets = {};
   int64_t batch() const { return probs.size(0); }
   int64_t heads() const { return probs.size(1); }
   int64_t len() const { return probs.size(2); }
   HeadMap map(int64_t b, int64_t h) const {
     const int64_t len = this->len();
-    return {probs.data<double>() + (b * heads() + h) * len * len, len, causal,
-            tokens.empty() ? tokens : tokens.subspan(static_cast<std::size_t>(b * len), static_cast<std::size_t>(len))};
+    const auto row = [&](std::span<const int32_t> v) {
+      return v.empty() ? v : v.subspan(static_cast<std::size_t>(b * len), static_cast<std::size_t>(len));
+    };
+    return {probs.data<double>() + (b * heads() + h) * len * len, len, causal, row(tokens), row(targets)};
   }
 };
 
-LayerMaps layer_maps(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal) {
-  return {attn.to(core::DType::f64).contiguous(), tokens, causal};
+LayerMaps layer_maps(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
+                     std::span<const int32_t> targets = {}) {
+  return {attn.to(core::DType::f64).contiguous(), tokens, causal, targets};
 }
 
 void check_rows(const LayerMaps& maps, const char* op) {
@@ -86,21 +118,29 @@ void check_rows(const LayerMaps& maps, const char* op) {
     }
 }
 
+
 HeadScores mean_scores(const std::vector<HeadScores>& per_example) {
   HeadScores m;
-  std::array<double, kPatternCount> sums{};
-  std::array<int64_t, kPatternCount> counts{};
+  std::array<Mean, kPatternCount> judged, all;
+  Mean prev, dup, ind;
   for (const HeadScores& s : per_example) {
     for (std::size_t i = 0; i < kPatternCount; ++i) {
-      if (!s.patterns[i]) continue;
-      sums[i] += *s.patterns[i];
-      ++counts[i];
+      judged[i].add(s.patterns[i]);
+      all[i].add(s.patterns_all[i]);
     }
+    prev.add(s.detector.previous_token);
+    dup.add(s.detector.duplicate_token);
+    ind.add(s.detector.induction);
     m.entropy += s.entropy;
     m.distance += s.distance;
   }
-  for (std::size_t i = 0; i < kPatternCount; ++i)
-    m.patterns[i] = counts[i] > 0 ? std::optional<double>(sums[i] / static_cast<double>(counts[i])) : std::nullopt;
+  // A batch without a judged query for a pattern (no target where it can
+  // look) falls back to its all-query score.
+  for (std::size_t i = 0; i < kPatternCount; ++i) {
+    m.patterns_all[i] = all[i].value();
+    m.patterns[i] = judged[i].count > 0 ? judged[i].value() : m.patterns_all[i];
+  }
+  m.detector = {prev.value(), dup.value(), ind.value()};
   const auto n = static_cast<double>(per_example.size());
   m.entropy /= n;
   m.distance /= n;
@@ -108,6 +148,12 @@ HeadScores mean_scores(const std::vector<HeadScores>& per_example) {
 }
 
 }  // namespace
+
+const UserScore* HeadScores::user_score(std::string_view name) const {
+  for (const UserScore& u : user)
+    if (u.name == name) return &u;
+  return nullptr;
+}
 
 double HeadScores::at(std::string_view name) const {
   const std::optional<double>& score = (*this)[name];
@@ -130,21 +176,33 @@ void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, 
   check_rows(layer_maps(attn, tokens, causal), op);
 }
 
+namespace {
+void check_targets(std::span<const int32_t> targets, const core::Tensor& attn, const char* op) {
+  if (!targets.empty() && static_cast<int64_t>(targets.size()) != attn.size(0) * attn.size(2))
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(targets.size()) + " targets for attention " +
+                                shape_of(attn) + ", expected batch*T = " +
+                                std::to_string(attn.size(0) * attn.size(2)) + " or none");
+}
+}  // namespace
+
 std::vector<HeadScores> example_head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
-                                            int64_t b) {
+                                            int64_t b, std::span<const int32_t> targets) {
   check_attention(attn, tokens, causal, "example_head_scores");
+  check_targets(targets, attn, "example_head_scores");
   if (b < 0 || b >= attn.size(0))
     throw std::invalid_argument("example_head_scores: example " + std::to_string(b) + " is outside the batch of " +
                                 std::to_string(attn.size(0)));
-  const LayerMaps maps = layer_maps(attn, tokens, causal);
+  const LayerMaps maps = layer_maps(attn, tokens, causal, targets);
   std::vector<HeadScores> out;
-  for (int64_t h = 0; h < maps.heads(); ++h) out.push_back(example_scores(maps.map(b, h)));
+  for (int64_t h = 0; h < maps.heads(); ++h) out.push_back(mean_scores({example_scores(maps.map(b, h))}));
   return out;
 }
 
-std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal) {
+std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
+                                    std::span<const int32_t> targets) {
   check_attention(attn, tokens, causal, "head_scores");
-  const LayerMaps maps = layer_maps(attn, tokens, causal);
+  check_targets(targets, attn, "head_scores");
+  const LayerMaps maps = layer_maps(attn, tokens, causal, targets);
   std::vector<HeadScores> out;
   for (int64_t h = 0; h < maps.heads(); ++h) {
     std::vector<HeadScores> per_example;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -23,12 +24,35 @@
 
 namespace headlab::analysis {
 
+// A user-defined pattern's score (attend.h).
+struct UserScore {
+  std::string name;
+  std::optional<double> score;  // absent when the batch has no scored query
+  bool operator==(const UserScore&) const = default;
+};
+
+// TransformerLens's head-detector scores (its "mul" method): the attention
+// mass on the detection pattern summed over ALL query rows, divided by the
+// number of rows (docs/head-metrics.md, "Comparable with TransformerLens").
+struct DetectorScores {
+  std::optional<double> previous_token, duplicate_token, induction;  // absent without tokens (all three)
+};
+
 struct HeadScores {
-  // One score per entry of kPatterns, in its order; absent only for a pattern
-  // that can be absent.
+  // One score per entry of kPatterns, in its order, over the judged queries
+  // (those with a target, when the targets are known); absent only for a
+  // pattern that can be absent. These are what labels use.
   std::array<std::optional<double>, kPatternCount> patterns = present_patterns();
+  // The same over every query the pattern can judge, targets or not.
+  std::array<std::optional<double>, kPatternCount> patterns_all = present_patterns();
+  // The user-defined patterns' scores, in the order they were given.
+  std::vector<UserScore> user;
+  DetectorScores detector;
   double entropy = 0;   // mean over q with >= 2 visible keys of H(A[q,:]) / log(keys)
   double distance = 0;  // mean over all q of sum_k A[q, k] |q - k|, in positions
+
+  // The user pattern called `name`, or nullptr.
+  const UserScore* user_score(std::string_view name) const;
 
   // The score of the pattern called `name`; throws std::invalid_argument for
   // an unknown name.
@@ -56,11 +80,14 @@ void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, 
 
 // Scores of every head of one layer over the batch: result[head].
 // tokens: row-major [B, T], or empty (then the token patterns are absent).
-std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal);
+// targets: row-major [B, T] or empty; when given, `patterns` judge only the
+// queries with a target (patterns_all every query).
+std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
+                                    std::span<const int32_t> targets = {});
 
 // Scores of every head on example `b` alone: result[head].
 std::vector<HeadScores> example_head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
-                                            int64_t b);
+                                            int64_t b, std::span<const int32_t> targets = {});
 
 // Jensen-Shannon divergence in bits (base-2 logs), so 0 for equal rows and 1
 // for rows with disjoint support. p and q are probability rows of equal length.

@@ -21,17 +21,37 @@ nlohmann::json rounded(const std::optional<double>& v) { return v ? nlohmann::js
 
 nlohmann::json scores_json(const HeadScores& s) {
   nlohmann::json j = {{"entropy", s.entropy}, {"distance", s.distance}};
-  for (std::size_t i = 0; i < kPatternCount; ++i) j[pattern_key(kPatterns[i])] = optional_json(s.patterns[i]);
+  for (std::size_t i = 0; i < kPatternCount; ++i) {
+    j[pattern_key(kPatterns[i])] = optional_json(s.patterns[i]);
+    j[pattern_key(kPatterns[i]) + "_all"] = optional_json(s.patterns_all[i]);
+  }
+  nlohmann::json user = nlohmann::json::object();
+  for (const UserScore& u : s.user) user[u.name] = optional_json(u.score);
+  j["user"] = std::move(user);
+  j["transformer_lens"] = {{"previous_token", optional_json(s.detector.previous_token)},
+                           {"duplicate_token", optional_json(s.detector.duplicate_token)},
+                           {"induction", optional_json(s.detector.induction)}};
   return j;
 }
 
-HeadScores scores_from(const nlohmann::json& j) {
+HeadScores scores_from(const nlohmann::json& j, const std::vector<PatternInfo>& user_patterns) {
   HeadScores s;
   for (std::size_t i = 0; i < kPatternCount; ++i) {
-    const std::string key = pattern_key(kPatterns[i]);
+    const std::string key = pattern_key(kPatterns[i]), all = key + "_all";
     if (!kPatterns[i].can_be_absent && j.contains(key) && j.at(key).is_null())
       throw std::invalid_argument("heads.json: the " + key + " score is null; it always has a value");
     s.patterns[i] = optional_from(j, key.c_str());
+    // Files written before the judged-query scores had only the all-query one.
+    s.patterns_all[i] = j.contains(all) ? optional_from(j, all.c_str()) : s.patterns[i];
+  }
+  for (const PatternInfo& p : user_patterns) {
+    const bool has = j.contains("user") && j.at("user").is_object();
+    s.user.push_back({p.name, has ? optional_from(j.at("user"), p.name.c_str()) : std::nullopt});
+  }
+  if (j.contains("transformer_lens") && j.at("transformer_lens").is_object()) {
+    const nlohmann::json& tl = j.at("transformer_lens");
+    s.detector = {optional_from(tl, "previous_token"), optional_from(tl, "duplicate_token"),
+                  optional_from(tl, "induction")};
   }
   s.entropy = j.at("entropy").get<double>();
   s.distance = j.at("distance").get<double>();
@@ -169,7 +189,17 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
     }
     attention.push_back(std::move(maps));
   }
+  nlohmann::json patterns = nlohmann::json::array();
+  for (const PatternInfo& p : run.user_patterns) patterns.push_back({{"name", p.name}, {"definition", p.definition}});
+  nlohmann::json roles = nlohmann::json::array();
+  for (const ExpectedRole& r : run.expected_roles) roles.push_back({{"role", r.role}, {"pattern", r.pattern}});
+  nlohmann::json found = nlohmann::json::array();
+  for (const RoleFound& r : run.verdict.roles)
+    found.push_back({{"role", r.role}, {"pattern", r.pattern}, {"heads", r.heads}});
   j = {{"format", "headlab-heads/1"},
+       {"analyzed", run.analyzed},
+       {"patterns", std::move(patterns)},
+       {"expected_roles", std::move(roles)},
        {"layers", run.num_layers},
        {"heads_per_layer", run.num_heads},
        {"causal", run.causal},
@@ -182,7 +212,10 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
          {"reasons", run.verdict.reasons},
          {"counted_heads", run.verdict.counted_heads},
          {"distinct_labels", run.verdict.distinct_labels},
-         {"min_js", optional_json(run.verdict.min_js)}}},
+         {"min_js", optional_json(run.verdict.min_js)},
+         {"roles_found", run.verdict.roles_found},
+         {"roles", std::move(found)},
+         {"success", run.verdict.success()}}},
        {"example",
         {{"tokens", run.example.tokens}, {"token_labels", run.example.token_labels}, {"attention", attention}}},
        {"circuits", circuits_json(run)},
@@ -206,12 +239,24 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
   r.causal = j.at("causal").get<bool>();
   r.loss = optional_from(j, "loss");
   r.accuracy = optional_from(j, "accuracy");
+  // Files written before these keys existed analyzed no user patterns.
+  r.analyzed = j.value("analyzed", std::string());
+  std::vector<std::string> user_names;
+  if (j.contains("patterns"))
+    for (const nlohmann::json& p : j.at("patterns")) {
+      r.user_patterns.push_back({p.at("name").get<std::string>(), p.value("definition", std::string())});
+      check_pattern_name(r.user_patterns.back().name);
+      user_names.push_back(r.user_patterns.back().name);
+    }
+  if (j.contains("expected_roles"))
+    for (const nlohmann::json& role : j.at("expected_roles"))
+      r.expected_roles.push_back({role.at("role").get<std::string>(), role.at("pattern").get<std::string>()});
   for (const nlohmann::json& h : j.at("heads")) {
     HeadAnalysis a;
     a.layer = h.at("layer").get<int64_t>();
     a.head = h.at("head").get<int64_t>();
-    a.label = label_from_name(h.at("label").get<std::string>());
-    a.scores = scores_from(h.at("scores"));
+    a.label = label_from_name(h.at("label").get<std::string>(), user_names);
+    a.scores = scores_from(h.at("scores"), r.user_patterns);
     a.ablation_delta_loss = optional_from(h, "ablation_delta_loss");
     a.ablation_delta_acc = optional_from(h, "ablation_delta_accuracy");
     a.importance = optional_from(h, "importance");
@@ -246,6 +291,11 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
   r.verdict.counted_heads = v.at("counted_heads").get<int64_t>();
   r.verdict.distinct_labels = v.at("distinct_labels").get<int64_t>();
   r.verdict.min_js = optional_from(v, "min_js");
+  r.verdict.roles_found = v.value("roles_found", false);
+  if (v.contains("roles"))
+    for (const nlohmann::json& role : v.at("roles"))
+      r.verdict.roles.push_back({role.at("role").get<std::string>(), role.at("pattern").get<std::string>(),
+                                 role.at("heads").get<std::vector<std::string>>()});
   const nlohmann::json& e = j.at("example");
   r.example.tokens = e.at("tokens").get<std::vector<int32_t>>();
   r.example.token_labels = e.at("token_labels").get<std::vector<std::string>>();
@@ -299,6 +349,7 @@ nlohmann::json compact_json(const RunAnalysis& run) {
                         {"entropy", rounded(s.entropy)},
                         {"distance", rounded(s.distance)}};
     for (std::size_t i = 0; i < kPatternCount; ++i) o[pattern_key(kPatterns[i])] = rounded(s.patterns[i]);
+    for (const UserScore& u : s.user) o[u.name] = rounded(u.score);
     if (h.ablation_delta_loss) o["ablation_delta_loss"] = rounded(*h.ablation_delta_loss);
     if (h.ablation_delta_acc) o["ablation_delta_accuracy"] = rounded(*h.ablation_delta_acc);
     if (h.importance) o["importance"] = *h.importance;  // often tiny: not rounded
@@ -312,6 +363,7 @@ nlohmann::json compact_json(const RunAnalysis& run) {
   nlohmann::json layer_js = nlohmann::json::array();
   for (int64_t l = 0; l < run.num_layers; ++l) layer_js.push_back(rounded(layer_mean_js(run, l)));
   nlohmann::json out = {{"heads", std::move(heads)}, {"layer_js", std::move(layer_js)}, {"specialized", run.verdict.specialized}};
+  if (!run.expected_roles.empty()) out["roles_found"] = run.verdict.roles_found;
   if (!run.composition.empty()) {
     nlohmann::json comp = nlohmann::json::object();
     for (const Composition& c : run.composition)

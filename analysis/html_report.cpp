@@ -34,17 +34,23 @@ nlohmann::json example_maps(const AttentionExample& ex, int64_t n) {
   return layers;
 }
 
-std::string page_title(const nlohmann::json& config, const ReportOptions& options) {
+// Names what was analyzed (analyze --task may differ from the training task),
+// else the run's task.
+std::string page_title(const RunAnalysis& run, const nlohmann::json& config, const ReportOptions& options) {
   if (!options.title.empty()) return options.title;
   std::string title = options.run_name;
-  // What the run trained on: its data file's name, else its task.
+  // What was analyzed (the analysis says), else what the run trained on: its
+  // data file's name, else its task.
   const auto text_of = [&](const char* key) {
     return config.is_object() && config.contains(key) && config.at(key).is_string() ? config.at(key).get<std::string>()
                                                                                    : std::string();
   };
   const std::string data = text_of("data");
   const std::string source = !data.empty() ? std::filesystem::path(data).filename().string() : text_of("task");
-  if (!source.empty()) title += (title.empty() ? "" : " · ") + source;
+  if (!run.analyzed.empty())
+    title += (title.empty() ? "" : " · ") + std::string("analyzed on ") + run.analyzed;
+  else if (!source.empty())
+    title += (title.empty() ? "" : " · ") + source;
   return title + (title.empty() ? "headlab report" : " · headlab");
 }
 
@@ -54,12 +60,23 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
   const int64_t shown = std::min<int64_t>(run.example.length(), std::max<int64_t>(1, options.max_positions));
   nlohmann::json r = run;
   r["example"]["attention"] = example_maps(run.example, shown);
+  // The page reads every pattern's score from a head's "scores" by key: the
+  // user patterns' join the built-in ones there.
+  nlohmann::json patterns = patterns_json();
+  for (const PatternInfo& p : run.user_patterns)
+    patterns.push_back({{"key", p.name},
+                        {"name", p.name},
+                        {"short_name", p.name},
+                        {"colour", user_html_colour(p.name)},
+                        {"definition", p.definition.empty() ? "a user-defined pattern." : p.definition}});
+  for (nlohmann::json& h : r["heads"])
+    for (const auto& [name, score] : h["scores"]["user"].items()) h["scores"][name] = score;
 
   nlohmann::json extra = nlohmann::json::array();
   for (const HeadAnalysis& h : run.heads) {
     const Label pattern = ranked_patterns(h.scores)[0].pattern;
     const std::string name = head_name(h.layer, h.head);
-    const std::string key = pattern_key(pattern.entry());
+    const std::string key = label_key(pattern);
     const auto emerged = emergence_step(history, name, key, options.labels.score_threshold);
     nlohmann::json task_emerged = nlohmann::json::object();
     for (const char* task_key : {"task_induction", "task_previous_token"}) {
@@ -78,8 +95,8 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
       snapshots.push_back({{"step", v.step}, {"attention", example_maps(v.example, shown)}, {"labels", v.labels}});
   const LabelOptions& l = options.labels;
   const std::optional<int64_t> drop = loss_drop_step(history);
-  return {{"title", page_title(config, options)},
-          {"patterns", patterns_json()},
+  return {{"title", page_title(run, config, options)},
+          {"patterns", std::move(patterns)},
           {"run", std::move(r)},
           {"heads_extra", std::move(extra)},
           {"loss_drop_step", drop ? nlohmann::json(*drop) : nlohmann::json()},
@@ -138,9 +155,11 @@ std::optional<int64_t> loss_drop_step(const std::vector<nlohmann::json>& history
 std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json>& history,
                         const nlohmann::json& config, const ReportOptions& options) {
   // Without JavaScript the page still states the verdict.
-  const std::string title = page_title(config, options);
+  const std::string title = page_title(run, config, options);
   std::string noscript = "<h1>" + html_escape(title) + "</h1>\n<p><strong>" +
-                         std::string(run.verdict.specialized ? "Heads specialized" : "Heads did not specialize") +
+                         std::string(run.verdict.specialized  ? "Heads specialized"
+                                     : run.verdict.roles_found ? "Every expected role found"
+                                                               : "Heads did not specialize") +
                          "</strong></p>\n<ul>\n";
   for (const std::string& reason : run.verdict.reasons) noscript += "<li>" + html_escape(reason) + "</li>\n";
   noscript += "</ul>\n";

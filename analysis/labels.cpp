@@ -1,6 +1,8 @@
 #include "analysis/labels.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
 #include <stdexcept>
 
 namespace headlab::analysis {
@@ -13,28 +15,57 @@ const Pattern& Label::entry() const {
 std::vector<Label> all_labels() {
   std::vector<Label> labels;
   for (std::size_t i = 0; i < kPatternCount; ++i) labels.push_back(Label::pattern_at(i));
-  for (Label l : {Label::diffuse(), Label::mixed(), Label::sink()}) labels.push_back(l);
+  for (const Label& l : {Label::diffuse(), Label::mixed(), Label::sink()}) labels.push_back(l);
   return labels;
 }
 
-std::string label_name(Label label) {
-  if (label.is_pattern()) return std::string(label.entry().name);
+std::string label_name(const Label& label) {
+  if (label.is_user()) return label.user_name();
+  if (label.is_builtin()) return std::string(label.entry().name);
   if (label == Label::diffuse()) return "diffuse";
   if (label == Label::sink()) return "sink";
   return "mixed";
 }
 
-Label label_from_name(const std::string& name) {
+namespace {
+std::size_t palette_index(const std::string& name, std::size_t size) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a: the same colour in every run
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return static_cast<std::size_t>(h % size);
+}
+}  // namespace
+
+std::string user_ansi_colour(const std::string& name) {
+  static const char* const kAnsi[] = {"38;5;43", "38;5;142", "38;5;173", "38;5;99", "38;5;37", "38;5;168"};
+  return kAnsi[palette_index(name, std::size(kAnsi))];
+}
+
+std::string user_html_colour(const std::string& name) {
+  static const char* const kHtml[] = {"#0d9488", "#65a30d", "#c2410c", "#7c3aed", "#0e7490", "#be185d"};
+  return kHtml[palette_index(name, std::size(kHtml))];
+}
+
+std::string label_key(const Label& label) {
+  return label.is_builtin() ? pattern_key(label.entry()) : label_name(label);
+}
+
+Label label_from_name(const std::string& name, const std::vector<std::string>& user_patterns) {
   std::string valid;
-  for (Label l : all_labels()) {
+  for (const Label& l : all_labels()) {
     if (label_name(l) == name) return l;
     valid += (valid.empty() ? "" : ", ") + label_name(l);
+  }
+  for (const std::string& u : user_patterns) {
+    if (u == name) return Label::user(u);
+    valid += ", " + u;
   }
   throw std::invalid_argument("label_from_name: unknown head label '" + name + "'; valid labels: " + valid);
 }
 
 std::vector<PatternScore> ranked_patterns(const HeadScores& s) {
   std::vector<PatternScore> r;
+  for (const UserScore& u : s.user)
+    if (u.score) r.push_back({Label::user(u.name), *u.score});
   for (std::size_t i = 0; i < kPatternCount; ++i)
     if (s.patterns[i]) r.push_back({Label::pattern_at(i), *s.patterns[i]});
   std::stable_sort(r.begin(), r.end(), [](const PatternScore& a, const PatternScore& b) { return a.score > b.score; });
@@ -44,7 +75,12 @@ std::vector<PatternScore> ranked_patterns(const HeadScores& s) {
 Label label_head(const HeadScores& scores, std::optional<double> ablation_delta_loss, const LabelOptions& options) {
   const std::vector<PatternScore> ranked = ranked_patterns(scores);
   const PatternScore& top = ranked[0];
-  const double runner_up = ranked.size() > 1 ? ranked[1].score : 0.0;
+  double runner_up = 0.0;
+  for (std::size_t i = 1; i < ranked.size(); ++i)
+    if (top.score - ranked[i].score > kSameScore) {
+      runner_up = ranked[i].score;
+      break;
+    }
   if (top.score >= options.score_threshold && top.score - runner_up >= options.margin) {
     if (top.pattern == Label::pattern("first-token") && ablation_delta_loss &&
         *ablation_delta_loss <= options.sink_max_delta_loss)

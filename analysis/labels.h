@@ -13,37 +13,54 @@
 
 namespace headlab::analysis {
 
-// A head's label: one of the patterns of kPatterns; "diffuse" or "mixed" for
-// a head without a clear pattern; "sink" for a first-token head whose
-// ablation barely matters.
+// A head's label: one of the patterns of kPatterns or a user-defined pattern
+// (attend.h); "diffuse" or "mixed" for a head without a clear pattern; "sink"
+// for a first-token head whose ablation barely matters.
 class Label {
  public:
-  constexpr Label() = default;  // mixed
-  // The pattern called `name` (a constant expression for a literal name).
-  static constexpr Label pattern(std::string_view name) { return Label(pattern_index(name)); }
-  static constexpr Label pattern_at(std::size_t index) { return Label(index); }
-  static constexpr Label diffuse() { return Label(kPatternCount); }
-  static constexpr Label mixed() { return Label(kPatternCount + 1); }
-  static constexpr Label sink() { return Label(kPatternCount + 2); }
+  Label() = default;  // mixed
+  // The built-in pattern called `name`; throws std::invalid_argument for another name.
+  static Label pattern(std::string_view name) { return Label(pattern_index(name)); }
+  static Label pattern_at(std::size_t index) { return Label(index); }
+  // The user-defined pattern called `name` (check_pattern_name's rules).
+  static Label user(std::string name) { return Label(kUser, std::move(name)); }
+  static Label diffuse() { return Label(kPatternCount); }
+  static Label mixed() { return Label(kPatternCount + 1); }
+  static Label sink() { return Label(kPatternCount + 2); }
 
-  constexpr bool is_pattern() const { return value_ < kPatternCount; }
-  // The table entry of a pattern label; throws std::invalid_argument for the others.
+  // A pattern, built-in or user-defined.
+  bool is_pattern() const { return value_ < kPatternCount || value_ == kUser; }
+  bool is_builtin() const { return value_ < kPatternCount; }
+  bool is_user() const { return value_ == kUser; }
+  const std::string& user_name() const { return user_; }
+  // The table entry of a built-in pattern label; throws std::invalid_argument for the others.
   const Pattern& entry() const;
 
-  friend constexpr auto operator<=>(const Label&, const Label&) = default;
+  // Built-in patterns in table order, diffuse, mixed, sink, then user patterns by name.
+  friend auto operator<=>(const Label&, const Label&) = default;
 
  private:
-  explicit constexpr Label(std::size_t value) : value_(value) {}
+  static constexpr std::size_t kUser = kPatternCount + 3;
+  explicit Label(std::size_t value, std::string user = {}) : value_(value), user_(std::move(user)) {}
   std::size_t value_ = kPatternCount + 1;
+  std::string user_;
 };
 
-// Every label: the patterns in table order, then diffuse, mixed and sink.
+// Every built-in label: the patterns in table order, then diffuse, mixed and sink.
 std::vector<Label> all_labels();
-std::string label_name(Label label);  // "previous-token", "first-token", ..., "diffuse", "mixed", "sink"
-// Inverse of label_name; throws std::invalid_argument listing the valid names.
-Label label_from_name(const std::string& name);
+// "previous-token", "first-token", ..., "diffuse", "mixed", "sink", or a user pattern's name.
+std::string label_name(const Label& label);
+// The label's key in heads.json, metrics.jsonl and sweep.json: a built-in
+// pattern's pattern_key ("previous_token"), else its name.
+std::string label_key(const Label& label);
+// A user pattern's colours, picked from a small palette by its name.
+std::string user_ansi_colour(const std::string& name);
+std::string user_html_colour(const std::string& name);
+// Inverse of label_name: a built-in label, or one of `user_patterns`; throws
+// std::invalid_argument listing the valid names.
+Label label_from_name(const std::string& name, const std::vector<std::string>& user_patterns = {});
 // True for the patterns, false for diffuse, mixed and sink.
-inline bool is_pattern(Label label) { return label.is_pattern(); }
+inline bool is_pattern(const Label& label) { return label.is_pattern(); }
 
 // Thresholds of labelling and of the verdict; see docs/head-metrics.md.
 struct LabelOptions {
@@ -76,8 +93,15 @@ struct PatternScore {
   Label pattern;
   double score;
 };
-// The pattern scores that exist, highest first; ties keep the table's order.
+// The pattern scores that exist, highest first: user patterns, then the
+// built-in ones; ties keep that order (a user pattern that coincides with a
+// built-in one, offset:1 and previous-token, ranks first).
 std::vector<PatternScore> ranked_patterns(const HeadScores& scores);
+
+// Two scores closer than this are the same pattern on this batch (e.g.
+// modular-addition's first-token and an "operand a" pattern): the label's
+// margin is taken over the runner-up that differs by more.
+inline constexpr double kSameScore = 1e-9;
 
 // The label of one head. ablation_delta_loss = loss with the head's gate at 0
 // minus the loss without ablation; when absent, no head is called a sink.

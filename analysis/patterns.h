@@ -26,32 +26,45 @@ struct HeadMap {
   int64_t len;                      // T >= 3
   bool causal;
   std::span<const int32_t> tokens;  // [T], or empty when the tokens are unknown
+  // [T], or empty: then every query is judged. Otherwise only the queries
+  // with a target (>= 0) are: the positions where the task asks something
+  // (docs/head-metrics.md, "Which queries are scored").
+  std::span<const int32_t> targets = {};
 
   double operator()(int64_t q, int64_t k) const { return probs[q * len + k]; }
+  bool judged(int64_t q) const { return targets.empty() || targets[static_cast<std::size_t>(q)] >= 0; }
 
-  // Mean over the queries q >= 2 of f(q): the positional scores skip q = 0
-  // and 1, whose few keys make every pattern look alike.
+  // Mean over the judged queries q >= 2 of f(q): the positional scores skip
+  // q = 0 and 1, whose few keys make every pattern look alike. Absent when no
+  // such query is judged.
   template <class F>
-  double mean_over_late_queries(F f) const {
+  std::optional<double> mean_over_late_queries(F f) const {
     double total = 0;
-    for (int64_t q = 2; q < len; ++q) total += f(q);
-    return total / static_cast<double>(len - 2);
+    int64_t queries = 0;
+    for (int64_t q = 2; q < len; ++q)
+      if (judged(q)) {
+        total += f(q);
+        ++queries;
+      }
+    if (queries == 0) return std::nullopt;
+    return total / static_cast<double>(queries);
   }
 
-  // Over the queries q that have an earlier copy of their token at some
-  // j <= q - 3, the mean of sum over those j of f(q, j). Nearer copies are
-  // left out: their keys j and j + 1 would be q's previous token or q itself,
-  // and a previous-token or self head would score here. Absent when no query
-  // has such a copy or the tokens are unknown.
+  // Over the judged queries q that have an earlier copy of their token at
+  // some j in [first_j, q - 3], the mean of sum over those j of f(q, j).
+  // Nearer copies are left out: their keys j and j + 1 would be q's previous
+  // token or q itself, and a previous-token or self head would score here.
+  // Absent when no query has such a copy or the tokens are unknown.
   template <class F>
-  std::optional<double> mean_over_earlier_copies(F f) const {
+  std::optional<double> mean_over_earlier_copies(F f, int64_t first_j = 0) const {
     if (tokens.empty()) return std::nullopt;
     double total = 0;
     int64_t queries = 0;
     for (int64_t q = 3; q < len; ++q) {
+      if (!judged(q)) continue;
       bool seen = false;
       double sum = 0;
-      for (int64_t j = 0; j + 2 < q; ++j) {
+      for (int64_t j = first_j; j + 2 < q; ++j) {
         if (tokens[j] != tokens[q]) continue;
         seen = true;
         sum += f(q, j);
@@ -77,6 +90,8 @@ struct Pattern {
   std::string_view ansi_colour;  // SGR code of the label in the terminal
   std::string_view html_colour;  // the label's colour in report.html
   bool can_be_absent = false;    // the score may be absent (e.g. it needs repeated tokens)
+  // (With targets, any score may be absent on one example that has no judged
+  // query; over a batch it then falls back to the all-query score.)
   bool in_sweep = false;         // sweep.json and the sweep summary report it for every head
   ScoreFn score = nullptr;
 };
@@ -86,28 +101,28 @@ struct Pattern {
 inline constexpr std::array kPatterns = {
     Pattern{.name = "previous-token",
             .short_name = "prev",
-            .definition = "mean attention of a query on the token just before it (queries q ≥ 2).",
+            .definition = "mean attention of a query on the token just before it (queries q ≥ 2 with a target).",
             .ansi_colour = "38;5;75",
             .html_colour = "#2563eb",
             .in_sweep = true,
-            .score = [](const HeadMap& a) -> std::optional<double> {
+            .score = [](const HeadMap& a) {
               return a.mean_over_late_queries([&](int64_t q) { return a(q, q - 1); });
             }},
     Pattern{.name = "first-token",
             .short_name = "first",
-            .definition = "mean attention of a query on position 0 (queries q ≥ 2).",
+            .definition = "mean attention of a query on position 0 (queries q ≥ 2 with a target).",
             .ansi_colour = "38;5;215",
             .html_colour = "#ea580c",
             .in_sweep = true,
-            .score = [](const HeadMap& a) -> std::optional<double> {
+            .score = [](const HeadMap& a) {
               return a.mean_over_late_queries([&](int64_t q) { return a(q, 0); });
             }},
     Pattern{.name = "self",
             .short_name = "self",
-            .definition = "mean attention of a query on itself (queries q ≥ 2).",
+            .definition = "mean attention of a query on itself (queries q ≥ 2 with a target).",
             .ansi_colour = "38;5;114",
             .html_colour = "#16a34a",
-            .score = [](const HeadMap& a) -> std::optional<double> {
+            .score = [](const HeadMap& a) {
               return a.mean_over_late_queries([&](int64_t q) { return a(q, q); });
             }},
     Pattern{.name = "induction",
@@ -121,12 +136,15 @@ inline constexpr std::array kPatterns = {
             }},
     Pattern{.name = "duplicate-token",
             .short_name = "dup",
-            .definition = "attention on earlier copies of the current token.",
+            .definition = "attention on earlier copies of the current token (copies at position 0 left out: that key is "
+                          "the first-token pattern's).",
             .ansi_colour = "38;5;80",
             .html_colour = "#0891b2",
             .can_be_absent = true,
+            // From j = 1: a first-token head would otherwise score on every
+            // query whose token happens to equal x_0.
             .score = [](const HeadMap& a) {
-              return a.mean_over_earlier_copies([&](int64_t q, int64_t j) { return a(q, j); });
+              return a.mean_over_earlier_copies([&](int64_t q, int64_t j) { return a(q, j); }, 1);
             }},
     // The keys near q that no other positional pattern claims: within
     // distance 2, but not q (self), q - 1 (previous-token) or 0 (first-token),
@@ -135,10 +153,10 @@ inline constexpr std::array kPatterns = {
     Pattern{.name = "local",
             .short_name = "local",
             .definition = "mean attention of a query on the keys within 2 positions of it, other than itself, the "
-                          "token just before it and position 0 (queries q ≥ 2).",
+                          "token just before it and position 0 (queries q ≥ 2 with a target).",
             .ansi_colour = "38;5;211",
             .html_colour = "#db2777",
-            .score = [](const HeadMap& a) -> std::optional<double> {
+            .score = [](const HeadMap& a) {
               return a.mean_over_late_queries([&](int64_t q) {
                 double sum = 0;
                 for (int64_t k = std::max<int64_t>(1, q - 2); k <= std::min(a.len - 1, q + 2); ++k)

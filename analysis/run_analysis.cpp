@@ -27,9 +27,16 @@ HeadAnalysis& RunAnalysis::at(int64_t layer, int64_t head) {
 }
 
 RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, bool causal,
-                              const LabelOptions& options, int64_t example) {
+                              const LabelOptions& options, int64_t example, const BatchContext& context) {
   if (layers.empty()) throw std::invalid_argument("analyze_attention: no layers given");
   RunAnalysis run;
+  for (const AttendPattern& p : context.attend) {
+    check_pattern_name(p.name);
+    for (const PatternInfo& seen : run.user_patterns)
+      if (seen.name == p.name) throw std::invalid_argument("analyze_attention: two patterns called '" + p.name + "'");
+    run.user_patterns.push_back({p.name, p.definition});
+  }
+  run.expected_roles.assign(context.roles.begin(), context.roles.end());
   run.num_layers = static_cast<int64_t>(layers.size());
   run.num_heads = layers[0].dim() == 4 ? layers[0].size(1) : 0;
   run.causal = causal;
@@ -42,12 +49,16 @@ RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span
     if (example < 0 || example >= a.size(0))
       throw std::invalid_argument("analyze_attention: example " + std::to_string(example) +
                                   " is outside the batch of " + std::to_string(a.size(0)));
-    const std::vector<HeadScores> scores = head_scores(a, tokens, causal);
+    const std::vector<HeadScores> scores = head_scores(a, tokens, causal, context.targets);
+    std::vector<std::vector<std::optional<double>>> user;  // [pattern][head]
+    for (const AttendPattern& p : context.attend) user.push_back(attend_scores(a, p, causal));
     for (int64_t h = 0; h < run.num_heads; ++h) {
       HeadAnalysis head;
       head.layer = static_cast<int64_t>(l);
       head.head = h;
       head.scores = scores[static_cast<std::size_t>(h)];
+      for (std::size_t p = 0; p < user.size(); ++p)
+        head.scores.user.push_back({context.attend[p].name, user[p][static_cast<std::size_t>(h)]});
       run.heads.push_back(head);
     }
     // The example's maps, copied so that the analysis outlives the tensors.
@@ -85,30 +96,29 @@ void relabel(RunAnalysis& run, const LabelOptions& options) {
 
 std::vector<SetAblation> candidate_sets(const RunAnalysis& run, const LabelOptions& options) {
   std::vector<SetAblation> sets;
-  for (std::size_t p = 0; p < kPatternCount; ++p) {
+  std::vector<Label> labels;  // every head's label without ablation
+  for (const HeadAnalysis& h : run.heads) labels.push_back(label_head(h.scores, std::nullopt, options));
+  std::vector<Label> patterns;
+  for (std::size_t p = 0; p < kPatternCount; ++p) patterns.push_back(Label::pattern_at(p));
+  for (const PatternInfo& p : run.user_patterns) patterns.push_back(Label::user(p.name));
+  for (const Label& pattern : patterns) {
     SetAblation set;
-    set.role = std::string(kPatterns[p].name);
+    set.role = label_name(pattern);
     for (std::size_t i = 0; i < run.heads.size(); ++i)
-      if (label_head(run.heads[i].scores, std::nullopt, options) == Label::pattern_at(p)) set.heads.push_back(i);
+      if (labels[i] == pattern) set.heads.push_back(i);
     if (set.heads.size() >= 2) sets.push_back(std::move(set));
   }
-  const auto reaches = [&](const std::optional<double>& task, const std::optional<double>& all) {
-    const std::optional<double>& v = task ? task : all;
-    return v && *v >= options.score_threshold;
-  };
+  // Only heads labelled for the circuit: a mixed head that happens to put
+  // half its mass on the previous token is not part of it.
   std::vector<std::size_t> induction, previous;
   int64_t last_layer = -1;
-  for (std::size_t i = 0; i < run.heads.size(); ++i) {
-    const HeadAnalysis& h = run.heads[i];
-    if (h.layer >= 1 && reaches(h.task.induction, h.scores["induction"])) {
+  for (std::size_t i = 0; i < run.heads.size(); ++i)
+    if (run.heads[i].layer >= 1 && labels[i] == Label::pattern("induction")) {
       induction.push_back(i);
-      last_layer = std::max(last_layer, h.layer);
+      last_layer = std::max(last_layer, run.heads[i].layer);
     }
-  }
-  for (std::size_t i = 0; i < run.heads.size(); ++i) {
-    const HeadAnalysis& h = run.heads[i];
-    if (h.layer < last_layer && reaches(h.task.previous_token, h.scores["previous-token"])) previous.push_back(i);
-  }
+  for (std::size_t i = 0; i < run.heads.size(); ++i)
+    if (run.heads[i].layer < last_layer && labels[i] == Label::pattern("previous-token")) previous.push_back(i);
   if (!induction.empty() && !previous.empty()) {
     SetAblation circuit;
     circuit.role = "induction circuit";

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/attend.h"
 #include "analysis/circuit_records.h"
 #include "analysis/head_metrics.h"
 #include "analysis/labels.h"
@@ -72,6 +73,10 @@ struct AttentionExample {
 struct RunAnalysis {
   int64_t num_layers = 0, num_heads = 0;  // heads per layer
   bool causal = true;
+  // What was analyzed: the task's name or "data:FILE" (empty: not recorded).
+  std::string analyzed;
+  std::vector<PatternInfo> user_patterns;   // every head's scores.user, in this order
+  std::vector<ExpectedRole> expected_roles;  // what the verdict looks for
   std::optional<double> loss, accuracy;   // of the unablated model on the analysis batch
   std::vector<HeadAnalysis> heads;        // layer-major: index = layer * num_heads + head
   std::vector<std::vector<double>> js;    // JS divergence (bits) between heads, same order
@@ -91,11 +96,18 @@ struct RunAnalysis {
   HeadAnalysis& at(int64_t layer, int64_t head);
 };
 
+// What analyze_attention knows of the batch beyond the tokens.
+struct BatchContext {
+  std::span<const int32_t> targets;       // [B * T] or empty: the built-in patterns judge the queries with a target
+  std::span<const AttendPattern> attend;  // user patterns, scored for every head
+  std::span<const ExpectedRole> roles;    // the task's expected roles
+};
+
 // Scores, JS matrix, labels and verdict from the attention of every layer
 // ([B, h, T, T] each, same B, h and T) and the tokens [B * T] (may be empty);
 // the example for heatmaps is batch row `example`.
 RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, bool causal,
-                              const LabelOptions& options = {}, int64_t example = 0);
+                              const LabelOptions& options = {}, int64_t example = 0, const BatchContext& context = {});
 
 // Recomputes every label and the verdict, e.g. after ablation was filled in.
 // A first-token head is a sink only if the set of its role (set_ablations)
@@ -104,11 +116,10 @@ RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span
 void relabel(RunAnalysis& run, const LabelOptions& options = {});
 
 // The sets worth ablating together, from scores and labels without ablation:
-// for each pattern, its heads when there are at least two; and the induction
-// circuit -- the heads of a later layer whose induction score (at the
-// targeted positions if known, else overall) reaches the label threshold,
-// with the heads of earlier layers whose previous-token score at the sources
-// (else overall) reaches it -- when both are found. delta_* are left 0.
+// for each pattern (built-in or user), its heads when there are at least two;
+// and the induction circuit -- the heads of a later layer labelled induction
+// with the earlier layers' heads labelled previous-token -- when both are
+// found. delta_* are left 0.
 std::vector<SetAblation> candidate_sets(const RunAnalysis& run, const LabelOptions& options = {});
 
 // Mean JS divergence between the heads of one layer; absent for one head.

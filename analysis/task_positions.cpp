@@ -5,25 +5,9 @@
 #include <string>
 
 #include "analysis/head_metrics.h"
+#include "analysis/mean.h"
 
 namespace headlab::analysis {
-namespace {
-
-// Running mean over the examples that have a score.
-struct Mean {
-  double total = 0;
-  int64_t count = 0;
-  void add(const std::optional<double>& v) {
-    if (!v) return;
-    total += *v;
-    ++count;
-  }
-  std::optional<double> value() const {
-    return count > 0 ? std::optional<double>(total / static_cast<double>(count)) : std::nullopt;
-  }
-};
-
-}  // namespace
 
 std::vector<TaskPositionScores> task_position_scores(const core::Tensor& attn, std::span<const int32_t> tokens,
                                                      std::span<const int32_t> targets, bool causal) {

@@ -52,11 +52,12 @@ std::vector<std::string> code_points(const std::string& s) {
 }
 
 // "prev" for a pattern, the label's name for the others.
-std::string short_name(Label l) { return l.is_pattern() ? std::string(l.entry().short_name) : label_name(l); }
+std::string short_name(const Label& l) { return l.is_builtin() ? std::string(l.entry().short_name) : label_name(l); }
 
 // ANSI SGR code of a label's colour: patterns in their colour, sinks amber, the rest grey.
-std::string label_colour(Label l) {
-  if (l.is_pattern()) return std::string(l.entry().ansi_colour);
+std::string label_colour(const Label& l) {
+  if (l.is_user()) return user_ansi_colour(l.user_name());
+  if (l.is_builtin()) return std::string(l.entry().ansi_colour);
   return l == Label::sink() ? "38;5;179" : "38;5;245";
 }
 
@@ -156,8 +157,18 @@ std::string layer_summary(const RunAnalysis& run, int64_t layer) {
 }
 
 std::string verdict_text(const RunAnalysis& run, const TextOptions& options) {
-  std::string out = run.verdict.specialized ? paint("Verdict: heads specialized", "1;32", options.color)
-                                            : paint("Verdict: heads did not specialize", "1;31", options.color);
+  const Verdict& v = run.verdict;
+  int64_t found = 0;
+  for (const RoleFound& r : v.roles) found += r.heads.empty() ? 0 : 1;
+  const std::string roles = v.roles.empty() ? ""
+                            : "expected roles found: " + std::to_string(found) + " of " + std::to_string(v.roles.size());
+  std::string out;
+  if (v.specialized)
+    out = paint("Verdict: heads specialized", "1;32", options.color) + (roles.empty() ? "" : "; " + roles);
+  else if (v.roles_found)
+    out = paint("Verdict: " + roles, "1;32", options.color) + " (heads did not specialize: one role or one head)";
+  else
+    out = paint("Verdict: heads did not specialize", "1;31", options.color) + (roles.empty() ? "" : "; " + roles);
   if (run.loss || run.accuracy) {
     out += "  (";
     if (run.loss) out += "loss " + fixed(*run.loss, 4);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "analysis/attend.h"
 #include "analysis/fixed.h"
 #include "analysis/run_analysis.h"
 
@@ -91,15 +92,28 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
   v.reasons.push_back(std::to_string(v.distinct_labels) + " distinct pattern label" +
                       (v.distinct_labels == 1 ? "" : "s") + " (need " + std::to_string(needed) + ")");
 
-  // The weakest separation between two counted heads that claim different patterns.
+  // The weakest separation between two roles, each represented by its
+  // clearest head (the highest score of its label): redundant heads sharing
+  // a role count as one role, so a weaker copy that still leans towards
+  // another role does not sink the verdict.
+  std::vector<std::size_t> representatives;
+  for (const Label& label : labels) {
+    std::optional<std::size_t> best;
+    for (std::size_t i : counted)
+      if (run.heads[i].label == label &&
+          (!best || ranked_patterns(run.heads[i].scores)[0].score > ranked_patterns(run.heads[*best].scores)[0].score))
+        best = i;
+    representatives.push_back(*best);
+  }
   bool separated = true;
   std::string closest;
-  for (std::size_t a = 0; a < counted.size(); ++a)
-    for (std::size_t b = a + 1; b < counted.size(); ++b) {
-      const HeadAnalysis& ha = run.heads[counted[a]];
-      const HeadAnalysis& hb = run.heads[counted[b]];
-      if (ha.label == hb.label || counted[a] >= run.js.size() || counted[b] >= run.js[counted[a]].size()) continue;
-      const double js = run.js[counted[a]][counted[b]];
+  for (std::size_t a = 0; a < representatives.size(); ++a)
+    for (std::size_t b = a + 1; b < representatives.size(); ++b) {
+      const std::size_t ia = representatives[a], ib = representatives[b];
+      const HeadAnalysis& ha = run.heads[ia];
+      const HeadAnalysis& hb = run.heads[ib];
+      if (ia >= run.js.size() || ib >= run.js[ia].size()) continue;
+      const double js = run.js[ia][ib];
       if (!v.min_js || js < *v.min_js) {
         v.min_js = js;
         closest = head_name(ha.layer, ha.head) + "-" + head_name(hb.layer, hb.head);
@@ -107,7 +121,7 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
     }
   if (v.min_js) {
     separated = *v.min_js >= options.min_js;
-    v.reasons.push_back("JS divergence between differently labelled heads: min " + fixed(*v.min_js, 2) +
+    v.reasons.push_back("JS divergence between the roles' clearest heads: min " + fixed(*v.min_js, 2) +
                         " bits (" + closest + "; need " + fixed(options.min_js, 2) + ")");
   }
 
@@ -127,6 +141,29 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
     v.reasons.push_back("ablation not measured");
 
   v.specialized = !counted.empty() && enough_labels && separated;
+
+  // The task's expected roles: each filled by the counted heads carrying its
+  // pattern's label (a costly set of redundant heads counts as one role).
+  int64_t found = 0;
+  std::string listed_roles;
+  for (const ExpectedRole& role : run.expected_roles) {
+    RoleFound r{role.role, role.pattern, {}};
+    for (std::size_t i : counted)
+      if (label_name(run.heads[i].label) == role.pattern)
+        r.heads.push_back(head_name(run.heads[i].layer, run.heads[i].head));
+    std::string heads;
+    for (const std::string& h : r.heads) heads += (heads.empty() ? "" : "+") + h;
+    listed_roles += (listed_roles.empty() ? "" : ", ") + role.role +
+                    (role.role == role.pattern ? "" : " [" + role.pattern + "]") + ": " +
+                    (heads.empty() ? "none" : heads);
+    if (!r.heads.empty()) ++found;
+    v.roles.push_back(std::move(r));
+  }
+  if (!run.expected_roles.empty()) {
+    v.roles_found = found == static_cast<int64_t>(run.expected_roles.size());
+    v.reasons.insert(v.reasons.begin(), "expected roles found: " + std::to_string(found) + " of " +
+                                            std::to_string(run.expected_roles.size()) + " (" + listed_roles + ")");
+  }
   return v;
 }
 

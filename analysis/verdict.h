@@ -12,8 +12,19 @@ namespace headlab::analysis {
 
 struct RunAnalysis;
 
+// An expected role (attend.h) and the counted heads that fill it.
+struct RoleFound {
+  std::string role, pattern;
+  std::vector<std::string> heads;  // "L0H1"; empty: not found
+};
+
 struct Verdict {
   bool specialized = false;
+  // Every expected role is filled (false without expected roles); with
+  // `specialized`, what makes a run a success.
+  bool roles_found = false;
+  std::vector<RoleFound> roles;  // one per expected role, in the task's order
+  bool success() const { return specialized || roles_found; }
   std::vector<std::string> reasons;  // one sentence each, with the numbers
   int64_t counted_heads = 0;         // pattern-labelled heads whose ablation (if measured) costs accuracy
   int64_t distinct_labels = 0;       // among the counted heads

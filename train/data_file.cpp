@@ -37,8 +37,8 @@ bool is_blank(const std::string& line) { return line.find_first_not_of(" \t\r\n\
 
 }  // namespace
 
-DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle)
-    : path_(std::move(path)), vocab_(vocab), num_classes_(num_classes), seq_len_(seq_len) {
+DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle, bool causal)
+    : path_(std::move(path)), vocab_(vocab), num_classes_(num_classes), seq_len_(seq_len), causal_(causal) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   if (vocab < 1 || vocab > kMax || num_classes < 1 || num_classes > kMax || seq_len < 1) {
     throw std::invalid_argument("DataFile: vocab " + std::to_string(vocab) + ", num_classes " +
@@ -122,8 +122,9 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
     throw UsageError(where + "expected a JSON object {\"tokens\": [...]}, got " + std::string(object.type_name()));
   }
   for (const auto& item : object.items()) {
-    if (item.key() != "tokens" && item.key() != "targets") {
-      throw UsageError(where + "unknown key \"" + brief_text(item.key()) + "\" (expected \"tokens\" and optionally \"targets\")");
+    if (item.key() != "tokens" && item.key() != "targets" && item.key() != "attend") {
+      throw UsageError(where + "unknown key \"" + brief_text(item.key()) +
+                       "\" (expected \"tokens\" and optionally \"targets\" and \"attend\")");
     }
   }
   const auto tokens = object.find("tokens");
@@ -178,7 +179,67 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
       sequence.targets.push_back(static_cast<int32_t>(*target));
     }
   }
+  if (const auto attend = object.find("attend"); attend != object.end()) parse_attend(*attend, sequence, where);
   sequences_.push_back(std::move(sequence));
+}
+
+void DataFile::parse_attend(const json& attend, Sequence& sequence, const std::string& where) {
+  if (!attend.is_object())
+    throw UsageError(where + "\"attend\" must be an object {\"NAME\": [one entry per position]}, got " +
+                     std::string(attend.type_name()));
+  const auto length = static_cast<int64_t>(sequence.tokens.size());
+  for (const auto& item : attend.items()) {
+    const std::string name = item.key();
+    try {
+      analysis::check_pattern_name(name);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(where + "\"attend\": " + e.what());
+    }
+    const std::string what = "\"attend\" pattern \"" + brief_text(name) + "\"";
+    const json& entries = item.value();
+    if (!entries.is_array())
+      throw UsageError(where + what + " must be an array with one entry per position (a key position, a list of "
+                       "them, or null)");
+    if (static_cast<int64_t>(entries.size()) != length)
+      throw UsageError(where + what + " has " + std::to_string(entries.size()) + " entries for " +
+                       std::to_string(length) + " tokens: give one per position (null where the query is not scored)");
+    std::vector<std::vector<int32_t>> keys(entries.size());
+    for (std::size_t q = 0; q < entries.size(); ++q) {
+      const json& entry = entries[q];
+      if (entry.is_null()) continue;
+      const auto key_at = [&](const json& value) {
+        const auto key = integer_of(value);
+        const std::string at = what + "[" + std::to_string(q) + "] = " + brief_json(value);
+        if (!key) throw UsageError(where + at + " is not a key position (an integer, a list of them, or null)");
+        const int64_t last = causal_ ? static_cast<int64_t>(q) : length - 1;
+        if (*key < 0 || *key > last)
+          throw UsageError(where + at + " is not a key query " + std::to_string(q) + " can see: keys are in [0, " +
+                           std::to_string(last) + "]" +
+                           (causal_ ? " under causal attention (a query sees itself and earlier positions)" : ""));
+        return static_cast<int32_t>(*key);
+      };
+      if (entry.is_array()) {
+        if (entry.empty())
+          throw UsageError(where + what + "[" + std::to_string(q) + "] is an empty list: use null for a query that "
+                           "is not scored");
+        for (const json& value : entry) keys[q].push_back(key_at(value));
+        std::sort(keys[q].begin(), keys[q].end());
+        if (std::adjacent_find(keys[q].begin(), keys[q].end()) != keys[q].end())
+          throw UsageError(where + what + "[" + std::to_string(q) + "] lists a key twice");
+      } else {
+        keys[q].push_back(key_at(entry));
+      }
+    }
+    const auto known = std::find(pattern_names_.begin(), pattern_names_.end(), name);
+    const auto index = static_cast<std::size_t>(known - pattern_names_.begin());
+    if (known == pattern_names_.end()) pattern_names_.push_back(name);
+    sequence.attend.emplace_back(index, std::move(keys));
+  }
+}
+
+void DataFile::describe(Batch& batch) const {
+  if (batch.roles.empty())
+    for (const analysis::AttendPattern& p : batch.attend) batch.roles.push_back({p.name, p.name});
 }
 
 void DataFile::fill_row(Batch& out, int64_t row, const Sequence& sequence) const {
@@ -196,6 +257,15 @@ Batch DataFile::rows(int64_t first, int64_t count) const {
   const auto n = static_cast<std::size_t>(count * seq_len_);
   Batch out{count, seq_len_, std::vector<int32_t>(n, 0), std::vector<int32_t>(n, -1)};
   for (int64_t row = 0; row < count; ++row) fill_row(out, row, sequences_[static_cast<std::size_t>(first + row)]);
+  for (std::size_t p = 0; p < pattern_names_.size(); ++p) {
+    analysis::AttendPattern pattern = analysis::AttendPattern::empty(pattern_names_[p], count, seq_len_);
+    pattern.definition = "the data file's \"attend\" pattern \"" + pattern_names_[p] + "\".";
+    for (int64_t row = 0; row < count; ++row)
+      for (const auto& [index, keys] : sequences_[static_cast<std::size_t>(first + row)].attend)
+        if (index == p)
+          std::copy(keys.begin(), keys.end(), pattern.keys.begin() + static_cast<std::ptrdiff_t>(row * seq_len_));
+    out.attend.push_back(std::move(pattern));
+  }
   return out;
 }
 

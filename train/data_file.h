@@ -5,6 +5,12 @@
 //   - "targets" (optional): an array of the same length, each -1 (no target) or
 //     in [0, num_classes). Without it the targets are next-token: target[i] =
 //     tokens[i+1], and the last position has none (-1).
+//   - "attend" (optional): {"NAME": [...], ...}, user-defined head patterns
+//     (analysis/attend.h) with one entry per position: a key position, a list
+//     of key positions (the attention mass on the set counts), or null (the
+//     query is not scored). Keys are positions of the line, and at most the
+//     query's own position under causal attention. Every name is a pattern
+//     scored for every head and an expected role of the run.
 //   - No other keys (a misspelt "target" would otherwise silently mean
 //     next-token). Blank lines are skipped.
 //   - A line is at most 1 MiB plus 64 bytes per position of seq-len (a file
@@ -19,6 +25,7 @@
 #pragma once
 
 #include <algorithm>
+#include <nlohmann/json_fwd.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,7 +40,9 @@ class DataFile final : public Task {
  public:
   // vocab, num_classes and seq_len are the model's. Reads and checks the whole
   // file; throws UsageError on any problem.
-  DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle = false);
+  // causal: the model's attention, which "attend" keys must respect.
+  DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle = false,
+           bool causal = true);
 
   // The sizes a file needs: one more than its largest token and target, and
   // its longest sequence (what --vocab, --classes and --seq-len default to).
@@ -54,7 +63,10 @@ class DataFile final : public Task {
   int64_t size() const override { return static_cast<int64_t>(sequences_.size()); }
   // Sequences [first, first + count) in file order, without touching the epoch
   // position: for evaluation over the whole file.
+  // Carries the file's "attend" patterns over those rows.
   Batch rows(int64_t first, int64_t count) const override;
+  // The roles: one per "attend" pattern, called by its name.
+  void describe(Batch& batch) const override;
 
   // The first min(rows, size()) sequences, whatever the seed.
   int64_t eval_rows(int64_t rows) const override { return std::min(rows, size()); }
@@ -72,14 +84,19 @@ class DataFile final : public Task {
  private:
   struct Sequence {
     std::vector<int32_t> tokens, targets;
+    // "attend": pattern index (into pattern_names_) -> keys per position.
+    std::vector<std::pair<std::size_t, std::vector<std::vector<int32_t>>>> attend;
   };
+  void parse_attend(const nlohmann::json& attend, Sequence& sequence, const std::string& where);
 
   void parse_line(const std::string& line, int64_t line_number);
   void fill_row(Batch& out, int64_t row, const Sequence& sequence) const;
 
   std::string path_;
   int64_t vocab_, num_classes_, seq_len_;
+  bool causal_;
   std::vector<Sequence> sequences_;
+  std::vector<std::string> pattern_names_;  // every "attend" name, in order of first appearance
   EpochOrder order_{1, false};  // sized once the file is read
   Fingerprint fingerprint_;
 };

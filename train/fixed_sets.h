@@ -42,6 +42,8 @@ class FixedSets final : public Task {
   int64_t num_classes() const override { return base_->num_classes(); }
   int64_t seq_len() const override { return base_->seq_len(); }
   std::optional<Batch> all_examples() const override { return base_->all_examples(); }
+  std::vector<analysis::ExpectedRole> expected_roles() const override { return base_->expected_roles(); }
+  void describe(Batch& batch) const override { base_->describe(batch); }
 
   // The next `batch` sequences of the training set's epochs.
   Batch sample(int64_t batch, core::Generator& gen) override;

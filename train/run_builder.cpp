@@ -26,7 +26,7 @@ std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
       if (vocab <= 0) vocab = std::max(needs.vocab, m.classes > 0 ? int64_t{1} : needs.classes);
       if (seq_len <= 0) seq_len = std::max(needs.seq_len, kMinSeqLen);
     }
-    return std::make_unique<DataFile>(config.data, vocab, m.classes > 0 ? m.classes : vocab, seq_len, config.shuffle);
+    return std::make_unique<DataFile>(config.data, vocab, m.classes > 0 ? m.classes : vocab, seq_len, config.shuffle, m.causal);
   }
   const TaskInfo& info = task_info(config.task);
   return make_task(config.task, m.vocab > 0 ? m.vocab : info.default_vocab,

@@ -92,7 +92,15 @@ std::string not_finite(const char* what, double value, int64_t step) {
 }  // namespace
 
 analysis::Examples examples_of(const Batch& batch) {
-  return {batch.batch, batch.seq_len, batch.tokens, batch.targets};
+  analysis::Examples out;
+  out.batch = batch.batch;
+  out.seq_len = batch.seq_len;
+  out.tokens = batch.tokens;
+  out.targets = batch.targets;
+  out.attend = batch.attend;
+  out.roles = batch.roles;
+  out.sources = batch.sources;
+  return out;
 }
 
 EvalResult evaluate(const layers::Transformer& model, const Batch& batch) {
@@ -163,6 +171,7 @@ void Session::build(const layers::ModelSpec& spec) {
   schedule_ = std::make_unique<optim::Schedule>(config_.schedule_options());
   data_gen_.reseed(config_.seed ^ kDataStream);
   eval_batch_ = task_->eval_batch(config_.eval_batch, config_.seed);
+  task_->describe(eval_batch_);
   if (train_eval_rows > 0) train_eval_batch_ = task_->rows(0, train_eval_rows);
 }
 

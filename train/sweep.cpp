@@ -39,11 +39,6 @@ std::string_view trim(std::string_view s) {
 
 double rounded(double value, double scale) { return std::round(value * scale) / scale; }
 
-const LabelStats& stats_of(const ConfigSummary& c, Label label) {
-  static const LabelStats kNone;
-  const auto it = c.labels.find(label);
-  return it == c.labels.end() ? kNone : it->second;
-}
 
 nlohmann::ordered_json optional_json(const std::optional<double>& v) {
   return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
@@ -86,7 +81,7 @@ ConfigSummary summarize_where(std::span<const SweepRun> runs, const SweepCell& c
   ConfigSummary c;
   c.cell = cell;
   c.heads = cell.heads;
-  for (const Label l : analysis::all_labels()) c.labels[l] = {};
+  for (const Label& l : analysis::all_labels()) c.labels[l] = {};
   double seconds = 0;
   for (const SweepRun& r : runs) {
     if (!belongs(r)) continue;
@@ -212,7 +207,7 @@ void record_history(SweepRun& run, const std::vector<nlohmann::json>& history, d
   run.specialized_step = specialized_since(history);
   for (SweepHead& h : run.head_results)
     h.emerged = h.label.is_pattern()
-                    ? analysis::emergence_step(history, h.name, analysis::pattern_key(h.label.entry()), score_threshold)
+                    ? analysis::emergence_step(history, h.name, analysis::label_key(h.label), score_threshold)
                     : std::nullopt;
 }
 
@@ -297,8 +292,8 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
   out += first_column(nullptr) + buf;
   for (const ConfigSummary& c : configs) {
     std::string labels;
-    for (const Label l : analysis::all_labels()) {
-      const int64_t n = stats_of(c, l).heads;
+    for (const auto& [l, stats] : c.labels) {  // the built-in labels, then user patterns'
+      const int64_t n = stats.heads;
       if (n == 0) continue;
       labels += (labels.empty() ? "" : ", ") + label_name(l) + " " + std::to_string(n);
     }
@@ -315,8 +310,7 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
   std::string scores;
   for (const ConfigSummary& c : configs) {
     interrupted += c.interrupted;
-    for (const Label l : analysis::all_labels()) {
-      const LabelStats& s = stats_of(c, l);
+    for (const auto& [l, s] : c.labels) {
       if (s.heads == 0) continue;
       std::snprintf(buf, sizeof buf, "  %-*s %-16s %4lld heads  top %.2f", grid ? static_cast<int>(width) : 4, c.cell.name().c_str(),
                     label_name(l).c_str(), static_cast<long long>(s.heads), s.score);
@@ -361,8 +355,7 @@ nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy) {
 
 nlohmann::ordered_json config_json(const ConfigSummary& c) {
   nlohmann::ordered_json labels = nlohmann::ordered_json::object();
-  for (const Label l : analysis::all_labels()) {
-    const LabelStats& s = stats_of(c, l);
+  for (const auto& [l, s] : c.labels) {
     nlohmann::ordered_json stats = {{"heads", s.heads}, {"score", rounded(s.score, 1e4)}};
     for (const analysis::Pattern* p : sweep_patterns())
       stats[analysis::pattern_key(*p)] = rounded(score_of(s.scores, p->name), 1e4);

@@ -22,6 +22,7 @@ class SyntheticTask : public Task {
       : name_(std::move(name)), vocab_(vocab), num_classes_(num_classes), seq_len_(seq_len) {}
 
   std::string name() const final { return name_; }
+  std::vector<analysis::ExpectedRole> expected_roles() const final;
   int64_t vocab() const final { return vocab_; }
   int64_t num_classes() const final { return num_classes_; }
   int64_t seq_len() const final { return seq_len_; }
@@ -140,6 +141,11 @@ class InductionTask final : public SyntheticTask {
     return "the first occurrence of the segment replaced by filler tokens (outside the segment), so the repeat has "
            "no earlier copy to read.";
   }
+  // Its targets read earlier copies: the task-position scores apply.
+  void describe(Batch& batch) const override {
+    Task::describe(batch);
+    batch.sources = true;
+  }
 
  protected:
   void fill(Row x, Row y, core::Generator& gen) const override {
@@ -180,6 +186,27 @@ class SortTask final : public SyntheticTask {
  public:
   SortTask(int64_t vocab, int64_t seq_len) : SyntheticTask("sort", vocab, vocab, seq_len) {}
 
+  // "next-sorted": at each targeted position, the list positions holding the
+  // token to output next (all of them when it occurs more than once).
+  void describe(Batch& batch) const override {
+    Task::describe(batch);
+    const bool has = std::any_of(batch.attend.begin(), batch.attend.end(),
+                                 [](const analysis::AttendPattern& p) { return p.name == kNextSorted; });
+    if (has) return;
+    analysis::AttendPattern p = analysis::AttendPattern::empty(kNextSorted, batch.batch, batch.seq_len);
+    p.definition = "attention of a sorted position on the list positions holding the token to output next.";
+    const auto t = static_cast<std::size_t>(batch.seq_len), n = (t - 1) / 2;
+    for (std::size_t row = 0; row < static_cast<std::size_t>(batch.batch); ++row)
+      for (std::size_t q = n; q < t; ++q) {
+        const int32_t next = batch.targets[row * t + q];
+        if (next < 0) continue;
+        for (std::size_t j = 0; j < n; ++j)
+          if (batch.tokens[row * t + j] == next) p.keys[row * t + q].push_back(static_cast<int32_t>(j));
+      }
+    batch.attend.push_back(std::move(p));
+  }
+  static constexpr const char* kNextSorted = "next-sorted";
+
  protected:
   void fill(Row x, Row y, core::Generator& gen) const override {
     const std::size_t n = (x.size() - 1) / 2;
@@ -196,6 +223,20 @@ class SortTask final : public SyntheticTask {
 class ModularAdditionTask final : public SyntheticTask {
  public:
   explicit ModularAdditionTask(int64_t vocab) : SyntheticTask("modular-addition", vocab, vocab - 1, 3) {}
+
+  // "operands": at '=' (the targeted position), the mass on a and b together.
+  void describe(Batch& batch) const override {
+    Task::describe(batch);
+    const bool has = std::any_of(batch.attend.begin(), batch.attend.end(),
+                                 [](const analysis::AttendPattern& p) { return p.name == kOperands; });
+    if (has) return;
+    analysis::AttendPattern p = analysis::AttendPattern::empty(kOperands, batch.batch, batch.seq_len);
+    p.definition = "attention of '=' on the two operands a and b together.";
+    for (std::size_t i = 0; i < batch.targets.size(); ++i)
+      if (batch.targets[i] >= 0 && i % 3 == 2) p.keys[i] = {0, 1};
+    batch.attend.push_back(std::move(p));
+  }
+  static constexpr const char* kOperands = "operands";
 
   // Up to 2^22 pairs (p <= 2048): a list of 12 M tokens at most.
   std::optional<Batch> all_examples() const override {
@@ -298,6 +339,8 @@ std::unique_ptr<Task> make_modular_addition(int64_t vocab, int64_t seq_len) {
   return std::make_unique<ModularAdditionTask>(vocab);
 }
 
+using Roles = std::vector<analysis::ExpectedRole>;
+
 struct Entry {
   TaskInfo info;
   std::unique_ptr<Task> (*make)(int64_t vocab, int64_t seq_len);
@@ -308,32 +351,38 @@ const std::vector<Entry>& entries() {
       {{"first-prev-pair",
         "random tokens; at every position i >= 1 the target is the pair (x_0, x_{i-1}), one class of V*V "
         "(x_0 * V + x_{i-1})",
-        "one previous-token head and one first-token head", 8, 6},
+        "one previous-token head and one first-token head",
+        Roles{{"previous token", "previous-token"}, {"first token", "first-token"}}, 8, 6},
        [](int64_t v, int64_t t) { return make_first_prev("first-prev-pair", FirstPrev::pair, v, t); }},
       {{"first-prev-sum", "random tokens; at every position i >= 1 the target is (x_0 + x_{i-1}) mod V",
         "none forced (a control): the target is symmetric, so heads usually stay mixed between the first "
         "and the previous token",
-        8, 6},
+        Roles{}, 8, 6},
        [](int64_t v, int64_t t) { return make_first_prev("first-prev-sum", FirstPrev::sum, v, t); }},
       {{"previous", "random tokens; at every position i >= 1 the target is the previous token x_{i-1}",
-        "a previous-token head", 8, 6},
+        "a previous-token head", Roles{{"previous token", "previous-token"}}, 8, 6},
        [](int64_t v, int64_t t) { return make_first_prev("previous", FirstPrev::previous, v, t); }},
-      {{"first", "random tokens; at every position i >= 1 the target is the first token x_0", "a first-token head", 8,
-        6},
+      {{"first", "random tokens; at every position i >= 1 the target is the first token x_0", "a first-token head",
+        Roles{{"first token", "first-token"}}, 8, 6},
        [](int64_t v, int64_t t) { return make_first_prev("first", FirstPrev::first, v, t); }},
       {{"induction",
         "a segment of T/4 distinct random tokens occurs twice at random offsets in filler of other tokens; each "
         "position of the second occurrence except the last predicts the next token",
         "with 2 layers: a previous-token head in layer 0 and an induction head in layer 1 (1 layer cannot solve it)",
-        16, 24},
+        Roles{{"the token after the earlier copy, at the targets", "induction"}}, 16, 24},
        make_induction},
       {{"sort",
         "n = (T-1)/2 random tokens in [0, V-1), the separator V-1, then the same tokens sorted; the separator "
         "and the sorted positions predict the next sorted token",
-        "content-based heads: each sorted position attends to the list token that comes next in order", 10, 11},
+        "content-based heads, in part: at each sorted position a head puts about half its attention on the list "
+        "token that comes next in order and spreads the rest (measured: docs/reproductions.md)",
+        Roles{{"the list token to output next", SortTask::kNextSorted}}, 10, 11},
        make_sort},
       {{"modular-addition", "[a, b, =] with p = V-1, a and b in [0, p), '=' the token p; target (a + b) mod p at '='",
-        "heads at '=' attend to both operands a and b (the sum itself is computed by the MLP)", 24, 3},
+        "heads at '=' attend to both operands a and b, each head splitting its attention about evenly between "
+        "them rather than one head per operand (measured: docs/reproductions.md); the sum itself is computed by "
+        "the MLP, and it takes about 3000 steps to learn",
+        Roles{{"both operands, at '='", ModularAdditionTask::kOperands}}, 24, 3},
        make_modular_addition},
   };
   return table;
@@ -381,6 +430,12 @@ std::vector<int32_t> Task::corrupt(const Batch& batch, core::Generator&) const {
 std::string Task::next_row_corruption() {
   return "each sequence takes the tokens of the next sequence of the batch (row b gets row (b + 1) mod B).";
 }
+
+void Task::describe(Batch& batch) const {
+  if (batch.roles.empty()) batch.roles = expected_roles();
+}
+
+std::vector<analysis::ExpectedRole> SyntheticTask::expected_roles() const { return task_info(name_).roles; }
 
 void Task::set_position(const Position&) {
   throw std::invalid_argument("task " + name() + " has no stream position to restore");

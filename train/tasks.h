@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/attend.h"
 #include "core/random.h"
 
 namespace headlab::train {
@@ -43,6 +44,12 @@ namespace headlab::train {
 struct Batch {
   int64_t batch = 0, seq_len = 0;
   std::vector<int32_t> tokens, targets;
+  // For the head analysis (Task::describe): user-defined patterns over these
+  // rows (a data file's "attend", a task's roles), the roles the task
+  // expects, and whether it defines sources (analysis/task_positions.h).
+  std::vector<analysis::AttendPattern> attend = {};
+  std::vector<analysis::ExpectedRole> roles = {};
+  bool sources = false;
 };
 
 // A source of batches.
@@ -90,6 +97,15 @@ class Task {
   // without its own: each sequence takes the tokens of the next one of the
   // batch (row b gets row (b + 1) mod B).
   virtual std::vector<int32_t> corrupt(const Batch& batch, core::Generator& gen) const;
+  // The roles the task needs heads to take, as the patterns that show them
+  // (the catalog's, see task_catalog); none for a control task.
+  virtual std::vector<analysis::ExpectedRole> expected_roles() const { return {}; }
+  // Adds to `batch` what the head analysis needs beyond tokens and targets:
+  // the task's patterns over its rows, expected_roles() and whether the task
+  // defines sources. Keeps what the batch already has (a data file's
+  // "attend"). Called on the evaluation batch.
+  virtual void describe(Batch& batch) const;
+
   // One sentence saying how corrupt() changes the input.
   virtual std::string corruption() const { return next_row_corruption(); }
   // The default's sentence (a data file's too).
@@ -126,6 +142,9 @@ struct TaskInfo {
   std::string name;
   std::string definition;      // one line
   std::string expected_heads;  // one line: the head pattern training should produce
+  // The roles the verdict looks for ("expected roles found: k of n"), as
+  // patterns: built-in ones, or a user pattern the task emits (describe).
+  std::vector<analysis::ExpectedRole> roles = {};
   int64_t default_vocab = 0;
   int64_t default_seq_len = 0;
 };

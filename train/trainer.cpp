@@ -183,8 +183,9 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
 }
 
 analysis::RunAnalysis Trainer::finish_report() {
-  const analysis::RunAnalysis run =
+  analysis::RunAnalysis run =
       analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
+  run.analyzed = session_.task().name();
   write_analysis_files(folder_, run, to_json(session_.config()),
                        snapshot_views(folder_.dir, session_.eval_batch(), options_.analysis.example));
   return run;

@@ -236,17 +236,18 @@
   }
 
   function verdict() {
-    const v = run.verdict, good = v.specialized;
+    const v = run.verdict, good = v.specialized || v.roles_found;
     const counted = heads.filter((hd) => !['mixed', 'diffuse', 'sink'].includes(hd.label) &&
       !(isNum(hd.ablation_delta_accuracy) && -hd.ablation_delta_accuracy < opt.min_ablation_acc_drop));
     const roles = [...new Set(counted.map((hd) => hd.label))];
-    const headline = good
+    const headline = v.specialized
       ? 'Heads took distinct roles: ' + roles.join(', ') + '.'
-      : 'No clear division of labour between heads under the thresholds below.';
+      : v.roles_found ? 'The task\u2019s expected roles are there: ' + roles.join(', ') + '.'
+        : 'No clear division of labour between heads under the thresholds below.';
     const stat = (k, val) => el('div', { class: 'stat' }, el('div', { class: 'v', text: val }), el('div', { class: 'k', text: k }));
     return el('section', { class: 'card verdict' + (good ? ' good' : '') },
       el('div', {},
-        el('div', { class: 'status' }, el('span', { class: 'badge', text: 'verdict' }), good ? 'Heads specialized' : 'Heads did not specialize'),
+        el('div', { class: 'status' }, el('span', { class: 'badge', text: 'verdict' }), v.specialized ? 'Heads specialized' : v.roles_found ? 'Every expected role found' : 'Heads did not specialize'),
         el('p', { class: 'headline', text: headline }),
         el('ul', { class: 'reasons' }, ...(v.reasons || []).map((r) => el('li', { text: r })))),
       el('div', { class: 'stats' },

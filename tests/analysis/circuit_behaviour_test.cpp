@@ -136,15 +136,15 @@ TEST(SetAblation, WhenTheSetCostsNothingEitherBothHeadsAreSinks) {
   EXPECT_EQ(run.verdict.counted_heads, 0);
 }
 
-TEST(CandidateSets, FindTheInductionCircuitFromTaskPositionScores) {
-  // Layer 0: a previous-token head diluted overall (self elsewhere) and a self head;
-  // layer 1: two induction heads at the targets.
+TEST(CandidateSets, FindTheInductionCircuitFromItsLabelledHeads) {
+  // Layer 0: a previous-token head and a self head; layer 1: two induction
+  // heads at the targets. Only heads labelled for the circuit are in it.
   const int64_t T = 12;
-  const auto prev_at_sources = [](int64_t q) { return q >= 3 && q <= 5 ? q - 1 : q; };
+  const auto prev_at_sources = [](int64_t q) { return q >= 1 ? q - 1 : q; };
   const auto induction = [](int64_t q) { return q >= 7 && q <= 9 ? q - 4 : q; };
   const std::vector<Tensor> layers = {one_hot_heads(T, {prev_at_sources, [](int64_t q) { return q; }}),
                                       one_hot_heads(T, {induction, induction})};
-  RunAnalysis run = analyze_attention(layers, kTokens, true);
+  RunAnalysis run = analyze_attention(layers, kTokens, true, {}, 0, {kTargets, {}, {}});
   for (int64_t l = 0; l < 2; ++l) {
     const auto task = task_position_scores(layers[static_cast<std::size_t>(l)], kTokens, kTargets, true);
     for (int64_t h = 0; h < 2; ++h) run.at(l, h).task = task[static_cast<std::size_t>(h)];

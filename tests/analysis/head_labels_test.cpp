@@ -82,7 +82,7 @@ TEST(LabelHead, FirstTokenHeadWhoseAblationBarelyMattersIsASink) {
 }
 
 TEST(LabelNames, RoundTripAndRejectUnknownNames) {
-  for (Label l : {Label::pattern("previous-token"), Label::pattern("first-token"), Label::pattern("self"), Label::pattern("induction"), Label::pattern("duplicate-token"),
+  for (const Label& l : {Label::pattern("previous-token"), Label::pattern("first-token"), Label::pattern("self"), Label::pattern("induction"), Label::pattern("duplicate-token"),
                   Label::diffuse(), Label::mixed(), Label::sink()})
     EXPECT_EQ(label_from_name(label_name(l)), l);
   EXPECT_EQ(label_name(Label::pattern("previous-token")), "previous-token");

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -61,6 +64,32 @@ TEST(Analyze, PathsOfAFolderWithATrailingSlashHaveOneSlash) {
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_NE(r.out.find(cwd / "run/report.html"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("//"), std::string::npos) << r.out;
+}
+
+// Analyzing on another task than the run's never overwrites the run's own
+// files: it writes into RUN/analysis-TASK/, says so, and heads.json records
+// what it analyzed (with the --pattern scores).
+TEST(Analyze, AnotherTaskWritesBesideTheRunAndRecordsWhatItAnalyzed) {
+  TempDir cwd;
+  ASSERT_EQ(run_headlab(train_command(cwd / "run", {{"--task", "previous"}, {"--steps", "5"}}), cwd.path()).exit_code, 0);
+  const auto read = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string heads = read(cwd / "run/heads.json"), report = read(cwd / "run/report.html");
+  const RunResult r =
+      run_headlab({"analyze", cwd / "run", "--task", "first", "--pattern", "offset:2", "--no-color", "--threads", "1"},
+                  cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.err.find("its analysis on first goes to"), std::string::npos) << r.describe();
+  EXPECT_EQ(read(cwd / "run/heads.json"), heads) << "the run's own heads.json is untouched";
+  EXPECT_EQ(read(cwd / "run/report.html"), report);
+  std::ifstream in(cwd / "run/analysis-first/heads.json");
+  ASSERT_TRUE(in) << r.describe();
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["analyzed"], "first");
+  EXPECT_TRUE(j["heads"][0]["scores"]["user"].contains("offset:2"));
+  EXPECT_EQ(j["expected_roles"][0]["pattern"], "first-token");
 }
 
 // A finished run resumed without a higher --steps has nothing to train: it

@@ -297,5 +297,55 @@ TEST_F(DataFileTest, AFileWithoutAnyTargetIsAUsageError) {
       contains(error_of("{\"tokens\": [1]}\n{\"tokens\": [2], \"targets\": [-1]}"), "no position has a target"));
 }
 
+
+TEST_F(DataFileTest, AttendPatternsAreReadPerPositionAndBecomeTheRunsExpectedRoles) {
+  DataFile data(write("{\"tokens\": [1, 9, 4, 2], \"targets\": [-1, -1, -1, 4], "
+                      "\"attend\": {\"after-marker\": [null, null, 2, 2], \"both\": [0, [0, 1], null, [1, 3]]}}\n"
+                      "{\"tokens\": [9, 3, 5], \"targets\": [-1, -1, 3], \"attend\": {\"after-marker\": [null, 1, 1]}}\n"),
+                8 + 2, 10, 6);
+  Batch b = data.eval_batch(2, 0);
+  ASSERT_EQ(b.attend.size(), 2u);
+  EXPECT_EQ(b.attend[0].name, "after-marker");
+  EXPECT_EQ(b.attend[0].at(0, 3), std::vector<int32_t>{2});
+  EXPECT_TRUE(b.attend[0].at(0, 0).empty());
+  EXPECT_EQ(b.attend[0].at(1, 2), std::vector<int32_t>{1});
+  EXPECT_TRUE(b.attend[0].at(1, 4).empty()) << "padding is never scored";
+  EXPECT_EQ(b.attend[1].at(0, 1), (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(b.attend[1].at(1, 0).empty()) << "a line without the pattern scores none of its queries";
+  data.describe(b);
+  EXPECT_EQ(b.roles, (std::vector<analysis::ExpectedRole>{{"after-marker", "after-marker"}, {"both", "both"}}));
+}
+
+TEST_F(DataFileTest, BadAttendEntriesAreUsageErrorsNamingTheLineAndTheEntry) {
+  const std::string head = "{\"tokens\": [1, 2, 3], \"attend\": ";
+  EXPECT_TRUE(contains(error_of(head + "[0, 1, 2]}\n"), "must be an object"));
+  EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, 1]}}\n"), "has 2 entries for 3 tokens"));
+  EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, 2, 1]}}\n"), "[1] = 2 is not a key query 1 can see: keys are in [0, 1]"));
+  EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, -1, 1]}}\n"), "[1] = -1 is not a key"));
+  EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, \"x\", 1]}}\n"), "is not a key position"));
+  EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, [], 1]}}\n"), "empty list: use null"));
+  EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, [0, 0], 1]}}\n"), "lists a key twice"));
+  EXPECT_TRUE(contains(error_of(head + "{\"mixed\": [0, 0, 0]}}\n"), "is a label of its own"));
+  EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, 1]}}\n"), "data.jsonl:1: \"attend\" pattern \"p\""));
+}
+
+TEST_F(DataFileTest, BidirectionalModelsMayAttendToLaterKeys) {
+  DataFile data(write("{\"tokens\": [1, 2, 3], \"attend\": {\"next\": [1, 2, null]}}\n"), 8, 8, 6, false,
+                /*causal=*/false);
+  EXPECT_EQ(data.eval_batch(1, 0).attend[0].at(0, 0), std::vector<int32_t>{1});
+}
+
+TEST_F(DataFileTest, TheMarkerFileOfTheTestsReadsWithItsAfterMarkerPattern) {
+  DataFile data(std::string(HEADLAB_SOURCE_ROOT) + "/tests/train/data/marker.jsonl", 10, 10, 10);
+  const Batch b = data.eval_batch(data.size(), 0);
+  ASSERT_EQ(b.attend.size(), 1u);
+  for (int64_t row = 0; row < b.batch; ++row) {
+    const auto keys = b.attend[0].at(row, 9);
+    ASSERT_EQ(keys.size(), 1u);
+    EXPECT_EQ(b.tokens[static_cast<std::size_t>(row * 10 + keys[0] - 1)], 9) << "the key follows the marker";
+    EXPECT_EQ(b.targets[static_cast<std::size_t>(row * 10 + 9)], b.tokens[static_cast<std::size_t>(row * 10 + keys[0])]);
+  }
+}
+
 }  // namespace
 }  // namespace headlab::train

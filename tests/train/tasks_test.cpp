@@ -357,5 +357,40 @@ TEST(Tasks, SampleRejectsANonPositiveBatch) {
   EXPECT_THROW(task->sample(-1, gen), std::invalid_argument);
 }
 
+
+TEST(Tasks, EachTaskDeclaresItsExpectedRolesAndEmitsTheirPatternsWithItsExamples) {
+  for (const TaskInfo& t : task_catalog()) {
+    auto task = make_task(t.name, t.default_vocab, t.default_seq_len);
+    Batch b = task->eval_batch(4, 1);
+    task->describe(b);
+    EXPECT_EQ(b.roles, t.roles) << t.name;
+    EXPECT_EQ(b.sources, t.name == "induction") << t.name;
+    for (const analysis::ExpectedRole& r : t.roles) {
+      const bool builtin = r.pattern == "previous-token" || r.pattern == "first-token" || r.pattern == "induction";
+      const bool emitted = std::any_of(b.attend.begin(), b.attend.end(),
+                                       [&](const analysis::AttendPattern& p) { return p.name == r.pattern; });
+      EXPECT_TRUE(builtin || emitted) << t.name << ": role " << r.role;
+    }
+  }
+  EXPECT_TRUE(task_info("first-prev-sum").roles.empty());
+}
+
+TEST(Tasks, SortsPatternPointsAtTheListPositionsHoldingTheNextToken) {
+  auto task = make_task("sort", 10, 11);
+  Batch b = task->eval_batch(8, 3);
+  task->describe(b);
+  ASSERT_EQ(b.attend.size(), 1u);
+  const analysis::AttendPattern& p = b.attend[0];
+  for (int64_t row = 0; row < b.batch; ++row)
+    for (int64_t q = 0; q < 11; ++q) {
+      const int32_t target = b.targets[static_cast<std::size_t>(row * 11 + q)];
+      EXPECT_EQ(p.at(row, q).empty(), target < 0);
+      for (int32_t k : p.at(row, q)) {
+        EXPECT_LT(k, 5);
+        EXPECT_EQ(b.tokens[static_cast<std::size_t>(row * 11 + k)], target);
+      }
+    }
+}
+
 }  // namespace
 }  // namespace headlab::train

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "analysis/attend.h"
 #include "analysis/heads_json.h"
 #include "analysis/intervention_text.h"
 #include "analysis/text_report.h"
@@ -27,6 +28,7 @@ namespace fs = std::filesystem;
 
 struct AnalyzeArgs {
   std::string target, task, out, data;
+  std::vector<std::string> patterns;  // --pattern offset:K / position:K
   int64_t batch = 0, example = 0, step = 0;  // step: a snapshot's, if step_given
   int threads = 0;
   std::string gemm;  // empty: the checkpoint's backend
@@ -69,6 +71,10 @@ int run_analyze(const AnalyzeArgs& args) {
   train::Checkpoint ck = train::read_checkpoint(ck_path);
   use_threads(args.threads);
   use_gemm_backend(args.gemm.empty() ? ck.info.config.gemm : args.gemm);
+  // Another task than the run's: its files go beside the run's, never over them.
+  const std::string trained_on =
+      ck.info.config.data.empty() ? ck.info.config.task : "data:" + ck.info.config.data;
+  const bool other_task = !args.task.empty() && args.task != trained_on;
   if (!args.task.empty()) {
     ck.info.config.task = args.task;
     ck.info.config.data.clear();
@@ -95,13 +101,28 @@ int run_analyze(const AnalyzeArgs& args) {
     options.corruption.tokens = corrupted;
     options.corruption_text = input.task().corruption();
   }
-  const analysis::RunAnalysis run =
-      analysis::analyze_model(input.model(), train::examples_of(input.batch()), options);
+  train::Batch batch = input.batch();
+  for (const std::string& spec : args.patterns) {
+    try {
+      batch.attend.push_back(analysis::positional_pattern(spec, batch.batch, batch.seq_len,
+                                                          input.model().spec().causal, batch.targets));
+    } catch (const std::invalid_argument& e) {
+      throw train::UsageError(e.what());
+    }
+    for (std::size_t i = 0; i + 1 < batch.attend.size(); ++i)
+      if (batch.attend[i].name == spec) throw train::UsageError("--pattern " + spec + " is given twice");
+  }
+  analysis::RunAnalysis run = analysis::analyze_model(input.model(), train::examples_of(batch), options);
+  run.analyzed = input.task().name();
 
+  const std::string home = is_dir ? args.target : fs::path(ck_path).parent_path().string();
   const std::string out = !args.out.empty() ? args.out
-                          : snapshot       ? (fs::path(ck_path).parent_path() / fs::path(ck_path).stem()).string()
-                          : is_dir         ? args.target
-                                           : fs::path(ck_path).parent_path().string();
+                          : snapshot        ? (fs::path(ck_path).parent_path() / fs::path(ck_path).stem()).string()
+                          : other_task      ? (fs::path(home.empty() ? "." : home) / ("analysis-" + args.task)).string()
+                                            : home;
+  if (other_task && args.out.empty())
+    std::cerr << "analyze: the run trained on " << trained_on << "; its analysis on " << args.task << " goes to "
+              << out << " (its own heads.json and report.html are kept)\n";
   std::error_code ec;
   fs::create_directories(out.empty() ? "." : out, ec);
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
@@ -135,9 +156,14 @@ Command add_analyze(CLI::App& app) {
                  "analyze the run's snapshot of this step (train --snapshot-every); the files go to "
                  "RUN/snapshots/step-NNNNNN/")
       ->each([args](const std::string&) { args->step_given = true; });
-  app.add_option("--task", args->task, "analyze on this task's batch (default: the run's task)");
+  app.add_option("--task", args->task,
+                 "analyze on this task's batch (default: the run's task); another task than the run's writes into "
+                 "RUN/analysis-TASK/ unless --out says where");
   app.add_option("--data", args->data,
                  "analyze on the sequences of this JSONL file (as eval --data reads it) instead; needs --out");
+  app.add_option("--pattern", args->patterns,
+                 "also score every head on a positional pattern: offset:K (attention on q - K) or position:K "
+                 "(attention on position K), at the queries with a target; repeatable");
   app.add_option("--batch", args->batch,
                  "sequences in the analysis batch (default: the run's eval batch; with --data the whole file)")
       ->each([args](const std::string&) { args->batch_given = true; });

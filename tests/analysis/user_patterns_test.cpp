@@ -1,0 +1,211 @@
+// Target-aware scores, user-defined patterns, expected roles and the
+// redundancy-aware verdict (issue 25; docs/head-metrics.md).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <stdexcept>
+#include <vector>
+
+#include "analysis/attend.h"
+#include "analysis/head_metrics.h"
+#include "analysis/heads_json.h"
+#include "analysis/run_analysis.h"
+
+namespace headlab::analysis {
+namespace {
+
+using core::DType;
+using core::Tensor;
+
+// Query q's attention over the keys of example b.
+using RowFn = std::function<std::vector<double>(int64_t b, int64_t q, int64_t len)>;
+
+std::vector<double> one_hot(int64_t k, int64_t len) {
+  std::vector<double> r(static_cast<std::size_t>(len), 0.0);
+  r[static_cast<std::size_t>(k)] = 1.0;
+  return r;
+}
+std::vector<double> mix(int64_t k1, int64_t k2, double w1, int64_t len) {
+  std::vector<double> r(static_cast<std::size_t>(len), 0.0);
+  r[static_cast<std::size_t>(k1)] += w1;
+  r[static_cast<std::size_t>(k2)] += 1.0 - w1;
+  return r;
+}
+
+Tensor planted(int64_t batch, int64_t len, const std::vector<RowFn>& heads) {
+  std::vector<double> v;
+  for (int64_t b = 0; b < batch; ++b)
+    for (const RowFn& head : heads)
+      for (int64_t q = 0; q < len; ++q) {
+        const std::vector<double> row = head(b, q, len);
+        v.insert(v.end(), row.begin(), row.end());
+      }
+  return Tensor::from_vector(v, {batch, static_cast<int64_t>(heads.size()), len, len}, DType::f64);
+}
+
+// The marker task of issue 25: a marker token M at a random position m, and
+// one target, at the last position: the token right after the marker.
+constexpr int32_t kMarker = 9;
+struct Marker {
+  int64_t batch = 4, len = 8;
+  std::vector<int32_t> tokens, targets;
+  std::vector<int64_t> at;  // the marker's position per example
+  AttendPattern after;      // "after-marker": at the last query, key m + 1
+  Marker() {
+    const int64_t positions[] = {1, 3, 2, 5};
+    after = AttendPattern::empty("after-marker", batch, len);
+    for (int64_t b = 0; b < batch; ++b) {
+      at.push_back(positions[b]);
+      for (int64_t q = 0; q < len; ++q) {
+        tokens.push_back(q == at[b] ? kMarker : static_cast<int32_t>((3 * b + q) % 7));
+        targets.push_back(-1);
+      }
+      targets.back() = tokens[static_cast<std::size_t>(b * len + at[b] + 1)];
+      after.keys[static_cast<std::size_t>(b * len + len - 1)] = {static_cast<int32_t>(at[b] + 1)};
+    }
+  }
+  // Attends to the token after the marker at every query past it, else to itself.
+  RowFn after_head() const {
+    return [this](int64_t b, int64_t q, int64_t n) { return one_hot(q > at[b] ? at[b] + 1 : q, n); };
+  }
+};
+
+const RowFn kFirst = [](int64_t, int64_t, int64_t n) { return one_hot(0, n); };
+const RowFn kPrevious = [](int64_t, int64_t q, int64_t n) { return one_hot(q > 0 ? q - 1 : 0, n); };
+
+TEST(UserPatterns, TheMarkerFilesPatternLabelsTheHeadThatFollowsItAndTheVerdictFindsTheRole) {
+  const Marker m;
+  const std::vector<AttendPattern> attend = {m.after};
+  const std::vector<ExpectedRole> roles = {{"after-marker", "after-marker"}};
+  const Tensor a = planted(m.batch, m.len, {m.after_head(), kFirst});
+  const RunAnalysis run = analyze_attention({a}, m.tokens, true, {}, 0, {m.targets, attend, roles});
+  EXPECT_EQ(run.at(0, 0).label, Label::user("after-marker"));
+  ASSERT_EQ(run.at(0, 0).scores.user.size(), 1u);
+  EXPECT_DOUBLE_EQ(*run.at(0, 0).scores.user[0].score, 1.0);
+  EXPECT_DOUBLE_EQ(*run.at(0, 1).scores.user[0].score, 0.0);
+  ASSERT_EQ(run.verdict.roles.size(), 1u);
+  EXPECT_EQ(run.verdict.roles[0].heads, std::vector<std::string>{"L0H0"});
+  EXPECT_TRUE(run.verdict.roles_found);
+  EXPECT_TRUE(run.verdict.success());
+  EXPECT_EQ(run.verdict.reasons[0], "expected roles found: 1 of 1 (after-marker: L0H0)");
+}
+
+TEST(UserPatterns, BuiltInScoresJudgeOnlyTheQueriesWithATargetAndKeepTheAllQueryMeanBeside) {
+  const Marker m;
+  // Previous-token at the one targeted query (the last), first-token elsewhere.
+  const RowFn head = [&](int64_t, int64_t q, int64_t n) { return one_hot(q == n - 1 ? q - 1 : 0, n); };
+  const HeadScores s = head_scores(planted(m.batch, m.len, {head}), m.tokens, true, m.targets)[0];
+  EXPECT_DOUBLE_EQ(*s["previous-token"], 1.0);
+  EXPECT_DOUBLE_EQ(*s.patterns_all[pattern_index("previous-token")], 1.0 / 6.0);  // 1 of the queries 2..7
+  EXPECT_DOUBLE_EQ(*s.patterns_all[pattern_index("first-token")], 5.0 / 6.0);
+  EXPECT_EQ(label_head(s, std::nullopt, {}), Label::pattern("previous-token"));
+}
+
+TEST(UserPatterns, AFirstTokenHeadIsNotADuplicateTokenHeadBecausePositionZeroHoldsACopy) {
+  // Every token equals x_0, so every earlier copy includes position 0.
+  const std::vector<int32_t> tokens = {4, 4, 1, 4, 2, 4};
+  const HeadScores s = head_scores(planted(1, 6, {kFirst}), tokens, true)[0];
+  EXPECT_DOUBLE_EQ(s.at("first-token"), 1.0);
+  EXPECT_DOUBLE_EQ(s.at("duplicate-token"), 0.0);  // the copies at 1 and 3 get nothing
+}
+
+TEST(UserPatterns, TransformerLensDetectorScoresAverageOverAllQueryRows) {
+  // A repeated sequence [0 1 2 | 0 1 2] and a perfect induction head on its
+  // second half (previous-token before it): TransformerLens divides by all 6 rows.
+  const std::vector<int32_t> tokens = {0, 1, 2, 0, 1, 2};
+  const RowFn induction = [](int64_t, int64_t q, int64_t n) { return one_hot(q >= 3 ? q - 2 : (q > 0 ? q - 1 : 0), n); };
+  const HeadScores s = head_scores(planted(1, 6, {induction}), tokens, true)[0];
+  EXPECT_DOUBLE_EQ(s.at("induction"), 1.0);
+  EXPECT_DOUBLE_EQ(*s.detector.induction, 3.0 / 6.0);
+  EXPECT_DOUBLE_EQ(*s.detector.previous_token, 2.0 / 6.0);  // rows 1 and 2
+  EXPECT_DOUBLE_EQ(*s.detector.duplicate_token, 0.0);
+}
+
+TEST(UserPatterns, APositionalPatternThatCoincidesWithABuiltInOneStillLabelsItsHeads) {
+  const Marker m;
+  const std::vector<AttendPattern> attend = {positional_pattern("offset:1", m.batch, m.len, true, m.targets)};
+  const RunAnalysis run = analyze_attention({planted(m.batch, m.len, {kPrevious})}, m.tokens, true, {}, 0,
+                                            {m.targets, attend, {}});
+  EXPECT_EQ(run.at(0, 0).label, Label::user("offset:1"));  // not "mixed" for a tie with previous-token
+  EXPECT_THROW(positional_pattern("offset:-1", 1, 4, true, {}), std::invalid_argument);
+  EXPECT_THROW(positional_pattern("lag:1", 1, 4, true, {}), std::invalid_argument);
+}
+
+TEST(UserPatterns, HeadsJsonRecordsThePatternsRolesAndWhatWasAnalyzedAndReadsThemBack) {
+  const Marker m;
+  const std::vector<AttendPattern> attend = {m.after};
+  const std::vector<ExpectedRole> roles = {{"after-marker", "after-marker"}};
+  RunAnalysis run =
+      analyze_attention({planted(m.batch, m.len, {m.after_head(), kFirst})}, m.tokens, true, {}, 0,
+                        {m.targets, attend, roles});
+  run.analyzed = "data:marker.jsonl";
+  nlohmann::json j = run;
+  EXPECT_EQ(j["analyzed"], "data:marker.jsonl");
+  EXPECT_EQ(j["heads"][0]["scores"]["user"]["after-marker"], 1.0);
+  EXPECT_TRUE(j["heads"][0]["scores"].contains("previous_token_all"));
+  EXPECT_TRUE(j["heads"][0]["scores"]["transformer_lens"].contains("induction"));
+  EXPECT_EQ(j["verdict"]["success"], true);
+  const RunAnalysis back = j.get<RunAnalysis>();
+  EXPECT_EQ(back.at(0, 0).label, Label::user("after-marker"));
+  EXPECT_EQ(back.user_patterns, run.user_patterns);
+  EXPECT_EQ(back.expected_roles, run.expected_roles);
+  EXPECT_EQ(back.at(0, 0).scores.user, run.at(0, 0).scores.user);
+  EXPECT_EQ(back.analyzed, run.analyzed);
+  EXPECT_EQ(compact_json(run)["heads"]["L0H0"]["after-marker"], 1.0);
+}
+
+TEST(UserPatterns, APatternWithAReservedOrBadNameIsRefused) {
+  for (const char* name : {"previous-token", "previous_token", "mixed", "label", "", "a b"})
+    EXPECT_THROW(check_pattern_name(name), std::invalid_argument) << name;
+  EXPECT_NO_THROW(check_pattern_name("after-marker"));
+}
+
+TEST(ExpectedRoles, AOneRoleRunThatShowsItsRoleIsASuccessWithoutSpecializing) {
+  const Marker m;
+  const std::vector<ExpectedRole> roles = {{"first token", "first-token"}};
+  const RunAnalysis run = analyze_attention({planted(m.batch, m.len, {kFirst, kFirst})}, m.tokens, true, {}, 0,
+                                            {{}, {}, roles});
+  EXPECT_FALSE(run.verdict.specialized);
+  EXPECT_TRUE(run.verdict.roles_found);
+  EXPECT_TRUE(run.verdict.success());
+  const std::vector<ExpectedRole> two = {{"first token", "first-token"}, {"previous token", "previous-token"}};
+  const RunAnalysis missing = analyze_attention({planted(m.batch, m.len, {kFirst, kFirst})}, m.tokens, true, {}, 0,
+                                                {{}, {}, two});
+  EXPECT_FALSE(missing.verdict.success());
+  EXPECT_EQ(missing.verdict.reasons[0],
+            "expected roles found: 1 of 2 (first token [first-token]: L0H0+L0H1, previous token [previous-token]: none)");
+}
+
+TEST(RedundancyAwareVerdict, AWeakCopyOfARoleDoesNotSinkTheSeparationOfTheRoles) {
+  // Two previous-token heads, one of them leaning a third to the first token,
+  // and one first-token head: the roles are separated by their clearest heads.
+  const RowFn weak = [](int64_t, int64_t q, int64_t n) { return mix(q - 1 >= 0 ? q - 1 : 0, 0, 0.6, n); };
+  RunAnalysis run = analyze_attention({planted(2, 6, {kPrevious, weak, kFirst})}, {}, true);
+  ASSERT_EQ(run.at(0, 1).label, Label::pattern("previous-token"));
+  run.js[1][2] = run.js[2][1] = 0.1;  // the weak copy close to the first-token head...
+  relabel(run);
+  EXPECT_TRUE(run.verdict.specialized);  // ...but the roles, represented by L0H0 and L0H2, are apart
+}
+
+TEST(InductionCircuit, HoldsOnlyHeadsLabelledForIt) {
+  // Layer 0: a previous-token head and a head half on the previous token
+  // (mixed); layer 1: an induction head.
+  const std::vector<int32_t> tokens = {5, 0, 1, 2, 3, 0, 1, 2, 3, 4};
+  const RowFn half = [](int64_t, int64_t q, int64_t n) { return mix(q > 0 ? q - 1 : 0, q, 0.55, n); };
+  const RowFn induction = [&](int64_t, int64_t q, int64_t n) {
+    for (int64_t j = 0; j + 2 < q; ++j)
+      if (tokens[static_cast<std::size_t>(j)] == tokens[static_cast<std::size_t>(q)]) return one_hot(j + 1, n);
+    return one_hot(q, n);
+  };
+  const RunAnalysis run =
+      analyze_attention({planted(1, 10, {kPrevious, half}), planted(1, 10, {induction, kFirst})}, tokens, true);
+  ASSERT_EQ(run.at(1, 0).label, Label::pattern("induction"));
+  ASSERT_EQ(run.at(0, 1).label, Label::mixed());
+  const std::vector<SetAblation> sets = candidate_sets(run);
+  const auto circuit = std::find_if(sets.begin(), sets.end(), [](const SetAblation& s) { return s.role == "induction circuit"; });
+  ASSERT_NE(circuit, sets.end());
+  EXPECT_EQ(circuit->heads, (std::vector<std::size_t>{0, 2}));  // L0H0 and L1H0, not the mixed L0H1
+}
+
+}  // namespace
+}  // namespace headlab::analysis
