@@ -47,7 +47,10 @@ std::string page_title(const RunAnalysis& run, const nlohmann::json& config, con
   };
   const std::string data = text_of("data");
   const std::string source = !data.empty() ? std::filesystem::path(data).filename().string() : text_of("task");
-  if (!run.analyzed.empty())
+  // "analyzed on" only when the analysis read something other than what the run trained on.
+  const bool elsewhere = !run.analyzed.empty() && run.analyzed != text_of("task") &&
+                         (data.empty() || run.analyzed != "data:" + data);
+  if (elsewhere)
     title += (title.empty() ? "" : " · ") + std::string("analyzed on ") + run.analyzed;
   else if (!source.empty())
     title += (title.empty() ? "" : " · ") + source;

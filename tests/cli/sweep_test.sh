@@ -73,7 +73,10 @@ for c in s["configs"]:
     # Every label: each pattern of the table (the pattern keys of a head's
     # scores in heads.json, '-' for '_'), then diffuse, mixed and sink.
     scores = heads_json["heads"][0]["scores"]
-    patterns = {k.replace("_", "-") for k in scores if k not in ("entropy", "distance")}
+    # The built-in patterns' scores: numbers, not the all-query means (*_all)
+    # nor the nested user and TransformerLens scores.
+    patterns = {k.replace("_", "-") for k, v in scores.items()
+                if isinstance(v, (int, float)) and not k.endswith("_all") and k not in ("entropy", "distance")}
     check(set(c["labels"]) == patterns | {"diffuse", "mixed", "sink"}, "every label listed")
     check(sum(l["heads"] for l in c["labels"].values()) == 2 * c["heads"], "label counts add up to the heads")
 EOF
