@@ -35,6 +35,13 @@ run_ctest() {
   fi
 }
 
+# Prints the count pytest's summary gives for a word (passed, failed,
+# errors?), empty if none. grep finds no match on a clean run, and under
+# pipefail its status would end the script: hence the `|| true`.
+pytest_count() {
+  { grep -oE "[0-9]+ $1" "$2" || true; } | tail -n 1 | cut -d' ' -f1
+}
+
 # Runs the Python package's tests and executes the notebooks (docs/python.md),
 # adding pytest's counts and one test per notebook to the totals. pytest's
 # exit 5 (no tests collected) is a failure, not a silent pass.
@@ -42,9 +49,9 @@ run_python() {
   local log status=0 p f e
   log=$(mktemp)
   HEADLAB_BUILD="$PWD/build" /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests | tee "$log" || status=$?
-  p=$(grep -oE '[0-9]+ passed' "$log" | tail -n 1 | cut -d' ' -f1)
-  f=$(grep -oE '[0-9]+ failed' "$log" | tail -n 1 | cut -d' ' -f1)
-  e=$(grep -oE '[0-9]+ errors?' "$log" | tail -n 1 | cut -d' ' -f1)
+  p=$(pytest_count passed "$log")
+  f=$(pytest_count failed "$log")
+  e=$(pytest_count 'errors?' "$log")
   rm -f "$log"
   passed=$((passed + ${p:-0}))
   failed=$((failed + ${f:-0} + ${e:-0}))
