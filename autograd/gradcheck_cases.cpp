@@ -151,6 +151,9 @@ void nn_cases(Registry& r) {
   r.add("cross_entropy [2,3,4] logits",
         [](const Vars& x) { return cross_entropy(x[0], std::vector<int32_t>{0, 3, 2, -1, 1, 1}); },
         {r.normal({2, 3, 4})});
+  r.add("cross_entropy computed in f64, with ignored rows",
+        [](const Vars& x) { return cross_entropy(x[0], std::vector<int32_t>{3, -1, 0}, core::DType::f64); },
+        {r.normal({3, 4})});
   r.add("cross_entropy of transposed logits",
         [](const Vars& x) { return cross_entropy(transpose(x[0], 0, 1), std::vector<int32_t>{2, 0, 1}); },
         {r.normal({4, 3})});

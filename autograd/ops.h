@@ -86,6 +86,11 @@ Variable log_softmax(const Variable& x, int64_t axis = -1);
 // logits [..., C] against targets (one per row of logits, -1 = no target):
 // the mean over rows with a target; 0 if none has one. Fused with log-softmax.
 Variable cross_entropy(const Variable& logits, std::span<const int32_t> targets);
+// The same computed in `compute`: float32 logits converted to double, their
+// softmax and loss in double, the gradient rounded back to float32 only at
+// the end (so that probabilities within 1e-7 of 1 still give a loss and a
+// gradient). The loss keeps the logits' dtype.
+Variable cross_entropy(const Variable& logits, std::span<const int32_t> targets, core::DType compute);
 // Over the last axis: (x - mean) * rstd * weight + bias. weight, bias [D].
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps = 1e-5);
 // weight [V, D], ids (values in [0, V)) of shape ids_shape -> ids_shape + [D].

@@ -43,13 +43,18 @@ Variable log_softmax(const Variable& x, int64_t axis) {
 }
 
 Variable cross_entropy(const Variable& logits, std::span<const int32_t> targets) {
+  return cross_entropy(logits, targets, checked(logits, "cross_entropy", "logits").value().dtype());
+}
+
+Variable cross_entropy(const Variable& logits, std::span<const int32_t> targets, core::DType compute) {
   const Tensor& v = checked(logits, "cross_entropy", "logits").value();
-  core::CrossEntropyResult r = core::cross_entropy_forward(v, targets);
+  core::CrossEntropyResult r = core::cross_entropy_forward(v.dtype() == compute ? v : v.to(compute), targets);
   return Variable::from_op(
       Tensor::scalar(r.loss, v.dtype()), {logits},
-      [probs = r.probs, t = std::vector<int32_t>(targets.begin(), targets.end()), count = r.count](
-          std::vector<Variable>& in, const Tensor& g) {
-        in[0].accumulate_grad(core::cross_entropy_backward(probs, t, count, g.item()));
+      [probs = r.probs, t = std::vector<int32_t>(targets.begin(), targets.end()), count = r.count,
+       dtype = v.dtype()](std::vector<Variable>& in, const Tensor& g) {
+        const Tensor d = core::cross_entropy_backward(probs, t, count, g.item());
+        in[0].accumulate_grad(d.dtype() == dtype ? d : d.to(dtype));
       },
       "cross_entropy");
 }

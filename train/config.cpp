@@ -12,6 +12,7 @@
 
 #include "core/gemm.h"
 #include "core/shortest.h"
+#include "layers/init_scale.h"
 #include "train/errors.h"
 #include "train/nearest_name.h"
 #include "train/json_input.h"
@@ -109,6 +110,16 @@ void TrainConfig::validate() const {
   require(std::isfinite(eps) && eps > 0, "--eps must be a positive number, got " + std::to_string(eps));
   require(optimizer != "sgd" || (betas == TrainConfig{}.betas && eps == TrainConfig{}.eps),
           "--betas and --eps are Adam's and AdamW's: --optimizer sgd has neither");
+  if (const std::string error = layers::init_rule_error(init_std); !error.empty()) throw UsageError(error);
+  require(init.empty() || init_std == layers::kDefaultInitStd,
+          "--init-std " + init_std + " scales the seed's weights, but --init starts from a checkpoint's: give one of "
+          "them");
+  require(loss_dtype == "f32" || loss_dtype == "f64", "--loss-dtype must be f32 or f64, got '" + loss_dtype + "'");
+  require(split_seed >= -1, "--split-seed must be a seed (0 or more), or -1 for --seed, got " +
+                                std::to_string(split_seed));
+  require(split_seed == -1 || train_size > 0 || train_fraction > 0 || eval_fraction > 0,
+          "--split-seed " + std::to_string(split_seed) +
+              " seeds the draw of a finite training set: give --train-size, --train-fraction or --eval-fraction too");
   require_non_negative("micro-batches", micro_batches);
   require_non_negative("steps", steps);
   require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + core::shortest(lr));

@@ -47,6 +47,9 @@ struct TrainConfig {
   // The checkpoint the weights started from (`train --init`; a run folder or
   // a snapshot is resolved to its file, absolute); empty: the seed's.
   std::string init;
+  // The weights' scale at initialization (layers/init_scale.h): a standard
+  // deviation, fan-in or nanda.
+  std::string init_std = "0.02";
   // The model. vocab, max_seq_len (--seq-len) and classes 0 stand for the
   // task's own (a data file's classes: its vocab); d_ff 0 for 4 * d_model.
   layers::ModelSpec model{.vocab = 0, .classes = 0, .max_seq_len = 0, .layers = 1, .heads = 2, .d_model = 64};
@@ -70,7 +73,13 @@ struct TrainConfig {
   int64_t schedule_steps = 0;
   double min_lr = 0;
   double clip = 1.0;  // 0: no clipping
+  // The precision of the log-softmax and cross-entropy of the training loss:
+  // "f32", or "f64" (the logits converted to double, the gradient back to
+  // the model's float32).
+  std::string loss_dtype = "f32";
   uint64_t seed = 0;
+  // The seed of the finite training set's draw (train/fixed_sets.h); -1: --seed.
+  int64_t split_seed = -1;
   // running
   int threads = 0;  // 0: all cores
   std::string gemm = default_gemm_backend();  // onednn or openblas
@@ -102,6 +111,10 @@ struct TrainConfig {
     f("init", c.init,
       "start from this checkpoint's model and weights: a checkpoint, a snapshot or a run folder (model flags must "
       "agree with it)");
+    f("init-std", c.init_std,
+      "initial weight scale: a standard deviation for every Linear and Embedding weight, fan-in (1/sqrt(in) per "
+      "matrix, 1/sqrt(d-model) for the embeddings) or nanda (Nanda et al.'s: 1/sqrt(d-model), the unembedding "
+      "1/sqrt(vocab))");
     f("vocab", c.model.vocab, "input vocabulary size (0: the task's default)");
     f("seq-len", c.model.max_seq_len, "sequence length (0: the task's default)");
     f("classes", c.model.classes, "output classes (0: the task's; with --data, --vocab)");
@@ -130,7 +143,12 @@ struct TrainConfig {
       "the step the schedule decays to (0: --steps; a run keeps it when extended with --resume --steps)");
     f("min-lr", c.min_lr, "the floor of the cosine/linear decay");
     f("clip", c.clip, "clip the global gradient norm to this (0: off)");
+    f("loss-dtype", c.loss_dtype,
+      "f32 or f64: the training loss's log-softmax and cross-entropy in float or double (its gradient back in float)");
     f("seed", c.seed, "random seed: same seed and thread count give the same numbers");
+    f("split-seed", c.split_seed,
+      "draw the finite training set (--train-size, --train-fraction, --eval-fraction) from this seed instead of "
+      "--seed (-1: --seed)");
     f("threads", c.threads, "threads for OpenMP and OpenBLAS (0: all cores)");
     f("gemm", c.gemm, "GEMM backend: onednn or openblas (default: $HEADLAB_GEMM, else onednn)");
     f("eval-batch", c.eval_batch, "sequences in the fixed evaluation batch");

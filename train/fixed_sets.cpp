@@ -144,13 +144,18 @@ std::vector<int64_t> shuffled_order(int64_t n, core::Generator& gen) {
   return order;
 }
 
+// --split-seed, or by default --seed (the split of runs older than the flag).
+uint64_t split_seed(const TrainConfig& config) {
+  return config.split_seed >= 0 ? static_cast<uint64_t>(config.split_seed) : config.seed;
+}
+
 }  // namespace
 
 std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainConfig& config) {
   if (!has_fixed_sets(config)) return base;
   std::optional<Batch> train, held_out;
   if (config.train_size > 0 || config.train_fraction > 0) {
-    core::Generator gen(config.seed ^ kSplitStream);
+    core::Generator gen(split_seed(config) ^ kSplitStream);
     if (std::optional<Batch> all = base->all_examples()) {
       const int64_t n = all->batch;
       const int64_t n_train = config.train_size > 0
@@ -182,7 +187,7 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
   if (config.eval_fraction > 0) {
     // A data file (TrainConfig::validate): its first held-out share of a
     // shuffled order is held out, the rest trained on.
-    core::Generator gen(config.seed ^ kSplitStream);
+    core::Generator gen(split_seed(config) ^ kSplitStream);
     const Batch all = base->rows(0, base->size());
     const int64_t n = all.batch;
     const auto n_eval = static_cast<int64_t>(std::llround(config.eval_fraction * static_cast<double>(n)));

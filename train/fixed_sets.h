@@ -1,8 +1,9 @@
 // FixedSets: a task with a fixed training set, a held-out evaluation set, or
 // both (--train-size, --train-fraction, --eval-data).
 //
-// The training set is drawn once, from a stream of the run's seed of its
-// own, and served in epochs, shuffled each epoch (EpochOrder): --batch 0
+// The training set is drawn once, from a stream of its own of the run's
+// --split-seed (by default --seed, so that one can vary the initialization
+// with the split fixed), and served in epochs, shuffled each epoch (EpochOrder): --batch 0
 // trains on all of it at every step. The held-out set that eval_batch()
 // returns is
 //   - for a task that can list its examples (modular-addition's p^2 pairs):

@@ -11,6 +11,7 @@
 #include "autograd/ops.h"
 #include "core/ops.h"
 #include "core/shortest.h"
+#include "layers/init_scale.h"
 #include "optim/clip.h"
 #include "optim/factory.h"
 #include "optim/param_groups.h"
@@ -165,6 +166,7 @@ void Session::build(const layers::ModelSpec& spec) {
                      {"--eval-batch", std::max(task_->eval_rows(config_.eval_batch), train_eval_rows)}});
   core::Generator init_gen(config_.seed);
   model_ = std::make_unique<layers::Transformer>(spec, init_gen);
+  layers::apply_init_scale(*model_, config_.init_std, spec);
   const double wd = config_.weight_decay >= 0 ? config_.weight_decay : (config_.optimizer == "adamw" ? 0.01 : 0.0);
   optimizer_ = optim::make_optimizer(config_.optimizer, optim::make_param_groups(model_->named_parameters(), wd, false),
                                      config_.lr, {config_.betas.at(0), config_.betas.at(1), config_.eps});
@@ -185,7 +187,7 @@ StepResult Session::step() {
   if (config_.micro_batches == 1) {
     optimizer_->zero_grad();
     const autograd::Variable logits = model_->forward(batch.tokens, batch.batch, batch.seq_len);
-    const autograd::Variable loss = autograd::cross_entropy(logits, batch.targets);
+    const autograd::Variable loss = autograd::cross_entropy(logits, batch.targets, loss_dtype());
     const EvalResult scored = score_logits(logits.value(), batch.targets);
     r.loss = loss.value().item();
     r.accuracy = scored.accuracy;
@@ -227,7 +229,7 @@ StepResult Session::forward_backward_slices(const Batch& batch) {
     const autograd::Variable logits = model_->forward(slice.tokens, slice.batch, slice.seq_len);
     const EvalResult scored = score_logits(logits.value(), slice.targets);
     const double share = targets > 0 ? static_cast<double>(scored.count) / targets : 0.0;
-    const autograd::Variable loss = autograd::cross_entropy(logits, slice.targets) * share;
+    const autograd::Variable loss = autograd::cross_entropy(logits, slice.targets, loss_dtype()) * share;
     loss.backward();
     add_grads(params, grads, j == 0);
     sums[0] += loss.value().item();

@@ -91,7 +91,8 @@ class Session {
   // Forward and backward over this rank's slices of `batch`; leaves the
   // gradient summed over every rank's slices in the parameters.
   StepResult forward_backward_slices(const Batch& batch);
-
+  // The precision of the training loss (--loss-dtype).
+  core::DType loss_dtype() const { return config_.loss_dtype == "f64" ? core::DType::f64 : core::DType::f32; }
 
   TrainConfig config_;
   std::unique_ptr<Task> task_;

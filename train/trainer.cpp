@@ -8,9 +8,11 @@
 
 #include "analysis/heads_json.h"
 #include "analysis/html_report.h"
+#include "analysis/progress_measures.h"
 #include "core/shortest.h"
 #include "train/analysis_steps.h"
 #include "train/errors.h"
+#include "train/fixed_sets.h"
 #include "train/signals.h"
 #include "train/snapshots.h"
 
@@ -28,6 +30,26 @@ void append_line(const std::string& path, const nlohmann::json& j) {
   out << j.dump() << '\n';
   out.flush();
   if (!out) throw std::runtime_error("cannot append to " + path);
+}
+
+// Nanda et al.'s progress measures of a modular-addition run, over its
+// training pairs (all of them without a finite training set); none for any
+// other task.
+std::optional<analysis::ProgressMeasures> modular_progress(Session& session) {
+  const TrainConfig& config = session.config();
+  if (config.task != "modular-addition" || !config.data.empty()) return std::nullopt;
+  const Task& task = session.task();
+  const int64_t p = task.vocab() - 1;
+  std::vector<bool> train;
+  if (has_fixed_sets(config) && task.size() > 0) {
+    train.assign(static_cast<std::size_t>(p * p), false);
+    const Batch rows = task.rows(0, task.size());
+    for (int64_t r = 0; r < rows.batch; ++r) {
+      const auto at = static_cast<std::size_t>(r * rows.seq_len);
+      train[static_cast<std::size_t>(rows.tokens[at] * p + rows.tokens[at + 1])] = true;
+    }
+  }
+  return analysis::progress_measures(session.model(), p, train);
 }
 
 }  // namespace
@@ -75,6 +97,7 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
     during.pruning = false;  // the pruning curve is for the final report
     const analysis::RunAnalysis run = analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), during);
     line.update(analysis::compact_json(run));
+    if (const auto progress = modular_progress(session_)) line["progress"] = analysis::to_json(*progress);
     events_.analyzed(step, run);
   }
   append_line(folder_.metrics(), line);

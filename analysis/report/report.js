@@ -354,7 +354,32 @@
       ? (emerged.length ? 'Emerged (score stays ≥ ' + th.toFixed(2) + ' from then on, circled): ' + emerged.join(' · ') + '.' : 'No head’s score stays above the threshold ' + th.toFixed(2) + '.')
       : 'No per-head records in the metrics history (train with --analyze-every).';
     charts.append(chartBox('Head scores over training (each head’s final top pattern)', headSvg, 'head-scores.svg', true, caption));
+    progressCharts(charts);
     return section('Training', 'Loss and accuracy as logged, and when each head’s pattern appeared.', charts);
+  }
+
+  // Nanda et al.'s progress measures, logged by modular-addition runs at
+  // each analysis step (docs/head-metrics.md): the key frequencies' losses,
+  // their share of the embedding's norm and the heads' attention on a and b.
+  function progressCharts(charts) {
+    const lines = logLines.filter((l) => l && isNum(l.step) && l.progress && isNum(l.progress.restricted_loss));
+    if (!lines.length) return;
+    const of = (f) => lines.map((l) => [l.step, f(l.progress)]).filter((q) => isNum(q[1]) && q[1] > 0);
+    const losses = [['full_loss', '#0f172a', 'full loss (all pairs)'], ['restricted_loss', '#15803d', 'restricted loss (key frequencies only, all pairs)'],
+      ['excluded_loss', '#dc2626', 'excluded loss (key frequencies removed, training pairs)']]
+      .map(([k, c, name]) => ({ name, color: c, points: of((g) => g[k]) })).filter((x) => x.points.length);
+    const last = lines[lines.length - 1].progress;
+    const keys = (last.key_frequencies || []).join(', ');
+    charts.append(chartBox('Progress measures: losses (log scale)', losses.length ? lineChart({ series: losses, log: true, tipFmt: (v) => v.toExponential(3) }) : null,
+      'progress-losses.svg', false, 'Key frequencies at step ' + lines[lines.length - 1].step + ': ' + keys + ' (the embedding’s ' + (last.key_frequencies || []).length + ' largest; Nanda et al. 2023).'));
+    const share = [{ name: 'key frequencies’ share of the embedding', color: '#7c3aed', points: of((g) => g.key_share) }];
+    (last.attention_a || []).forEach((_, i) => {
+      const color = HEAD_COLORS[i % HEAD_COLORS.length], name = heads[i] ? headName(heads[i].layer, heads[i].head) : 'head ' + i;
+      share.push({ name: name + ' on a', color, points: of((g) => g.attention_a && g.attention_a[i]) });
+      share.push({ name: name + ' on b', color, dash: '7 4', points: of((g) => g.attention_b && g.attention_b[i]) });
+    });
+    charts.append(chartBox('Progress measures: embedding and attention', lineChart({ series: share, yMin: 0, yMax: 1, tipFmt: (v) => v.toFixed(3) }),
+      'progress-shares.svg', false, 'Share of the token embedding’s squared norm in the key frequencies, and each head’s mean attention at ‘=’ on the operands a (solid) and b (dashed).'));
   }
 
   function jsSection() {

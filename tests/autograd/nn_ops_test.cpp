@@ -40,6 +40,24 @@ TEST(CrossEntropy, HugeLogitsGiveExactLossAndGradientInFloat32) {
   EXPECT_TRUE(all_near(grad_of(logits), {0, 0, 0, -0.5, 0.5, 0}, 0.0));
 }
 
+TEST(CrossEntropy, InDoubleANearlyCertainTargetStillGetsItsGradient) {
+  // p(target) = 1 - 2.5e-9 rounds to 1 in float32: the float32 gradient of the
+  // target's logit is 0 while the others' are not. In double it is minus
+  // their sum, as the exact gradient; both come back as float32.
+  const std::vector<double> values = {0, -20.5, -20.5};
+  const double other = std::exp(-20.5) / (1 + 2 * std::exp(-20.5));
+  Variable f32 = param(values, {1, 3}, DType::f32), f64 = param(values, {1, 3}, DType::f32);
+  cross_entropy(f32, std::vector<int32_t>{0}).backward();
+  Variable loss = cross_entropy(f64, std::vector<int32_t>{0}, DType::f64);
+  EXPECT_EQ(loss.dtype(), DType::f32);
+  loss.backward();
+  EXPECT_EQ(f64.grad().dtype(), DType::f32);
+  EXPECT_EQ(grad_of(f32)[0], 0.0);
+  EXPECT_NEAR(grad_of(f64)[0], -2 * other, 1e-6 * other);
+  EXPECT_NEAR(grad_of(f64)[1], other, 1e-6 * other);
+  EXPECT_NEAR(loss.value().item(), std::log1p(2 * std::exp(-20.5)), 1e-6 * other);
+}
+
 TEST(CrossEntropy, EqualsMinusTheMeanLogSoftmaxOfTheTargets) {
   const Tensor x = tensor({0.1, -2, 3, 0.5, 0.5, 0.5, 4, 1, -1, 2, 2, 0}, {4, 3});
   const std::vector<int32_t> t = {2, -1, 0, 1};

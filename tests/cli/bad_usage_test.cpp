@@ -207,6 +207,13 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_batch_neither_number_nor_full", train_tiny({{"--batch", "half"}}), 2, {"--batch", "half"}});
     c.push_back({"train_eval_data_missing", train_tiny({{"--eval-data", "{missing}"}}), 2, {"{missing}"}});
     c.push_back({"train_eval_data_not_jsonl", train_tiny({{"--eval-data", "{file}"}}), 2, {"notes.txt:1", "JSON"}});
+    c.push_back({"train_init_std_unknown_rule", train_tiny({{"--init-std", "xavier"}}), 2,
+                 {"--init-std", "'xavier'", "fan-in"}});
+    c.push_back({"train_init_std_with_init", with(train_tiny({{"--init-std", "fan-in"}}), {"--init", "{ck}"}), 2,
+                 {"--init-std", "--init"}});
+    c.push_back({"train_loss_dtype_f16", train_tiny({{"--loss-dtype", "f16"}}), 2, {"--loss-dtype", "'f16'"}});
+    c.push_back({"train_split_seed_without_a_split", train_tiny({{"--split-seed", "3"}}), 2,
+                 {"--split-seed", "--train-fraction"}});
     c.push_back({"train_betas_one_value", train_tiny({{"--betas", "0.9"}}), 2, {"--betas", "two numbers"}});
     c.push_back({"train_betas_three_values", train_tiny({{"--betas", "0.9,0.98,0.99"}}), 2, {"--betas"}});
     c.push_back({"train_beta_of_one", train_tiny({{"--betas", "0.9,1"}}), 2, {"--betas", "[0, 1)"}});

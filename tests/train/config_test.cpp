@@ -58,12 +58,41 @@ TEST(TrainConfig, EveryBadValueIsAUsageError) {
       [](TrainConfig& c) { c.betas = {-0.1, 0.9}; }, [](TrainConfig& c) { c.eps = 0; },
       [](TrainConfig& c) { c.optimizer = "sgd", c.eps = 1e-6; },
       [](TrainConfig& c) { c.model.activation = "tanh"; },
+      [](TrainConfig& c) { c.init_std = "0"; },     [](TrainConfig& c) { c.init_std = "fanin"; },
+      [](TrainConfig& c) { c.init_std = "0.1x"; },  [](TrainConfig& c) { c.init_std = "nan"; },
+      [](TrainConfig& c) { c.init_std = "fan-in", c.init = "run"; },
+      [](TrainConfig& c) { c.loss_dtype = "f16"; },
+      [](TrainConfig& c) { c.split_seed = -2; },  [](TrainConfig& c) { c.split_seed = 4; },
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {
     TrainConfig c;
     bad[i](c);
     EXPECT_NE(error_of(c), "") << "case " << i;
   }
+}
+
+TEST(TrainConfig, GrokkingOptionsNameTheirValueAndFix) {
+  TrainConfig c;
+  c.init_std = "-1";
+  EXPECT_NE(error_of(c).find("--init-std must be a positive standard deviation (such as 0.02, the default), fan-in or "
+                             "nanda, got '-1'"),
+            std::string::npos)
+      << error_of(c);
+  c = TrainConfig{};
+  c.loss_dtype = "double";
+  EXPECT_NE(error_of(c).find("--loss-dtype must be f32 or f64, got 'double'"), std::string::npos) << error_of(c);
+  c = TrainConfig{};
+  c.split_seed = 7;
+  EXPECT_NE(error_of(c).find("give --train-size, --train-fraction or --eval-fraction"), std::string::npos)
+      << error_of(c);
+  c.train_fraction = 0.3;
+  c.init_std = "fan-in";
+  c.loss_dtype = "f64";
+  EXPECT_EQ(error_of(c), "");
+  c.init_std = "nanda";
+  EXPECT_EQ(error_of(c), "");
+  c.init_std = "1e-3";
+  EXPECT_EQ(error_of(c), "");
 }
 
 TEST(TrainConfig, GemmBackendComesFromTheEnvironmentAndIsChecked) {
@@ -96,6 +125,9 @@ TEST(TrainConfig, JsonRoundTripKeepsEveryField) {
   c.model.activation = "relu";
   c.train_fraction = 0.3;
   c.eval_data = "held-out.jsonl";
+  c.init_std = "nanda";
+  c.loss_dtype = "f64";
+  c.split_seed = 5;
   TrainConfig d;
   apply_json(d, to_json(c), "test");
   EXPECT_EQ(to_json(d), to_json(c));

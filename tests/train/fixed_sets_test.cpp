@@ -14,11 +14,14 @@
 #include <map>
 #include <set>
 
+#include "analysis/progress_measures.h"
 #include "optim/adam.h"
 #include "tests/train/test_util.h"
 #include "train/errors.h"
 #include "train/run_builder.h"
+#include "train/run_folder.h"
 #include "train/session.h"
+#include "train/trainer.h"
 
 namespace headlab::train {
 namespace {
@@ -87,6 +90,23 @@ TEST(FixedSets, ModularAdditionSplitIsDisjointCompleteAndSeeded) {
   sized.train_fraction = 0;
   sized.train_size = 36;
   EXPECT_EQ(pairs_of(make_task_for(sized)->rows(0, 36)), train);
+}
+
+TEST(FixedSets, SplitSeedFixesTheSplitWhateverTheSeed) {
+  const TrainConfig c = mod_config();
+  const auto split = [](const TrainConfig& config) { return pairs_of(make_task_for(config)->rows(0, 36)); };
+  // By default the split is --seed's; --split-seed gives that same split
+  // under any --seed, and another split seed another split.
+  TrainConfig fixed = c;
+  fixed.split_seed = static_cast<int64_t>(c.seed);
+  fixed.seed = c.seed + 1;
+  EXPECT_EQ(split(fixed), split(c));
+  TrainConfig other = fixed;
+  other.split_seed = 11;
+  EXPECT_NE(split(other), split(c));
+  // The seed still sets the weights: the same split, other first steps.
+  Session a(c), b(fixed);
+  EXPECT_NE(a.step().loss, b.step().loss);
 }
 
 TEST(FixedSets, AnyTaskHoldsOutWhatItTrainsOn) {
@@ -269,6 +289,72 @@ TEST(FixedSets, BetasAndEpsReachTheOptimizer) {
   EXPECT_EQ(s.step().loss, t.step().loss);
   EXPECT_EQ(s.step().loss, t.step().loss);
   EXPECT_NE(s.step().loss, t.step().loss);
+}
+
+TEST(FixedSets, GrokkingOptionsResumeExactly) {
+  // --init-std, --loss-dtype f64 and --split-seed travel with the checkpoint:
+  // the resumed run takes the same steps as the uninterrupted one.
+  const auto path = (fs::temp_directory_path() / ("headlab-grok-resume-" + std::to_string(::getpid()))).string();
+  TrainConfig c = mod_config();
+  c.init_std = "nanda";
+  c.loss_dtype = "f64";
+  c.split_seed = 9;
+  Session straight(c);
+  std::vector<double> losses;
+  for (int i = 0; i < 6; ++i) losses.push_back(straight.step().loss);
+  Session first(c);
+  for (int i = 0; i < 3; ++i) first.step();
+  first.save(path);
+  const Checkpoint ck = read_checkpoint(path);
+  fs::remove(path);
+  EXPECT_EQ(ck.info.config.init_std, "nanda");
+  EXPECT_EQ(ck.info.config.loss_dtype, "f64");
+  EXPECT_EQ(ck.info.config.split_seed, 9);
+  Session resumed(ck);
+  for (int i = 3; i < 6; ++i) EXPECT_EQ(resumed.step().loss, losses[static_cast<std::size_t>(i)]) << "step " << i;
+  EXPECT_EQ(flat_weights(resumed.model()), flat_weights(straight.model()));
+  // And each option changes the run it is in.
+  TrainConfig f32 = c;
+  f32.loss_dtype = "f32";
+  Session g(f32), h(c);
+  for (int i = 0; i < 5; ++i) g.step(), h.step();
+  EXPECT_NE(flat_weights(g.model()), flat_weights(h.model()));
+}
+
+TEST(FixedSets, ModularAdditionRunsLogTheProgressMeasuresAtEachAnalysis) {
+  const auto dir = fs::temp_directory_path() / ("headlab-progress-" + std::to_string(::getpid()));
+  TrainConfig c = mod_config();
+  c.steps = 4;
+  c.log_every = 2;
+  c.analyze_every = 2;
+  Session session(c);
+  TrainerEvents quiet;
+  Trainer trainer(session, create_run_folder(dir.string(), false), quiet, {.target_steps = 4, .analysis = {}});
+  ASSERT_EQ(trainer.run(), 0);
+  int analyzed = 0;
+  nlohmann::json last;
+  for (const nlohmann::json& line : read_metrics((dir / "metrics.jsonl").string())) {
+    if (!line.contains("heads")) continue;
+    ++analyzed;
+    ASSERT_TRUE(line.contains("progress")) << line.dump();
+    const nlohmann::json& m = line["progress"];
+    EXPECT_EQ(m["p"], 11);
+    EXPECT_EQ(m["embedding_norms"].size(), 6u);  // the constant and 1 .. 5
+    EXPECT_EQ(m["key_frequencies"].size(), 5u);
+    EXPECT_EQ(m["attention_a"].size(), 2u);  // one per head
+    EXPECT_GT(m["key_share"].get<double>(), 0);
+    last = m;
+  }
+  EXPECT_EQ(analyzed, 2);
+  // The last one is the final model's; its excluded loss is over the 36
+  // training pairs, not all 121.
+  std::vector<bool> train(121, false);
+  for (const auto& [a, b] : pairs_of(session.task().rows(0, 36))) train[static_cast<std::size_t>(a * 11 + b)] = true;
+  const analysis::ProgressMeasures now = analysis::progress_measures(session.model(), 11, train);
+  EXPECT_EQ(last["excluded_loss"].get<double>(), now.excluded_loss);
+  EXPECT_EQ(last["restricted_loss"].get<double>(), now.restricted_loss);
+  EXPECT_NE(last["excluded_loss"].get<double>(), analysis::progress_measures(session.model(), 11, {}).excluded_loss);
+  fs::remove_all(dir);
 }
 
 TEST(FixedSets, ReluModelTrainsAndResumesAsRelu) {

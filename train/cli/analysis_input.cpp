@@ -22,6 +22,7 @@ AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::str
   in.config_ = ck.info.config;
   in.config_.train_size = 0;
   in.config_.train_fraction = 0;
+  in.config_.split_seed = -1;
   in.config_.eval_data.clear();
   in.config_.data = std::filesystem::absolute(data).lexically_normal().string();
   in.config_.model = ck.model;
