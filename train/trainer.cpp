@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,6 +10,7 @@
 
 #include "analysis/heads_json.h"
 #include "analysis/html_report.h"
+#include "core/atomic_file.h"
 #include "core/shortest.h"
 #include "train/analysis_steps.h"
 #include "train/errors.h"
@@ -23,11 +26,16 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// metrics.jsonl, opened without following a link (core::open_for_append).
 void append_line(const std::string& path, const nlohmann::json& j) {
-  std::ofstream out(path, std::ios::app);
-  out << j.dump() << '\n';
-  out.flush();
-  if (!out) throw std::runtime_error("cannot append to " + path);
+  const int fd = core::open_for_append(path);
+  try {
+    core::append_to(fd, path, j.dump() + "\n");
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
 }
 
 }  // namespace
