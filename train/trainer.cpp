@@ -183,11 +183,18 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   // What the heads were trained on: a data file's path, else the task.
   if (config.is_object() && config.value("data", std::string()).empty()) heads["task"] = config.value("task", "");
   else if (config.is_object()) heads["data"] = config.value("data", "");
-  write_file_atomic(folder.heads(), heads.dump(2) + "\n");
+  // A link (or anything but a file) at heads.json is refused before anything
+  // is written; a regular one goes first, so that no old heads.json outlives
+  // a report that fails.
+  core::check_output_path(folder.heads());
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(folder.heads(), ec)))
+    std::filesystem::remove(folder.heads(), ec);
   analysis::ReportOptions options;
   options.run_name = folder.name();
   options.snapshots = std::move(snapshots);
   write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), config, options));
+  write_file_atomic(folder.heads(), heads.dump(2) + "\n");
 }
 
 analysis::RunAnalysis Trainer::finish_report() {
