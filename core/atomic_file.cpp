@@ -48,8 +48,11 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
   check_output_path(path);
   // Same folder as the target, so that the rename stays on one file system.
   temporary_ = path + ".tmp." + std::to_string(::getpid());
-  // O_NOFOLLOW: a link planted under the temporary name is not written through.
-  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+  // A fresh file, never an existing one: O_EXCL refuses whatever is at the
+  // temporary name (a symbolic link, or a hard link to another file that
+  // O_TRUNC would cut) once this process's own leftover is removed.
+  ::unlink(temporary_.c_str());
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   if (fd_ < 0) throw failure("creating", errno);
 }
 
@@ -85,6 +88,36 @@ void AtomicFileWriter::commit() {
     throw failure("writing", error);
   }
   sync_directory_of(path_);
+}
+
+int open_for_append(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO must not wait for a reader before it is refused.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int error = errno;
+    struct stat info {};
+    if (error == ELOOP && ::lstat(path.c_str(), &info) == 0)
+      throw std::runtime_error("refusing to append to " + quoted(path) + ": it is " + kind_of(info.st_mode) +
+                               ", not a regular file");
+    throw std::runtime_error("cannot append to " + quoted(path) + ": " + std::strerror(error));
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || ::fcntl(fd, F_SETFL, O_APPEND) != 0) {
+    ::close(fd);
+    throw std::runtime_error("refusing to append to " + quoted(path) + ": it is " + kind_of(info.st_mode) +
+                             ", not a regular file");
+  }
+  return fd;
+}
+
+void append_to(int fd, const std::string& path, std::string_view bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::runtime_error("cannot append to " + quoted(path) + ": " + std::strerror(n < 0 ? errno : ENOSPC));
+    done += static_cast<std::size_t>(n);
+  }
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {

@@ -1,6 +1,8 @@
 // The one way headlab writes an output file (checkpoints, dumps, run files):
 // a temporary file in the same folder, flushed and fsync'ed, renamed over the
 // path. A reader sees the old content or the new one, never a part of either.
+// The logs it appends to are opened here too (open_for_append). No output is
+// ever written through a link.
 #pragma once
 
 #include <cstdint>
@@ -40,5 +42,14 @@ class AtomicFileWriter {
 // Throws the error write_file_atomic would for a path that exists and is not
 // a regular file; nothing otherwise. For checking outputs before the work.
 void check_output_path(const std::string& path);
+
+// The files headlab appends to (train.log, metrics.jsonl): `path` opened for
+// appending, created if new, without following a link. Returns the
+// descriptor (the caller closes it); throws std::runtime_error naming the
+// path for anything there but a regular file, or the system's error.
+int open_for_append(const std::string& path);
+// Writes all of `bytes` to a descriptor of open_for_append (`path` names it
+// in the error).
+void append_to(int fd, const std::string& path, std::string_view bytes);
 
 }  // namespace headlab::core

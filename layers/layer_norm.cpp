@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "core/shortest.h"
 
 namespace headlab::layers {
 
@@ -12,7 +13,7 @@ LayerNorm::LayerNorm(const LayerNormOptions& options, core::Generator& /*gen: La
     : options_(options) {
   if (options.normalized_size <= 0 || !(options.eps > 0.0)) {
     throw std::invalid_argument("LayerNorm: normalized_size must be positive and eps > 0, got normalized_size=" +
-                                std::to_string(options.normalized_size) + ", eps=" + std::to_string(options.eps));
+                                std::to_string(options.normalized_size) + ", eps=" + core::shortest(options.eps));
   }
   register_parameter("weight", Tensor::ones({options.normalized_size}, dtype));
   register_parameter("bias", Tensor::zeros({options.normalized_size}, dtype));

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/shortest.h"
 
 namespace headlab::optim {
 
@@ -49,7 +50,7 @@ void check_betas(const char* who, double beta1, double beta2) {
   for (const double b : {beta1, beta2}) {
     if (!(b >= 0.0 && b < 1.0)) {
       throw std::invalid_argument(std::string("optim::") + who + ": betas must lie in [0, 1), got (" +
-                                  std::to_string(beta1) + ", " + std::to_string(beta2) + ")");
+                                  core::shortest(beta1) + ", " + core::shortest(beta2) + ")");
     }
   }
 }

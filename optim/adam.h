@@ -68,6 +68,7 @@ class Adam final : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override;
+  bool slot_is_non_negative(const std::string& slot) const override { return slot == "exp_avg_sq"; }
   ElementwiseUpdate prepare(ParamState& state, core::Tensor& param, const core::Tensor& grad,
                             const UpdateArgs& args) override;
 
@@ -85,6 +86,7 @@ class AdamW final : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override;
+  bool slot_is_non_negative(const std::string& slot) const override { return slot == "exp_avg_sq"; }
   ElementwiseUpdate prepare(ParamState& state, core::Tensor& param, const core::Tensor& grad,
                             const UpdateArgs& args) override;
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/shortest.h"
 #include "core/threads.h"
 
 namespace headlab::optim {
@@ -73,7 +74,7 @@ double grad_norm(const std::vector<autograd::Variable>& params) {
 double clip_grad_norm(const std::vector<autograd::Variable>& params, double max_norm) {
   if (!std::isfinite(max_norm) || max_norm <= 0.0) {
     throw std::invalid_argument("optim::clip_grad_norm: max_norm must be finite and > 0, got " +
-                                std::to_string(max_norm));
+                                core::shortest(max_norm));
   }
   const double norm = grad_norm(params);
   if (!std::isfinite(norm) || norm <= max_norm) return norm;

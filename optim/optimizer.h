@@ -95,6 +95,12 @@ class Optimizer {
 
   // Names of the per-parameter state tensors, in the order of ParamState::slots.
   virtual std::vector<std::string> slot_names() const = 0;
+  // Whether a slot holds values that are never negative (Adam's second
+  // moments): import_state refuses a state with a negative one.
+  virtual bool slot_is_non_negative(const std::string& slot) const {
+    (void)slot;
+    return false;
+  }
   // Creates the slots on the first update and returns the update of param,
   // which step() applies later: the pointers it captures (param, grad, the
   // slots) stay valid until then. param and grad are contiguous and of equal

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "core/shortest.h"
 #include "optim/optimizer.h"
 
 namespace headlab::optim {
@@ -153,6 +154,16 @@ void Optimizer::import_state(const core::NamedTensors& tensors, const core::Meta
                                     core::to_string(value.dtype()) + " " + core::to_string(value.shape()));
       }
       next.slots.push_back(t.clone());
+      if (slot_is_non_negative(slot)) {
+        // A running mean of squares: a negative one is a damaged file (and
+        // would turn the update's square root into NaN).
+        const std::vector<double> values = next.slots.back().to_vector();
+        const auto bad = std::find_if(values.begin(), values.end(), [](double v) { return v < 0; });
+        if (bad != values.end())
+          throw std::invalid_argument(where + "tensor '" + name + "' holds " + core::shortest(*bad) + " at element " +
+                                      std::to_string(bad - values.begin()) + ", but " + slot +
+                                      " is a mean of squares, never negative: the file is damaged");
+      }
       unmatched.erase(it);
     }
     loaded.push_back(std::move(next));

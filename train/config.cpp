@@ -90,10 +90,10 @@ void TrainConfig::validate() const {
   require_non_negative("batch", batch);
   require_non_negative("train-size", train_size);
   require(std::isfinite(train_fraction) && train_fraction >= 0 && train_fraction < 1,
-          "--train-fraction must be in (0, 1), or 0 for off, got " + std::to_string(train_fraction));
+          "--train-fraction must be in (0, 1), or 0 for off, got " + core::shortest(train_fraction));
   require(train_size == 0 || train_fraction == 0,
           "give --train-size or --train-fraction, not both (--train-size " + std::to_string(train_size) +
-              ", --train-fraction " + std::to_string(train_fraction) + ")");
+              ", --train-fraction " + core::shortest(train_fraction) + ")");
   require(data.empty() || (train_size == 0 && train_fraction == 0),
           "--data is already a fixed training set: it takes no --train-size or --train-fraction (give a held-out "
           "file with --eval-data)");
@@ -106,8 +106,14 @@ void TrainConfig::validate() const {
   require(betas.size() == 2, "--betas takes two numbers B1,B2 (such as 0.9,0.98), got " +
                                  std::to_string(betas.size()));
   for (const double b : betas)
-    require(std::isfinite(b) && b >= 0 && b < 1, "--betas: each must be in [0, 1), got " + std::to_string(b));
-  require(std::isfinite(eps) && eps > 0, "--eps must be a positive number, got " + std::to_string(eps));
+    require(std::isfinite(b) && b >= 0 && b < 1, "--betas: each must be in [0, 1), got " + core::shortest(b));
+  require(std::isfinite(eps) && eps > 0, "--eps must be a positive number, got " + core::shortest(eps));
+  // Above kMaxEps the eps in Adam's denominator outweighs sqrt(v) for any
+  // gradient smaller than it, and the update becomes lr * m / eps: SGD with a
+  // learning rate of lr / eps (1e30 never moves at all).
+  require(eps <= kMaxEps, "--eps " + core::shortest(eps) + " is above " + core::shortest(kMaxEps) +
+                              ": an eps that large outweighs the gradients' scale and Adam's update shrinks to "
+                              "lr * m / eps; typical values are 1e-8 to 1e-6 (or use --optimizer sgd)");
   require(optimizer != "sgd" || (betas == TrainConfig{}.betas && eps == TrainConfig{}.eps),
           "--betas and --eps are Adam's and AdamW's: --optimizer sgd has neither");
   if (const std::string error = layers::init_rule_error(init_std); !error.empty()) throw UsageError(error);

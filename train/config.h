@@ -33,6 +33,9 @@ inline constexpr bool is_negated_v<Negated<Bool>> = true;
 // HEADLAB_GEMM's value if set, else "onednn" (core::default_gemm_backend_name).
 std::string default_gemm_backend();
 
+// The largest --eps: beyond it Adam's update is lr * m / eps, a slowed SGD.
+inline constexpr double kMaxEps = 1e-2;
+
 struct TrainConfig {
   // task
   std::string task = "first-prev-pair";
@@ -63,7 +66,7 @@ struct TrainConfig {
   std::string optimizer = "adamw";
   double weight_decay = -1;  // < 0: the optimizer's default (AdamW 0.01, others 0)
   std::vector<double> betas = {0.9, 0.999};  // Adam and AdamW
-  double eps = 1e-8;                         // Adam and AdamW
+  double eps = 1e-8;                         // Adam and AdamW, in (0, kMaxEps]
   int64_t warmup = 0;
   std::string schedule = "constant";
   // The step a decaying schedule reaches its floor at (its horizon): 0 stands
@@ -136,7 +139,7 @@ struct TrainConfig {
     f("weight-decay", c.weight_decay,
       "weight decay, decoupled for adamw (negative: the optimizer's default, 0.01 for adamw)");
     f("betas", c.betas, "adam/adamw: B1,B2, the moments' decay rates");
-    f("eps", c.eps, "adam/adamw: added to the denominator's square root");
+    f("eps", c.eps, "adam/adamw: added to the denominator's square root (at most 0.01)");
     f("warmup", c.warmup, "linear warmup steps");
     f("schedule", c.schedule, "constant, cosine, linear or step");
     f("schedule-steps", c.schedule_steps,

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -148,6 +149,32 @@ std::vector<int64_t> World::all_gather(int64_t value) const {
 #ifdef HEADLAB_HAVE_MPI
   Timed t(seconds_);
   check(MPI_Allgather(&value, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+#endif
+  return out;
+}
+
+std::vector<std::string> World::all_gather(const std::string& text) const {
+  if (!mpi_) return {text};
+  std::vector<std::string> out(static_cast<std::size_t>(size_));
+#ifdef HEADLAB_HAVE_MPI
+  // The lengths first, so that texts of any lengths arrive whole.
+  const std::vector<int64_t> lengths = all_gather(static_cast<int64_t>(text.size()));
+  Timed t(seconds_);
+  std::vector<int> counts(out.size()), offsets(out.size());
+  int64_t total = 0;
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    if (lengths[r] < 0 || total + lengths[r] > std::numeric_limits<int>::max())
+      throw std::runtime_error("MPI: the ranks' texts do not fit one exchange");
+    offsets[r] = static_cast<int>(total);
+    counts[r] = static_cast<int>(lengths[r]);
+    total += lengths[r];
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  check(MPI_Allgatherv(text.data(), static_cast<int>(text.size()), MPI_CHAR, all.data(), counts.data(),
+                       offsets.data(), MPI_CHAR, MPI_COMM_WORLD),
+        "MPI_Allgatherv");
+  for (std::size_t r = 0; r < out.size(); ++r)
+    out[r] = all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(counts[r]));
 #endif
   return out;
 }

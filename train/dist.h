@@ -33,6 +33,8 @@ class World {
   void sum_in_rank_order(std::span<double> data) const;
   // Every rank's `value`, by rank. Collective.
   std::vector<int64_t> all_gather(int64_t value) const;
+  // Every rank's `text`, by rank; the lengths may differ. Collective.
+  std::vector<std::string> all_gather(const std::string& text) const;
   // The largest `value` over the ranks. Collective.
   int64_t max(int64_t value) const;
   // Waits until every rank has reached it. Collective.
@@ -46,9 +48,6 @@ class World {
 
  private:
   friend const World& world();
-// world() if it has been called, else the single process (for error
-// handling that must not start MPI).
-const World& current_world();
   World(int rank, int size, bool mpi) : rank_(rank), size_(size), mpi_(mpi) {}
 
   int rank_ = 0, size_ = 1;

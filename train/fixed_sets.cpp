@@ -11,6 +11,7 @@
 #include "core/shortest.h"
 #include "train/data_file.h"
 #include "train/errors.h"
+#include "train/run_builder.h"
 
 namespace headlab::train {
 namespace {
@@ -151,6 +152,25 @@ uint64_t split_seed(const TrainConfig& config) {
 
 }  // namespace
 
+void check_training_set(const std::string& task, int64_t rows, int64_t seq_len, double distinct, double memory_bytes) {
+  const std::string asked = "--train-size " + std::to_string(rows);
+  if (static_cast<double>(rows) >= distinct)
+    throw UsageError(asked + ": task " + task + " can make at most " + core::shortest(distinct) +
+                     " different sequences, and a training set must leave some to hold out: give a --train-size "
+                     "below " + core::shortest(distinct) + " (or raise --vocab or --seq-len)");
+  // Per sequence: its tokens and targets (int32), its key in the set of
+  // training sequences (a string of both, with the hash set's node) and its
+  // place in the epoch order.
+  const double bytes = static_cast<double>(rows) * (16.0 * static_cast<double>(seq_len) + 96.0);
+  if (bytes > memory_bytes) {
+    const double most = std::floor(memory_bytes / (16.0 * static_cast<double>(seq_len) + 96.0));
+    throw UsageError(asked + ": a training set of that many sequences of " + std::to_string(seq_len) +
+                     " tokens needs about " + core::shortest(std::round(bytes / 1e8) / 10) + " GB, more than the " +
+                     core::shortest(std::round(memory_bytes / 1e8) / 10) +
+                     " GB this process may use: give a --train-size of at most " + core::shortest(most));
+  }
+}
+
 std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainConfig& config) {
   if (!has_fixed_sets(config)) return base;
   std::optional<Batch> train, held_out;
@@ -162,7 +182,7 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
                                   ? config.train_size
                                   : static_cast<int64_t>(std::llround(config.train_fraction * static_cast<double>(n)));
       const std::string asked = config.train_size > 0 ? "--train-size " + std::to_string(config.train_size)
-                                                      : "--train-fraction " + std::to_string(config.train_fraction);
+                                                      : "--train-fraction " + core::shortest(config.train_fraction);
       if (n_train < 1 || n_train >= n)
         throw UsageError(asked + " gives " + std::to_string(n_train) + " training examples, but task " + base->name() +
                          " has " + std::to_string(n) + " distinct examples: it needs at least 1 for training and 1 "
@@ -181,6 +201,8 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
         throw UsageError("--train-size " + std::to_string(config.train_size) + ": that many sequences of " +
                          std::to_string(base->seq_len()) + " tokens exceed 2^31-1 tokens (at most " +
                          std::to_string(most) + ")");
+      check_training_set(base->name(), config.train_size, base->seq_len(), base->distinct_sequences(),
+                         memory_limit_bytes());
       train = base->sample(config.train_size, gen);
     }
   }

@@ -43,6 +43,7 @@ class FixedSets final : public Task {
   int64_t num_classes() const override { return base_->num_classes(); }
   int64_t seq_len() const override { return base_->seq_len(); }
   std::optional<Batch> all_examples() const override { return base_->all_examples(); }
+  double distinct_sequences() const override { return base_->distinct_sequences(); }
   std::vector<analysis::ExpectedRole> expected_roles() const override { return base_->expected_roles(); }
   void describe(Batch& batch) const override { base_->describe(batch); }
 
@@ -72,6 +73,13 @@ class FixedSets final : public Task {
 // Whether `config` asks for a training set or an evaluation set apart from
 // the task's own stream.
 bool has_fixed_sets(const TrainConfig& config);
+
+// Refuses, before anything is drawn, a training set of `rows` sequences of
+// `seq_len` tokens that the task cannot fill with different sequences
+// (`distinct`, Task::distinct_sequences: at least one must be left to hold
+// out) or whose estimated size exceeds `memory_bytes` (what this process may
+// allocate, memory_limit_bytes() in run_builder.h), naming the bound and the fix.
+void check_training_set(const std::string& task, int64_t rows, int64_t seq_len, double distinct, double memory_bytes);
 
 // The task of `config` with its fixed sets (see above); `base` unchanged if
 // has_fixed_sets is false. Throws UsageError for a size that does not fit

@@ -1,9 +1,11 @@
 #include "train/run_builder.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 
 #include "train/data_file.h"
@@ -58,6 +60,24 @@ layers::ModelSpec model_spec_for(const TrainConfig& config, const Task& task) {
   return spec;
 }
 
+double memory_limit_bytes() {
+  double limit = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  if (limit <= 0) limit = std::numeric_limits<double>::infinity();
+  for (const int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit r{};
+    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY) limit = std::min(limit, static_cast<double>(r.rlim_cur));
+  }
+  // cgroup v2: "0::/PATH" in /proc/self/cgroup; PATH's memory.max is a number or "max".
+  std::ifstream cgroups("/proc/self/cgroup");
+  for (std::string line; std::getline(cgroups, line);) {
+    if (!line.starts_with("0::")) continue;
+    std::ifstream max("/sys/fs/cgroup" + line.substr(3) + "/memory.max");
+    double bytes = 0;
+    if (max >> bytes && bytes > 0) limit = std::min(limit, bytes);
+  }
+  return limit;
+}
+
 void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::string, int64_t>>& batches) {
   const int64_t t = m.max_seq_len;
   const int64_t max_rows = std::numeric_limits<int32_t>::max() / t;
@@ -79,14 +99,14 @@ void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::st
       static_cast<double>(m.classes) + layers * (static_cast<double>(m.heads * t) + 2 * d + d_ff);
   const double positions = static_cast<double>(most_rows * t);
   const double bytes = 4 * (2 * params + positions * per_position);
-  const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (ram > 0 && bytes > ram) {
+  const double ram = memory_limit_bytes();
+  if (bytes > ram) {
     // %g: the estimate can exceed any integer type.
     char need[32], have[32];
     std::snprintf(need, sizeof need, "%.3g", bytes / 1e9);
     std::snprintf(have, sizeof have, "%.3g", ram / 1e9);
-    throw UsageError(std::string("this model and batch need at least ") + need + " GB of memory, more than this machine's " +
-                     have + " GB (reduce " + flags + "--seq-len, --vocab, --layers or --d-model)");
+    throw UsageError(std::string("this model and batch need at least ") + need + " GB of memory, more than the " + have +
+                     " GB this process may use (reduce " + flags + "--seq-len, --vocab, --layers or --d-model)");
   }
 }
 

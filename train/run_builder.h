@@ -34,6 +34,11 @@ inline constexpr int64_t kMinSeqLen = 3;
 // divide d_model, sequences shorter than kMinSeqLen, ...).
 layers::ModelSpec model_spec_for(const TrainConfig& config, const Task& task);
 
+// The memory this process may allocate, in bytes: the machine's physical
+// memory, lowered by an address-space or data-segment limit (ulimit -v) and
+// by the memory.max of its cgroup (a container's, a Slurm job's).
+double memory_limit_bytes();
+
 // Refuses, before anything is allocated, batches that 32-bit token indices
 // cannot address and sizes that cannot fit in the machine's memory: they
 // would otherwise fail deep inside an allocation. `batches`: each batch's

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -58,7 +59,63 @@ void remove_stale_temporaries(const RunFolder& run) {
   }
 }
 
+// The atomic writer's temporary name for `path` in this process.
+std::string temporary_of(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+
+// The first of `dir` and its parents that does not exist yet ("" if `dir`
+// exists): removing it undoes create_directories(dir).
+fs::path first_missing(const fs::path& dir) {
+  std::error_code ec;
+  fs::path missing;
+  for (fs::path p = fs::absolute(dir, ec).lexically_normal(); !p.empty() && !fs::exists(fs::symlink_status(p, ec));
+       p = p.parent_path()) {
+    missing = p;
+    if (p == p.parent_path()) break;
+  }
+  return missing;
+}
+
+// The system's reason a file could not be made at `path`, or 0 if it can be.
+int probe(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return errno == EEXIST ? 0 : errno;
+  ::close(fd);
+  ::unlink(path.c_str());
+  return 0;
+}
+
+// For a file in a folder that does not exist yet (snapshots/): the lengths
+// the system would refuse.
+int length_probe(const std::string& path) {
+  if (path.size() >= PATH_MAX) return ENAMETOOLONG;
+  for (const fs::path& part : fs::path(path))
+    if (part.string().size() > NAME_MAX) return ENAMETOOLONG;
+  return 0;
+}
+
 }  // namespace
+
+std::string shown_path(const std::string& path) {
+  constexpr std::size_t kWhole = 160, kEnd = 60;
+  if (path.size() <= kWhole) return path;
+  return path.substr(0, kEnd) + "..." + path.substr(path.size() - kEnd) + " (" + std::to_string(path.size()) +
+         " characters)";
+}
+
+void check_run_paths(const RunFolder& run, int64_t last_snapshot) {
+  for (const std::string& file : {run.checkpoint(), run.config(), run.metrics(), run.heads(), run.report(), run.log()})
+    if (const int error = probe(temporary_of(file)))
+      throw UsageError("cannot write " + shown_path(file) + ": " + std::strerror(error) +
+                       (error == ENAMETOOLONG ? " (give a shorter --out)" : ""));
+  if (last_snapshot < 0) return;
+  const std::string snapshot = snapshot_path(run.dir, last_snapshot);
+  std::error_code ec;
+  const int error = fs::is_directory(snapshots_dir(run.dir), ec) ? probe(temporary_of(snapshot))
+                                                                  : length_probe(temporary_of(snapshot));
+  if (error)
+    throw UsageError("cannot write the snapshot " + shown_path(snapshot) + ": " + std::strerror(error) +
+                     (error == ENAMETOOLONG ? " (give a shorter --out, or no --snapshot-every)" : ""));
+}
 
 RunLock::RunLock(const std::string& dir) {
   const std::string path = dir + "/train.lock";
@@ -114,7 +171,7 @@ void check_output_is_no_input(const std::string& flag, const std::string& path, 
                      ", whose files are the run's own; write the dump elsewhere");
 }
 
-RunFolder create_run_folder(const std::string& dir, bool force) {
+RunFolder create_run_folder(const std::string& dir, bool force, int64_t last_snapshot) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {
     if (!fs::is_directory(dir, ec)) throw UsageError("--out " + dir + " exists and is not a folder");
@@ -131,10 +188,19 @@ RunFolder create_run_folder(const std::string& dir, bool force) {
                          " to continue it");
     }
   }
+  const fs::path created = first_missing(dir);
   fs::create_directories(dir, ec);
-  if (ec) throw UsageError("cannot create --out " + dir + ": " + ec.message());
-  if (access(dir.c_str(), W_OK) != 0) throw UsageError("cannot write to --out " + dir + ": " + std::strerror(errno));
-  RunFolder run{dir, std::make_shared<RunLock>(dir)};
+  if (ec) throw UsageError("cannot create --out " + shown_path(dir) + ": " + ec.message());
+  RunFolder run{dir, nullptr};
+  try {
+    if (access(dir.c_str(), W_OK) != 0)
+      throw UsageError("cannot write to --out " + shown_path(dir) + ": " + std::strerror(errno));
+    check_run_paths(run, last_snapshot);
+  } catch (const UsageError&) {
+    if (!created.empty()) fs::remove_all(created, ec);
+    throw;
+  }
+  run.lock = std::make_shared<RunLock>(dir);
   write_folder_marker(dir, "run");
   if (force) {
     // Before the new run writes anything: an old checkpoint left beside the

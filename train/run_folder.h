@@ -72,10 +72,27 @@ std::string default_run_dir(const std::string& task);
 // `force` is given: then the old run's own files are removed before this
 // returns, so nothing of it can be mistaken for the new run's (nothing else
 // in DIR is touched). A folder without the marker is never cleared.
-RunFolder create_run_folder(const std::string& dir, bool force);
+// `last_snapshot` (>= 0 when the run writes snapshots: the last step it may
+// snapshot) adds snapshots/ to the paths check_run_paths probes. A probe that
+// fails removes the folders this call created.
+RunFolder create_run_folder(const std::string& dir, bool force, int64_t last_snapshot = -1);
 
 // An existing run folder, locked; a UsageError if it holds no checkpoint.
+// (Its paths are probed once the resumed settings are known: check_run_paths.)
 RunFolder open_run_folder(const std::string& dir);
+
+// Every file a run writes into its folder -- checkpoint, config.json,
+// metrics.jsonl, heads.json, report.html, train.log and, with `last_snapshot`
+// >= 0, snapshots/ -- under the temporary name the atomic writer gives it
+// (the longest), created and removed again: a folder too deep for the file
+// system's path length, or one this process cannot write, is a UsageError
+// naming the path (shortened, shown_path) and the system's reason before
+// step 1 rather than an error at the first checkpoint.
+void check_run_paths(const RunFolder& run, int64_t last_snapshot = -1);
+
+// A path as messages show it: whole up to 160 characters, else its first and
+// last 60 and its length, so that the reason after it still fits the line.
+std::string shown_path(const std::string& path);
 
 // Writes `text` to `path` with core::write_file_atomic: atomically, and never
 // over anything but a regular file.

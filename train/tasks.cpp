@@ -1,6 +1,7 @@
 #include "train/tasks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <span>
 #include <stdexcept>
@@ -26,6 +27,11 @@ class SyntheticTask : public Task {
   int64_t vocab() const final { return vocab_; }
   int64_t num_classes() const final { return num_classes_; }
   int64_t seq_len() const final { return seq_len_; }
+
+  // Every token of [0, vocab) at every position: a bound for all of them.
+  double distinct_sequences() const override {
+    return std::pow(static_cast<double>(vocab_), static_cast<double>(seq_len_));
+  }
 
   Batch sample(int64_t batch, core::Generator& gen) final {
     if (batch < 1 || batch > std::numeric_limits<int32_t>::max() / seq_len_) {
@@ -206,6 +212,10 @@ class SortTask final : public SyntheticTask {
     batch.attend.push_back(std::move(p));
   }
   static constexpr const char* kNextSorted = "next-sorted";
+  // The list decides the rest: (vocab - 1)^n lists of n = (T - 1) / 2 tokens.
+  double distinct_sequences() const override {
+    return std::pow(static_cast<double>(vocab() - 1), static_cast<double>((seq_len() - 1) / 2));
+  }
 
  protected:
   void fill(Row x, Row y, core::Generator& gen) const override {
@@ -237,6 +247,10 @@ class ModularAdditionTask final : public SyntheticTask {
     batch.attend.push_back(std::move(p));
   }
   static constexpr const char* kOperands = "operands";
+  double distinct_sequences() const override {
+    const auto p = static_cast<double>(vocab() - 1);
+    return p * p;
+  }
 
   // Up to 2^22 pairs (p <= 2048): a list of 12 M tokens at most.
   std::optional<Batch> all_examples() const override {
@@ -410,6 +424,8 @@ Batch Task::rows(int64_t first, int64_t count) const {
   throw std::invalid_argument("task " + name() + " draws fresh examples: it has no rows (first " +
                               std::to_string(first) + ", count " + std::to_string(count) + ")");
 }
+
+double Task::distinct_sequences() const { return std::numeric_limits<double>::infinity(); }
 
 Batch Task::eval_slice(int64_t first, int64_t count, uint64_t seed) {
   if (first != 0)

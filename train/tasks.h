@@ -90,6 +90,10 @@ class Task {
   // Every distinct example, for a task with few enough to list (modular
   // addition's p^2 pairs, in the order a * p + b); nullopt otherwise.
   virtual std::optional<Batch> all_examples() const { return std::nullopt; }
+  // How many different sequences sample() can produce, or a bound above it
+  // (first-prev-pair: vocab^seq-len); infinity when unknown. A fixed
+  // training set larger than this repeats itself and leaves nothing to hold out.
+  virtual double distinct_sequences() const;
 
   // The corrupted input of activation patching (`headlab analyze --patch`):
   // the tokens of `batch` changed so that what the task needs is gone, the

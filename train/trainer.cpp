@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,6 +11,7 @@
 #include "analysis/heads_json.h"
 #include "analysis/html_report.h"
 #include "analysis/progress_measures.h"
+#include "core/atomic_file.h"
 #include "core/shortest.h"
 #include "train/analysis_steps.h"
 #include "train/errors.h"
@@ -25,11 +28,16 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// metrics.jsonl, opened without following a link (core::open_for_append).
 void append_line(const std::string& path, const nlohmann::json& j) {
-  std::ofstream out(path, std::ios::app);
-  out << j.dump() << '\n';
-  out.flush();
-  if (!out) throw std::runtime_error("cannot append to " + path);
+  const int fd = core::open_for_append(path);
+  try {
+    core::append_to(fd, path, j.dump() + "\n");
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
 }
 
 // Nanda et al.'s progress measures of a modular-addition run, over its
@@ -198,11 +206,18 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   // What the heads were trained on: a data file's path, else the task.
   if (config.is_object() && config.value("data", std::string()).empty()) heads["task"] = config.value("task", "");
   else if (config.is_object()) heads["data"] = config.value("data", "");
-  write_file_atomic(folder.heads(), heads.dump(2) + "\n");
+  // A link (or anything but a file) at heads.json is refused before anything
+  // is written; a regular one goes first, so that no old heads.json outlives
+  // a report that fails.
+  core::check_output_path(folder.heads());
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(folder.heads(), ec)))
+    std::filesystem::remove(folder.heads(), ec);
   analysis::ReportOptions options;
   options.run_name = folder.name();
   options.snapshots = std::move(snapshots);
   write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), config, options));
+  write_file_atomic(folder.heads(), heads.dump(2) + "\n");
 }
 
 analysis::RunAnalysis Trainer::finish_report() {

@@ -94,7 +94,10 @@ class Trainer {
 };
 
 // Writes heads.json and report.html for an analysis into `folder`; the
-// report's slider steps through `snapshots` (snapshot_views).
+// report's slider steps through `snapshots` (snapshot_views). heads.json goes
+// last, once report.html is written (an older one is removed first): its
+// presence tells --resume that the final analysis is done, so a report that
+// could not be written (a full disk) is written again by the next --resume.
 void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& analysis, const nlohmann::json& config,
                           std::vector<analysis::SnapshotView> snapshots = {});
 

@@ -3,6 +3,7 @@
 // analyze --data analyzes those sequences into a folder of their own.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -69,6 +70,46 @@ TEST(Activations, EvalDumpsTheHookPointsOfADataFileInBatches) {
                                         tmp.path()),
                             2, {"blocks.0.attn.hook_patern", "blocks.0.attn.hook_pattern"}));
   EXPECT_FALSE(std::filesystem::exists(tmp / "x.safetensors"));
+}
+
+// eval --data --dump-logits/--dump-grads score the file --batch sequences at
+// a time (issue 29.12): the dumps equal one batch's (the logits bit for bit,
+// the gradient to rounding), and memory stays that of a batch, not the file's.
+TEST(Dumps, ADataFileIsDumpedABatchAtATimeInBoundedMemory) {
+  TempDir tmp;
+  std::string text;
+  for (int i = 0; i < 3000; ++i) {
+    text += "{\"tokens\": [";
+    for (int j = 0; j < 6; ++j) text += (j ? ", " : "") + std::to_string((i * 5 + j * (i % 7 + 1)) % 8);
+    text += "]}\n";
+  }
+  write_bytes(tmp / "many.jsonl", text);
+  const auto dump = [&](const std::string& batch) {
+    return run_headlab({"eval", shared_run(), "--data", tmp / "many.jsonl", "--batch", batch, "--threads", "1",
+                        "--dump-logits", "l" + batch, "--dump-grads", "g" + batch},
+                       tmp.path());
+  };
+  const RunResult batched = dump("64"), whole = dump("3000");
+  ASSERT_EQ(batched.exit_code, 0) << batched.describe();
+  ASSERT_EQ(whole.exit_code, 0) << whole.describe();
+  EXPECT_EQ(read_bytes(tmp / "l64"), read_bytes(tmp / "l3000"));
+  const core::SafetensorsFile l = core::load_safetensors(tmp / "l64");
+  EXPECT_EQ(l.get("logits").shape(), (core::Shape{3000, 6, 64}));
+  const core::SafetensorsFile g64 = core::load_safetensors(tmp / "g64"), g = core::load_safetensors(tmp / "g3000");
+  ASSERT_EQ(g64.tensors.size(), g.tensors.size());
+  for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+    const std::vector<double> a = g64.tensors[i].second.to_vector(), b = g.tensors[i].second.to_vector();
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t k = 0; k < a.size(); ++k)
+      EXPECT_NEAR(a[k], b[k], 1e-5 * (1 + std::abs(b[k]))) << g.tensors[i].first << "[" << k << "]";
+  }
+  EXPECT_EQ(g64.metadata.at("positions"), "15000");
+#if !defined(__SANITIZE_ADDRESS__)
+  // One batch of the file holds its activations at once (some 60 MB here);
+  // 64 sequences at a time stay near the process's own size (~25 MB).
+  EXPECT_GT(whole.peak_rss_kib, batched.peak_rss_kib + 25 * 1024) << "the comparison proves nothing";
+  EXPECT_LT(batched.peak_rss_kib, 60 * 1024) << "the dump is not bounded by --batch";
+#endif
 }
 
 TEST(Activations, AnalyzeDataWritesIntoItsOwnFolderOnly) {

@@ -219,6 +219,8 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_beta_of_one", train_tiny({{"--betas", "0.9,1"}}), 2, {"--betas", "[0, 1)"}});
     c.push_back({"train_beta_negative", train_tiny({{"--betas", "-0.1,0.98"}}), 2, {"--betas"}});
     c.push_back({"train_betas_not_numbers", train_tiny({{"--betas", "a,b"}}), 2, {"--betas"}});
+    c.push_back({"train_default_betas_with_sgd", train_tiny({{"--optimizer", "sgd"}, {"--betas", "0.9,0.999"}}), 2,
+                 {"--betas is Adam's and AdamW's, but --optimizer sgd"}});
     c.push_back({"train_config_betas_not_a_list", with(train_tiny({}), {"--config", "{cfg:{\"betas\": 0.9}}"}), 2,
                  {"betas", "wrong type"}});
     c.push_back({"train_eps_zero", train_tiny({{"--eps", "0"}}), 2, {"--eps"}});

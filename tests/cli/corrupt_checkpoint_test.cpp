@@ -199,6 +199,11 @@ const std::vector<Corruption>& corruptions() {
       {"inf_in_a_bias", poison("head.bias", 0, std::numeric_limits<float>::infinity()), kAll, "head.bias"},
       {"nan_in_an_optimizer_moment", poison("optimizer.head.bias.exp_avg", 1, std::nanf("")), kAll,
        "optimizer.head.bias.exp_avg"},
+      // Values no training writes: a negative second moment (Adam's square root would make it NaN).
+      {"negative_exp_avg_sq", poison("optimizer.head.bias.exp_avg_sq", 2, -1.0f), kSession,
+       "optimizer.head.bias.exp_avg_sq' holds -1 at element 2"},
+      // An eval batch no memory holds: named as the checkpoint's, never as a flag not given.
+      {"eval_batch_absurd", edit_config("eval-batch", 2'000'000'000), kEval | kSession, "eval-batch 2000000000"},
       // A float64 copy of a weight holding a value no float32 can: it would load as an infinity.
       {"f64_beyond_float_range", edit([](RawSafetensors& r) {
          const std::string f32 = r.tensor_bytes("tok_emb.weight");

@@ -165,6 +165,20 @@ TEST(Outputs, TheLogIsNeverWrittenThroughASymlink) {
   EXPECT_EQ(read_bytes(dir / "target"), "keep me\n");
 }
 
+// metrics.jsonl is appended to as the run goes: a link there, even one whose
+// target does not exist yet, is refused and its target never created.
+TEST(Outputs, TheMetricsAreNeverAppendedThroughASymlink) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  copy_dir(shared_run(), run);
+  fs::remove(run + "/metrics.jsonl");
+  fs::create_symlink(dir / "created", run + "/metrics.jsonl");
+  const RunResult r = run_headlab({"train", "--resume", run, "--steps", "25"}, dir.path());
+  EXPECT_NE(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.err.find("metrics.jsonl"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "created")) << "written through the link";
+}
+
 // Each output refuses a path that is not a regular file or a new name.
 TEST(Outputs, NeverReplaceASymlinkAFifoOrAFolder) {
   TempDir dir;

@@ -6,6 +6,8 @@
 #  - only rank 0 writes and prints;
 #  - a batch 2 processes cannot share, or a failure on rank 0 alone, exits 2
 #    with one line; a NaN loss exits 1 naming the step on every rank;
+#  - ranks given other flags (an MPMD line) or resuming checkpoints of other
+#    steps exit 2 before step 1, naming the difference;
 #  - SIGTERM to rank 0 alone stops both ranks after the same step (exit 143)
 #    with a checkpoint to resume from; a rank killed mid-run stops the job
 #    without a hang and the last checkpoint resumes.
@@ -24,7 +26,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Open MPI keeps allocations until exit that LeakSanitizer cannot attribute (its
 # plugins are unloaded by then, so no suppression by library name matches them):
 # under the sanitizers the MPI processes check everything but leaks.
-mpi=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe -np 2)
+mpirun=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe)
+mpi=("${mpirun[@]}" -np 2)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -106,6 +109,23 @@ cmp -s "$tmp/whole/checkpoint.safetensors" "$tmp/micro/checkpoint.safetensors" &
 
 echo "== a run resumed under mpirun equals the straight one"
 "${mpi[@]}" "$headlab" train "${tiny[@]}" --steps 15 --batch 16 --log-every 5 --out "$tmp/resumed" >/dev/null 2>&1 || fail "the first half failed"
+
+echo "== ranks given other flags (MPMD) or resuming other checkpoints exit 2 naming the difference, no hang"
+# One rank each: `mpirun -np 1 A : -np 1 B`.
+"${mpirun[@]}" -np 1 "$headlab" train "${tiny[@]}" "${std[@]}" --out "$tmp/mpmd" : \
+  -np 1 "$headlab" train "${tiny[@]/16/32}" "${std[@]}" --out "$tmp/mpmd" >/dev/null 2>"$tmp/err.txt" &
+wait_for $! 60
+[[ $status -eq 2 ]] || fail "ranks of --d-model 16 and 32 exited $status, not 2: $(cat "$tmp/err.txt")"
+grep -q -- '--d-model is 16 on process 0, 32 on process 1' "$tmp/err.txt" || fail "no message naming --d-model: $(cat "$tmp/err.txt")"
+[[ $(grep -c '^headlab train: error' "$tmp/err.txt") -eq 1 ]] || fail "not exactly one error line: $(cat "$tmp/err.txt")"
+[[ ! -e $tmp/mpmd ]] || fail "the refused run created its folder"
+"${mpirun[@]}" -np 1 "$headlab" train --resume "$tmp/resumed" --steps 30 : \
+  -np 1 "$headlab" train --resume "$tmp/mpi" --steps 30 >/dev/null 2>"$tmp/err.txt" &
+wait_for $! 60
+[[ $status -eq 2 ]] || fail "ranks resuming steps 15 and 30 exited $status, not 2: $(cat "$tmp/err.txt")"
+grep -q 'the step it starts from is 15 on process 0, 30 on process 1' "$tmp/err.txt" ||
+  fail "no message naming the steps: $(cat "$tmp/err.txt")"
+
 "${mpi[@]}" "$headlab" train --resume "$tmp/resumed" --steps 30 >/dev/null 2>"$tmp/err.txt" ||
   fail "the resume failed: $(cat "$tmp/err.txt")"
 same_run "$tmp/mpi" "$tmp/resumed"

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -106,6 +107,42 @@ TEST(Resume, AFinishedRunSaysItIsCompleteAndHowToExtendIt) {
   EXPECT_EQ(r.out.find("trained 0 steps"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("Verdict"), std::string::npos) << r.out;
   EXPECT_EQ(snapshot(run), before);
+}
+
+// A final report that could not be written (here a folder in its place, as
+// a full disk would fail it) leaves no heads.json, so the next --resume
+// writes the report instead of calling the run complete (issue 29.16).
+TEST(Resume, AReportThatFailedIsWrittenByTheNextResume) {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  copy_dir(shared_run(), run);
+  std::filesystem::remove(run + "/report.html");
+  std::filesystem::create_directory(run + "/report.html");
+  const RunResult failed = run_headlab({"train", "--resume", run, "--steps", "22"}, tmp.path());
+  ASSERT_EQ(failed.exit_code, 1) << failed.describe();
+  EXPECT_FALSE(std::filesystem::exists(run + "/heads.json")) << "heads.json says the final analysis is done";
+  std::filesystem::remove(run + "/report.html");
+  const RunResult again = run_headlab({"train", "--resume", run}, tmp.path());
+  ASSERT_EQ(again.exit_code, 0) << again.describe();
+  EXPECT_EQ(again.out.find("is complete"), std::string::npos) << again.out;
+  EXPECT_TRUE(std::filesystem::is_regular_file(run + "/report.html"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(run + "/heads.json"));
+}
+
+// An --out too deep for the system's path length fails before step 1, in
+// one line that keeps the system's reason (the path is shortened, not the
+// message), and leaves no folder behind (issue 29.15).
+TEST(Train, AnOutTooLongToWriteFailsAtOnceNamingTheReason) {
+  TempDir tmp;
+  // 4075 characters: the folder can be made, checkpoint.safetensors's
+  // temporary name in it (over 4095) cannot.
+  std::string out = tmp.path();
+  while (out.size() + 201 < 4075) out += "/" + std::string(200, 'd');
+  out += "/" + std::string(4075 - out.size() - 1, 'e');
+  const RunResult r = run_headlab(train_command(out, {{"--steps", "100000"}}), tmp.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"File name too long", "give a shorter --out", "characters)"}));
+  EXPECT_LT(r.err.size(), 600u) << r.err;
+  EXPECT_TRUE(is_empty_dir(tmp.path())) << "the folders made for the run were left behind";
 }
 
 // --steps 0 keeps the model as initialized and says so, without a time per step.

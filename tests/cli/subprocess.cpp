@@ -1,6 +1,7 @@
 #include "tests/cli/subprocess.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,8 +97,9 @@ void Child::signal(int sig) const {
 
 bool Child::finished() {
   if (reaped_) return true;
-  const pid_t got = ::waitpid(pid_, &status_, WNOHANG);
-  if (got == pid_) reaped_ = true;
+  rusage usage{};
+  const pid_t got = ::wait4(pid_, &status_, WNOHANG, &usage);
+  if (got == pid_) reaped_ = true, peak_rss_kib_ = usage.ru_maxrss;
   return reaped_;
 }
 
@@ -114,6 +116,7 @@ RunResult Child::wait(double timeout_s) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  r.peak_rss_kib = peak_rss_kib_;
   if (WIFEXITED(status_)) r.exit_code = WEXITSTATUS(status_);
   if (WIFSIGNALED(status_)) r.signal = WTERMSIG(status_);
   r.out = slurp(out_path_);

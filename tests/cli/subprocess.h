@@ -14,6 +14,7 @@ struct RunResult {
   int exit_code = -1;  // -1 if the child did not exit normally
   int signal = 0;      // the signal that ended it, or 0
   bool timed_out = false;
+  long peak_rss_kib = 0;  // the child's largest resident set (getrusage's ru_maxrss)
   std::string out, err;
 
   // exit=N or signal=N plus both streams, for failure messages.
@@ -43,6 +44,7 @@ class Child {
  private:
   pid_t pid_ = -1;
   int status_ = 0;
+  long peak_rss_kib_ = 0;
   bool reaped_ = false;
   std::string out_path_, err_path_;
 };

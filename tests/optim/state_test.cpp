@@ -178,6 +178,29 @@ TEST(OptimizerState, ImportRejectsMissingTensor) {
   expect_untouched(adam);
 }
 
+// A mean of squares is never negative: such a state is a damaged file,
+// refused at load rather than met later as a NaN "divergence" (issue 29.16).
+TEST(OptimizerState, ImportRejectsANegativeSecondMoment) {
+  const Model model;
+  for (const bool adamw : {false, true}) {
+    OptimizerState state;
+    if (adamw) {
+      AdamW writer(model.params);
+      train(writer, model, 0, 2);
+      state = writer.export_state();
+    } else {
+      state = adam_state_after_two_steps(model);
+    }
+    for (auto& [name, tensor] : state.tensors)
+      if (name == "optimizer.w.weight.exp_avg_sq") tensor.set({2}, -0.5);
+    std::unique_ptr<Optimizer> opt = adamw ? std::unique_ptr<Optimizer>(std::make_unique<AdamW>(model.params))
+                                           : std::make_unique<Adam>(model.params);
+    const std::string what = import_error(*opt, state);
+    EXPECT_NE(what.find("'optimizer.w.weight.exp_avg_sq' holds -0.5 at element 2"), std::string::npos) << what;
+    expect_untouched(*opt);
+  }
+}
+
 TEST(OptimizerState, ImportRejectsTensorOfWrongShape) {
   const Model model;
   OptimizerState state = adam_state_after_two_steps(model);

@@ -56,7 +56,8 @@ TEST(TrainConfig, EveryBadValueIsAUsageError) {
       [](TrainConfig& c) { c.data = "x.jsonl", c.train_size = 10; },
       [](TrainConfig& c) { c.betas = {0.9}; },     [](TrainConfig& c) { c.betas = {0.9, 1.0}; },
       [](TrainConfig& c) { c.betas = {-0.1, 0.9}; }, [](TrainConfig& c) { c.eps = 0; },
-      [](TrainConfig& c) { c.optimizer = "sgd", c.eps = 1e-6; },
+      [](TrainConfig& c) { c.optimizer = "sgd", c.eps = 1e-6; },   [](TrainConfig& c) { c.eps = 1e30; },
+      [](TrainConfig& c) { c.eps = 0.0100001; },
       [](TrainConfig& c) { c.model.activation = "tanh"; },
       [](TrainConfig& c) { c.init_std = "0"; },     [](TrainConfig& c) { c.init_std = "fanin"; },
       [](TrainConfig& c) { c.init_std = "0.1x"; },  [](TrainConfig& c) { c.init_std = "nan"; },
@@ -93,6 +94,30 @@ TEST(TrainConfig, GrokkingOptionsNameTheirValueAndFix) {
   EXPECT_EQ(error_of(c), "");
   c.init_std = "1e-3";
   EXPECT_EQ(error_of(c), "");
+}
+
+// Numbers in messages read back as the value given: "got 1", never
+// printf's "got 1.000000" (issue 29.16).
+TEST(TrainConfig, MessagesPrintNumbersInShortestForm) {
+  TrainConfig c;
+  c.betas = {0.9, 1.0};
+  EXPECT_NE(error_of(c).find("[0, 1), got 1"), std::string::npos) << error_of(c);
+  EXPECT_EQ(error_of(c).find("1.000000"), std::string::npos) << error_of(c);
+  c = TrainConfig();
+  c.train_fraction = 1.5;
+  EXPECT_NE(error_of(c).find("got 1.5"), std::string::npos) << error_of(c);
+  EXPECT_EQ(error_of(c).find("1.500000"), std::string::npos) << error_of(c);
+}
+
+// --eps up to 0.01 is Adam; above it the update is a slowed SGD (docs).
+TEST(TrainConfig, EpsAboveTheLimitIsRefusedSayingWhy) {
+  TrainConfig c;
+  c.eps = kMaxEps;
+  EXPECT_EQ(error_of(c), "");
+  c.eps = 1e30;
+  const std::string m = error_of(c);
+  EXPECT_NE(m.find("--eps 1e+30 is above 0.01"), std::string::npos) << m;
+  EXPECT_NE(m.find("lr * m / eps"), std::string::npos) << m;
 }
 
 TEST(TrainConfig, GemmBackendComesFromTheEnvironmentAndIsChecked) {

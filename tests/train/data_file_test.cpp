@@ -231,6 +231,23 @@ TEST_F(DataFileTest, InvalidJsonNamesFileAndLine) {
   EXPECT_FALSE(contains(message, "line 1")) << "the only line number is the file's: " << message;
 }
 
+// Bytes that are not UTF-8 are named by line and offset, never echoed raw
+// (issue 29.16); so are control characters the parser quotes.
+TEST_F(DataFileTest, InvalidUtf8NamesTheLineAndByteWithoutEchoingIt) {
+  const auto printable = [](const std::string& m) {
+    return std::all_of(m.begin(), m.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; });
+  };
+  for (const std::string bad : {"\xff", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82"}) {
+    const std::string message = error_of("{\"tokens\": [1, 2]}\n{\"tokens\": [1, 2], \"x\xc3\xa9" + bad + "\": 1}\n");
+    EXPECT_TRUE(contains(message, "data.jsonl:2: invalid JSON: invalid UTF-8 at byte 23 (0x")) << message;
+    EXPECT_TRUE(printable(message) && message.find(bad) == std::string::npos) << message;
+  }
+  // Well-formed multi-byte text passes the check (and reaches the key check).
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [1], \"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\": 1}\n"), "unknown key"));
+  const std::string tab = error_of("{\"tokens\": [1], \"a\tb\": 1}\n");
+  EXPECT_TRUE(printable(tab)) << tab;
+}
+
 TEST_F(DataFileTest, ALineThatIsNotAnObjectIsAUsageError) {
   EXPECT_TRUE(contains(error_of("[1, 2, 3]\n"), "data.jsonl:1: expected a JSON object")) << error_of("[1, 2, 3]\n");
   EXPECT_TRUE(contains(error_of("7\n"), "expected a JSON object"));

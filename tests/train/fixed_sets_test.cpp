@@ -373,5 +373,47 @@ TEST(FixedSets, ReluModelTrainsAndResumesAsRelu) {
   EXPECT_EQ(Session(ck).model().spec().activation, "relu");
 }
 
+
+// --train-size beyond what the task can make, or beyond memory, is refused
+// before a sequence is drawn, naming the bound (issue 29.11).
+TEST(FixedSets, ATrainingSetBeyondTheTasksSequencesIsRefusedAtOnce) {
+  TrainConfig c;  // first-prev-pair, V 8, T 6: 8^6 = 262144 sequences
+  c.train_size = 10'000'000;
+  try {
+    make_task_for(c);
+    FAIL() << "--train-size 1e7 of 262144 sequences was accepted";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--train-size 10000000"), std::string::npos) << m;
+    EXPECT_NE(m.find("at most 262144 different sequences"), std::string::npos) << m;
+    EXPECT_NE(m.find("below 262144"), std::string::npos) << m;
+  }
+  c.model.vocab = 4;  // 4^6 = 4096
+  c.train_size = 4096;
+  EXPECT_THROW(make_task_for(c), UsageError);
+  c.train_size = 4095;  // one left to hold out: accepted
+  EXPECT_EQ(make_task_for(c)->size(), 4095);
+  // sort's list decides the rest of the sequence: (V - 1)^((T - 1) / 2).
+  TrainConfig sort;
+  sort.task = "sort";
+  sort.model.vocab = 5;
+  sort.model.max_seq_len = 7;  // 4^3 = 64 lists
+  sort.train_size = 64;
+  EXPECT_THROW(make_task_for(sort), UsageError);
+}
+
+TEST(FixedSets, ATrainingSetBeyondMemoryIsRefusedNamingTheLargestThatFits) {
+  EXPECT_NO_THROW(check_training_set("t", 1000, 6, 1e9, 1e9));
+  try {
+    check_training_set("t", 100'000'000, 6, 1e12, 4e9);  // ~19 GB against 4 GB
+    FAIL() << "a 19 GB training set was accepted under 4 GB";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("needs about 19.2 GB, more than the 4 GB this process may use"), std::string::npos) << m;
+    EXPECT_NE(m.find("at most 20833333"), std::string::npos) << m;
+  }
+  EXPECT_GT(memory_limit_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace headlab::train

@@ -23,6 +23,7 @@
 #include "train/cli/cli.h"
 #include "train/errors.h"
 #include "train/dist.h"
+#include "train/rank_agreement.h"
 #include "train/session.h"
 
 namespace headlab::cli {
@@ -127,6 +128,14 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   std::unique_ptr<train::Session> built;
   train::dist::all_or_none(world, [&] { built = std::make_unique<train::Session>(config, world); });
   train::Session& session = *built;
+  if (world.size() > 1) {
+    // The ranks step together: they must time the same steps of the same run.
+    train::RunFingerprint mine = train::run_fingerprint(session);
+    mine.push_back({"--warmup-steps", std::to_string(args.warmup), false});
+    mine.push_back({"--bench-steps", std::to_string(args.steps), false});
+    mine.push_back({"--runs", std::to_string(args.runs), false});
+    train::check_ranks_agree(world, mine);
+  }
   const layers::ModelSpec& m = session.model().spec();
   std::vector<std::string> hooks = args.hooks;
   if (hooks.size() == 1 && hooks[0] == "all") hooks = layers::hook_names(m);

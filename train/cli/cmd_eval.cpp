@@ -71,13 +71,19 @@ int run_eval(const EvalArgs& args) {
   if (args.data.empty()) train::check_data_unchanged(ck.info, *task);  // the run's own file
   const int64_t total = task->eval_rows(config.eval_batch);
   const bool want_grads = !args.dump_grads.empty();
-  const bool want_dump = want_grads || !args.dump_logits.empty();
-  // A --data file is scored --batch sequences at a time (memory bounded by the
-  // batch, not the file); a dump holds the whole file in one batch.
+  // A --data file is scored --batch sequences at a time, dumps included
+  // (memory bounded by the batch, not the file); a task's sampled batch is one.
   const int64_t rows =
-      args.data.empty() || want_dump ? total
-                                     : std::min(total, args.batch_given ? args.batch : ck.info.config.eval_batch);
-  train::check_sizes(ck.model, {{!args.data.empty() && want_dump ? "--data" : "--batch", rows}});
+      args.data.empty() ? total : std::min(total, args.batch_given ? args.batch : ck.info.config.eval_batch);
+  // The batch is --batch if given, else the checkpoint's eval-batch: the
+  // message names the one in use, and how to choose another.
+  try {
+    train::check_sizes(ck.model, {{args.batch_given ? "--batch" : "the checkpoint's eval-batch", rows}});
+  } catch (const train::UsageError& e) {
+    if (args.batch_given) throw;
+    throw train::UsageError(std::string(e.what()) + "; give --batch N to evaluate " +
+                            (args.data.empty() ? "fewer sequences" : "fewer sequences at a time"));
+  }
   const auto model = train::load_model(ck, args.checkpoint);
   model->eval();
   if (!args.hooks.empty() && args.dump_activations.empty())
@@ -85,7 +91,11 @@ int run_eval(const EvalArgs& args) {
   const std::vector<std::string> hooks = hooks_to_dump(model->spec(), args.hooks);
   if (!args.dump_activations.empty()) check_dump_target(args.dump_activations, {args.checkpoint, args.data});
 
-  // One batch: forward (with a graph for --dump-grads), score, dumps.
+  // Each batch: forward (with a graph for --dump-grads), score, its rows of
+  // the logits dump, and its share of the gradient.
+  const core::Metadata dump_metadata{{"checkpoint", args.checkpoint}, {"task", task->name()}};
+  std::unique_ptr<core::SafetensorsStream> logits_out;
+  std::vector<double> grad_sums;  // sum over batches of (target count x the batch's mean-loss gradient)
   train::EvalResult r;
   double loss_sum = 0, correct = 0;
   int64_t sequences = 0, batches = 0;
@@ -102,38 +112,72 @@ int run_eval(const EvalArgs& args) {
     else r.count += b.count;
     loss_sum += b.loss * static_cast<double>(b.count);
     correct += b.accuracy * static_cast<double>(b.count);
-    sequences += batch.batch;
-    ++batches;
     if (!args.dump_logits.empty()) {
-      // Token ids and class labels stay integers (I64); a target of -1 marks an unscored position.
-      const core::Shape shape{batch.batch, batch.seq_len};
-      core::save_safetensors(args.dump_logits, {{"logits", logits.value()}},
-                             {{"checkpoint", args.checkpoint}, {"task", task->name()}},
-                             {{"tokens", {shape, {batch.tokens.begin(), batch.tokens.end()}}},
-                              {"targets", {shape, {batch.targets.begin(), batch.targets.end()}}}});
+      if (!logits_out) {
+        // Token ids and class labels stay integers (I64); a target of -1 marks an unscored position.
+        const core::Shape& shape = logits.value().shape();
+        logits_out = std::make_unique<core::SafetensorsStream>(
+            args.dump_logits,
+            std::vector<core::SafetensorsStream::Declared>{
+                {"logits", {total, shape[1], shape[2]}, core::DType::f32},
+                {"tokens", {total, batch.seq_len}, core::DType::f32, true},
+                {"targets", {total, batch.seq_len}, core::DType::f32, true}},
+            dump_metadata);
+      }
+      logits_out->write_rows("logits", sequences, logits.value());
+      logits_out->write_rows("tokens", sequences, std::vector<int64_t>(batch.tokens.begin(), batch.tokens.end()));
+      logits_out->write_rows("targets", sequences, std::vector<int64_t>(batch.targets.begin(), batch.targets.end()));
     }
     if (want_grads) {
       loss.backward();
-      core::NamedTensors grads;
-      for (const auto& [name, p] : model->named_parameters())
-        grads.emplace_back(name, p.has_grad() ? p.grad() : core::Tensor::zeros_like(p.value()));
-      core::save_safetensors(args.dump_grads, grads,
-                             {{"checkpoint", args.checkpoint}, {"task", task->name()},
-                              {"loss", core::shortest(b.loss)}, {"positions", std::to_string(b.count)}});
+      grad_sums.resize(static_cast<std::size_t>(model->num_parameters()), 0.0);
+      std::size_t at = 0;
+      for (const auto& [name, p] : model->named_parameters()) {
+        const auto n = static_cast<std::size_t>(p.value().numel());
+        if (p.has_grad()) {
+          const core::Tensor g = p.grad().contiguous();
+          const float* src = g.data<float>();
+          for (std::size_t i = 0; i < n; ++i) grad_sums[at + i] += static_cast<double>(b.count) * src[i];
+          p.zero_grad();
+        }
+        at += n;
+      }
     }
+    sequences += batch.batch;
+    ++batches;
   };
   for (int64_t first = 0; first < total; first += rows)
     evaluate_batch(task->eval_slice(first, std::min(rows, total - first), config.seed));
+  if (batches > 1 && r.count > 0) {
+    r.loss = loss_sum / static_cast<double>(r.count);
+    r.accuracy = correct / static_cast<double>(r.count);
+  }
+  if (logits_out) logits_out->finish();
+  if (want_grads) {
+    // The gradient of the mean loss over every target: each batch's weighted
+    // by its share of the targets (one batch: its own gradient, exactly).
+    core::NamedTensors grads;
+    std::size_t at = 0;
+    for (const auto& [name, p] : model->named_parameters()) {
+      core::Tensor g = core::Tensor::zeros_like(p.value());
+      float* dst = g.data<float>();
+      const auto n = static_cast<std::size_t>(g.numel());
+      for (std::size_t i = 0; i < n && r.count > 0; ++i)
+        dst[i] = static_cast<float>(grad_sums[at + i] / static_cast<double>(r.count));
+      grads.emplace_back(name, std::move(g));
+      at += n;
+    }
+    core::Metadata metadata = dump_metadata;
+    metadata["loss"] = core::shortest(r.loss);
+    metadata["positions"] = std::to_string(r.count);
+    core::save_safetensors(args.dump_grads, grads, metadata);
+  }
   if (!args.dump_activations.empty()) {
     // Streamed a batch at a time (a task's sampled batch is one).
     const int64_t dump_rows =
         args.data.empty() ? total : std::min(total, args.batch_given ? args.batch : ck.info.config.eval_batch);
     dump_activations(*model, *task, total, dump_rows, config.seed, hooks, args.dump_activations,
                      {{"checkpoint", args.checkpoint}, {"task", task->name()}});
-  }
-  if (batches > 1 && r.count > 0) {
-    r.loss = loss_sum / static_cast<double>(r.count);
-    r.accuracy = correct / static_cast<double>(r.count);
   }
   if (args.json) {
     nlohmann::json out{{"task", task->name()}, {"sequences", sequences}, {"positions", r.count},

@@ -13,6 +13,7 @@
 #include "train/cli/train_view.h"
 #include "train/dist.h"
 #include "train/errors.h"
+#include "train/rank_agreement.h"
 #include "train/run_builder.h"
 #include "train/signals.h"
 #include "train/trainer.h"
@@ -93,6 +94,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   train::TrainConfig resumed;  // the run's settings before this resume
   std::string init_source;     // --init's checkpoint, as given
   bool complete = false;  // --resume of a run already at its --steps
+  std::string new_dir;    // a new run's folder, created once the ranks agree
   train::dist::all_or_none(world, [&] {
     if (!args.resume.empty()) {
       const std::vector<std::string> typed = flags.given();
@@ -117,11 +119,13 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       use_gemm_backend(ck.info.config.gemm);
       session = std::make_unique<train::Session>(ck, world);
       target = session->config().steps;
+      if (world.is_root()) train::check_run_paths(folder, session->config().snapshot_every > 0 ? target : -1);
       if (target < session->steps_done())
         throw train::UsageError("--steps " + std::to_string(target) + " is below the " +
                                 std::to_string(session->steps_done()) + " steps the run has already done");
-      // A run stopped between its last step and its final analysis (no
-      // heads.json yet) still gets that analysis.
+      // A run stopped between its last step and its final analysis, or whose
+      // report.html could not be written, has no heads.json (written last,
+      // write_analysis_files): it still gets that analysis.
       complete = target == session->steps_done() && std::filesystem::exists(folder.heads());
     } else {
       train::TrainConfig config;
@@ -137,6 +141,12 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       if (has("data") && has("task"))
         throw train::UsageError("--data " + config.data + " trains on the file's sequences, so --task " + config.task +
                                 " would be ignored: give one of them");
+      // Adam's own settings, typed for SGD (even at their defaults, which
+      // validate() cannot tell from not given), would be ignored.
+      for (const char* adam_only : {"betas", "eps"})
+        if (config.optimizer == "sgd" && has(adam_only))
+          throw train::UsageError(std::string("--") + adam_only + " is Adam's and AdamW's, but --optimizer sgd has no " +
+                                  adam_only + ": drop --" + adam_only + ", or choose --optimizer adamw");
       config.validate();
       std::optional<train::Checkpoint> init;
       if (!config.init.empty()) {
@@ -157,17 +167,27 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       session = std::make_unique<train::Session>(config, world);  // validates the task and model before anything is written
       if (init) train::load_weights(session->model(), init->file, "--init " + init_source);
       target = config.steps;
-      const std::string dir =
-          args.out.empty() ? train::default_run_dir(config.data.empty() ? config.task : "data") : args.out;
-      if (world.is_root()) {
-        folder = train::create_run_folder(dir, args.force);
-        // The session's config: --micro-batches resolved.
-        train::write_file_atomic(folder.config(), train::to_json(session->config()).dump(2) + "\n");
-      } else {
-        folder = train::RunFolder{dir, nullptr};
-      }
+      new_dir = args.out.empty() ? train::default_run_dir(config.data.empty() ? config.task : "data") : args.out;
     }
   });
+  // Every rank trains the same run, or none does: checked before anything is
+  // written, and before one rank could return early or exchange a gradient
+  // of another length.
+  if (world.size() > 1) {
+    train::RunFingerprint mine = train::run_fingerprint(*session);
+    mine.push_back({"whether the run is complete", complete ? "yes" : "no", false});
+    train::check_ranks_agree(world, mine);
+  }
+  if (!new_dir.empty())
+    train::dist::all_or_none(world, [&] {
+      if (!world.is_root()) {
+        folder = train::RunFolder{new_dir, nullptr};
+        return;
+      }
+      folder = train::create_run_folder(new_dir, args.force, session->config().snapshot_every > 0 ? target : -1);
+      // The session's config: --micro-batches resolved.
+      train::write_file_atomic(folder.config(), train::to_json(session->config()).dump(2) + "\n");
+    });
   if (complete) {
     // Nothing to train: say so instead of "trained 0 steps" and the report again.
     if (world.is_root())

@@ -36,10 +36,14 @@ void say(const std::string& line) {
 }
 
 // The CLI's promise is one line per error, whatever a message holds, and a
-// line a person can read: a value quoted from a hostile file is cut short.
+// line a person can read: a value quoted from a hostile file is cut short in
+// its middle, so that the reason at the end of a message ("File name too
+// long", how to fix it) is still said.
 std::string one_line(std::string text) {
-  constexpr std::size_t kMax = 1000;
-  if (text.size() > kMax) text = text.substr(0, kMax) + "... (" + std::to_string(text.size() - kMax) + " more bytes)";
+  constexpr std::size_t kHead = 700, kTail = 300;
+  if (text.size() > kHead + kTail)
+    text = text.substr(0, kHead) + " ... (" + std::to_string(text.size() - kHead - kTail) + " bytes left out) ... " +
+           text.substr(text.size() - kTail);
   for (char& c : text)
     if (c == '\n' || c == '\r' || c == '\0') c = ' ';
   return text;

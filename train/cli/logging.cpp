@@ -1,19 +1,17 @@
 #include "train/cli/logging.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
-#include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/sinks/stdout_sinks.h>
 
 #include <csignal>
 #include <cstdio>
+#include <mutex>
+#include <string_view>
 
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include "core/atomic_file.h"
 #include "train/errors.h"
 #include "train/signals.h"
 
@@ -51,6 +49,29 @@ class WatchedStdout final : public spdlog::sinks::sink {
   bool failed_ = false;
 };
 
+// train.log. spdlog's file sink opens by name and would follow a link
+// planted after any check: this one writes to the descriptor that
+// core::open_for_append opened without following one.
+class DescriptorSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  DescriptorSink(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~DescriptorSink() override { ::close(fd_); }
+  DescriptorSink(const DescriptorSink&) = delete;
+  DescriptorSink& operator=(const DescriptorSink&) = delete;
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
+    core::append_to(fd_, path_, std::string_view(line.data(), line.size()));
+  }
+  void flush_() override {}  // every line is written at once
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
 }  // namespace
 
 std::shared_ptr<spdlog::logger> make_run_logger(const std::string& log_path, bool color) {
@@ -63,19 +84,13 @@ std::shared_ptr<spdlog::logger> make_run_logger(const std::string& log_path, boo
   sinks.back() = std::make_shared<WatchedStdout>(sinks.back());
   sinks.back()->set_pattern("[%H:%M:%S] %^%v%$");
   if (!log_path.empty()) {
-    // spdlog opens by name and would follow a link: the log is first opened
-    // (created) here without following one, and must be a regular file.
-    const int fd = ::open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-    struct stat st {};
-    const bool regular = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-    const int error = errno;
-    if (fd >= 0) ::close(fd);
-    if (!regular)
-      throw train::UsageError("cannot write the log " + log_path + ": " +
-                              (fd >= 0 || error == ELOOP ? std::string("it is not a regular file (a symlink, FIFO or device)")
-                                                         : std::string(std::strerror(error))) +
-                              "; headlab writes no output through a link");
-    auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_path, false);
+    int fd = -1;
+    try {
+      fd = core::open_for_append(log_path);
+    } catch (const std::runtime_error& e) {
+      throw train::UsageError(std::string(e.what()) + " (train.log; headlab writes no output through a link)");
+    }
+    auto file = std::make_shared<DescriptorSink>(fd, log_path);
     file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
     sinks.push_back(file);
   }
