@@ -119,10 +119,11 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       use_gemm_backend(ck.info.config.gemm);
       session = std::make_unique<train::Session>(ck, world);
       target = session->config().steps;
-      if (world.is_root()) train::check_run_paths(folder, session->config().snapshot_every > 0 ? target : -1);
       if (target < session->steps_done())
         throw train::UsageError("--steps " + std::to_string(target) + " is below the " +
                                 std::to_string(session->steps_done()) + " steps the run has already done");
+      // After every usage check: a refused command leaves the folder untouched.
+      if (world.is_root()) train::check_run_paths(folder, session->config().snapshot_every > 0 ? target : -1);
       // A run stopped between its last step and its final analysis, or whose
       // report.html could not be written, has no heads.json (written last,
       // write_analysis_files): it still gets that analysis.
