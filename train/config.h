@@ -72,7 +72,7 @@ struct TrainConfig {
   double clip = 1.0;  // 0: no clipping
   uint64_t seed = 0;
   // running
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: picked from the model's work per step (core::threads_for_work), recorded as picked
   std::string gemm = default_gemm_backend();  // onednn or openblas
   int64_t eval_batch = 512;
   int64_t log_every = 50;
@@ -131,7 +131,7 @@ struct TrainConfig {
     f("min-lr", c.min_lr, "the floor of the cosine/linear decay");
     f("clip", c.clip, "clip the global gradient norm to this (0: off)");
     f("seed", c.seed, "random seed: same seed and thread count give the same numbers");
-    f("threads", c.threads, "threads for OpenMP and OpenBLAS (0: all cores)");
+    f("threads", c.threads, "threads for OpenMP and OpenBLAS (0: 1 for a toy model, all cores for a larger one)");
     f("gemm", c.gemm, "GEMM backend: onednn or openblas (default: $HEADLAB_GEMM, else onednn)");
     f("eval-batch", c.eval_batch, "sequences in the fixed evaluation batch");
     f("log-every", c.log_every, "log and record metrics every N steps (0: only at the end)");
