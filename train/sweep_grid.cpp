@@ -17,7 +17,9 @@ enum class Kind { none, whole, number, choice };
 
 // The kind of a training flag's values, from its field's type.
 Kind kind_of(const std::string& flag) {
-  if (flag == "seed" || flag == "heads" || flag == "threads" || flag == "data" || flag == "eval-data") return Kind::none;
+  // The sweep's own per-run flags, and file names: a path may hold a comma.
+  if (flag == "seed" || flag == "heads" || flag == "threads" || flag == "data" || flag == "eval-data" || flag == "init")
+    return Kind::none;
   Kind kind = Kind::none;
   TrainConfig config;
   TrainConfig::visit_fields(config, [&](const char* name, auto& field, const char*) {

@@ -26,7 +26,7 @@ inline constexpr int64_t kMaxSweepHeads = 1024;
 
 // Whether a training flag ("lr", "layers", "optimizer") takes a comma list in
 // a sweep: every number and every choice, except what the sweep sets per run
-// itself (seed, heads, threads) and file names (data, eval-data).
+// itself (seed, heads, threads) and file names (data, eval-data, init).
 bool is_grid_flag(const std::string& flag);
 
 // One varied flag: its values in the order given, each as config.json holds it.

@@ -29,7 +29,7 @@ TEST(SweepGrid, EveryNumberAndChoiceFlagTakesAList) {
                            "activation", "batch", "warmup", "clip", "train-size"})
     EXPECT_TRUE(is_grid_flag(flag)) << flag;
   // The sweep's own per-run flags, file names, switches and lists take none.
-  for (const char* flag : {"seed", "heads", "threads", "data", "eval-data", "attn-only", "no-layernorm", "betas", "nope"})
+  for (const char* flag : {"seed", "heads", "threads", "data", "eval-data", "init", "attn-only", "no-layernorm", "betas", "nope"})
     EXPECT_FALSE(is_grid_flag(flag)) << flag;
 }
 
