@@ -22,6 +22,13 @@ headlab's process gets: one large GEMM at N threads before the first step
 docs/performance.md). The worker checks which libopenblas it loaded and
 reports it.
 
+PyTorch runs in two twins (--torch-precisions): f32, and its mixed
+precision, the same step under torch.autocast('cpu', dtype=torch.bfloat16)
+(matmuls and Linear layers in bf16, f32 weights, LayerNorm, softmax and
+loss). That is PyTorch's best on a CPU with bf16 units (AVX512_BF16,
+AMX-BF16); on one without, oneDNN emulates bf16 and the script says so.
+headlab is always f32 here: its ratio is given to both twins.
+
 Each round runs every binary and PyTorch once, in a fresh process; the
 ratio to PyTorch is taken per round (so both sides of a ratio saw the same
 moment of the machine), and the median of those ratios is reported with
@@ -56,7 +63,7 @@ OPENBLAS_OPENMP = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 # --------------------------------------------------------------------------
 # The PyTorch twin (runs in a worker process).
 
-def torch_worker(preset, threads, warmup, steps, runs, foreach):
+def torch_worker(preset, threads, warmup, steps, runs, foreach, precision):
     import resource
 
     import torch
@@ -126,8 +133,11 @@ def torch_worker(preset, threads, warmup, steps, runs, foreach):
         y = torch.full((B, T), -1, dtype=torch.long)
         y[:, 1:] = x[:, :-1]
         opt.zero_grad(set_to_none=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, V), y.view(-1), ignore_index=-1)
+        # bf16: PyTorch's mixed precision (autocast runs the matmuls and
+        # Linear layers in bf16, keeps f32 weights, LayerNorm, softmax, loss).
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, V), y.view(-1), ignore_index=-1)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -156,6 +166,7 @@ def torch_worker(preset, threads, warmup, steps, runs, foreach):
         core.append(lib.openblas_get_corename().decode())
     return {
         "preset": preset,
+        "precision": precision,
         "threads": torch.get_num_threads(),
         "ms_per_step": ms[len(ms) // 2],
         "ms_per_step_min": ms[0],
@@ -185,18 +196,29 @@ def run_headlab(binary, preset, threads, a):
                     + (["--gemm", backend] if backend else []), env=env)
 
 
-def run_torch(preset, threads, a):
+def run_torch(preset, threads, a, precision):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = OPENBLAS_OPENMP + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env["OMP_NUM_THREADS"] = str(threads)
     return run_json([sys.executable, os.path.abspath(__file__), "--worker", preset, str(threads),
-                     str(a.warmup_steps), str(a.bench_steps), str(a.runs), str(int(a.foreach))], env=env)
+                     str(a.warmup_steps), str(a.bench_steps), str(a.runs), str(int(a.foreach)), precision], env=env)
+
+
+def native_bf16():
+    """Whether this CPU computes bf16 itself (AVX512_BF16 or AMX-BF16), as /proc/cpuinfo says."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        preset, threads, warmup, steps, runs, foreach = sys.argv[2:8]
-        print(json.dumps(torch_worker(preset, int(threads), int(warmup), int(steps), int(runs), bool(int(foreach)))))
+        preset, threads, warmup, steps, runs, foreach, precision = sys.argv[2:9]
+        print(json.dumps(torch_worker(preset, int(threads), int(warmup), int(steps), int(runs), bool(int(foreach)),
+                                      precision)))
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -209,6 +231,8 @@ def main():
     p.add_argument("--runs", type=int, default=5, help="timed runs inside one process (median)")
     p.add_argument("--foreach", type=int, default=1, help="torch AdamW foreach (multi-tensor) implementation")
     p.add_argument("--no-torch", action="store_true", help="headlab binaries only")
+    p.add_argument("--torch-precisions", default="f32,bf16",
+                   help="PyTorch twins to run: f32, and bf16 = under torch.autocast('cpu', dtype=torch.bfloat16)")
     p.add_argument("--json", action="store_true", help="also print every result as JSON lines")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="set in headlab's environment (repeatable), e.g. ONEDNN_MAX_CPU_ISA=AVX2")
@@ -232,12 +256,16 @@ def main():
         thread_counts = []
     if not thread_counts or min(thread_counts) < 1:
         p.error(f"--threads {a.threads}: expected positive integers separated by commas, e.g. 2,1")
+    precisions = a.torch_precisions.split(",")
+    if not precisions or any(x not in ("f32", "bf16") for x in precisions) or len(set(precisions)) < len(precisions):
+        p.error(f"--torch-precisions {a.torch_precisions}: expected f32, bf16 or f32,bf16")
     if a.rounds < 1 or a.runs < 1:
         p.error("--rounds and --runs must be at least 1")
     if not a.no_torch and importlib.util.find_spec("torch") is None:
         p.error(f"PyTorch is not importable by {sys.executable}: install Debian's python3-torch "
                 "(apt-get install python3-torch) and run this with /usr/bin/python3, or pass --no-torch")
     names = [f"headlab[{i}]" if len(binaries) > 1 else "headlab" for i in range(len(binaries))]
+    twins = [] if a.no_torch else [("torch" if x == "f32" else "torch-bf16", x) for x in precisions]
     if a.env:
         print(f"# headlab's environment adds {' '.join(a.env)}")
     load = os.getloadavg()
@@ -246,6 +274,11 @@ def main():
     for i, b in enumerate(binaries):
         if len(binaries) > 1:
             print(f"# headlab[{i}] = {b}")
+    if "bf16" in precisions and not a.no_torch:
+        print("# torch-bf16 = torch.autocast('cpu', dtype=torch.bfloat16); "
+              + ("this CPU has native bf16 (AVX512_BF16 or AMX-BF16)" if native_bf16() else
+                 "this CPU has no bf16 units (no AVX512_BF16 or AMX-BF16 in /proc/cpuinfo): "
+                 "PyTorch emulates bf16 here, so torch-bf16 is not its best on a bf16 CPU"))
     rows = []
     warmup_arg, steps_arg = a.warmup_steps, a.bench_steps
     for preset in a.presets.split(","):
@@ -253,12 +286,12 @@ def main():
         a.warmup_steps = warmup_arg if warmup_arg is not None else (2 if preset == "medium" else 5)
         a.bench_steps = steps_arg if steps_arg is not None else (5 if preset == "medium" else 20)
         for threads in thread_counts:
-            results = {n: [] for n in names + ([] if a.no_torch else ["torch"])}
+            results = {n: [] for n in names + [t for t, _ in twins]}
             for _ in range(a.rounds):  # alternate, so both see the same load
                 for n, b in zip(names, binaries):
                     results[n].append(run_headlab(b, preset, threads, a))
-                if not a.no_torch:
-                    results["torch"].append(run_torch(preset, threads, a))
+                for t, precision in twins:
+                    results[t].append(run_torch(preset, threads, a, precision))
             summary = {}
             for n, rs in results.items():
                 summary[n] = {"ms": statistics.median(r["ms_per_step"] for r in rs),
@@ -268,35 +301,44 @@ def main():
                     for r in rs:
                         print(json.dumps({"who": n, **r}))
             rows.append((preset, threads, summary, results))
-            ref_name = "torch" if "torch" in summary else names[0]
+            ref_name = twins[0][0] if twins else names[0]
             ref = summary[ref_name]
             for n, s in summary.items():
                 # Per-round ratios: both sides of each were measured back to back.
-                per_round = [r["ms_per_step"] / q["ms_per_step"] for r, q in zip(results[n], results[ref_name])]
-                s["ratio"] = statistics.median(per_round)
-                s["ratio_min"], s["ratio_max"] = min(per_round), max(per_round)
+                def ratio_to(other):
+                    per_round = [r["ms_per_step"] / q["ms_per_step"] for r, q in zip(results[n], results[other])]
+                    return statistics.median(per_round), min(per_round), max(per_round)
+                s["ratio"], s["ratio_min"], s["ratio_max"] = ratio_to(ref_name)
+                also = ""
+                if n in names and "torch-bf16" in results and ref_name != "torch-bf16":
+                    s["ratio_bf16"] = ratio_to("torch-bf16")
+                    also = f", x{s['ratio_bf16'][0]:5.3f} of torch-bf16 ({s['ratio_bf16'][1]:.3f}-{s['ratio_bf16'][2]:.3f})"
                 rss_ratio = s["rss"] / ref["rss"]
                 print(f"{preset:6s} {threads}T {n:11s} {s['ms']:9.2f} ms/step  x{s['ratio']:5.3f} of {ref_name}"
-                      f" ({s['ratio_min']:.3f}-{s['ratio_max']:.3f})"
+                      f" ({s['ratio_min']:.3f}-{s['ratio_max']:.3f}){also}"
                       f"  peak RSS {s['rss']:7.1f} MiB (x{rss_ratio:4.2f})   runs {s['all']}", flush=True)
     load = os.getloadavg()
     print(f"# load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    if not a.no_torch:
-        t = rows[0][3]["torch"][0]
+    if twins:
+        t = rows[0][3][twins[0][0]][0]
         print(f"# torch {t['torch']}, OpenBLAS loaded: {', '.join(t['openblas']) or 'none'}"
               f" (core {', '.join(t.get('openblas_core', [])) or '?'}; OPENBLAS_CORETYPE="
               f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
     # A Markdown table for RESULTS.md.
     print()
-    cols = names + ([] if a.no_torch else ["torch"])
-    print("| preset | threads | " + " | ".join(f"{c} ms/step" for c in cols) +
-          (" | ratio | " + " | ".join(f"{c} peak RSS MiB" for c in cols) + " |" if not a.no_torch else
-           " | " + " | ".join(f"{c} peak RSS MiB" for c in cols) + " |"))
-    print("|---" * (2 + len(cols) * 2 + (0 if a.no_torch else 1)) + "|")
+    cols = names + [t for t, _ in twins]
+    ratio_cols = [f"ratio to {t}" for t, _ in twins]
+    print("| preset | threads | " + " | ".join([f"{c} ms/step" for c in cols] + ratio_cols +
+                                               [f"{c} peak RSS MiB" for c in cols]) + " |")
+    print("|---" * (2 + len(cols) * 2 + len(ratio_cols)) + "|")
     for preset, threads, s, _ in rows:
         cells = [f"{s[c]['ms']:.2f}" for c in cols]
-        ratio = [] if a.no_torch else [" / ".join(f"{s[c]['ratio']:.3f} ({s[c]['ratio_min']:.2f}-{s[c]['ratio_max']:.2f})"
-                                                  for c in names)]
+        ratio = []
+        for t, _ in twins:
+            key = "ratio" if t == twins[0][0] else "ratio_bf16"
+            ratio.append(" / ".join("{:.3f} ({:.2f}-{:.2f})".format(*((s[c]["ratio"], s[c]["ratio_min"], s[c]["ratio_max"])
+                                                                       if key == "ratio" else s[c][key]))
+                                    for c in names))
         rss = [f"{s[c]['rss']:.1f}" for c in cols]
         print(f"| {preset} | {threads} | " + " | ".join(cells + ratio + rss) + " |")
 

@@ -33,13 +33,18 @@ void attention_fwd(const T* q, const T* k, const T* v, T* out, T* P, const Dims&
     for (int64_t c = 0; c < chunk_count(Tn, s.causal); ++c) {
       const Chunk ch = chunk_of(c, Tn, s.causal);
       const int64_t rows = ch.r1 - ch.r0;
-      // S = scale Q K^T: rows r0..r1, keys 0..keys.
-      heads_gemm<T>(nb, h, false, true, rows, ch.keys, dk, Q.rows_from(ch.r0), K, Pb.rows_from(ch.r0), scale);
+      // S = Q K^T: rows r0..r1, keys 0..keys. The scale is applied below, on
+      // the visible keys, not as the GEMM's alpha: an output scale takes
+      // oneDNN off its fastest kernels on some CPUs (bf16 on AVX-512), and
+      // round(scale * acc) is the same either way.
+      heads_gemm<T>(nb, h, false, true, rows, ch.keys, dk, Q.rows_from(ch.r0), K, Pb.rows_from(ch.r0));
       for (int64_t pair = blk.b0 * h; pair < blk.b1 * h; ++pair) {
         const unsigned char* real_b = real ? real + (pair / h) * Tn : nullptr;
         for (int64_t i = ch.r0; i < ch.r1; ++i) {
           T* row = P + pair * Tn * Tn + i * Tn;
           const int64_t n = s.causal ? i + 1 : Tn;  // keys the causal mask lets through
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) row[j] *= scale;
           // Rounded up to whole 16-float vectors within the row, the extra keys
           // set to -inf: the softmax loops then need no scalar remainder, and
           // those keys come out as exact zeros like every hidden key.

@@ -75,8 +75,17 @@ void scores_fwd(const T* q, const T* k, T* S, const Dims& dims, const AttentionS
     for (int64_t c = 0; c < chunk_count(Tn, s.causal); ++c) {
       const Chunk ch = chunk_of(c, Tn, s.causal);
       heads_gemm<T>(blk.rows(), h, false, true, ch.r1 - ch.r0, ch.keys, dims.dk, Q.rows_from(ch.r0), K,
-                    Sb.rows_from(ch.r0), static_cast<T>(s.scale));
+                    Sb.rows_from(ch.r0));
     }
+    // The scale on the visible keys after the GEMM, as the fused forward.
+    const T scale = static_cast<T>(s.scale);
+    for (int64_t pair = blk.b0 * h; pair < blk.b1 * h; ++pair)
+      for (int64_t i = 0; i < Tn; ++i) {
+        T* row = S + (pair * Tn + i) * Tn;
+        const int64_t n = visible(i, Tn, s.causal);
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) row[j] *= scale;
+      }
     mask_rows(S, dims, s.causal, real, -std::numeric_limits<T>::infinity(), blk.b0 * h, blk.b1 * h);
   }
 }

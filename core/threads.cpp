@@ -102,6 +102,10 @@ int hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
+int threads_for_work(double flops_per_step) {
+  return flops_per_step < kAutoThreadsFlops ? 1 : hardware_threads();
+}
+
 void set_num_threads(int n) {
   if (n <= 0) n = hardware_threads();
   omp_set_num_threads(n);

@@ -12,6 +12,16 @@ void set_num_threads(int n);
 int num_threads();
 int hardware_threads();
 
+// --threads 0: the thread count for a training step of `flops_per_step`
+// FLOPs: 1 below kAutoThreadsFlops, else one per core. A smaller step gains
+// at most ~1.5x from a second thread on a quiet machine and loses 3-4x when
+// anything else runs on the cores: each of its parallel regions then waits
+// for a descheduled thread, a cost per region, not per FLOP. Measured on the
+// presets (docs/performance.md, "Threads that fit the work"): small (2.5
+// GFLOP per step) lost 2.9x under load, medium (42) 1.1x.
+constexpr double kAutoThreadsFlops = 1e10;
+int threads_for_work(double flops_per_step);
+
 // Below this many elements a kernel runs on one thread: forking costs more.
 // A fork and join costs ~1-3 us here; at 2^14 floats (~5 us of a simple
 // kernel) splitting starts to pay: the tiny preset's 2-thread step went from

@@ -38,6 +38,18 @@ ModelSpec ModelSpec::resolved() const {
   return s;
 }
 
+int64_t ModelSpec::linear_weights() const {
+  const ModelSpec s = resolved();
+  const int64_t per_layer = 4 * s.d_model * s.d_model + (s.attn_only ? 0 : 2 * s.d_model * s.d_ff);
+  return s.layers * per_layer + s.d_model * s.classes;
+}
+
+double ModelSpec::train_flops_per_step(int64_t batch) const {
+  const double tokens = static_cast<double>(batch) * static_cast<double>(max_seq_len);
+  return tokens * (6.0 * static_cast<double>(linear_weights()) +
+                   12.0 * static_cast<double>(layers) * static_cast<double>(max_seq_len) * static_cast<double>(d_model));
+}
+
 void ModelSpec::validate(FieldName name) const {
   if (name == nullptr) name = plain_name;
   auto require = [&](bool ok, const char* field, int64_t value, const char* rule) {

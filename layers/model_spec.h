@@ -45,6 +45,15 @@ struct ModelSpec {
   // d_ff = 4 * d_model where they are 0.
   ModelSpec resolved() const;
 
+  // The weights of the model's Linear layers, output head included: q, k, v,
+  // o (d x d each) and, unless attn_only, the MLP's two (d x d_ff) per layer,
+  // and the head (d x classes). The N of the FLOP count below.
+  int64_t linear_weights() const;
+  // FLOPs of one training step (forward and backward) on `batch` sequences of
+  // max_seq_len tokens: 6 N + 12 L T d per token (the second term is the
+  // attention scores and their products).
+  double train_flops_per_step(int64_t batch) const;
+
   // How a message spells a field: by default its name above; a command line
   // passes its flag names ("--d-model").
   using FieldName = std::string (*)(const std::string& field);

@@ -134,7 +134,7 @@ void TrainConfig::validate() const {
   require(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr,
           "--min-lr must be between 0 and --lr (" + core::shortest(lr) + "), got " + core::shortest(min_lr));
   require(std::isfinite(clip) && clip >= 0, "--clip must be 0 (off) or positive, got " + core::shortest(clip));
-  require(threads >= 0 && threads <= 1024, "--threads must be between 0 (all cores) and 1024, got " +
+  require(threads >= 0 && threads <= 1024, "--threads must be between 0 (picked from the model's size) and 1024, got " +
                                                std::to_string(threads));
   require(gemm == "onednn" || gemm == "openblas",
           "--gemm must be onednn or openblas, got '" + gemm + "' (HEADLAB_GEMM, if set, is the default)");

@@ -84,7 +84,7 @@ struct TrainConfig {
   // The seed of the finite training set's draw (train/fixed_sets.h); -1: --seed.
   int64_t split_seed = -1;
   // running
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: picked from the model's work per step (core::threads_for_work), recorded as picked
   std::string gemm = default_gemm_backend();  // onednn or openblas
   int64_t eval_batch = 512;
   int64_t log_every = 50;
@@ -152,7 +152,7 @@ struct TrainConfig {
     f("split-seed", c.split_seed,
       "draw the finite training set (--train-size, --train-fraction, --eval-fraction) from this seed instead of "
       "--seed (-1: --seed)");
-    f("threads", c.threads, "threads for OpenMP and OpenBLAS (0: all cores)");
+    f("threads", c.threads, "threads for OpenMP and OpenBLAS (0: 1 for a toy model, all cores for a larger one)");
     f("gemm", c.gemm, "GEMM backend: onednn or openblas (default: $HEADLAB_GEMM, else onednn)");
     f("eval-batch", c.eval_batch, "sequences in the fixed evaluation batch");
     f("log-every", c.log_every, "log and record metrics every N steps (0: only at the end)");

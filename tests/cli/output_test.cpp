@@ -166,6 +166,17 @@ TEST(Train, ThreadsBeyondTheCoresAreCappedWithANote) {
   EXPECT_NE(r.out.find(", " + std::to_string(cores) + " thread(s)"), std::string::npos) << r.out;
 }
 
+// --threads 0 (the default) gives a toy model one thread, and config.json
+// records the count picked rather than the 0.
+TEST(Train, DefaultThreadsGiveAToyModelOneThreadAndRecordIt) {
+  TempDir tmp;
+  const RunResult r = run_headlab(train_command(tmp / "run", {{"--threads", "-"}, {"--steps", "2"}}), tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.out.find(", 1 thread(s)"), std::string::npos) << r.out;
+  const nlohmann::json config = nlohmann::json::parse(read_bytes(tmp / "run/config.json"));
+  EXPECT_EQ(config.at("threads"), 1) << config.dump();
+}
+
 // eval says where its dumps went, in text and in --json.
 TEST(Eval, SaysWhereItWroteItsDumps) {
   TempDir tmp;

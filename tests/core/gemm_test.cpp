@@ -1,15 +1,20 @@
 // The GEMM interface (core/gemm.h): both backends against a double-precision
 // reference on every transpose, leading dimensions wider than the matrix,
-// alpha and beta; the same bits on a repeat; backend selection by name.
+// alpha and beta; the same bits on a repeat; backend selection by name; the
+// kernel listing from oneDNN's verbose output.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "core/attention_kernels.h"
 #include "core/gemm.h"
+#include "core/gemm_kernels.h"
 #include "core/random.h"
+#include "core/tensor.h"
 
 namespace headlab::core {
 namespace {
@@ -132,6 +137,62 @@ TEST(Gemm, BackendsByName) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("'mkl'"), std::string::npos) << e.what();
   }
+}
+
+// --- Which oneDNN kernel ran (core/gemm_kernels.h) ---
+
+TEST(GemmKernels, ParsesExecLinesOfMatmulsAndCountsRepeats) {
+  const std::string text =
+      "onednn_verbose,info,oneDNN v2.6.3 (commit N/A)\n"
+      "onednn_verbose,exec,cpu,matmul,gemm:jit,undef,src_f32::blocked:ab:f0 wei_f32::blocked:ab:f0 "
+      "dst_f32::blocked:ab:f0,attr-scratchpad:user ,,8x4:4x6:8x6,0.25\n"
+      "onednn_verbose,exec,cpu,reorder,simple:any,undef,src_f32::blocked:ab:f0 dst_f32::blocked:ba:f0,,,8x4,0.5\n"
+      "onednn_verbose,exec,cpu,matmul,gemm:jit,undef,src_f32::blocked:ab:f0 wei_f32::blocked:ab:f0 "
+      "dst_f32::blocked:ab:f0,attr-scratchpad:user ,,8x4:4x6:8x6,0.5\n"
+      "onednn_verbose,exec,cpu,matmul,brg:avx512_core,undef,src_f32::blocked:ab:f0 wei_f32::blocked:ba:f0 "
+      "dst_f32::blocked:ab:f0,attr-scratchpad:user attr-oscale:0:0.5 ,,2x3:3x5:2x5,1\n";
+  const std::vector<GemmKernelUse> uses = parse_onednn_verbose(text);
+  ASSERT_EQ(uses.size(), 2u);
+  EXPECT_EQ(uses[0].kernel, "gemm:jit");
+  EXPECT_EQ(uses[0].shapes, "8x4:4x6:8x6");
+  EXPECT_EQ(uses[0].calls, 2);
+  EXPECT_DOUBLE_EQ(uses[0].ms, 0.75);
+  EXPECT_EQ(uses[1].kernel, "brg:avx512_core");
+  EXPECT_EQ(uses[1].attrs, "attr-scratchpad:user attr-oscale:0:0.5");
+  EXPECT_EQ(uses[1].calls, 1);
+}
+
+TEST(GemmKernels, NamesTheKernelOfEachProductRun) {
+  const BackendScope scope(GemmBackend::onednn);
+  const int64_t m = 8, n = 6, k = 4;
+  const std::vector<float> a = random_floats(m * k, 8), b = random_floats(k * n, 9);
+  std::vector<float> c(static_cast<std::size_t>(m * n));
+  const std::vector<GemmKernelUse> uses = onednn_kernels_of([&] {
+    for (int i = 0; i < 3; ++i) detail::gemm<float>(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n);
+  });
+  ASSERT_EQ(uses.size(), 1u);
+  EXPECT_FALSE(uses[0].kernel.empty());
+  EXPECT_EQ(uses[0].shapes, "8x4:4x6:8x6");
+  EXPECT_EQ(uses[0].calls, 3);
+  // Verbose mode is off again afterwards: nothing more is listed.
+  EXPECT_TRUE(onednn_kernels_of([] {}).empty());
+}
+
+// The attention scale is applied outside QK^T: no product of the forward
+// carries an output scale (one takes oneDNN off its fastest kernels).
+TEST(GemmKernels, AttentionForwardPassesNoOutputScaleToItsProducts) {
+  const BackendScope scope(GemmBackend::onednn);
+  const int64_t B = 2, T = 5, d = 8;
+  const auto tensor = [&](uint64_t seed) {
+    const std::vector<float> v = random_floats(B * T * d, seed);
+    return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {B, T, d}, DType::f32);
+  };
+  const Tensor q = tensor(10), k = tensor(11), v = tensor(12);
+  const AttentionShape shape{.heads = 2, .causal = true, .scale = 0.5};
+  const std::vector<GemmKernelUse> uses =
+      onednn_kernels_of([&] { attention_forward(q, k, v, shape, Tensor(), Tensor()); });
+  ASSERT_EQ(uses.size(), 2u);  // Q K^T and P V
+  for (const GemmKernelUse& u : uses) EXPECT_EQ(u.attrs.find("oscale"), std::string::npos) << u.attrs;
 }
 
 }  // namespace

@@ -38,6 +38,27 @@ NamedShapes names_and_shapes(const Module& m) {
   return out;
 }
 
+// linear_weights() is the FLOP count's N (bench, the --threads 0 rule): the
+// Linear weights the model really has, output head included.
+TEST(Transformer, LinearWeightsCountsEveryLinearWeightOfTheModel) {
+  const std::vector<std::function<void(ModelSpec&)>> changes = {
+      {}, [](ModelSpec& s) { s.attn_only = true; }, [](ModelSpec& s) { s.d_ff = 0; },
+      [](ModelSpec& s) { s.classes = 0; s.layers = 3; }};
+  for (const auto& change : changes) {
+    const ModelSpec spec = small_spec(change);
+    core::Generator gen(1);
+    const Transformer model(spec, gen);
+    int64_t counted = 0;
+    for (auto& [name, p] : model.named_parameters())
+      if (p.dim() == 2 && name.find("emb") == std::string::npos) counted += p.numel();
+    EXPECT_EQ(spec.linear_weights(), counted);
+    const double tokens = 4.0 * static_cast<double>(spec.max_seq_len);
+    EXPECT_DOUBLE_EQ(spec.train_flops_per_step(4),
+                     tokens * (6.0 * static_cast<double>(counted) +
+                               12.0 * static_cast<double>(spec.layers * spec.max_seq_len * spec.d_model)));
+  }
+}
+
 TEST(Transformer, NamedParametersAreTheDocumentedList) {
   core::Generator gen(0);
   Transformer model(small_spec(), gen);

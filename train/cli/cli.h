@@ -46,10 +46,15 @@ class ConfigFlags {
 // Selects the GEMM backend by name (UsageError naming --gemm if unknown).
 void use_gemm_backend(const std::string& name);
 
-// Sets the threads of headlab's kernels: 0 means one per core. More threads
-// than cores only make every parallel region wait for a descheduled thread,
-// so a larger --threads is capped at the cores, with a note on stderr.
-void use_threads(int requested);
+// Sets the threads of headlab's kernels and returns the count. 0 picks it
+// from the work of one training step of `flops_per_step` FLOPs
+// (core::threads_for_work: 1 for a toy model, one per core for a larger
+// one). More threads than cores only make every parallel region wait for a
+// descheduled thread, so a larger --threads is capped at the cores, with a
+// note on stderr.
+int use_threads(int requested, double flops_per_step);
+// The FLOPs of one training step of `config`'s model on its batch.
+double train_flops_per_step(const train::TrainConfig& config);
 
 // Reads --config FILE.json onto `config` (UsageError on any problem);
 // returns the keys it set.

@@ -61,7 +61,7 @@ int run_analyze(const AnalyzeArgs& args) {
   // A snapshot's analysis goes beside it (snapshots/step-000500/), never over the run's own.
   const bool snapshot = train::snapshot_step(fs::path(ck_path).filename().string()) >= 0 &&
                         fs::path(ck_path).parent_path().filename() == "snapshots";
-  if (args.threads < 0) throw train::UsageError("--threads must be 0 (all cores) or more");
+  if (args.threads < 0) throw train::UsageError("--threads must be 0 (picked from the model's size) or more");
   if (args.batch_given && args.batch < 1)
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
   if (args.example < 0) throw train::UsageError("--example must be 0 or more, got " + std::to_string(args.example));
@@ -69,7 +69,7 @@ int run_analyze(const AnalyzeArgs& args) {
   if (!args.data.empty() && !args.task.empty()) throw train::UsageError("give --task or --data, not both");
   check_data_out(args.data, args.out);
   train::Checkpoint ck = train::read_checkpoint(ck_path);
-  use_threads(args.threads);
+  use_threads(args.threads, train_flops_per_step(ck.info.config));  // 0: as the run's training would
   use_gemm_backend(args.gemm.empty() ? ck.info.config.gemm : args.gemm);
   // Another task than the run's: its files go beside the run's, never over them.
   const std::string trained_on =
@@ -169,7 +169,7 @@ Command add_analyze(CLI::App& app) {
       ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
   app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");
-  app.add_option("--threads", args->threads, "threads (0: all cores)");
+  app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)");
   app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_flag("--json", args->json, "print heads.json instead of the table");
   app.add_flag("--patch", args->patch,

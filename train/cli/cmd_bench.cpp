@@ -6,7 +6,7 @@
 //
 // FLOPs per training token (forward + backward): 6 N + 12 L T d, with N the
 // number of Linear weights including the output head (the attention scores
-// and their products add the second term).
+// and their products add the second term): layers::ModelSpec::train_flops_per_step.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <iostream>
 
 #include "core/gemm.h"
+#include "core/gemm_kernels.h"
 #include "core/gemm_peak.h"
 #include "core/ops.h"
 #include "core/random.h"
@@ -35,6 +36,7 @@ struct BenchArgs {
   std::string preset = "tiny";
   int64_t warmup = 5, steps = 20, runs = 5;
   bool json = false;
+  bool kernels = false;  // --kernels: list the oneDNN kernel of each of a step's GEMMs
   std::vector<std::string> hooks;  // --hooks: also time forwards caching these ("all": every hook point)
 };
 
@@ -108,6 +110,23 @@ ForwardTimes time_forwards(const layers::Transformer& model, const train::Batch&
   return {median_ms(false), median_ms(true)};
 }
 
+// One step's matmuls, by oneDNN kernel: calls, oneDNN's own time for them
+// (each call waited for), shapes (src:weights:dst; batched ones lead with the
+// batch), the memory formats (ab row-major, ba transposed) and attributes.
+void print_kernels(const std::vector<core::GemmKernelUse>& kernels) {
+  if (kernels.empty()) {
+    std::printf("  oneDNN printed no verbose lines: this build of it has verbose mode off\n");
+    return;
+  }
+  double total = 0;
+  for (const core::GemmKernelUse& k : kernels) total += k.ms;
+  std::printf("  one step's GEMMs by oneDNN kernel (%.3f ms in all, each call timed on its own):\n", total);
+  std::printf("  %-18s %5s %9s  %-28s %s\n", "kernel", "calls", "ms", "shapes src:wei:dst", "formats | attributes");
+  for (const core::GemmKernelUse& k : kernels)
+    std::printf("  %-18s %5d %9.3f  %-28s %s | %s\n", k.kernel.c_str(), k.calls, k.ms, k.shapes.c_str(),
+                k.layouts.c_str(), k.attrs.c_str());
+}
+
 double peak_rss_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -120,8 +139,11 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   train::TrainConfig config = preset_config(args.preset);
   flags.apply(config);
   config.validate();
-  use_threads(config.threads);
+  use_threads(config.threads, train_flops_per_step(config));
   use_gemm_backend(config.gemm);
+  if (args.kernels && core::gemm_backend() != core::GemmBackend::onednn)
+    throw train::UsageError(std::string("--kernels lists oneDNN's kernels, but the GEMM backend is ") +
+                            core::gemm_backend_name(core::gemm_backend()) + ": give --gemm onednn");
   // Under mpirun -np N the N processes train one model (one slice of the
   // batch each); rank 0 reports.
   const train::dist::World& world = train::dist::world();
@@ -147,13 +169,8 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
     }
   }
 
-  int64_t linear_weights = 0;
-  for (const auto& [name, p] : session.model().named_parameters())
-    if (p.dim() == 2 && name.find("emb") == std::string::npos) linear_weights += p.numel();
   const double tokens = static_cast<double>(config.batch * m.max_seq_len);
-  const double flops_per_step =
-      tokens * (6.0 * static_cast<double>(linear_weights) +
-                12.0 * static_cast<double>(m.layers * m.max_seq_len * m.d_model));
+  const double flops_per_step = train_flops_per_step(config);
 
   for (int64_t i = 0; i < args.warmup; ++i) session.step();
   std::vector<double> ms;
@@ -168,6 +185,9 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   ForwardTimes forwards;
   if (!hooks.empty())
     forwards = time_forwards(session.model(), session.task().eval_batch(config.batch, config.seed), hooks, args);
+  // After the timed runs: verbose mode makes oneDNN wait for and time each call.
+  std::vector<core::GemmKernelUse> kernels;
+  if (args.kernels) kernels = core::onednn_kernels_of([&] { session.step(); });
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   const double gflops = flops_per_step / (median / 1000) / 1e9;
@@ -196,6 +216,12 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
     result["forward_hooked_ms"] = forwards.hooked_ms;
     result["hooks_cached"] = hooks.size();
   }
+  if (args.kernels) {
+    result["kernels"] = nlohmann::json::array();
+    for (const core::GemmKernelUse& k : kernels)
+      result["kernels"].push_back({{"kernel", k.kernel}, {"shapes", k.shapes}, {"layouts", k.layouts},
+                                   {"attrs", k.attrs}, {"calls", k.calls}, {"ms", k.ms}});
+  }
   if (args.json) {
     std::cout << result.dump() << '\n';
     return 0;
@@ -220,6 +246,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   if (!hooks.empty())
     std::printf("  forward (no grad, median): %.3f ms plain, %.3f ms caching %zu hook point(s): %.2fx\n",
                 forwards.plain_ms, forwards.hooked_ms, hooks.size(), forwards.hooked_ms / forwards.plain_ms);
+  if (args.kernels) print_kernels(kernels);
   return 0;
 }
 
@@ -238,6 +265,8 @@ Command add_bench(CLI::App& app) {
                  "against a plain one")
       ->delimiter(',');
   app.add_flag("--json", args->json, "print one JSON object");
+  app.add_flag("--kernels", args->kernels,
+               "after the timing, list the oneDNN kernel each GEMM of one step ran on (from oneDNN's verbose output)");
   auto flags = std::make_shared<ConfigFlags>(
       app, std::vector<std::string>{"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
                                     "no-layernorm", "bidirectional", "batch", "lr", "optimizer", "weight-decay",

@@ -39,11 +39,11 @@ int run_eval(const EvalArgs& args) {
   if (!args.task.empty() && !args.data.empty()) throw train::UsageError("give --task or --data, not both");
   if (args.batch_given && args.batch < 1)
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
-  if (args.threads < 0) throw train::UsageError("--threads must be 0 (all cores) or more");
+  if (args.threads < 0) throw train::UsageError("--threads must be 0 (picked from the model's size) or more");
   if (!args.dump_logits.empty()) train::check_output_is_no_input("--dump-logits", args.dump_logits, args.checkpoint);
   if (!args.dump_grads.empty()) train::check_output_is_no_input("--dump-grads", args.dump_grads, args.checkpoint);
   const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
-  use_threads(args.threads);
+  use_threads(args.threads, train_flops_per_step(ck.info.config));  // 0: as the run's training would
   // The run's own task and evaluation batch unless told otherwise; the model
   // is always the checkpoint's.
   train::TrainConfig config = ck.info.config;
@@ -215,7 +215,7 @@ Command add_eval(CLI::App& app) {
           },
           "NONNEGATIVE"))
       ->each([args](const std::string&) { args->seed_given = true; });
-  app.add_option("--threads", args->threads, "threads (0: all cores)");
+  app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)");
   app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_option("--dump-logits", args->dump_logits, "write the logits [N, T, C] (and tokens, targets) as safetensors");
   app.add_option("--dump-grads", args->dump_grads,

@@ -115,7 +115,8 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       resumed = ck.info.config;
       flags.apply(ck.info.config);
       ck.info.config.validate();
-      use_threads(ck.info.config.threads);
+      // config.json records the count a new run picked; --threads 0 picks again.
+      ck.info.config.threads = use_threads(ck.info.config.threads, train_flops_per_step(ck.info.config));
       use_gemm_backend(ck.info.config.gemm);
       session = std::make_unique<train::Session>(ck, world);
       target = session->config().steps;
@@ -163,7 +164,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
           throw train::UsageError("--init " + init_source + ": " + e.what() + " (give --task or --data that fits it)");
         }
       }
-      use_threads(config.threads);
+      config.threads = use_threads(config.threads, train_flops_per_step(config));  // recorded as picked
       use_gemm_backend(config.gemm);
       session = std::make_unique<train::Session>(config, world);  // validates the task and model before anything is written
       if (init) train::load_weights(session->model(), init->file, "--init " + init_source);

@@ -84,14 +84,20 @@ void use_gemm_backend(const std::string& name) {
   }
 }
 
-void use_threads(int requested) {
+double train_flops_per_step(const train::TrainConfig& config) {
+  return config.model.resolved().train_flops_per_step(config.batch);
+}
+
+int use_threads(int requested, double flops_per_step) {
   const int cores = core::hardware_threads();
+  if (requested == 0) requested = core::threads_for_work(flops_per_step);
   if (requested > cores) {
     std::fprintf(stderr, "headlab: --threads %d is more than the %d core%s here: using %d\n", requested, cores,
                  cores == 1 ? "" : "s", cores);
     requested = cores;
   }
   core::set_num_threads(requested);
+  return requested;
 }
 
 std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path) {
