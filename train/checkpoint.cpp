@@ -315,7 +315,7 @@ void load_weights(layers::Transformer& model, const core::SafetensorsFile& file,
   std::set<std::string> expected;
   for (const auto& [name, param] : model.named_parameters()) {
     expected.insert(name);
-    if (std::any_of(file.integers.begin(), file.integers.end(), [&](const auto& entry) { return entry.first == name; }))
+    if (std::any_of(file.integers.begin(), file.integers.end(), [&n = name](const auto& entry) { return entry.first == n; }))
       throw UsageError(source + ": tensor \"" + name + "\" is stored as I64 integers; a parameter is F32 (the file is "
                        "damaged)");
     if (!file.contains(name)) throw UsageError(source + ": the checkpoint has no tensor \"" + name + "\"");

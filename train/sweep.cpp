@@ -266,7 +266,7 @@ FlagSummary summarize_flag(std::span<const SweepRun> runs, const std::string& fl
     out.values.push_back(summarize_where(runs, cell, target_accuracy, [&](const SweepRun& r) {
       if (flag == "heads") return r.heads == cell.heads;
       const auto it = r.settings.find(flag);
-      return it != r.settings.end() && *it == value;
+      return it != r.settings.end() && it->dump() == value.dump();  // an ordered_json against a json
     }));
   }
   return out;
