@@ -120,6 +120,17 @@ void append_to(int fd, const std::string& path, std::string_view bytes) {
   }
 }
 
+void append_file(const std::string& path, std::string_view bytes) {
+  const int fd = open_for_append(path);
+  try {
+    append_to(fd, path, bytes);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+}
+
 void write_file_atomic(const std::string& path, std::string_view bytes) {
   AtomicFileWriter file(path);
   file.write_at(0, bytes);

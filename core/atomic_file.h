@@ -51,5 +51,8 @@ int open_for_append(const std::string& path);
 // Writes all of `bytes` to a descriptor of open_for_append (`path` names it
 // in the error).
 void append_to(int fd, const std::string& path, std::string_view bytes);
+// Both, for one append: opens `path` as open_for_append does, writes `bytes`
+// and closes it.
+void append_file(const std::string& path, std::string_view bytes);
 
 }  // namespace headlab::core

@@ -1,7 +1,5 @@
 #include "train/trainer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -28,17 +26,8 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// metrics.jsonl, opened without following a link (core::open_for_append).
-void append_line(const std::string& path, const nlohmann::json& j) {
-  const int fd = core::open_for_append(path);
-  try {
-    core::append_to(fd, path, j.dump() + "\n");
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);
-}
+// metrics.jsonl, opened without following a link (core::append_file).
+void append_line(const std::string& path, const nlohmann::json& j) { core::append_file(path, j.dump() + "\n"); }
 
 // Nanda et al.'s progress measures of a modular-addition run, over its
 // training pairs (all of them without a finite training set); none for any
