@@ -11,6 +11,7 @@
 #include "analysis/position_loss.h"
 #include "analysis/run_analysis.h"
 #include "analysis/task_positions.h"
+#include "one_hot_heads.h"
 
 namespace headlab::analysis {
 namespace {
@@ -18,14 +19,7 @@ namespace {
 using core::DType;
 using core::Tensor;
 
-// [1, heads, T, T]: head h attends, at query q, to key key[h](q).
-Tensor one_hot_heads(int64_t len, const std::vector<std::function<int64_t(int64_t)>>& keys) {
-  std::vector<double> v;
-  for (const auto& key : keys)
-    for (int64_t q = 0; q < len; ++q)
-      for (int64_t k = 0; k < len; ++k) v.push_back(k == key(q) ? 1.0 : 0.0);
-  return Tensor::from_vector(v, {1, static_cast<int64_t>(keys.size()), len, len}, DType::f64);
-}
+using testing::one_hot_heads;
 
 // Filler 9 9, segment 1 2 3 4 at 2..5, filler 8, the segment again at 7..10,
 // filler 9: targets at 7, 8, 9 (the next token), none elsewhere.

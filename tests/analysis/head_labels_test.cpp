@@ -7,20 +7,16 @@
 #include <stdexcept>
 #include <vector>
 
+#include "one_hot_heads.h"
+
 namespace headlab::analysis {
 namespace {
 
 using core::DType;
 using core::Tensor;
 
-// [1, heads, T, T]: head h attends, at query q, to key target[h](q).
-Tensor one_hot_heads(int64_t len, const std::vector<int64_t (*)(int64_t)>& targets) {
-  std::vector<double> v;
-  for (auto target : targets)
-    for (int64_t q = 0; q < len; ++q)
-      for (int64_t k = 0; k < len; ++k) v.push_back(k == target(q) ? 1.0 : 0.0);
-  return Tensor::from_vector(v, {1, static_cast<int64_t>(targets.size()), len, len}, DType::f64);
-}
+using testing::one_hot_heads;
+
 int64_t previous(int64_t q) { return q > 0 ? q - 1 : 0; }
 int64_t first(int64_t) { return 0; }
 int64_t self(int64_t q) { return q; }

@@ -15,19 +15,9 @@ namespace {
 
 using testing::all_near;
 using testing::grad_of;
+using testing::message_of;
 using testing::param;
 using testing::tensor;
-
-// The message of the exception `f` throws as E (empty if none).
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Variable, CopiesShareValueAndGradient) {
   Variable x = param({1, 2}, {2});

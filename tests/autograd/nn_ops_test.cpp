@@ -15,20 +15,11 @@ namespace {
 
 using testing::all_near;
 using testing::grad_of;
+using testing::message_of;
 using testing::param;
 using testing::tensor;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(CrossEntropy, HugeLogitsGiveExactLossAndGradientInFloat32) {
   // Row 0 puts all mass on its target (loss 0); row 1 is 1e4 away from it.

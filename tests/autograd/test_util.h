@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -31,6 +32,17 @@ inline ::testing::AssertionResult all_near(const std::vector<double>& actual, co
       return ::testing::AssertionFailure() << "element " << i << ": " << actual[i] << " != expected " << expected[i]
                                            << " (tol " << tol << ")";
   return ::testing::AssertionSuccess();
+}
+
+// The message of the exception `f` throws as E (empty if none).
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace headlab::autograd::testing

@@ -16,7 +16,7 @@ using testing::set_grad;
 using testing::SmallProblem;
 using testing::values;
 
-struct AdamSettings {
+struct AdamCase {
   double lr = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.999;
@@ -30,7 +30,7 @@ struct AdamSettings {
 //   Adam:  g = g + wd p          AdamW: p = p - lr wd p
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
 //   p = p - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-std::vector<std::vector<double>> reference_adam(const SmallProblem& problem, const AdamSettings& s, int steps) {
+std::vector<std::vector<double>> reference_adam(const SmallProblem& problem, const AdamCase& s, int steps) {
   std::vector<double> p = problem.start;
   std::vector<double> m(p.size(), 0.0);
   std::vector<double> v(p.size(), 0.0);
@@ -55,7 +55,7 @@ std::vector<std::vector<double>> reference_adam(const SmallProblem& problem, con
   return trajectory;
 }
 
-void expect_first_three_steps_match(Optimizer& opt, const autograd::Variable& p, const AdamSettings& s) {
+void expect_first_three_steps_match(Optimizer& opt, const autograd::Variable& p, const AdamCase& s) {
   const SmallProblem problem;
   const auto expected = reference_adam(problem, s, 3);
   for (int t = 0; t < 3; ++t) {
@@ -92,14 +92,14 @@ TEST(Adam, FirstStepMovesEachParameterByAboutLr) {
 }
 
 TEST(Adam, FirstThreeStepsMatchFormulas) {
-  const AdamSettings s{.lr = 0.1};
+  const AdamCase s{.lr = 0.1};
   const autograd::Variable p = param(SmallProblem().start);
   Adam adam(std::vector<autograd::Variable>{p}, AdamOptions(s.lr));
   expect_first_three_steps_match(adam, p, s);
 }
 
 TEST(Adam, FirstThreeStepsMatchFormulasWithL2WeightDecayAndOtherBetas) {
-  const AdamSettings s{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-3, .weight_decay = 0.1};
+  const AdamCase s{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-3, .weight_decay = 0.1};
   const autograd::Variable p = param(SmallProblem().start);
   Adam adam(std::vector<autograd::Variable>{p},
             AdamOptions(s.lr).betas(s.beta1, s.beta2).eps(s.eps).weight_decay(s.weight_decay));
@@ -107,14 +107,14 @@ TEST(Adam, FirstThreeStepsMatchFormulasWithL2WeightDecayAndOtherBetas) {
 }
 
 TEST(AdamW, FirstThreeStepsMatchFormulasWithDecoupledWeightDecay) {
-  const AdamSettings s{.lr = 0.1, .weight_decay = 0.01, .decoupled = true};
+  const AdamCase s{.lr = 0.1, .weight_decay = 0.01, .decoupled = true};
   const autograd::Variable p = param(SmallProblem().start);
   AdamW adamw(std::vector<autograd::Variable>{p}, AdamWOptions(s.lr));  // default weight decay 0.01
   expect_first_three_steps_match(adamw, p, s);
 }
 
 TEST(AdamW, FirstThreeStepsMatchFormulasWithLargeDecayAndEps) {
-  const AdamSettings s{.lr = 0.02, .beta1 = 0.5, .beta2 = 0.9, .eps = 0.1, .weight_decay = 0.5, .decoupled = true};
+  const AdamCase s{.lr = 0.02, .beta1 = 0.5, .beta2 = 0.9, .eps = 0.1, .weight_decay = 0.5, .decoupled = true};
   const autograd::Variable p = param(SmallProblem().start);
   AdamW adamw(std::vector<autograd::Variable>{p},
               AdamWOptions(s.lr).betas(s.beta1, s.beta2).eps(s.eps).weight_decay(s.weight_decay));
@@ -159,7 +159,7 @@ TEST(Adam, SkippedParameterKeepsItsOwnBiasCorrection) {
 
 TEST(Adam, FloatParametersFollowTheDoubleFormulasClosely) {
   const SmallProblem problem;
-  const AdamSettings s{.lr = 0.1, .weight_decay = 0.01, .decoupled = true};
+  const AdamCase s{.lr = 0.1, .weight_decay = 0.01, .decoupled = true};
   const autograd::Variable p = param(problem.start, core::DType::f32);
   AdamW adamw(std::vector<autograd::Variable>{p}, AdamWOptions(s.lr));
   const auto expected = reference_adam(problem, s, 3);

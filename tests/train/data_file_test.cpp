@@ -10,10 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "train/errors.h"
 
 namespace headlab::train {
 namespace {
+
+using test::contains;
 
 namespace fs = std::filesystem;
 
@@ -48,8 +51,6 @@ class DataFileTest : public ::testing::Test {
 
   fs::path dir_;
 };
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 std::vector<int32_t> row_tokens(const Batch& batch, int64_t row) {
   const auto begin = batch.tokens.begin() + static_cast<std::ptrdiff_t>(row * batch.seq_len);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "test_util.h"
 #include "train/errors.h"
 #include "train/run_builder.h"
 #include "train/session.h"
@@ -20,6 +21,8 @@
 
 namespace headlab::train {
 namespace {
+
+using test::flat_weights;
 
 // SGD without clipping: the update is -lr * gradient, so equal updates mean
 // equal gradients.
@@ -36,14 +39,6 @@ TrainConfig sgd_config() {
   return c;
 }
 
-std::vector<double> flat_weights(layers::Transformer& m) {
-  std::vector<double> out;
-  for (const auto& [name, p] : m.named_parameters()) {
-    const auto v = p.value().to_vector();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
 
 void expect_same_training(TrainConfig whole, int64_t slices, int steps) {
   TrainConfig sliced = whole;

@@ -7,10 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "train/errors.h"
 
 namespace headlab::train {
 namespace {
+
+using test::contains;
 
 // One sequence of a batch, as plain vectors, for readable checks.
 struct Seq {
@@ -41,8 +44,6 @@ std::string usage_error_of(const std::string& name, int64_t vocab, int64_t seq_l
   ADD_FAILURE() << "make_task(" << name << ", " << vocab << ", " << seq_len << ") did not throw UsageError";
   return "";
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST(Tasks, CatalogListsEveryTaskOnceWithDefinitionExpectedHeadsAndWorkingDefaults) {
   const std::vector<std::string> expected = {"first-prev-pair", "first-prev-sum", "previous",        "first",
