@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Grokking over seeds: Nanda et al.'s (2023) modular-addition setting.
 
-    bench/grokking.py --p 113 --seeds 1,2,3,4,5 [--steps 20000] [--weight-decay 1] [--root runs/grok]
+    bench/grokking.py --seeds 1,2,3,4,5 [--p 47] [--train-fraction 0.5] [--steps 2000]
+                      [--weight-decay 1] [--root runs/grok]
 
 Trains one run per seed, one after another, each in ROOT/p{P}-wd{WD}-seed{S}
 (1 layer, d 128, 4 heads, d_mlp 512, ReLU, no LayerNorm, AdamW lr 1e-3,
-betas 0.9,0.98, weight decay 1, 30% of the p^2 pairs, full batch, --init-std
-nanda, --loss-dtype f64, no clipping). A folder that exists is resumed
+betas 0.9,0.98, weight decay 1, full batch, --init-std nanda, --loss-dtype
+f64, no clipping). The defaults (p = 47, half of the p^2 pairs trained on,
+2000 steps) are the setting that groks within minutes on a CPU
+(docs/reproductions.md); Nanda et al.'s own is --p 113 --train-fraction 0.3
+--steps 20000, hours per seed on one core. A folder that exists is resumed
 (`headlab train --resume`), so an interrupted bench goes on where it stopped,
 and a larger --steps extends finished runs. Then prints per seed the first
 logged step at which training accuracy (over the whole training set) is 100%
@@ -24,14 +28,14 @@ import time
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--p", type=int, default=113, help="the modulus (the vocabulary is p + 1)")
+    ap.add_argument("--p", type=int, default=47, help="the modulus (the vocabulary is p + 1)")
     ap.add_argument("--seeds", default="1,2,3,4,5", help="comma-separated seeds (each sets the weights and the split)")
-    ap.add_argument("--steps", type=int, default=20000)
+    ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--weight-decay", type=float, default=1.0)
-    ap.add_argument("--train-fraction", type=float, default=0.3)
+    ap.add_argument("--train-fraction", type=float, default=0.5, help="the share of the p^2 pairs trained on")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--log-every", type=int, default=100)
-    ap.add_argument("--analyze-every", type=int, default=1000)
+    ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--analyze-every", type=int, default=500)
     ap.add_argument("--root", default="runs/grok", help="folder of the runs")
     ap.add_argument("--report-only", action="store_true", help="print the table of the runs as they are")
     ap.add_argument("extra", nargs="*", help="more flags for a new run (after --)")
