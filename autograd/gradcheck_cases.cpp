@@ -163,6 +163,16 @@ void nn_cases(Registry& r) {
         {r.normal({4, 3, 2}), r.normal({4}), r.normal({4}), r.normal({2, 3, 4})});
   r.add("layer_norm without weight and bias", [](const Vars& x) { return layer_norm(x[0], {}, {}) * x[1]; },
         {r.normal({3, 4}), r.normal({3, 4})});
+  // Both outputs weighed, so the gradient through the sum's other use (the
+  // residual stream) and through the LayerNorm are both checked.
+  r.add("add_layer_norm [2,3,4] (sum and normalized)", [](const Vars& x) {
+        const AddLayerNorm out = add_layer_norm(x[0], transpose(x[1], 0, 1), x[2], x[3]);
+        return out.sum * x[4] + out.normalized * x[5];
+      },
+        {r.normal({2, 3, 4}), r.normal({3, 2, 4}), r.normal({4}), r.normal({4}), r.normal({2, 3, 4}),
+         r.normal({2, 3, 4})});
+  r.add("linear_gelu without bias", [](const Vars& x) { return linear_gelu(transpose(x[0], 0, 1), x[1], {}) * x[2]; },
+        {r.normal({4, 3}), r.normal({2, 4}), r.normal({3, 2})});
   r.add("embedding with repeated ids",
         [](const Vars& x) { return embedding(x[0], std::vector<int32_t>{1, 4, 1, 0, 5, 1}, {2, 3}) * x[1]; },
         {r.normal({6, 3}), r.normal({2, 3, 3})});

@@ -93,6 +93,14 @@ Variable cross_entropy(const Variable& logits, std::span<const int32_t> targets)
 Variable cross_entropy(const Variable& logits, std::span<const int32_t> targets, core::DType compute);
 // Over the last axis: (x - mean) * rstd * weight + bias. weight, bias [D].
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps = 1e-5);
+// The residual add and the next LayerNorm, a, b [..., D] (equal shapes):
+// sum = a + b and normalized = layer_norm(sum, weight, bias, eps), the same
+// values and graph as those two ops, from one pass over the rows.
+struct AddLayerNorm {
+  Variable sum, normalized;
+};
+AddLayerNorm add_layer_norm(const Variable& a, const Variable& b, const Variable& weight, const Variable& bias,
+                            double eps = 1e-5);
 // weight [V, D], ids (values in [0, V)) of shape ids_shape -> ids_shape + [D].
 Variable embedding(const Variable& weight, std::span<const int32_t> ids, const Shape& ids_shape);
 // Where mask (broadcastable to x, nonzero = fill) is set, the output is value

@@ -111,8 +111,12 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
 }
 
 Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& bias) {
-  LinearForward f = linear_forward(x, weight, bias, "linear_gelu");
-  core::GeluWithSlope r = core::gelu_forward_with_slope(f.y);  // f.y, the pre-activation, is then dropped
+  // The product alone; the bias joins GELU's pass (core::bias_gelu_forward),
+  // which writes y over the product and keeps GELU's slope, not its input.
+  LinearForward f = linear_forward(x, weight, Variable(), "linear_gelu");
+  const bool want_slope =
+      grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  core::GeluWithSlope r = core::bias_gelu_forward(f.y, bias.defined() ? bias.value() : Tensor(), want_slope);
   return Variable::from_op(
       r.y.reshape(f.out_shape), {x, weight, bias},
       [in = f.in, out = f.out, slope = r.slope](std::vector<Variable>& inputs, const Tensor& g) {

@@ -1,5 +1,6 @@
 // Neural-network ops on the fused kernels of core/nn_kernels.h: softmax,
-// log-softmax, cross-entropy, LayerNorm; plus embedding, masked fill, dropout.
+// log-softmax, cross-entropy, LayerNorm (alone and after a residual add);
+// plus embedding, masked fill, dropout.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -59,11 +60,10 @@ Variable cross_entropy(const Variable& logits, std::span<const int32_t> targets,
       "cross_entropy");
 }
 
-Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps) {
-  const Tensor& v = checked(x, "layer_norm", "x").value();
-  const Tensor w = weight.defined() ? weight.value() : Tensor();
-  const Tensor b = bias.defined() ? bias.value() : Tensor();
-  core::LayerNormResult r = core::layer_norm_forward(v, w, b, eps);
+namespace {
+
+// The LayerNorm node over x, from its forward's result (mean and rstd kept).
+Variable layer_norm_node(const Variable& x, const Variable& weight, const Variable& bias, core::LayerNormResult r) {
   return Variable::from_op(
       std::move(r.y), {x, weight, bias},
       [mean = r.mean, rstd = r.rstd](std::vector<Variable>& in, const Tensor& g) {
@@ -74,6 +74,34 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
         if (in[2].requires_grad()) in[2].accumulate_grad(d.dbias);
       },
       "layer_norm");
+}
+
+Tensor value_or_none(const Variable& v) { return v.defined() ? v.value() : Tensor(); }
+
+}  // namespace
+
+Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps) {
+  const Tensor& v = checked(x, "layer_norm", "x").value();
+  return layer_norm_node(x, weight, bias, core::layer_norm_forward(v, value_or_none(weight), value_or_none(bias), eps));
+}
+
+AddLayerNorm add_layer_norm(const Variable& a, const Variable& b, const Variable& weight, const Variable& bias,
+                            double eps) {
+  const Tensor& av = checked(a, "add_layer_norm", "a").value();
+  const Tensor& bv = checked(b, "add_layer_norm", "b").value();
+  core::AddLayerNormResult r =
+      core::add_layer_norm_forward(av, bv, value_or_none(weight), value_or_none(bias), eps);
+  // Two nodes, as a + b then layer_norm would record: the sum is used
+  // again downstream (the residual stream), and its gradient gathers both uses.
+  Variable sum = Variable::from_op(
+      std::move(r.sum), {a, b},
+      [](std::vector<Variable>& in, const Tensor& g) {
+        if (in[0].requires_grad()) in[0].accumulate_grad(g);
+        if (in[1].requires_grad()) in[1].accumulate_grad(g);
+      },
+      "add");
+  Variable normalized = layer_norm_node(sum, weight, bias, std::move(r.norm));
+  return {std::move(sum), std::move(normalized)};
 }
 
 Variable embedding(const Variable& weight, std::span<const int32_t> ids, const Shape& ids_shape) {

@@ -1,4 +1,4 @@
-// Fused row kernels: softmax, log-softmax, cross-entropy, LayerNorm, GELU,
+// Fused row kernels: softmax, log-softmax, cross-entropy, LayerNorm,
 // embedding gather/scatter. See nn_kernels.h for the shapes and contracts.
 #include "core/nn_kernels.h"
 
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/nn_kernels_rows.h"
 #include "core/softmax_row.h"
 #include "core/threads.h"
 #include "core/vec_math.h"
@@ -16,41 +17,13 @@
 namespace headlab::core {
 namespace {
 
+using detail::check_same;
+using detail::check_vector;
 using detail::exp_of;
+using detail::parallel;
+using detail::RowView;
+using detail::rows_of;
 using detail::softmax_row;
-
-// A tensor seen as rows x cols over its last axis.
-struct RowView {
-  int64_t rows = 0;
-  int64_t cols = 0;
-};
-
-RowView rows_of(const Tensor& x, const char* op) {
-  if (!x.defined()) throw std::invalid_argument(std::string(op) + ": the input tensor is undefined");
-  if (x.dim() < 1) throw std::invalid_argument(std::string(op) + ": needs at least one axis, got a scalar (shape [])");
-  RowView v;
-  v.cols = x.size(-1);
-  v.rows = v.cols == 0 ? 0 : x.numel() / v.cols;
-  return v;
-}
-
-void check_same(const Tensor& a, const Tensor& b, const char* op, const char* a_name, const char* b_name) {
-  if (!a.defined() || !b.defined())
-    throw std::invalid_argument(std::string(op) + ": " + a_name + " and " + b_name + " must both be defined");
-  if (a.shape() != b.shape())
-    throw std::invalid_argument(std::string(op) + ": " + a_name + " has shape " + to_string(a.shape()) + " but " +
-                                b_name + " has shape " + to_string(b.shape()) + "; they must be equal");
-  if (a.dtype() != b.dtype())
-    throw std::invalid_argument(std::string(op) + ": " + a_name + " is " + to_string(a.dtype()) + " but " + b_name +
-                                " is " + to_string(b.dtype()) + "; they must be equal");
-}
-
-void check_vector(const Tensor& v, int64_t n, DType dtype, const char* op, const char* name) {
-  if (v.shape() != Shape{n})
-    throw std::invalid_argument(std::string(op) + ": " + name + " has shape " + to_string(v.shape()) +
-                                ", expected [" + std::to_string(n) + "] (the size of the last axis)");
-  v.check_dtype(dtype, op);
-}
 
 void check_targets(std::span<const int32_t> targets, RowView v, const char* op) {
   if (static_cast<int64_t>(targets.size()) != v.rows)
@@ -63,8 +36,6 @@ void check_targets(std::span<const int32_t> targets, RowView v, const char* op) 
                                   " classes (a target is in [0, " + std::to_string(v.cols) + ") or -1 for none)");
   }
 }
-
-bool parallel(int64_t work) { return work >= kParallelGrain; }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -174,8 +145,12 @@ void cross_entropy_bwd(const T* p, T* dx, std::span<const int32_t> targets, RowV
 // gradchecks), so every loop vectorizes at full width. Missing weight or
 // bias act as ones and zeros.
 
+// With `addend`, x + addend is written to `sum` first and normalized from
+// there, row by row while the row is in cache: the residual add and the next
+// LayerNorm in one pass, the same bits as the two apart.
 template <class T>
-void layer_norm_fwd(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, RowView v, double eps) {
+void layer_norm_fwd(const T* x, const T* addend, T* sum, const T* w, const T* b, T* y, T* mean, T* rstd, RowView v,
+                    double eps) {
   const int64_t D = v.cols;
   const T inv_d = static_cast<T>(1.0 / static_cast<double>(D));
   const T e = static_cast<T>(eps);
@@ -183,6 +158,13 @@ void layer_norm_fwd(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, 
   for (int64_t r = 0; r < v.rows; ++r) {
     const T* xr = x + r * D;
     T* yr = y + r * D;
+    if (addend) {
+      T* sr = sum + r * D;
+      const T* ar = addend + r * D;
+#pragma omp simd
+      for (int64_t c = 0; c < D; ++c) sr[c] = xr[c] + ar[c];
+      xr = sr;
+    }
     T s = 0;
 #pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < D; ++c) s += xr[c];
@@ -256,75 +238,6 @@ void layer_norm_bwd(const T* dy, const T* x, const T* w, const T* mean, const T*
     }
     if (dw) dw[c] = static_cast<T>(sw);
     db[c] = static_cast<T>(sb);
-  }
-}
-
-// --- GELU, elementwise ---
-
-constexpr double kInvSqrt2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-
-// Double keeps libm's erf (gradchecks compare against it); float uses the
-// vectorizable normal CDF of vec_math.h, several times faster than erff.
-inline double gelu_cdf(double x, double& pdf) {
-  pdf = kInvSqrt2Pi * std::exp(-0.5 * x * x);
-  return 0.5 * (1.0 + std::erf(x * kInvSqrt2));
-}
-inline float gelu_cdf(float x, float& pdf) { return detail::normal_cdf(x, pdf); }
-
-template <class T>
-void gelu_fwd(const T* x, T* y, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel(n))
-  for (int64_t i = 0; i < n; ++i) {
-    T pdf;
-    y[i] = x[i] * gelu_cdf(x[i], pdf);
-  }
-}
-
-template <class T>
-void gelu_bwd(const T* x, const T* dy, T* dx, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel(n))
-  for (int64_t i = 0; i < n; ++i) {
-    T pdf;
-    const T cdf = gelu_cdf(x[i], pdf);
-    dx[i] = dy[i] * (cdf + x[i] * pdf);
-  }
-}
-
-// y [n] and slope [n] from h [n] in one pass.
-template <class T>
-void gelu_slope_fwd(const T* h, T* y, T* slope, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel(n))
-  for (int64_t i = 0; i < n; ++i) {
-    T pdf;
-    const T cdf = gelu_cdf(h[i], pdf);
-    y[i] = h[i] * cdf;
-    slope[i] = cdf + h[i] * pdf;
-  }
-}
-
-// dy, slope [rows, C] -> dh [rows, C] and, if sums, sums [C]. Threads own
-// blocks of columns and walk the rows in order.
-template <class T>
-void gelu_slope_bwd(const T* dy, const T* slope, T* dh, T* sums, RowView v) {
-  constexpr int64_t kCols = 256;
-  const int64_t C = v.cols, blocks = (C + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static) if (parallel(v.rows * C) && blocks > 1)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t c0 = blk * kCols, nc = std::min(kCols, C - c0);
-    double acc[kCols] = {};
-    for (int64_t r = 0; r < v.rows; ++r) {
-      const T* dyr = dy + r * C + c0;
-      const T* sr = slope + r * C + c0;
-      T* dr = dh + r * C + c0;
-#pragma omp simd
-      for (int64_t c = 0; c < nc; ++c) {
-        dr[c] = dyr[c] * sr[c];
-        acc[c] += static_cast<double>(dr[c]);
-      }
-    }
-    if (sums)
-      for (int64_t c = 0; c < nc; ++c) sums[c0 + c] = static_cast<T>(acc[c]);
   }
 }
 
@@ -422,23 +335,43 @@ Tensor cross_entropy_backward(const Tensor& probs, std::span<const int32_t> targ
   return dx;
 }
 
-LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  const char* op = "layer_norm_forward";
+namespace {
+
+// layer_norm_forward, of x or (with an addend) of x + addend into `sum`.
+LayerNormResult layer_norm_rows(const Tensor& x, const Tensor& addend, Tensor* sum, const Tensor& weight,
+                                const Tensor& bias, double eps, const char* op) {
   const RowView v = rows_of(x, op);
   if (weight.defined()) check_vector(weight, v.cols, x.dtype(), op, "weight");
   if (bias.defined()) check_vector(bias, v.cols, x.dtype(), op, "bias");
-  if (!(eps >= 0.0)) throw std::invalid_argument("layer_norm_forward: eps must be >= 0, got " + std::to_string(eps));
+  if (!(eps >= 0.0)) throw std::invalid_argument(std::string(op) + ": eps must be >= 0, got " + std::to_string(eps));
   Shape stat_shape(x.shape().begin(), x.shape().end() - 1);
   const Tensor xc = x.contiguous();
+  const Tensor ac = addend.defined() ? addend.contiguous() : Tensor();
+  if (sum) *sum = Tensor::empty(x.shape(), x.dtype());
   const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
   const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
   LayerNormResult out{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(stat_shape, x.dtype()),
                       Tensor::empty(stat_shape, x.dtype())};
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    layer_norm_fwd<T>(xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr, bc.defined() ? bc.data<T>() : nullptr,
-                      out.y.data<T>(), out.mean.data<T>(), out.rstd.data<T>(), v, eps);
+    layer_norm_fwd<T>(xc.data<T>(), ac.defined() ? ac.data<T>() : nullptr, sum ? sum->data<T>() : nullptr,
+                      wc.defined() ? wc.data<T>() : nullptr, bc.defined() ? bc.data<T>() : nullptr, out.y.data<T>(),
+                      out.mean.data<T>(), out.rstd.data<T>(), v, eps);
   });
+  return out;
+}
+
+}  // namespace
+
+LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  return layer_norm_rows(x, Tensor(), nullptr, weight, bias, eps, "layer_norm_forward");
+}
+
+AddLayerNormResult add_layer_norm_forward(const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias,
+                                          double eps) {
+  check_same(a, b, "add_layer_norm_forward", "a", "b");
+  AddLayerNormResult out;
+  out.norm = layer_norm_rows(a, b, &out.sum, weight, bias, eps, "add_layer_norm_forward");
   return out;
 }
 
@@ -467,28 +400,6 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
                       g.dbias.data<T>(), v);
   });
   return g;
-}
-
-Tensor gelu_forward(const Tensor& x) {
-  if (!x.defined()) throw std::invalid_argument("gelu_forward: the input tensor is undefined");
-  const Tensor xc = x.contiguous();
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
-  dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    gelu_fwd<T>(xc.data<T>(), y.data<T>(), x.numel());
-  });
-  return y;
-}
-
-Tensor gelu_backward(const Tensor& x, const Tensor& dy) {
-  check_same(x, dy, "gelu_backward", "x", "dy");
-  const Tensor xc = x.contiguous(), dyc = dy.contiguous();
-  Tensor dx = Tensor::empty(x.shape(), x.dtype());
-  dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    gelu_bwd<T>(xc.data<T>(), dyc.data<T>(), dx.data<T>(), x.numel());
-  });
-  return dx;
 }
 
 Tensor embedding_forward(const Tensor& weight, std::span<const int32_t> ids) {
@@ -540,32 +451,6 @@ Tensor embedding_backward(const Tensor& dout, std::span<const int32_t> ids, int6
     }
   });
   return dw;
-}
-
-GeluWithSlope gelu_forward_with_slope(const Tensor& h) {
-  if (!h.defined()) throw std::invalid_argument("gelu_forward_with_slope: the input tensor is undefined");
-  const Tensor hc = h.contiguous();
-  GeluWithSlope r{Tensor::empty(h.shape(), h.dtype()), Tensor::empty(h.shape(), h.dtype())};
-  dispatch(h.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    gelu_slope_fwd<T>(hc.data<T>(), r.y.data<T>(), r.slope.data<T>(), h.numel());
-  });
-  return r;
-}
-
-GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums) {
-  check_same(dy, slope, "gelu_backward_with_slope", "dy", "slope");
-  const RowView v = rows_of(dy, "gelu_backward_with_slope");
-  const Tensor dyc = dy.contiguous(), sc = slope.contiguous();
-  GeluSlopeGrads g{Tensor::empty(dy.shape(), dy.dtype()),
-                   want_column_sums ? Tensor::empty({v.cols}, dy.dtype()) : Tensor()};
-  dispatch(dy.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    gelu_slope_bwd<T>(dyc.data<T>(), sc.data<T>(), g.dh.data<T>(),
-                      want_column_sums ? g.column_sums.data<T>() : nullptr, v);
-  });
-  if (want_column_sums && v.rows == 0) g.column_sums.fill_(0.0);
-  return g;
 }
 
 }  // namespace headlab::core

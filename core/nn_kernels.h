@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "core/nn_kernels_gelu.h"
 #include "core/tensor.h"
 
 namespace headlab::core {
@@ -48,6 +49,15 @@ struct LayerNormResult {
   Tensor y, mean, rstd;
 };
 LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+// The residual add and the next LayerNorm in one pass over the rows:
+// a, b [N, D] (or [..., D], equal shapes and dtypes) -> sum = a + b and
+// norm = layer_norm_forward(sum, weight, bias, eps), bit for bit.
+struct AddLayerNormResult {
+  Tensor sum;
+  LayerNormResult norm;
+};
+AddLayerNormResult add_layer_norm_forward(const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias,
+                                          double eps);
 // dy, x [N, D] -> dx [N, D], dweight [D] (undefined if weight is), dbias [D].
 // dweight and dbias sum over rows in fixed blocks of rows, then over the
 // blocks in order: the same bits for any thread count.
@@ -56,26 +66,6 @@ struct LayerNormGrads {
 };
 LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd);
-
-// GELU, exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)). Any shape.
-Tensor gelu_forward(const Tensor& x);
-// dx = dy * (Phi(x) + x * phi(x)), phi the standard normal density.
-Tensor gelu_backward(const Tensor& x, const Tensor& dy);
-
-// GELU behind a Linear layer, where its input need not be kept: h [..., C]
-// -> y = gelu(h) and slope = dy/dh = Phi(h) + h phi(h), all its backward
-// needs, computed in the same pass.
-struct GeluWithSlope {
-  Tensor y, slope;
-};
-GeluWithSlope gelu_forward_with_slope(const Tensor& h);
-// dy, slope [N, C] -> dh = dy * slope [N, C] and, if wanted, its column sums
-// [C] (the bias gradient of the Linear before), each column added in row
-// order in double, so the bits never depend on the thread count.
-struct GeluSlopeGrads {
-  Tensor dh, column_sums;
-};
-GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums);
 
 // Row gather: weight [V, D], ids [n] -> out [n, D] with out[i] = weight[ids[i]].
 // An id outside [0, V) throws std::invalid_argument naming the id and V.

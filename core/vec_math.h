@@ -2,7 +2,8 @@
 //
 // libm's expf/erff are scalar calls; in loops over activations they cost
 // more than the GEMMs of a small model. These are branch-free (selects
-// only), so `#pragma omp simd` loops turn them into AVX code. Each gives
+// only), so `#pragma omp simd` loops turn them into AVX code; without
+// AVX-512 only under -fno-trapping-math (see core/CMakeLists.txt). Each gives
 // the same bits for the same input on every call, on any thread.
 // Accuracy: exp within 2 ulp (results below 1.2e-38 flush to 0); the normal
 // CDF within 3e-7 absolute. double keeps libm.

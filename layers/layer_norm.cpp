@@ -19,13 +19,25 @@ LayerNorm::LayerNorm(const LayerNormOptions& options, core::Generator& /*gen: La
   register_parameter("bias", Tensor::zeros({options.normalized_size}, dtype));
 }
 
-Variable LayerNorm::forward(const Variable& x) const {
-  const int64_t d = options_.normalized_size;
+namespace {
+
+void check_last_axis(const Variable& x, int64_t d, const char* who) {
   if (x.dim() < 1 || x.size(-1) != d) {
-    throw std::invalid_argument("LayerNorm::forward: input " + core::to_string(x.shape()) +
+    throw std::invalid_argument(std::string(who) + ": input " + core::to_string(x.shape()) +
                                 " does not end in normalized_size=" + std::to_string(d));
   }
+}
+
+}  // namespace
+
+Variable LayerNorm::forward(const Variable& x) const {
+  check_last_axis(x, options_.normalized_size, "LayerNorm::forward");
   return autograd::layer_norm(x, weight(), bias(), options_.eps);
+}
+
+autograd::AddLayerNorm LayerNorm::forward_sum(const Variable& a, const Variable& b) const {
+  check_last_axis(a, options_.normalized_size, "LayerNorm::forward_sum");
+  return autograd::add_layer_norm(a, b, weight(), bias(), options_.eps);
 }
 
 }  // namespace headlab::layers

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "autograd/ops.h"
 #include "core/random.h"
 #include "layers/module.h"
 
@@ -20,6 +21,9 @@ class LayerNorm : public Module {
 
   // x [..., D] -> [..., D]
   Variable forward(const Variable& x) const;
+  // a, b [..., D] -> {a + b, forward(a + b)} from one pass over the rows:
+  // the residual add before this LayerNorm (autograd::add_layer_norm).
+  autograd::AddLayerNorm forward_sum(const Variable& a, const Variable& b) const;
 
   const LayerNormOptions& options() const { return options_; }
   Variable weight() const { return own_parameter("weight"); }

@@ -1,5 +1,7 @@
 #include "layers/transformer_block.h"
 
+#include <utility>
+
 #include "autograd/ops.h"
 
 namespace headlab::layers {
@@ -24,10 +26,24 @@ Variable TransformerBlock::forward(const Variable& x, const Tensor* padding_mask
   const Variable resid_pre = hooks.visit("hook_resid_pre", x);
   const Variable normalized = ln1_ ? hooks.visit("ln1.hook_normalized", ln1_->forward(resid_pre)) : resid_pre;
   const Variable attn_out = hooks.visit("hook_attn_out", attn_->forward(normalized, padding_mask, probe, hooks.inner("attn.")));
-  Variable h = resid_pre + attn_out;
-  if (mlp_) {
-    h = hooks.visit("hook_resid_mid", h);
-    const Variable in = ln2_ ? hooks.visit("ln2.hook_normalized", ln2_->forward(h)) : h;
+  Variable h;
+  if (!mlp_) {
+    h = resid_pre + attn_out;
+  } else {
+    const bool want_mid = hooks.wants("hook_resid_mid");
+    Variable in;
+    if (ln2_ && !want_mid) {
+      // The residual add and ln2 in one pass (the same bits as apart); a
+      // hook at resid_mid may replace the sum, so then the two run apart.
+      autograd::AddLayerNorm mid = ln2_->forward_sum(resid_pre, attn_out);
+      h = std::move(mid.sum);
+      in = std::move(mid.normalized);
+    } else {
+      h = resid_pre + attn_out;
+      if (want_mid) h = hooks.visit_wanted("hook_resid_mid", h);
+      in = ln2_ ? ln2_->forward(h) : h;
+    }
+    if (ln2_) in = hooks.visit("ln2.hook_normalized", in);
     h = h + hooks.visit("hook_mlp_out", mlp_->forward(in, hooks.inner("mlp.")));
   }
   h = hooks.visit("hook_resid_post", h);

@@ -219,6 +219,52 @@ TEST(GeluKernel, BackwardMatchesCentralDifferences) {
   EXPECT_LT(max_abs_diff(gelu_backward(x, w), num), 1e-8);
 }
 
+TEST(BiasGeluKernel, IsGeluOfTheSumAndItsSlope) {
+  for (const DType dtype : {DType::f64, DType::f32}) {
+    const Tensor h = normal({6, 5}, 31, dtype), b = normal({5}, 32, dtype);
+    const Tensor x = add(h, b);
+    const GeluWithSlope r = bias_gelu_forward(h.clone(), b, true);
+    EXPECT_EQ(r.y.to_vector(), gelu_forward(x).to_vector()) << to_string(dtype);
+    const double tol = dtype == DType::f64 ? 1e-15 : 1e-6;
+    EXPECT_LT(max_abs_diff(r.slope, gelu_backward(x, Tensor::ones(x.shape(), dtype))), tol) << to_string(dtype);
+    // Without a bias it is GELU of h; without a slope only y is made.
+    EXPECT_EQ(bias_gelu_forward(h.clone(), Tensor(), false).y.to_vector(), gelu_forward(h).to_vector());
+    EXPECT_FALSE(bias_gelu_forward(h.clone(), b, false).slope.defined());
+  }
+}
+
+TEST(BiasGeluKernel, WritesOverItsInputAndRejectsAViewOrABadBias) {
+  const Tensor h = normal({3, 4}, 33, DType::f32);
+  const GeluWithSlope r = bias_gelu_forward(h, Tensor(), false);
+  EXPECT_EQ(r.y.data<float>(), h.data<float>());
+  EXPECT_THROW(bias_gelu_forward(normal({4, 3}, 34).transpose(0, 1), Tensor(), false), std::invalid_argument);
+  EXPECT_THROW(bias_gelu_forward(normal({3, 4}, 35), normal({3}, 36), false), std::invalid_argument);
+}
+
+TEST(BiasGeluKernel, SlopeMatchesCentralDifferences) {
+  const Tensor h = normal({4, 5}, 37), b = normal({5}, 38);
+  const Tensor num = numeric_grad([&](const Tensor& t) { return sum(bias_gelu_forward(t.clone(), b, false).y).item(); }, h);
+  EXPECT_LT(max_abs_diff(bias_gelu_forward(h.clone(), b, true).slope, num), 1e-8);
+}
+
+// --- the residual add with the next LayerNorm ---
+
+TEST(AddLayerNormKernel, IsTheAddThenTheLayerNormBitForBit) {
+  for (const DType dtype : {DType::f64, DType::f32}) {
+    const Tensor a = normal({5, 8}, 41, dtype), b = normal({8, 5}, 42, dtype).transpose(0, 1);
+    const Tensor w = normal({8}, 43, dtype), bias = normal({8}, 44, dtype);
+    const AddLayerNormResult r = add_layer_norm_forward(a, b, w, bias, 1e-5);
+    const Tensor sum_ab = add(a, b);
+    const LayerNormResult ln = layer_norm_forward(sum_ab, w, bias, 1e-5);
+    EXPECT_EQ(r.sum.to_vector(), sum_ab.to_vector()) << to_string(dtype);
+    EXPECT_EQ(r.norm.y.to_vector(), ln.y.to_vector()) << to_string(dtype);
+    EXPECT_EQ(r.norm.mean.to_vector(), ln.mean.to_vector()) << to_string(dtype);
+    EXPECT_EQ(r.norm.rstd.to_vector(), ln.rstd.to_vector()) << to_string(dtype);
+  }
+  EXPECT_THROW(add_layer_norm_forward(normal({2, 3}, 45), normal({3, 2}, 46), Tensor(), Tensor(), 1e-5),
+               std::invalid_argument);
+}
+
 // --- embedding ---
 
 TEST(EmbeddingKernel, GathersRowsAndScatterAddsInIdOrder) {
@@ -274,6 +320,12 @@ TEST(NnKernels, ResultsAreBitIdenticalForOneOrTwoThreads) {
                                lg.dbias,
                                gelu_forward(x),
                                gelu_backward(x, dy),
+                               bias_gelu_forward(x.clone(), w, true).y,
+                               bias_gelu_forward(x.clone(), w, true).slope,
+                               gelu_backward_with_slope(dy, x, true).dh,
+                               gelu_backward_with_slope(dy, x, true).column_sums,
+                               add_layer_norm_forward(x, dy, w, w, 1e-5).sum,
+                               add_layer_norm_forward(x, dy, w, w, 1e-5).norm.y,
                                emb};
   });
 }

@@ -1,0 +1,34 @@
+// GELU's fused kernels, declared apart from the other row kernels of
+// nn_kernels.h (which includes this header). Float uses the vectorizable
+// normal CDF of core/vec_math.h; double keeps libm's erf (the gradchecks).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace headlab::core {
+
+// GELU, exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)). Any shape.
+Tensor gelu_forward(const Tensor& x);
+// dx = dy * (Phi(x) + x * phi(x)), phi the standard normal density.
+Tensor gelu_backward(const Tensor& x, const Tensor& dy);
+
+// GELU behind a Linear layer, as the Linear's epilogue: h [..., C], the
+// product x W^T without its bias, and bias [C] (undefined: none) -> y =
+// gelu(h + bias), written over h (which must be contiguous and shared with
+// no one: the GEMM's fresh output), and, if want_slope, slope = dy/d(h + b)
+// = Phi + (h + b) phi, all the backward needs, so the pre-activation is not
+// kept. One pass: the bias is added as the product is read, not copied into
+// the GEMM's output first.
+struct GeluWithSlope {
+  Tensor y, slope;  // slope undefined unless wanted
+};
+GeluWithSlope bias_gelu_forward(Tensor h, const Tensor& bias, bool want_slope);
+// dy, slope [N, C] -> dh = dy * slope [N, C] and, if wanted, its column sums
+// [C] (the bias gradient of the Linear before), each column added in row
+// order in double, so the bits never depend on the thread count.
+struct GeluSlopeGrads {
+  Tensor dh, column_sums;
+};
+GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums);
+
+}  // namespace headlab::core
