@@ -406,7 +406,8 @@ TEST(Bf16Refusal, WithoutBf16UnitsEveryCommandRefusesBf16NamingF32) {
   const std::vector<std::vector<std::string>> commands = {
       train_command(cwd / "out", {{"--precision", "bf16"}}),
       {"bench", "--precision", "bf16", "--bench-steps", "1", "--runs", "1", "--warmup-steps", "0"},
-      {"eval", shared_run(), "--precision", "bf16"}};
+      {"eval", shared_run(), "--precision", "bf16"},
+      {"sweep", "--precision", "bf16", "--seeds", "0", "--steps", "2", "--out", cwd / "sweep"}};
   for (const std::vector<std::string>& args : commands) {
     const RunResult r = run_headlab(args, cwd.path());
     EXPECT_TRUE(clean_failure(r, 2, {"--precision bf16", "no bf16 units", "use --precision f32"})) << args[0];
