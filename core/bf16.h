@@ -10,15 +10,17 @@ namespace headlab::core {
 
 using bf16_t = uint16_t;
 
-// Round to nearest, ties to even (what vcvtneps2bf16 and oneDNN do); a NaN
-// stays a (quiet) NaN instead of rounding into infinity. Branch-free, so a
-// loop of it vectorizes.
+// Round to nearest, ties to even, exactly as AVX512_BF16's vcvtneps2bf16
+// does, which pack_bf16 runs where the CPU has it: a NaN stays a (quiet)
+// NaN instead of rounding into infinity, and a denormal float becomes a
+// zero of its sign. Branch-free, so a loop of it vectorizes.
 inline bf16_t to_bf16(float x) {
   uint32_t u = 0;
   std::memcpy(&u, &x, sizeof u);
-  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const bool denormal = (u & 0x7F800000u) == 0;
   const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
-  return static_cast<bf16_t>(nan ? (u >> 16) | 0x40u : rounded);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return static_cast<bf16_t>(nan ? (u >> 16) | 0x40u : denormal ? (u >> 16) & 0x8000u : rounded);
 }
 
 inline float from_bf16(bf16_t h) {

@@ -110,6 +110,9 @@ bool openblas_has_sbgemm();
 // The float32 product in bf16 mixed precision (core/gemm_bf16.cpp): A and B
 // rounded into this thread's dense bf16 buffers, then the backend's bf16 GEMM.
 void bf16_batched_gemm(const BatchedGemm<float>& g, GemmBackend backend);
+// One product of operands already in bf16 (g's batch fields unused) into
+// the f32 C, on the selected backend.
+void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c);
 
 // The product above on the calling thread, by the selected backend.
 template <class T>

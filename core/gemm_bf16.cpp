@@ -11,20 +11,46 @@
 // and writes 2 per element, against the 2 k (m or n) FLOPs each element
 // takes part in. Kernels that wrote their outputs in bf16 themselves
 // (LayerNorm, GELU, softmax) would remove it; docs/performance.md measures it.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <array>
+#include <stdexcept>
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/blas.h"
+#include "core/cpu_features.h"
 #include "core/gemm.h"
 
 namespace headlab::core {
+namespace {
+
+// One row of n floats -> n bf16, 32 at a time by vcvtne2ps2bf16 (one
+// instruction where the portable to_bf16 takes about eight), the tail masked.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void row_avx512_bf16(const float* in, bf16_t* out,
+                                                                                      int64_t n) {
+  int64_t c = 0;
+  for (; c + 32 <= n; c += 32) {
+    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(in + c + 16), _mm512_loadu_ps(in + c));
+    _mm512_storeu_si512(out + c, reinterpret_cast<const __m512i&>(v));
+  }
+  for (; c < n; c += 16) {
+    const __mmask16 mask = n - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - c)) - 1);
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, in + c));
+    _mm256_mask_storeu_epi16(out + c, mask, reinterpret_cast<const __m256i&>(v));
+  }
+}
+
+void row_portable(const float* in, bf16_t* out, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) out[c] = to_bf16(in[c]);
+}
+
+}  // namespace
 
 void pack_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, bf16_t* dst) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* in = src + r * ld;
-    bf16_t* out = dst + r * cols;
-    for (int64_t c = 0; c < cols; ++c) out[c] = to_bf16(in[c]);
-  }
+  static const auto row = cpu_has_avx512_bf16() ? row_avx512_bf16 : row_portable;
+  for (int64_t r = 0; r < rows; ++r) row(src + r * ld, dst + r * cols, cols);
 }
 
 namespace detail {
@@ -63,6 +89,58 @@ void bf16_batched_gemm(const BatchedGemm<float>& g, GemmBackend backend) {
   std::copy(g.c_stride, g.c_stride + 2, h.c_stride);
   if (backend == GemmBackend::onednn) onednn_batched_gemm_bf16(h, g.alpha, g.beta, g.c);
   else openblas_batched_gemm_bf16(h, g.alpha, g.beta, g.c);
+}
+
+void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
+  if (g.m <= 0 || g.n <= 0) return;
+  if (g.k <= 0) {  // nothing to multiply: C = beta C, as BLAS defines it
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) c[i * g.ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * g.ldc + j];
+    return;
+  }
+  if (gemm_backend() == GemmBackend::onednn) onednn_batched_gemm_bf16(g, alpha, beta, c);
+  else openblas_batched_gemm_bf16(g, alpha, beta, c);
+}
+
+namespace {
+
+// A call's operand i % 2 (A, B) as stored: [rows, cols] with leading dimension ld.
+struct Stored {
+  const float* data;
+  int64_t rows, cols, ld;
+};
+Stored stored(const GemmCall<float>& c, bool b) {
+  if (!b) return {c.a, c.ta ? c.k : c.m, c.ta ? c.m : c.k, c.lda};
+  return {c.b, c.tb ? c.n : c.k, c.tb ? c.k : c.n, c.ldb};
+}
+
+}  // namespace
+
+PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
+  if (calls.size() > kMaxGemmCalls) throw std::logic_error("parallel_gemms: more than kMaxGemmCalls products");
+  thread_local std::array<std::vector<bf16_t>, 2 * kMaxGemmCalls> buffers;
+  PackedOperands packed;
+  for (const GemmCall<float>& c : calls) {
+    const std::size_t j = packed.count++;
+    const Stored a = stored(c, false), b = stored(c, true);
+    auto& a_buffer = buffers[2 * j];
+    auto& b_buffer = buffers[2 * j + 1];
+    if (a_buffer.size() < static_cast<std::size_t>(a.rows * a.cols)) a_buffer.resize(static_cast<std::size_t>(a.rows * a.cols));
+    if (b_buffer.size() < static_cast<std::size_t>(b.rows * b.cols)) b_buffer.resize(static_cast<std::size_t>(b.rows * b.cols));
+    packed.calls[j] = {.ta = c.ta, .tb = c.tb, .m = c.m, .n = c.n, .k = c.k, .a = a_buffer.data(), .lda = a.cols,
+                       .b = b_buffer.data(), .ldb = b.cols, .c = c.c, .ldc = c.ldc, .alpha = c.alpha, .beta = c.beta};
+  }
+  return packed;
+}
+
+void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, const PackedOperands& packed) {
+  const GemmCall<float>& c = calls.begin()[i / 2];
+  if (c.m == 0 || c.n == 0) return;  // never run
+  const bool b = i % 2 == 1;
+  const Stored from = stored(c, b);
+  const GemmCall<float, bf16_t>& to = packed.calls[i / 2];
+  // The buffer is this call's own (pack_operands): writing through it is safe.
+  pack_bf16(from.data, from.rows, from.cols, from.ld, const_cast<bf16_t*>(b ? to.b : to.a));
 }
 
 }  // namespace detail

@@ -18,7 +18,10 @@
 
 #include "core/bf16.h"
 #include "core/gemm.h"
+#include "core/ops.h"
 #include "core/random.h"
+#include "core/tensor.h"
+#include "core/threads.h"
 
 namespace headlab::core {
 namespace {
@@ -63,6 +66,25 @@ TEST(Bf16, RoundsToNearestTiesToEven) {
   EXPECT_EQ(to_bf16(std::numeric_limits<float>::max()), 0x7F80);  // rounds up into infinity, as it should
   EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::numeric_limits<float>::quiet_NaN()))));
   EXPECT_EQ(from_bf16(to_bf16(3.140625f)), 3.140625f);  // exactly representable: unchanged
+  EXPECT_EQ(to_bf16(-1e-40f), 0x8000);  // a denormal: a zero of its sign, as vcvtneps2bf16 gives
+}
+
+// pack_bf16 runs vcvtne2ps2bf16 where the CPU has it: the same bits as
+// to_bf16 on every kind of float (ties, NaN, infinities, denormals), at
+// every row length (the masked tail).
+TEST(Bf16, PackingGivesToBf16sBitsOnEveryKindOfFloat) {
+  std::vector<float> values = random_floats(200, 4);
+  for (const float special : {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1e-40f, -1e-39f, 0x1p-126f,
+                              std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()})
+    values.push_back(special);
+  for (const int64_t cols : {1, 15, 16, 17, 31, 32, 33, 211}) {
+    const int64_t rows = static_cast<int64_t>(values.size()) / cols;
+    std::vector<bf16_t> packed(static_cast<std::size_t>(rows * cols));
+    pack_bf16(values.data(), rows, cols, cols, packed.data());
+    for (int64_t i = 0; i < rows * cols; ++i)
+      ASSERT_EQ(packed[i], to_bf16(values[i])) << "cols " << cols << " value " << values[i];
+  }
 }
 
 TEST(Bf16, PacksARowMajorBlockDensely) {
@@ -167,6 +189,39 @@ TEST(Bf16Gemm, BatchedStridedHeadsMatchTheRoundedReference) {
     qk.c = again.data();
     detail::batched_gemm(qk);
     EXPECT_EQ(s, again) << gemm_backend_name(backend);
+  }
+}
+
+// A product large enough to split into blocks over the threads
+// (core/blas.h: its operands packed once, shared by the blocks), on both
+// backends and at 1 and 2 threads: the rounded reference, the same bits at
+// either thread count.
+TEST(Bf16Gemm, BlockedMatmulMatchesTheRoundedReference) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const int64_t m = 300, k = 200, n = 100;
+  const std::vector<float> a = random_floats(m * k, 10), b = random_floats(k * n, 11);
+  const auto tensor = [](const std::vector<float>& v, int64_t rows, int64_t cols) {
+    return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {rows, cols}, DType::f32);
+  };
+  const Tensor ta = tensor(a, m, k), tb = tensor(b, k, n);
+  const int threads = num_threads();
+  for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+    const Scope scope(backend, GemmPrecision::bf16);
+    set_num_threads(1);
+    const std::vector<double> one = matmul(ta, tb).to_vector();
+    set_num_threads(2);
+    const std::vector<double> two = matmul(ta, tb).to_vector();
+    set_num_threads(threads);
+    EXPECT_EQ(one, two) << gemm_backend_name(backend);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0, size = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          want += rounded(a[i * k + p]) * rounded(b[p * n + j]);
+          size += std::abs(static_cast<double>(a[i * k + p]) * b[p * n + j]);
+        }
+        ASSERT_NEAR(one[i * n + j], want, 1e-5 * (size + 1)) << gemm_backend_name(backend) << " " << i << "," << j;
+      }
   }
 }
 
