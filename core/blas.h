@@ -91,9 +91,13 @@ constexpr std::size_t kMaxGemmCalls = 4;
 
 // The calls' operands rounded into this thread's buffers, 2 per call (A, B),
 // each packed densely: what run_calls then hands to the blocks.
+// An operand stored twice in the calls (a Linear's backward reads its
+// output gradient as A of dx = g W and, transposed, of dW = g^T x) is
+// packed once: `same[i]` is the operand it shares a buffer with, else i.
 struct PackedOperands {
   std::array<GemmCall<float, bf16_t>, kMaxGemmCalls> calls;
   std::size_t count = 0;
+  std::array<std::size_t, 2 * kMaxGemmCalls> same{};
 };
 PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls);
 // Packs operand `i` (A of call i / 2, or B) of `calls` into `packed`, sized by pack_operands.

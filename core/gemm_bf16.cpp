@@ -120,26 +120,41 @@ PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
   if (calls.size() > kMaxGemmCalls) throw std::logic_error("parallel_gemms: more than kMaxGemmCalls products");
   thread_local std::array<std::vector<bf16_t>, 2 * kMaxGemmCalls> buffers;
   PackedOperands packed;
-  for (const GemmCall<float>& c : calls) {
-    const std::size_t j = packed.count++;
-    const Stored a = stored(c, false), b = stored(c, true);
-    auto& a_buffer = buffers[2 * j];
-    auto& b_buffer = buffers[2 * j + 1];
-    if (a_buffer.size() < static_cast<std::size_t>(a.rows * a.cols)) a_buffer.resize(static_cast<std::size_t>(a.rows * a.cols));
-    if (b_buffer.size() < static_cast<std::size_t>(b.rows * b.cols)) b_buffer.resize(static_cast<std::size_t>(b.rows * b.cols));
-    packed.calls[j] = {.ta = c.ta, .tb = c.tb, .m = c.m, .n = c.n, .k = c.k, .a = a_buffer.data(), .lda = a.cols,
-                       .b = b_buffer.data(), .ldb = b.cols, .c = c.c, .ldc = c.ldc, .alpha = c.alpha, .beta = c.beta};
+  packed.count = calls.size();
+  std::array<const bf16_t*, 2 * kMaxGemmCalls> at{};
+  for (std::size_t i = 0; i < 2 * packed.count; ++i) {
+    const Stored mine = stored(calls.begin()[i / 2], i % 2 == 1);
+    packed.same[i] = i;
+    for (std::size_t j = 0; j < i; ++j) {
+      const Stored other = stored(calls.begin()[j / 2], j % 2 == 1);
+      if (packed.same[j] == j && other.data == mine.data && other.rows == mine.rows && other.cols == mine.cols &&
+          other.ld == mine.ld)
+        packed.same[i] = j;
+    }
+    if (packed.same[i] != i) {
+      at[i] = at[packed.same[i]];
+      continue;
+    }
+    const auto size = static_cast<std::size_t>(mine.rows * mine.cols);
+    if (buffers[i].size() < size) buffers[i].resize(size);
+    at[i] = buffers[i].data();
+  }
+  for (std::size_t j = 0; j < packed.count; ++j) {
+    const GemmCall<float>& c = calls.begin()[j];
+    packed.calls[j] = {.ta = c.ta, .tb = c.tb, .m = c.m, .n = c.n, .k = c.k, .a = at[2 * j],
+                       .lda = stored(c, false).cols, .b = at[2 * j + 1], .ldb = stored(c, true).cols, .c = c.c,
+                       .ldc = c.ldc, .alpha = c.alpha, .beta = c.beta};
   }
   return packed;
 }
 
 void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, const PackedOperands& packed) {
   const GemmCall<float>& c = calls.begin()[i / 2];
-  if (c.m == 0 || c.n == 0) return;  // never run
+  if (packed.same[i] != i) return;  // another operand's buffer, packed by that one
   const bool b = i % 2 == 1;
   const Stored from = stored(c, b);
   const GemmCall<float, bf16_t>& to = packed.calls[i / 2];
-  // The buffer is this call's own (pack_operands): writing through it is safe.
+  // The buffer is this operand's own (pack_operands): writing through it is safe.
   pack_bf16(from.data, from.rows, from.cols, from.ld, const_cast<bf16_t*>(b ? to.b : to.a));
 }
 

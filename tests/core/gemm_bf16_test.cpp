@@ -225,6 +225,36 @@ TEST(Bf16Gemm, BlockedMatmulMatchesTheRoundedReference) {
   }
 }
 
+// A Linear's backward: dx = g W and dW = g^T x in one parallel region, the
+// gradient g packed once for both (the same stored matrix); each against
+// the rounded reference, on both backends.
+TEST(Bf16Gemm, LinearBackwardSharesTheGradientsPackingAndMatchesTheReference) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const int64_t rows = 96, in = 40, out = 24;
+  const std::vector<float> g = random_floats(rows * out, 12), x = random_floats(rows * in, 13),
+                           w = random_floats(out * in, 14);
+  const auto tensor = [](const std::vector<float>& v, int64_t r, int64_t c) {
+    return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {r, c}, DType::f32);
+  };
+  for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+    const Scope scope(backend, GemmPrecision::bf16);
+    const LinearGrads grads = linear_backward(tensor(g, rows, out), tensor(x, rows, in), tensor(w, out, in), true, true);
+    const std::vector<double> dx = grads.dx.to_vector(), dw = grads.dweight.to_vector();
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < in; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < out; ++p) want += rounded(g[i * out + p]) * rounded(w[p * in + j]);
+        ASSERT_NEAR(dx[i * in + j], want, 1e-5 * (std::abs(want) + 1)) << gemm_backend_name(backend) << " dx";
+      }
+    for (int64_t i = 0; i < out; ++i)
+      for (int64_t j = 0; j < in; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < rows; ++p) want += rounded(g[p * out + i]) * rounded(x[p * in + j]);
+        ASSERT_NEAR(dw[i * in + j], want, 1e-5 * (std::abs(want) + 10)) << gemm_backend_name(backend) << " dW";
+      }
+  }
+}
+
 // Under F32Gemms a bf16 setting computes exactly the f32 product.
 TEST(Bf16Gemm, TheF32GuardGivesTheF32BitsUnderBf16) {
   SKIP_WITHOUT_BF16_UNITS();
