@@ -73,15 +73,19 @@ void openblas_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float
                      c + i * g.c_stride[0] + j * g.c_stride[1], static_cast<blasint>(g.ldc));
     return;
   }
-  // The operands widened back to float (exactly), multiplied by sgemm. The
-  // operands are packed densely, so each covers outer x inner strides.
+  // The operands widened back to float (exactly), multiplied by sgemm. An
+  // operand may be a block of a larger packed one (core/blas.h hands out
+  // row or column blocks), so what is widened is its whole extent, from its
+  // first element to its last, gaps between its rows included.
   thread_local std::vector<float> a_wide, b_wide;
-  const auto widen = [](std::vector<float>& out, const bf16_t* in, int64_t count) {
+  const auto widen = [&g](std::vector<float>& out, const bf16_t* in, int64_t rows, int64_t cols, int64_t ld,
+                          const int64_t* strides) {
+    const int64_t count = (g.outer - 1) * strides[0] + (g.inner - 1) * strides[1] + (rows - 1) * ld + cols;
     if (out.size() < static_cast<std::size_t>(count)) out.resize(static_cast<std::size_t>(count));
     for (int64_t i = 0; i < count; ++i) out[static_cast<std::size_t>(i)] = from_bf16(in[i]);
   };
-  widen(a_wide, g.a, g.outer * g.inner * g.m * g.k);
-  widen(b_wide, g.b, g.outer * g.inner * g.k * g.n);
+  widen(a_wide, g.a, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda, g.a_stride);
+  widen(b_wide, g.b, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb, g.b_stride);
   for (int64_t i = 0; i < g.outer; ++i)
     for (int64_t j = 0; j < g.inner; ++j)
       cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans,

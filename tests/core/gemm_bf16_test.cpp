@@ -14,9 +14,11 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/blas.h"
 #include "core/gemm.h"
 #include "core/ops.h"
 #include "core/random.h"
@@ -253,6 +255,39 @@ TEST(Bf16Gemm, LinearBackwardSharesTheGradientsPackingAndMatchesTheReference) {
         ASSERT_NEAR(dw[i * in + j], want, 1e-5 * (std::abs(want) + 10)) << gemm_backend_name(backend) << " dW";
       }
   }
+}
+
+// Products split into row or column blocks (core/blas.h) with transposed
+// operands: each block reads a strided part of a packed operand. Both
+// backends (OpenBLAS's fallback widens a block's whole extent), against the
+// rounded reference.
+TEST(Bf16Gemm, BlocksOfTransposedOperandsMatchTheRoundedReference) {
+  SKIP_WITHOUT_BF16_UNITS();
+  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{300, 64}, {64, 300}})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        const int64_t k = 200;
+        const std::vector<float> a = random_floats(m * k, 15), b = random_floats(k * n, 16);
+        const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+        for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+          const Scope scope(backend, GemmPrecision::bf16);
+          std::vector<float> c(static_cast<std::size_t>(m * n));
+          const detail::GemmCall<float> call{ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), n};
+          ASSERT_GT(call.blocks(), 1);
+          detail::parallel_gemms<float>({call});
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double want = 0, size = 0;
+              for (int64_t p = 0; p < k; ++p) {
+                const float x = ta ? a[p * lda + i] : a[i * lda + p], y = tb ? b[j * ldb + p] : b[p * ldb + j];
+                want += rounded(x) * rounded(y);
+                size += std::abs(static_cast<double>(x) * y);
+              }
+              ASSERT_NEAR(c[i * n + j], want, 1e-5 * (size + 1))
+                  << gemm_backend_name(backend) << " m " << m << " ta " << ta << " tb " << tb << " " << i << "," << j;
+            }
+        }
+      }
 }
 
 // Under F32Gemms a bf16 setting computes exactly the f32 product.
