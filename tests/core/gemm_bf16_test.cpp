@@ -22,6 +22,7 @@
 #include "core/gemm.h"
 #include "core/ops.h"
 #include "core/random.h"
+#include "tests/core/gemm_test_util.h"
 #include "core/tensor.h"
 #include "core/threads.h"
 
@@ -46,10 +47,7 @@ class Scope {
   GemmPrecision precision_;
 };
 
-std::vector<float> random_floats(int64_t count, uint64_t seed) {
-  const std::vector<double> v = Generator(seed).normal({count}, 0, 1).to_vector();
-  return {v.begin(), v.end()};
-}
+using test::random_floats;
 
 double rounded(float x) { return from_bf16(to_bf16(x)); }
 
@@ -170,12 +168,7 @@ TEST(Bf16Gemm, BatchedStridedHeadsMatchTheRoundedReference) {
   for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
     const Scope scope(backend, GemmPrecision::bf16);
     std::vector<float> s(static_cast<std::size_t>(B * H * T * T));
-    detail::BatchedGemm<float> qk;
-    qk.tb = true;
-    qk.m = T, qk.n = T, qk.k = dk, qk.outer = B, qk.inner = H;
-    qk.a = q.data(), qk.lda = d, qk.a_stride[0] = T * d, qk.a_stride[1] = dk;
-    qk.b = k.data(), qk.ldb = d, qk.b_stride[0] = T * d, qk.b_stride[1] = dk;
-    qk.c = s.data(), qk.ldc = T, qk.c_stride[0] = H * T * T, qk.c_stride[1] = T * T;
+    detail::BatchedGemm<float> qk = test::qk_heads(q.data(), k.data(), s.data(), B, H, T, dk);
     detail::batched_gemm(qk);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)
