@@ -8,11 +8,15 @@
 #include "analysis/direct_logit.h"
 #include "analysis/position_loss.h"
 #include "analysis/task_positions.h"
+#include "core/gemm.h"
 
 namespace headlab::analysis {
 
 RunAnalysis analyze_model(const layers::Transformer& model, const Examples& examples,
                           const AnalysisOptions& options) {
+  // Head metrics describe the model, not the arithmetic it trained with: the
+  // same weights give the same report under --precision f32 or bf16.
+  const core::F32Gemms f32_gemms;
   const int64_t L = model.num_layers(), H = model.spec().heads;
   layers::Probe probe(L);
   core::Tensor logits;

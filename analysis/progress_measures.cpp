@@ -6,12 +6,14 @@
 #include "analysis/fourier.h"
 #include "analysis/fourier_loss.h"
 #include "autograd/variable.h"
+#include "core/gemm.h"
 #include "layers/probe.h"
 
 namespace headlab::analysis {
 
 ProgressMeasures progress_measures(const layers::Transformer& model, int64_t p, const std::vector<bool>& train,
                                    int64_t keys) {
+  const core::F32Gemms f32_gemms;  // analysis measures in f32 under any --precision (analyze_model.cpp)
   const layers::ModelSpec& spec = model.spec();
   if (p < 3 || spec.vocab < p + 1 || spec.classes < p || spec.max_seq_len < 3)
     throw std::invalid_argument("progress_measures: a model for addition mod " + std::to_string(p) +

@@ -22,12 +22,15 @@ headlab's process gets: one large GEMM at N threads before the first step
 docs/performance.md). The worker checks which libopenblas it loaded and
 reports it.
 
-PyTorch runs in two twins (--torch-precisions): f32, and its mixed
-precision, the same step under torch.autocast('cpu', dtype=torch.bfloat16)
-(matmuls and Linear layers in bf16, f32 weights, LayerNorm, softmax and
-loss). That is PyTorch's best on a CPU with bf16 units (AVX512_BF16,
-AMX-BF16); on one without, oneDNN emulates bf16 and the script says so.
-headlab is always f32 here: its ratio is given to both twins.
+Both run in each precision of --precisions (default f32,bf16), and each
+precision is compared with its twin: headlab f32 with PyTorch f32, headlab
+`--precision bf16` (bf16 GEMM operands, f32 accumulation, everything else
+f32) with PyTorch's mixed precision, the same step under
+torch.autocast('cpu', dtype=torch.bfloat16) (matmuls and Linear layers in
+bf16, f32 weights, LayerNorm, softmax and loss). That is PyTorch's best on
+a CPU with bf16 units (AVX512_BF16, AMX-BF16); on one without, headlab
+refuses bf16, oneDNN emulates it for PyTorch, and the script says so and
+runs only PyTorch's bf16 twin.
 
 Each round runs every binary and PyTorch once, in a fresh process; the
 ratio to PyTorch is taken per round (so both sides of a ratio saw the same
@@ -37,6 +40,7 @@ their spread (min-max).
 Usage (Debian's python3 with python3-torch, not a virtualenv's):
   /usr/bin/python3 bench/compare_torch.py --headlab build/headlab
   /usr/bin/python3 bench/compare_torch.py --headlab build/headlab --presets tiny,small --threads 1,2 --rounds 3
+  /usr/bin/python3 bench/compare_torch.py --headlab build/headlab --precisions f32                    # f32 only
   /usr/bin/python3 bench/compare_torch.py --headlab /tmp/headlab-before --headlab build/headlab   # old vs new
   /usr/bin/python3 bench/compare_torch.py --no-torch --env ONEDNN_MAX_CPU_ISA=AVX2 \
       --headlab build/headlab@openblas --headlab build/headlab@onednn                # backends, AVX2 only
@@ -187,12 +191,13 @@ def run_json(cmd, env=None):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_headlab(binary, preset, threads, a):
+def run_headlab(binary, preset, threads, a, precision):
     path, _, backend = binary.partition("@")
     env = dict(os.environ)
     env.update(kv.split("=", 1) for kv in a.env)
     return run_json([path, "bench", "--preset", preset, "--threads", str(threads), "--json",
-                     "--warmup-steps", str(a.warmup_steps), "--bench-steps", str(a.bench_steps), "--runs", str(a.runs)]
+                     "--warmup-steps", str(a.warmup_steps), "--bench-steps", str(a.bench_steps), "--runs", str(a.runs),
+                     "--precision", precision]
                     + (["--gemm", backend] if backend else []), env=env)
 
 
@@ -231,8 +236,9 @@ def main():
     p.add_argument("--runs", type=int, default=5, help="timed runs inside one process (median)")
     p.add_argument("--foreach", type=int, default=1, help="torch AdamW foreach (multi-tensor) implementation")
     p.add_argument("--no-torch", action="store_true", help="headlab binaries only")
-    p.add_argument("--torch-precisions", default="f32,bf16",
-                   help="PyTorch twins to run: f32, and bf16 = under torch.autocast('cpu', dtype=torch.bfloat16)")
+    p.add_argument("--precisions", "--torch-precisions", dest="precisions", default="f32,bf16",
+                   help="precisions to run both frameworks in, each against its twin: f32, and bf16 = headlab "
+                        "--precision bf16 against PyTorch under torch.autocast('cpu', dtype=torch.bfloat16)")
     p.add_argument("--json", action="store_true", help="also print every result as JSON lines")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="set in headlab's environment (repeatable), e.g. ONEDNN_MAX_CPU_ISA=AVX2")
@@ -256,16 +262,25 @@ def main():
         thread_counts = []
     if not thread_counts or min(thread_counts) < 1:
         p.error(f"--threads {a.threads}: expected positive integers separated by commas, e.g. 2,1")
-    precisions = a.torch_precisions.split(",")
+    precisions = a.precisions.split(",")
     if not precisions or any(x not in ("f32", "bf16") for x in precisions) or len(set(precisions)) < len(precisions):
-        p.error(f"--torch-precisions {a.torch_precisions}: expected f32, bf16 or f32,bf16")
+        p.error(f"--precisions {a.precisions}: expected f32, bf16 or f32,bf16")
     if a.rounds < 1 or a.runs < 1:
         p.error("--rounds and --runs must be at least 1")
     if not a.no_torch and importlib.util.find_spec("torch") is None:
         p.error(f"PyTorch is not importable by {sys.executable}: install Debian's python3-torch "
                 "(apt-get install python3-torch) and run this with /usr/bin/python3, or pass --no-torch")
-    names = [f"headlab[{i}]" if len(binaries) > 1 else "headlab" for i in range(len(binaries))]
-    twins = [] if a.no_torch else [("torch" if x == "f32" else "torch-bf16", x) for x in precisions]
+    # headlab's entries: one per binary and precision; headlab refuses bf16
+    # on a CPU without bf16 units, so there only PyTorch's (emulated) twin runs.
+    suffix = {"f32": "", "bf16": "-bf16"}
+    headlab_precisions = [x for x in precisions if x == "f32" or native_bf16()]
+    entries = [((f"headlab[{i}]" if len(binaries) > 1 else "headlab") + suffix[x], b, x)
+               for x in headlab_precisions for i, b in enumerate(binaries)]
+    names = [n for n, _, _ in entries]
+    twins = [] if a.no_torch else [("torch" + suffix[x], x) for x in precisions]
+    twin_of = {x: t for t, x in twins}
+    if not entries:
+        p.error("--precisions bf16: this CPU has no bf16 units, so headlab has nothing to run (add f32)")
     if a.env:
         print(f"# headlab's environment adds {' '.join(a.env)}")
     load = os.getloadavg()
@@ -274,11 +289,11 @@ def main():
     for i, b in enumerate(binaries):
         if len(binaries) > 1:
             print(f"# headlab[{i}] = {b}")
-    if "bf16" in precisions and not a.no_torch:
-        print("# torch-bf16 = torch.autocast('cpu', dtype=torch.bfloat16); "
+    if "bf16" in precisions:
+        print("# bf16: headlab --precision bf16; torch-bf16 = torch.autocast('cpu', dtype=torch.bfloat16); "
               + ("this CPU has native bf16 (AVX512_BF16 or AMX-BF16)" if native_bf16() else
-                 "this CPU has no bf16 units (no AVX512_BF16 or AMX-BF16 in /proc/cpuinfo): "
-                 "PyTorch emulates bf16 here, so torch-bf16 is not its best on a bf16 CPU"))
+                 "this CPU has no bf16 units (no AVX512_BF16 or AMX-BF16 in /proc/cpuinfo): headlab refuses "
+                 "bf16 and PyTorch emulates it here, so torch-bf16 is not its best on a bf16 CPU"))
     rows = []
     warmup_arg, steps_arg = a.warmup_steps, a.bench_steps
     for preset in a.presets.split(","):
@@ -288,8 +303,8 @@ def main():
         for threads in thread_counts:
             results = {n: [] for n in names + [t for t, _ in twins]}
             for _ in range(a.rounds):  # alternate, so both see the same load
-                for n, b in zip(names, binaries):
-                    results[n].append(run_headlab(b, preset, threads, a))
+                for n, b, x in entries:
+                    results[n].append(run_headlab(b, preset, threads, a, x))
                 for t, precision in twins:
                     results[t].append(run_torch(preset, threads, a, precision))
             summary = {}
@@ -301,21 +316,22 @@ def main():
                     for r in rs:
                         print(json.dumps({"who": n, **r}))
             rows.append((preset, threads, summary, results))
-            ref_name = twins[0][0] if twins else names[0]
-            ref = summary[ref_name]
+            precision_of = {n: x for n, _, x in entries}
+            precision_of.update({t: x for t, x in twins})
             for n, s in summary.items():
+                # Each against its precision's twin (without PyTorch: the first headlab entry).
+                ref_name = twin_of.get(precision_of[n], n) if twins else names[0]
+                ref = summary[ref_name]
+
                 # Per-round ratios: both sides of each were measured back to back.
                 def ratio_to(other):
                     per_round = [r["ms_per_step"] / q["ms_per_step"] for r, q in zip(results[n], results[other])]
                     return statistics.median(per_round), min(per_round), max(per_round)
+                s["ref"] = ref_name
                 s["ratio"], s["ratio_min"], s["ratio_max"] = ratio_to(ref_name)
-                also = ""
-                if n in names and "torch-bf16" in results and ref_name != "torch-bf16":
-                    s["ratio_bf16"] = ratio_to("torch-bf16")
-                    also = f", x{s['ratio_bf16'][0]:5.3f} of torch-bf16 ({s['ratio_bf16'][1]:.3f}-{s['ratio_bf16'][2]:.3f})"
                 rss_ratio = s["rss"] / ref["rss"]
-                print(f"{preset:6s} {threads}T {n:11s} {s['ms']:9.2f} ms/step  x{s['ratio']:5.3f} of {ref_name}"
-                      f" ({s['ratio_min']:.3f}-{s['ratio_max']:.3f}){also}"
+                print(f"{preset:6s} {threads}T {n:16s} {s['ms']:9.2f} ms/step  x{s['ratio']:5.3f} of {ref_name:10s}"
+                      f" ({s['ratio_min']:.3f}-{s['ratio_max']:.3f})"
                       f"  peak RSS {s['rss']:7.1f} MiB (x{rss_ratio:4.2f})   runs {s['all']}", flush=True)
     load = os.getloadavg()
     print(f"# load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -324,21 +340,18 @@ def main():
         print(f"# torch {t['torch']}, OpenBLAS loaded: {', '.join(t['openblas']) or 'none'}"
               f" (core {', '.join(t.get('openblas_core', [])) or '?'}; OPENBLAS_CORETYPE="
               f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
-    # A Markdown table for RESULTS.md.
+    # A Markdown table for the docs: each headlab entry's ratio to its twin.
     print()
     cols = names + [t for t, _ in twins]
-    ratio_cols = [f"ratio to {t}" for t, _ in twins]
-    print("| preset | threads | " + " | ".join([f"{c} ms/step" for c in cols] + ratio_cols +
+    ratio_cols = [n for n in names if twins]
+    print("| preset | threads | " + " | ".join([f"{c} ms/step" for c in cols] +
+                                               [f"{c} / {rows[0][2][c]['ref']}" for c in ratio_cols] +
                                                [f"{c} peak RSS MiB" for c in cols]) + " |")
     print("|---" * (2 + len(cols) * 2 + len(ratio_cols)) + "|")
     for preset, threads, s, _ in rows:
         cells = [f"{s[c]['ms']:.2f}" for c in cols]
-        ratio = []
-        for t, _ in twins:
-            key = "ratio" if t == twins[0][0] else "ratio_bf16"
-            ratio.append(" / ".join("{:.3f} ({:.2f}-{:.2f})".format(*((s[c]["ratio"], s[c]["ratio_min"], s[c]["ratio_max"])
-                                                                       if key == "ratio" else s[c][key]))
-                                    for c in names))
+        ratio = ["{:.3f} ({:.2f}-{:.2f})".format(s[c]["ratio"], s[c]["ratio_min"], s[c]["ratio_max"])
+                 for c in ratio_cols]
         rss = [f"{s[c]['rss']:.1f}" for c in cols]
         print(f"| {preset} | {threads} | " + " | ".join(cells + ratio + rss) + " |")
 

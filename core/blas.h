@@ -13,20 +13,23 @@
 #include <initializer_list>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include "core/gemm.h"
 #include "core/threads.h"
 
 namespace headlab::core::detail {
 
-// One GEMM's arguments, as for detail::gemm() (core/gemm.h).
-template <class T>
+// One GEMM's arguments, as for detail::gemm() (core/gemm.h). Op is the
+// operands' type: T, or bf16_t for float products whose operands were
+// already rounded and packed (bf16 mixed precision, parallel_gemms).
+template <class T, class Op = T>
 struct GemmCall {
   bool ta = false, tb = false;
   int64_t m = 0, n = 0, k = 0;
-  const T* a = nullptr;
+  const Op* a = nullptr;
   int64_t lda = 0;
-  const T* b = nullptr;
+  const Op* b = nullptr;
   int64_t ldb = 0;
   T* c = nullptr;
   int64_t ldc = 0;
@@ -55,11 +58,21 @@ struct GemmCall {
     const int64_t end = blk + 1 == count ? extent : std::min(extent, start + step);
     if (end <= start) return;
     if (by_rows) {  // rows start..end of op(A) and C
-      gemm<T>(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc, alpha,
-              beta);
+      product(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc);
     } else {  // columns start..end of op(B) and C
-      gemm<T>(ta, tb, m, end - start, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc, alpha, beta);
+      product(ta, tb, m, end - start, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc);
     }
+  }
+
+ private:
+  void product(bool ta_, bool tb_, int64_t m_, int64_t n_, int64_t k_, const Op* a_, int64_t lda_, const Op* b_,
+               int64_t ldb_, T* c_, int64_t ldc_) const {
+    if constexpr (std::is_same_v<Op, bf16_t>)
+      packed_bf16_gemm({.ta = ta_, .tb = tb_, .m = m_, .n = n_, .k = k_, .a = a_, .lda = lda_, .b = b_, .ldb = ldb_,
+                        .ldc = ldc_},
+                       alpha, beta, c_);
+    else
+      gemm<T>(ta_, tb_, m_, n_, k_, a_, lda_, b_, ldb_, c_, ldc_, alpha, beta);
   }
 };
 
@@ -69,23 +82,47 @@ struct GemmCall {
 // thread that runs keeps taking blocks while a descheduled one holds none.
 // At most kMaxGemmCalls of them, so the block list lives on the stack: the
 // training step calls this for every Linear and allocates nothing here.
+//
+// In bf16 mixed precision the operands are rounded and packed once per call
+// (in the same region, before its blocks), not once per block: the blocks
+// share one operand whole, which per-block packing would convert up to
+// kMaxGemmBlocks times.
 constexpr std::size_t kMaxGemmCalls = 4;
-template <class T>
-void parallel_gemms(std::initializer_list<GemmCall<T>> calls) {
+
+// The calls' operands rounded into this thread's buffers, 2 per call (A, B),
+// each packed densely: what run_calls then hands to the blocks.
+// An operand stored twice in the calls (a Linear's backward reads its
+// output gradient as A of dx = g W and, transposed, of dW = g^T x) is
+// packed once: `same[i]` is the operand it shares a buffer with, else i.
+struct PackedOperands {
+  std::array<GemmCall<float, bf16_t>, kMaxGemmCalls> calls;
+  std::size_t count = 0;
+  std::array<std::size_t, 2 * kMaxGemmCalls> same{};
+};
+PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls);
+// Packs operand `i` (A of call i / 2, or B) of `calls` into `packed`, sized by pack_operands.
+void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, const PackedOperands& packed);
+
+template <class T, class Op>
+void run_calls(const GemmCall<T, Op>* calls, std::size_t count, const std::initializer_list<GemmCall<float>>* to_pack,
+               const PackedOperands* packed) {
   struct Block {
-    const GemmCall<T>* call;
+    const GemmCall<T, Op>* call;
     int64_t index, count;
   };
   static_assert(kMaxGemmBlocks > 0);
   std::array<Block, kMaxGemmCalls * kMaxGemmBlocks> blocks;
-  if (calls.size() > kMaxGemmCalls) throw std::logic_error("parallel_gemms: more than kMaxGemmCalls products");
+  if (count > kMaxGemmCalls) throw std::logic_error("parallel_gemms: more than kMaxGemmCalls products");
   int64_t total = 0;
-  for (const GemmCall<T>& c : calls) {
+  for (std::size_t j = 0; j < count; ++j) {
+    const GemmCall<T, Op>& c = calls[j];
     if (c.m == 0 || c.n == 0) continue;
-    const int64_t count = c.blocks();
-    for (int64_t i = 0; i < count; ++i) blocks[static_cast<std::size_t>(total++)] = Block{&c, i, count};
+    const int64_t n = c.blocks();
+    for (int64_t i = 0; i < n; ++i) blocks[static_cast<std::size_t>(total++)] = Block{&c, i, n};
   }
+  const auto operands = static_cast<int64_t>(to_pack != nullptr ? 2 * to_pack->size() : 0);
   if (total <= 1 || omp_in_parallel()) {
+    for (int64_t i = 0; i < operands; ++i) pack_operand(*to_pack, static_cast<std::size_t>(i), *packed);
     for (int64_t i = 0; i < total; ++i) blocks[i].call->run_block(blocks[i].index, blocks[i].count);
     return;
   }
@@ -94,10 +131,24 @@ void parallel_gemms(std::initializer_list<GemmCall<T>> calls) {
 #pragma omp parallel
   {
     if (omp_get_thread_num() < kMaxTrackedThreads) cpus[omp_get_thread_num()] = current_cpu();
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < operands; ++i) pack_operand(*to_pack, static_cast<std::size_t>(i), *packed);
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t i = 0; i < total; ++i) blocks[i].call->run_block(blocks[i].index, blocks[i].count);
   }
   spread_if_shared(cpus, std::min(omp_get_max_threads(), kMaxTrackedThreads));
+}
+
+template <class T>
+void parallel_gemms(std::initializer_list<GemmCall<T>> calls) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (gemm_precision() == GemmPrecision::bf16) {
+      const PackedOperands packed = pack_operands(calls);
+      run_calls(packed.calls.data(), packed.count, &calls, &packed);
+      return;
+    }
+  }
+  run_calls<T, T>(calls.begin(), calls.size(), nullptr, nullptr);
 }
 
 }  // namespace headlab::core::detail

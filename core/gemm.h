@@ -12,11 +12,18 @@
 // float64 always runs on OpenBLAS: oneDNN's matmul has no f64 on CPUs. The
 // float64 gradient checks therefore test OpenBLAS's products under either
 // backend, and the float32 suite tests the selected one.
+//
+// The float32 products run in one of two precisions (process-wide, beside
+// the backend): f32, or bf16 mixed precision, where A and B are rounded to
+// bfloat16 (to nearest, ties to even) and the products accumulate and land
+// in float32 (core/gemm_bf16.cpp). float64 products never change.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <type_traits>
+
+#include "core/bf16.h"
 
 namespace headlab::core {
 
@@ -33,6 +40,35 @@ GemmBackend parse_gemm_backend(const std::string& name);
 const char* gemm_backend_name(GemmBackend backend);
 // HEADLAB_GEMM's text if set, else "onednn": the default a CLI flag shows.
 std::string default_gemm_backend_name();
+
+enum class GemmPrecision { f32, bf16 };
+
+// The precision of every float32 GEMM from now on (process-wide; f32 until
+// set), as the products see it: f32 while any F32Gemms is alive.
+GemmPrecision gemm_precision();
+void set_gemm_precision(GemmPrecision precision);
+// "f32" / "bf16" -> the precision; anything else throws std::invalid_argument.
+GemmPrecision parse_gemm_precision(const std::string& name);
+const char* gemm_precision_name(GemmPrecision precision);
+
+// Whether the CPU multiplies bf16 natively (AVX512_BF16, or AMX-BF16, in
+// cpuid; AVX-512 enabled by the OS). Without it oneDNN emulates bf16 at a
+// fraction of f32's speed, so the CLI refuses --precision bf16. The
+// environment variable HEADLAB_NO_CPU_BF16=1 makes it say false on any CPU,
+// so that the refusal can be tested on a CPU that has the units.
+bool cpu_has_native_bf16();
+
+// While alive, every float32 GEMM runs in f32 whatever the precision set:
+// the head analysis measures the model, not the arithmetic that trained it,
+// so its numbers never depend on --precision. A count, not a saved value,
+// so guards on several threads at once (concurrent analyses) nest safely.
+class F32Gemms {
+ public:
+  F32Gemms();
+  ~F32Gemms();
+  F32Gemms(const F32Gemms&) = delete;
+  F32Gemms& operator=(const F32Gemms&) = delete;
+};
 
 namespace detail {
 
@@ -63,11 +99,32 @@ void onednn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float*
 
 void onednn_batched_gemm(const BatchedGemm<float>& g);
 
+// The same product with bf16 operands, f32 accumulation and f32 C, on the
+// given backend (oneDNN's matmul with bf16 src and weights; OpenBLAS's
+// cblas_sbgemm, one call per product, see openblas_has_sbgemm).
+void onednn_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c);
+void openblas_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c);
+// Whether the OpenBLAS loaded has cblas_sbgemm (a BUILD_BFLOAT16 build);
+// without it, the bf16 products run as f32 products of the rounded operands.
+bool openblas_has_sbgemm();
+// The float32 product in bf16 mixed precision (core/gemm_bf16.cpp): A and B
+// rounded into this thread's dense bf16 buffers, then the backend's bf16 GEMM.
+void bf16_batched_gemm(const BatchedGemm<float>& g, GemmBackend backend);
+// One product of operands already in bf16 (g's batch fields unused) into
+// the f32 C, on the selected backend.
+void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c);
+
 // The product above on the calling thread, by the selected backend.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, T alpha = T(1), T beta = T(0)) {
   if constexpr (std::is_same_v<T, float>) {
+    if (gemm_precision() == GemmPrecision::bf16 && m > 0 && n > 0 && k > 0) {
+      bf16_batched_gemm({.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c,
+                         .ldc = ldc, .alpha = alpha, .beta = beta},
+                        gemm_backend());
+      return;
+    }
     if (gemm_backend() == GemmBackend::onednn) {
       onednn_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
       return;
@@ -82,6 +139,10 @@ template <class T>
 void batched_gemm(const BatchedGemm<T>& g) {
   if (g.outer <= 0 || g.inner <= 0 || g.m <= 0 || g.n <= 0) return;
   if constexpr (std::is_same_v<T, float>) {
+    if (gemm_precision() == GemmPrecision::bf16 && g.k > 0) {
+      bf16_batched_gemm(g, gemm_backend());
+      return;
+    }
     if (gemm_backend() == GemmBackend::onednn) {
       onednn_batched_gemm(g);
       return;

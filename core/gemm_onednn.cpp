@@ -42,14 +42,15 @@ namespace headlab::core::detail {
 namespace {
 
 // Everything a primitive is made for: a batch of outer x inner products
-// (1 x 1 for a single one) with their strides, sizes, leading dimensions.
+// (1 x 1 for a single one) with their strides, sizes, leading dimensions,
+// and whether A and B are bf16 (C is always f32).
 struct Key {
-  bool ta = false, tb = false;
+  bool ta = false, tb = false, bf16 = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   int64_t outer = 1, inner = 1, sa[2] = {0, 0}, sb[2] = {0, 0}, sc[2] = {0, 0};
   float alpha = 1, beta = 0;
   auto fields() const {
-    return std::make_tuple(ta, tb, m, n, k, lda, ldb, ldc, outer, inner, sa[0], sa[1], sb[0], sb[1], sc[0], sc[1]);
+    return std::make_tuple(ta, tb, bf16, m, n, k, lda, ldb, ldc, outer, inner, sa[0], sa[1], sb[0], sb[1], sc[0], sc[1]);
   }
   bool operator==(const Key& o) const {
     return fields() == o.fields() && std::memcmp(&alpha, &o.alpha, sizeof alpha) == 0 &&
@@ -62,9 +63,9 @@ struct KeyHash {
     uint32_t alpha = 0, beta = 0;
     std::memcpy(&alpha, &key.alpha, sizeof alpha);
     std::memcpy(&beta, &key.beta, sizeof beta);
-    std::size_t h = (key.ta ? 1u : 0u) | (key.tb ? 2u : 0u);
+    std::size_t h = (key.ta ? 1u : 0u) | (key.tb ? 2u : 0u) | (key.bf16 ? 4u : 0u);
     const auto mix = [&h](int64_t v) { h = h * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(v); };
-    std::apply([&](bool, bool, auto... v) { (mix(v), ...); }, key.fields());
+    std::apply([&](bool, bool, bool, auto... v) { (mix(v), ...); }, key.fields());
     mix(alpha);
     mix(beta);
     return h;
@@ -136,10 +137,10 @@ struct ThreadCache {
   std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> entries;
 };
 
-// A [rows, cols] matrix (transposed in memory if `trans`, leading dimension
-// ld), behind the key's batch axes of more than one product.
+// A [rows, cols] matrix of `type` (transposed in memory if `trans`, leading
+// dimension ld), behind the key's batch axes of more than one product.
 dnnl::memory::desc matrix_md(const Key& key, int64_t rows, int64_t cols, bool trans, int64_t ld,
-                             const int64_t* batch_strides) {
+                             const int64_t* batch_strides, dnnl::memory::data_type type) {
   dnnl::memory::dims dims, strides;
   if (key.outer > 1) {
     dims.push_back(key.outer);
@@ -151,13 +152,15 @@ dnnl::memory::desc matrix_md(const Key& key, int64_t rows, int64_t cols, bool tr
   }
   dims.insert(dims.end(), {rows, cols});
   strides.insert(strides.end(), {trans ? 1 : ld, trans ? ld : 1});
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  return dnnl::memory::desc(dims, type, strides);
 }
 
 std::unique_ptr<Entry> create(const Key& key) {
-  const dnnl::memory::desc a_md = matrix_md(key, key.m, key.k, key.ta, key.lda, key.sa);
-  const dnnl::memory::desc b_md = matrix_md(key, key.k, key.n, key.tb, key.ldb, key.sb);
-  const dnnl::memory::desc c_md = matrix_md(key, key.m, key.n, false, key.ldc, key.sc);
+  using dt = dnnl::memory::data_type;
+  const dt operands = key.bf16 ? dt::bf16 : dt::f32;
+  const dnnl::memory::desc a_md = matrix_md(key, key.m, key.k, key.ta, key.lda, key.sa, operands);
+  const dnnl::memory::desc b_md = matrix_md(key, key.k, key.n, key.tb, key.ldb, key.sb, operands);
+  const dnnl::memory::desc c_md = matrix_md(key, key.m, key.n, false, key.ldc, key.sc, dt::f32);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
@@ -186,7 +189,8 @@ std::unique_ptr<Entry> create(const Key& key) {
   return e;
 }
 
-void run(const Key& key, const float* a, const float* b, float* c) {
+// A and B are float, or bf16_t when key.bf16.
+void run(const Key& key, const void* a, const void* b, float* c) {
   thread_local ThreadCache cache;
   const OneThread one;
   auto it = cache.entries.find(key);
@@ -200,8 +204,8 @@ void run(const Key& key, const float* a, const float* b, float* c) {
     }
   }
   Entry& e = *it->second;
-  dnnl_memory_set_data_handle(e.a.get(), const_cast<float*>(a));
-  dnnl_memory_set_data_handle(e.b.get(), const_cast<float*>(b));
+  dnnl_memory_set_data_handle(e.a.get(), const_cast<void*>(a));
+  dnnl_memory_set_data_handle(e.b.get(), const_cast<void*>(b));
   dnnl_memory_set_data_handle(e.c.get(), c);
   const SignalsDeferred deferred;
   const dnnl_status_t status = dnnl_primitive_execute(e.primitive.get(), cache.stream.get(), e.nargs, e.args);
@@ -230,6 +234,15 @@ void onednn_batched_gemm(const BatchedGemm<float>& g) {
                 .sb = {g.b_stride[0], g.b_stride[1]}, .sc = {g.c_stride[0], g.c_stride[1]}, .alpha = g.alpha,
                 .beta = g.beta};
   run(key, g.a, g.b, g.c);
+}
+
+void onednn_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
+  // k > 0, m > 0, n > 0: bf16_batched_gemm sends empty products the f32 way.
+  const Key key{.ta = g.ta, .tb = g.tb, .bf16 = true, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda, .ldb = g.ldb,
+                .ldc = g.ldc, .outer = g.outer, .inner = g.inner, .sa = {g.a_stride[0], g.a_stride[1]},
+                .sb = {g.b_stride[0], g.b_stride[1]}, .sc = {g.c_stride[0], g.c_stride[1]}, .alpha = alpha,
+                .beta = beta};
+  run(key, g.a, g.b, c);
 }
 
 }  // namespace headlab::core::detail

@@ -1,4 +1,4 @@
-// The FMA peak: see gemm_peak.h.
+// The FMA peak, and the bf16 dot-product peak: see gemm_peak.h.
 //
 // One loop per instruction set, each compiled for its own target and picked
 // by __builtin_cpu_supports, so a build for an older CPU still measures a
@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "core/cpu_features.h"
+
 namespace headlab::core {
 namespace {
 
@@ -29,12 +31,7 @@ constexpr int64_t kIterations = 1 << 18;
 constexpr int kTimings = 30;
 
 // Each returns a value of the accumulators so the compiler cannot drop the loop.
-__attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iterations) {
-  __m512 acc[kAccumulators];
-  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iterations; ++it)
-    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+__attribute__((target("avx512f"))) float sum_of(const __m512 (&acc)[kAccumulators]) {
   __m512 sum = acc[0];
   for (int i = 1; i < kAccumulators; ++i) sum = _mm512_add_ps(sum, acc[i]);
   alignas(64) float lanes[16];  // not _mm512_reduce_add_ps: GCC 12 warns inside it
@@ -42,6 +39,15 @@ __attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iterations) {
   float total = 0;
   for (const float v : lanes) total += v;
   return total;
+}
+
+__attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iterations) {
+  __m512 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it)
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  return sum_of(acc);
 }
 
 __attribute__((target("avx2,fma"))) float fma_loop_avx2(int64_t iterations) {
@@ -72,23 +78,31 @@ __attribute__((target("sse2"))) float mul_add_loop_sse2(int64_t iterations) {
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
+// x -> x + 2 * (1e-4 * 1e-4) per lane: the accumulators stay small and normal.
+__attribute__((target("avx512f,avx512bf16"))) float dot_loop_avx512_bf16(int64_t iterations) {
+  __m512 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-4f), _mm512_set1_ps(1e-4f));
+  for (int64_t it = 0; it < iterations; ++it)
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, a);
+  return sum_of(acc);
+}
+
 struct Isa {
   const char* name;
-  int lanes;  // floats per vector
+  int flops;  // per instruction of the loop
   float (*loop)(int64_t);
 };
 
 Isa widest_isa() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return {"AVX-512", 16, fma_loop_avx512};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"AVX2+FMA", 8, fma_loop_avx2};
-  return {"SSE2", 4, mul_add_loop_sse2};
+  // Two flops (a multiply and an add) per float lane.
+  if (__builtin_cpu_supports("avx512f")) return {"AVX-512", 2 * 16, fma_loop_avx512};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"AVX2+FMA", 2 * 8, fma_loop_avx2};
+  return {"SSE2", 2 * 4, mul_add_loop_sse2};
 }
 
-}  // namespace
-
-FmaPeak fma_peak(int threads) {
-  const Isa isa = widest_isa();
+FmaPeak peak_of(const Isa& isa, int threads) {
   threads = std::max(1, threads);
   double best = 0;
   for (int rep = 0; rep < kTimings; ++rep) {
@@ -98,11 +112,20 @@ FmaPeak fma_peak(int threads) {
     total += isa.loop(kIterations);
     g_sink.store(total, std::memory_order_relaxed);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // Two flops (a multiply and an add) per lane per accumulator per iteration.
-    const double flops = 2.0 * isa.lanes * kAccumulators * static_cast<double>(kIterations) * threads;
+    const double flops = static_cast<double>(isa.flops) * kAccumulators * static_cast<double>(kIterations) * threads;
     best = std::max(best, flops / s / 1e9);
   }
   return {isa.name, best};
+}
+
+}  // namespace
+
+FmaPeak fma_peak(int threads) { return peak_of(widest_isa(), threads); }
+
+FmaPeak bf16_dot_peak(int threads) {
+  if (!cpu_has_avx512_bf16()) return {"none", 0};
+  // Per instruction: 16 lanes x 2 bf16 products, each a multiply and an add.
+  return peak_of({"AVX512_BF16 vdpbf16ps", 16 * 2 * 2, dot_loop_avx512_bf16}, threads);
 }
 
 }  // namespace headlab::core

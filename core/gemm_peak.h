@@ -14,4 +14,10 @@ struct FmaPeak {
 // accumulators, so latency never limits it); best of a few timings.
 FmaPeak fma_peak(int threads);
 
+// The same for bf16 products with f32 accumulation: a loop of AVX512_BF16's
+// vdpbf16ps (per 32-bit lane, two bf16 products added into an f32
+// accumulator: 4 FLOPs) on each thread. {"none", 0} on a CPU without
+// AVX512_BF16 (an AMX-only peak is not measured).
+FmaPeak bf16_dot_peak(int threads);
+
 }  // namespace headlab::core

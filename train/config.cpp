@@ -138,6 +138,7 @@ void TrainConfig::validate() const {
                                                std::to_string(threads));
   require(gemm == "onednn" || gemm == "openblas",
           "--gemm must be onednn or openblas, got '" + gemm + "' (HEADLAB_GEMM, if set, is the default)");
+  require(precision == "f32" || precision == "bf16", "--precision must be f32 or bf16, got '" + precision + "'");
   require_positive("eval-batch", eval_batch);
   require_non_negative("log-every", log_every);
   require_non_negative("analyze-every", analyze_every);

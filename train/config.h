@@ -86,6 +86,10 @@ struct TrainConfig {
   // running
   int threads = 0;  // 0: picked from the model's work per step (core::threads_for_work), recorded as picked
   std::string gemm = default_gemm_backend();  // onednn or openblas
+  // The float32 GEMMs' precision (core/gemm.h): "f32", or "bf16" (operands
+  // rounded to bfloat16, f32 accumulation and outputs; weights, optimizer,
+  // loss and every other op stay f32). The head analysis always runs in f32.
+  std::string precision = "f32";
   int64_t eval_batch = 512;
   int64_t log_every = 50;
   int64_t analyze_every = 100;    // 0: only at the end
@@ -154,6 +158,9 @@ struct TrainConfig {
       "--seed (-1: --seed)");
     f("threads", c.threads, "threads for OpenMP and OpenBLAS (0: 1 for a toy model, all cores for a larger one)");
     f("gemm", c.gemm, "GEMM backend: onednn or openblas (default: $HEADLAB_GEMM, else onednn)");
+    f("precision", c.precision,
+      "f32 or bf16: the model's matrix products in float32, or with bfloat16 operands (f32 accumulation; weights, "
+      "optimizer and the other ops stay f32; needs a CPU with bf16 units)");
     f("eval-batch", c.eval_batch, "sequences in the fixed evaluation batch");
     f("log-every", c.log_every, "log and record metrics every N steps (0: only at the end)");
     f("analyze-every", c.analyze_every, "analyze the heads every N steps (0: only at the end)");

@@ -49,12 +49,14 @@ std::pair<int, std::string> run(const std::vector<std::string>& args) {
   argv.push_back(nullptr);
   py::gil_scoped_release release;
   const SavedSignalHandlers saved;
-  // A command's --threads and --gemm are process-wide: the session keeps its own.
+  // A command's --threads, --gemm and --precision are process-wide: the session keeps its own.
   const int threads = core::num_threads();
   const core::GemmBackend gemm = core::gemm_backend();
+  const core::GemmPrecision precision = core::gemm_precision();
   const int status = cli::run_command_line(static_cast<int>(owned.size()), argv.data());
   core::set_num_threads(threads);
   core::set_gemm_backend(gemm);
+  core::set_gemm_precision(precision);
   std::fflush(stdout);
   return {status, cli::last_error()};
 }

@@ -5,6 +5,7 @@
 // and the files the command was pointed at stay as they were.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -63,6 +64,10 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_unknown_gemm", train_tiny({{"--gemm", "mkl"}}), 2, {"--gemm", "mkl"}});
     c.push_back({"train_config_unknown_gemm", with(train_tiny({}), {"--config", "{cfg:{\"gemm\": \"blis\"}}"}), 2,
                  {"--gemm", "blis"}});
+    c.push_back({"train_unknown_precision", train_tiny({{"--precision", "fp8"}}), 2, {"--precision", "fp8"}});
+    c.push_back({"train_config_unknown_precision",
+                 with(train_tiny({}), {"--config", "{cfg:{\"precision\": \"f16\"}}"}), 2, {"--precision", "f16"}});
+    c.push_back({"bench_unknown_precision", {"bench", "--precision", "half"}, 2, {"--precision", "half"}});
     c.push_back({"train_fractional_vocab", train_tiny({{"--vocab", "8.5"}}), 2, {"--vocab", "8.5"}});
     c.push_back({"train_non_boolean_flag", train_tiny({{"--attn-only=maybe", ""}}), 2, {"--attn-only", "maybe"}});
     // Out of range.
@@ -243,7 +248,7 @@ const std::vector<BadCase>& cases() {
     // --resume takes its settings from the run.
     for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
              {"--d-model", "32"}, {"--batch", "8"}, {"--task", "previous"}, {"--out", "{out}"}, {"--init", "{ck}"},
-             {"--config", "{cfg:{}}"}})
+             {"--config", "{cfg:{}}"}, {"--precision", "bf16"}})
       c.push_back({"train_resume_with_" + flag.substr(2), {"train", "--resume", "{run}", flag, value}, 2, {flag}});
     c.push_back({"train_resume_with_force", {"train", "--resume", "{run}", "--force"}, 2, {"--force"}});
     c.push_back({"train_resume_below_steps_done", {"train", "--resume", "{run}", "--steps", "5"}, 2, {"--steps 5", "20"}});
@@ -280,6 +285,7 @@ const std::vector<BadCase>& cases() {
                  {"header length"}});
     c.push_back({"eval_missing_batch_value", {"eval", "{ck}", "--batch"}, 2, {"--batch"}});
     c.push_back({"eval_unknown_gemm", {"eval", "{ck}", "--gemm", "cublas"}, 2, {"--gemm", "cublas"}});
+    c.push_back({"eval_unknown_precision", {"eval", "{ck}", "--precision", "f64"}, 2, {"--precision", "f64"}});
     c.push_back({"analyze_unknown_gemm", {"analyze", "{run}", "--gemm", "cublas"}, 2, {"--gemm", "cublas"}});
     c.push_back({"eval_negative_threads", {"eval", "{ck}", "--threads", "-1"}, 2, {"--threads"}});
     c.push_back({"eval_negative_seed", {"eval", "{ck}", "--seed", "-5"}, 2, {"--seed", "-5"}});
@@ -390,6 +396,31 @@ INSTANTIATE_TEST_SUITE_P(Cli, BadUsage, ::testing::ValuesIn(cases()),
                              if (ch == '-') ch = '_';
                            return name;
                          });
+
+// On a CPU without bf16 units, --precision bf16 is refused before anything
+// runs, saying why and what to use instead. HEADLAB_NO_CPU_BF16=1 makes any
+// CPU look like one (core::cpu_has_native_bf16); the child inherits it.
+TEST(Bf16Refusal, WithoutBf16UnitsEveryCommandRefusesBf16NamingF32) {
+  TempDir cwd;
+  ::setenv("HEADLAB_NO_CPU_BF16", "1", 1);
+  const std::vector<std::vector<std::string>> commands = {
+      train_command(cwd / "out", {{"--precision", "bf16"}}),
+      {"bench", "--precision", "bf16", "--bench-steps", "1", "--runs", "1", "--warmup-steps", "0"},
+      {"eval", shared_run(), "--precision", "bf16"},
+      {"sweep", "--precision", "bf16", "--seeds", "0", "--steps", "2", "--out", cwd / "sweep"}};
+  for (const std::vector<std::string>& args : commands) {
+    const RunResult r = run_headlab(args, cwd.path());
+    EXPECT_TRUE(clean_failure(r, 2, {"--precision bf16", "no bf16 units", "use --precision f32"})) << args[0];
+    EXPECT_EQ(r.out, "") << args[0];
+  }
+  ::unsetenv("HEADLAB_NO_CPU_BF16");
+  EXPECT_TRUE(is_empty_dir(cwd.path()));
+  // And f32 runs there as ever.
+  ::setenv("HEADLAB_NO_CPU_BF16", "1", 1);
+  const RunResult f32 = run_headlab(train_command(cwd / "out", {{"--precision", "f32"}, {"--steps", "2"}}), cwd.path());
+  ::unsetenv("HEADLAB_NO_CPU_BF16");
+  EXPECT_EQ(f32.exit_code, 0) << f32.describe();
+}
 
 TEST(Help, EverySubcommandHasHelpThatExitsZero) {
   TempDir cwd;

@@ -9,7 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
+#include "core/gemm.h"
 #include "tests/cli/fixtures.h"
 
 namespace headlab::cli_test {
@@ -46,6 +49,26 @@ TEST(Exactness, ResumedRunEqualsTheUninterruptedOne) {
   // Byte for byte: tensors, optimizer state and metadata (the config too).
   EXPECT_EQ(read_bytes(dir / "resumed/checkpoint.safetensors"), read_bytes(dir / "whole/checkpoint.safetensors"));
   EXPECT_EQ(metrics_without_timing(dir / "resumed"), metrics_without_timing(dir / "whole"));
+}
+
+// The same in bf16 (--precision bf16, kept by --resume from config.json):
+// exact within the precision, and not the f32 run's numbers.
+TEST(Exactness, ResumedBf16RunEqualsTheUninterruptedOne) {
+  if (!core::cpu_has_native_bf16()) GTEST_SKIP() << "this CPU has no bf16 units (AVX512_BF16 or AMX-BF16)";
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> flags = {{"--log-every", "5"}, {"--precision", "bf16"}};
+  auto whole = flags, half = flags, f32 = flags;
+  whole.emplace_back("--steps", "20");
+  half.emplace_back("--steps", "10");
+  f32 = whole;
+  f32[1].second = "f32";
+  for (const auto& [name, args] : {std::pair{"whole", whole}, {"resumed", half}, {"f32", f32}})
+    ASSERT_EQ(run_headlab(train_command(dir / name, args), dir.path()).exit_code, 0) << name;
+  const RunResult r = run_headlab({"train", "--resume", dir / "resumed", "--steps", "20"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(read_bytes(dir / "resumed/checkpoint.safetensors"), read_bytes(dir / "whole/checkpoint.safetensors"));
+  EXPECT_EQ(metrics_without_timing(dir / "resumed"), metrics_without_timing(dir / "whole"));
+  EXPECT_NE(metrics_without_timing(dir / "f32").back().at("loss"), metrics_without_timing(dir / "whole").back().at("loss"));
 }
 
 double final_eval_loss(const std::string& run) { return metrics_without_timing(run).back().at("eval_loss"); }

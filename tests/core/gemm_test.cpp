@@ -14,6 +14,7 @@
 #include "core/gemm.h"
 #include "core/gemm_kernels.h"
 #include "core/random.h"
+#include "tests/core/gemm_test_util.h"
 #include "core/tensor.h"
 
 namespace headlab::core {
@@ -31,10 +32,7 @@ class BackendScope {
   GemmBackend previous_;
 };
 
-std::vector<float> random_floats(int64_t count, uint64_t seed) {
-  const std::vector<double> v = Generator(seed).normal({count}, 0, 1).to_vector();
-  return {v.begin(), v.end()};
-}
+using test::random_floats;
 
 class GemmCase : public ::testing::TestWithParam<std::tuple<GemmBackend, bool, bool, float, float>> {};
 
@@ -94,12 +92,7 @@ TEST(Gemm, BatchedHeadsMatchTheSingleProducts) {
   for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
     const BackendScope scope(backend);
     std::vector<float> s(static_cast<std::size_t>(B * H * T * T)), o(static_cast<std::size_t>(B * T * d), 5.0f);
-    detail::BatchedGemm<float> qk;
-    qk.tb = true;
-    qk.m = T, qk.n = T, qk.k = dk, qk.outer = B, qk.inner = H;
-    qk.a = q.data(), qk.lda = d, qk.a_stride[0] = T * d, qk.a_stride[1] = dk;
-    qk.b = k.data(), qk.ldb = d, qk.b_stride[0] = T * d, qk.b_stride[1] = dk;
-    qk.c = s.data(), qk.ldc = T, qk.c_stride[0] = H * T * T, qk.c_stride[1] = T * T;
+    detail::BatchedGemm<float> qk = test::qk_heads(q.data(), k.data(), s.data(), B, H, T, dk);
     qk.alpha = 0.5f;
     detail::batched_gemm(qk);
     detail::BatchedGemm<float> sv;

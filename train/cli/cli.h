@@ -45,6 +45,10 @@ class ConfigFlags {
 
 // Selects the GEMM backend by name (UsageError naming --gemm if unknown).
 void use_gemm_backend(const std::string& name);
+// Sets the float32 GEMMs' precision by name ("f32" or "bf16"). A UsageError
+// names --precision if unknown, and refuses bf16 on a CPU without bf16 units
+// (core::cpu_has_native_bf16), where oneDNN would emulate it slowly.
+void use_precision(const std::string& name);
 
 // Sets the threads of headlab's kernels and returns the count. 0 picks it
 // from the work of one training step of `flops_per_step` FLOPs

@@ -4,6 +4,10 @@
 // unit (core/gemm_peak.h); the backend's own peak, on a large square product,
 // says how much of that a GEMM alone reaches.
 //
+// With --precision bf16 the products take bf16 operands: MFU is then over
+// the bf16 peak (AVX512_BF16's vdpbf16ps loop), and the backend's peak is
+// that of bf16 products through the same GEMM path.
+//
 // FLOPs per training token (forward + backward): 6 N + 12 L T d, with N the
 // number of Linear weights including the output head (the attention scores
 // and their products add the second term): layers::ModelSpec::train_flops_per_step.
@@ -66,7 +70,8 @@ train::TrainConfig preset_config(const std::string& name) {
 }
 
 // Best of twelve large square float32 products, in GFLOP/s, on all threads:
-// what the GEMM backend can do here.
+// what the GEMM backend can do here, in the precision set (bf16 operands
+// under --precision bf16, rounded by the same path as the step's).
 constexpr int64_t kPeakGemmSize = 1024;
 double gemm_peak_gflops() {
   constexpr int64_t n = kPeakGemmSize;
@@ -141,6 +146,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   config.validate();
   use_threads(config.threads, train_flops_per_step(config));
   use_gemm_backend(config.gemm);
+  use_precision(config.precision);
   if (args.kernels && core::gemm_backend() != core::GemmBackend::onednn)
     throw train::UsageError(std::string("--kernels lists oneDNN's kernels, but the GEMM backend is ") +
                             core::gemm_backend_name(core::gemm_backend()) + ": give --gemm onednn");
@@ -194,6 +200,11 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   const double gemm_peak = gemm_peak_gflops();
   const core::FmaPeak fma = core::fma_peak(core::num_threads());
   const char* backend = core::gemm_backend_name(core::gemm_backend());
+  // The arithmetic's own limit: bf16 products' where the step multiplies in
+  // bf16 and the CPU has vdpbf16ps (else, as for f32, the FMA peak).
+  const bool bf16 = config.precision == "bf16";
+  const core::FmaPeak bf16_peak = bf16 ? core::bf16_dot_peak(core::num_threads()) : core::FmaPeak{"none", 0};
+  const core::FmaPeak peak = bf16_peak.gflops > 0 ? bf16_peak : fma;
   nlohmann::json result = {{"preset", args.preset},
                                  {"threads", core::num_threads()},
                                  {"processes", world.size()},
@@ -205,10 +216,13 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
                                  {"tokens_per_s", tokens / (median / 1000)},
                                  {"gflops", gflops},
                                  {"gemm_backend", backend},
+                                 {"precision", config.precision},
                                  {"gemm_peak_gflops", gemm_peak},
                                  {"fma_isa", fma.isa},
                                  {"fma_peak_gflops", fma.gflops},
-                                 {"mfu", gflops / fma.gflops},
+                                 {"mfu", gflops / peak.gflops},
+                                 {"mfu_peak_isa", peak.isa},
+                                 {"mfu_peak_gflops", peak.gflops},
                                  {"gemm_peak_of_fma_peak", gemm_peak / fma.gflops},
                                  {"peak_rss_mib", peak_rss_mib()}};
   if (!hooks.empty()) {
@@ -238,10 +252,16 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
                 world.size(), comm_ms);
   std::printf("  %.0f tokens/s, %.2f GFLOP/s, peak RSS %.1f MiB\n", tokens / (median / 1000), gflops,
               peak_rss_mib());
-  std::printf("  MFU %.1f%% of the %.1f GFLOP/s %s FMA peak (%d thread(s))\n", 100 * gflops / fma.gflops, fma.gflops,
-              fma.isa, core::num_threads());
-  std::printf("  GEMM backend %s: %.1f GFLOP/s on a %lld^3 product (%.1f%% of the FMA peak); the step runs at %.1f%% of it\n",
-              backend, gemm_peak, static_cast<long long>(kPeakGemmSize), 100 * gemm_peak / fma.gflops,
+  if (bf16 && bf16_peak.gflops > 0)
+    std::printf("  MFU %.1f%% of the %.1f GFLOP/s bf16 peak (%s loop, %d thread(s)); the f32 FMA peak is %.1f (%s)\n",
+                100 * gflops / peak.gflops, peak.gflops, peak.isa, core::num_threads(), fma.gflops, fma.isa);
+  else
+    std::printf("  MFU %.1f%% of the %.1f GFLOP/s %s FMA peak (%d thread(s))%s\n", 100 * gflops / fma.gflops,
+                fma.gflops, fma.isa, core::num_threads(), bf16 ? " (no vdpbf16ps here to measure a bf16 peak)" : "");
+  std::printf("  GEMM backend %s, %s: %.1f GFLOP/s on a %lld^3 %s product (%.1f%% of the %s peak); the step runs at "
+              "%.1f%% of it\n",
+              backend, bf16 ? "bf16 operands" : "f32", gemm_peak, static_cast<long long>(kPeakGemmSize),
+              bf16 ? "bf16" : "f32", 100 * gemm_peak / peak.gflops, bf16 && bf16_peak.gflops > 0 ? "bf16" : "FMA",
               100 * gflops / gemm_peak);
   if (!hooks.empty())
     std::printf("  forward (no grad, median): %.3f ms plain, %.3f ms caching %zu hook point(s): %.2fx\n",
@@ -270,7 +290,8 @@ Command add_bench(CLI::App& app) {
   auto flags = std::make_shared<ConfigFlags>(
       app, std::vector<std::string>{"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
                                     "no-layernorm", "bidirectional", "batch", "lr", "optimizer", "weight-decay",
-                                    "clip", "seed", "threads", "gemm", "micro-batches"});
+                                    "clip", "seed", "threads", "gemm", "precision",
+                                    "micro-batches"});
   // The help shows the defaults the presets really use: the task they share,
   // and "the preset's" where they differ.
   app.get_option("--task")->default_str(preset_config(args->preset).task);

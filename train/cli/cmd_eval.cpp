@@ -32,6 +32,7 @@ struct EvalArgs {
   bool seed_given = false, batch_given = false;
   int threads = 0;
   std::string gemm;  // empty: the checkpoint's backend
+  std::string precision;  // empty: the checkpoint's
   bool json = false;
 };
 
@@ -50,6 +51,7 @@ int run_eval(const EvalArgs& args) {
   if (args.seed_given) config.seed = args.seed;
   if (args.batch_given) config.eval_batch = args.batch;
   use_gemm_backend(args.gemm.empty() ? config.gemm : args.gemm);
+  use_precision(args.precision.empty() ? config.precision : args.precision);
   if (!args.data.empty() || !args.task.empty()) {
     // Another source than the run's: none of its training or held-out sets.
     config.train_size = 0;
@@ -217,6 +219,7 @@ Command add_eval(CLI::App& app) {
       ->each([args](const std::string&) { args->seed_given = true; });
   app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)");
   app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
+  app.add_option("--precision", args->precision, "the matrix products in f32 or bf16 (default: the run's)");
   app.add_option("--dump-logits", args->dump_logits, "write the logits [N, T, C] (and tokens, targets) as safetensors");
   app.add_option("--dump-grads", args->dump_grads,
                  "write d(mean loss)/d(parameter) for every parameter, under the parameter names, as safetensors");

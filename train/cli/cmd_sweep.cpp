@@ -439,6 +439,7 @@ void validate_plan(const Sweep& sweep) {
   for (const train::SweepCell& cell : sweep.plan.cells()) {
     const train::TrainConfig c = train::cell_config(sweep.config, cell);
     c.validate();
+    if (c.precision == "bf16") use_precision(c.precision);  // refused on a CPU without bf16 units
     (void)train::Session(c);  // the task, its sizes and the model
   }
 }

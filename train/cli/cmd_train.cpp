@@ -118,6 +118,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       // config.json records the count a new run picked; --threads 0 picks again.
       ck.info.config.threads = use_threads(ck.info.config.threads, train_flops_per_step(ck.info.config));
       use_gemm_backend(ck.info.config.gemm);
+      use_precision(ck.info.config.precision);  // the run's: --precision cannot change on resume
       session = std::make_unique<train::Session>(ck, world);
       target = session->config().steps;
       if (target < session->steps_done())
@@ -166,6 +167,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       }
       config.threads = use_threads(config.threads, train_flops_per_step(config));  // recorded as picked
       use_gemm_backend(config.gemm);
+      use_precision(config.precision);
       session = std::make_unique<train::Session>(config, world);  // validates the task and model before anything is written
       if (init) train::load_weights(session->model(), init->file, "--init " + init_source);
       target = config.steps;

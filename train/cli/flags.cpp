@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 
 #include "core/gemm.h"
 #include "core/threads.h"
@@ -82,6 +83,19 @@ void use_gemm_backend(const std::string& name) {
   } catch (const std::invalid_argument&) {
     throw train::UsageError("--gemm must be onednn or openblas, got '" + name + "'");
   }
+}
+
+void use_precision(const std::string& name) {
+  core::GemmPrecision precision;
+  try {
+    precision = core::parse_gemm_precision(name);
+  } catch (const std::invalid_argument&) {
+    throw train::UsageError("--precision must be f32 or bf16, got '" + name + "'");
+  }
+  if (precision == core::GemmPrecision::bf16 && !core::cpu_has_native_bf16())
+    throw train::UsageError("--precision bf16: this CPU has no bf16 units (no AVX512_BF16 or AMX-BF16), so bf16 "
+                            "products would be emulated, slower than float32; use --precision f32");
+  core::set_gemm_precision(precision);
 }
 
 double train_flops_per_step(const train::TrainConfig& config) {

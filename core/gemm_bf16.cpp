@@ -1,0 +1,162 @@
+// float32 GEMMs in bf16 mixed precision: see core/gemm.h.
+//
+// A and B are rounded into this thread's bf16 buffers, each operand packed
+// densely in the layout it had (a transposed operand stays transposed, with
+// its leading dimension now its width; a batch's products follow one
+// another), then the backend multiplies the bf16 operands with f32
+// accumulation into the caller's f32 C, strides and alpha / beta unchanged.
+// Dense operands are also what puts oneDNN's matmul on its brgemm kernels.
+//
+// The conversion is a pass over each operand per product: it reads 4 bytes
+// and writes 2 per element, against the 2 k (m or n) FLOPs each element
+// takes part in. Kernels that wrote their outputs in bf16 themselves
+// (LayerNorm, GELU, softmax) would remove it; docs/performance.md measures it.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/blas.h"
+#include "core/cpu_features.h"
+#include "core/gemm.h"
+
+namespace headlab::core {
+namespace {
+
+// One row of n floats -> n bf16, 32 at a time by vcvtne2ps2bf16 (one
+// instruction where the portable to_bf16 takes about eight), the tail masked.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void row_avx512_bf16(const float* in, bf16_t* out,
+                                                                                      int64_t n) {
+  int64_t c = 0;
+  for (; c + 32 <= n; c += 32) {
+    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(in + c + 16), _mm512_loadu_ps(in + c));
+    _mm512_storeu_si512(out + c, reinterpret_cast<const __m512i&>(v));
+  }
+  for (; c < n; c += 16) {
+    const __mmask16 mask = n - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - c)) - 1);
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, in + c));
+    _mm256_mask_storeu_epi16(out + c, mask, reinterpret_cast<const __m256i&>(v));
+  }
+}
+
+void row_portable(const float* in, bf16_t* out, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) out[c] = to_bf16(in[c]);
+}
+
+}  // namespace
+
+void pack_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, bf16_t* dst) {
+  static const auto row = cpu_has_avx512_bf16() ? row_avx512_bf16 : row_portable;
+  for (int64_t r = 0; r < rows; ++r) row(src + r * ld, dst + r * cols, cols);
+}
+
+namespace detail {
+namespace {
+
+// One operand of a batch, [rows, cols] in memory per product (the
+// transposed shape when transposed), packed product after product.
+const bf16_t* pack_operand(std::vector<bf16_t>& buffer, const float* base, int64_t rows, int64_t cols, int64_t ld,
+                           int64_t outer, int64_t inner, const int64_t* strides) {
+  const int64_t each = rows * cols;
+  const auto total = static_cast<std::size_t>(each * outer * inner);
+  if (buffer.size() < total) buffer.resize(total);
+  for (int64_t i = 0; i < outer; ++i)
+    for (int64_t j = 0; j < inner; ++j)
+      pack_bf16(base + i * strides[0] + j * strides[1], rows, cols, ld, buffer.data() + (i * inner + j) * each);
+  return buffer.data();
+}
+
+}  // namespace
+
+void bf16_batched_gemm(const BatchedGemm<float>& g, GemmBackend backend) {
+  // Per thread: GEMMs run on many threads at once, each on its own block.
+  thread_local std::vector<bf16_t> a_buffer, b_buffer;
+  const int64_t a_rows = g.ta ? g.k : g.m, a_cols = g.ta ? g.m : g.k;
+  const int64_t b_rows = g.tb ? g.n : g.k, b_cols = g.tb ? g.k : g.n;
+  BatchedGemm<bf16_t> h{.ta = g.ta, .tb = g.tb, .m = g.m, .n = g.n, .k = g.k, .outer = g.outer, .inner = g.inner};
+  h.a = pack_operand(a_buffer, g.a, a_rows, a_cols, g.lda, g.outer, g.inner, g.a_stride);
+  h.lda = a_cols;
+  h.a_stride[0] = g.inner * a_rows * a_cols;
+  h.a_stride[1] = a_rows * a_cols;
+  h.b = pack_operand(b_buffer, g.b, b_rows, b_cols, g.ldb, g.outer, g.inner, g.b_stride);
+  h.ldb = b_cols;
+  h.b_stride[0] = g.inner * b_rows * b_cols;
+  h.b_stride[1] = b_rows * b_cols;
+  h.ldc = g.ldc;
+  std::copy(g.c_stride, g.c_stride + 2, h.c_stride);
+  if (backend == GemmBackend::onednn) onednn_batched_gemm_bf16(h, g.alpha, g.beta, g.c);
+  else openblas_batched_gemm_bf16(h, g.alpha, g.beta, g.c);
+}
+
+void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
+  if (g.m <= 0 || g.n <= 0) return;
+  if (g.k <= 0) {  // nothing to multiply: C = beta C, as BLAS defines it
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) c[i * g.ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * g.ldc + j];
+    return;
+  }
+  if (gemm_backend() == GemmBackend::onednn) onednn_batched_gemm_bf16(g, alpha, beta, c);
+  else openblas_batched_gemm_bf16(g, alpha, beta, c);
+}
+
+namespace {
+
+// A call's operand i % 2 (A, B) as stored: [rows, cols] with leading dimension ld.
+struct Stored {
+  const float* data;
+  int64_t rows, cols, ld;
+};
+Stored stored(const GemmCall<float>& c, bool b) {
+  if (!b) return {c.a, c.ta ? c.k : c.m, c.ta ? c.m : c.k, c.lda};
+  return {c.b, c.tb ? c.n : c.k, c.tb ? c.k : c.n, c.ldb};
+}
+
+}  // namespace
+
+PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
+  if (calls.size() > kMaxGemmCalls) throw std::logic_error("parallel_gemms: more than kMaxGemmCalls products");
+  thread_local std::array<std::vector<bf16_t>, 2 * kMaxGemmCalls> buffers;
+  PackedOperands packed;
+  packed.count = calls.size();
+  std::array<const bf16_t*, 2 * kMaxGemmCalls> at{};
+  for (std::size_t i = 0; i < 2 * packed.count; ++i) {
+    const Stored mine = stored(calls.begin()[i / 2], i % 2 == 1);
+    packed.same[i] = i;
+    for (std::size_t j = 0; j < i; ++j) {
+      const Stored other = stored(calls.begin()[j / 2], j % 2 == 1);
+      if (packed.same[j] == j && other.data == mine.data && other.rows == mine.rows && other.cols == mine.cols &&
+          other.ld == mine.ld)
+        packed.same[i] = j;
+    }
+    if (packed.same[i] != i) {
+      at[i] = at[packed.same[i]];
+      continue;
+    }
+    const auto size = static_cast<std::size_t>(mine.rows * mine.cols);
+    if (buffers[i].size() < size) buffers[i].resize(size);
+    at[i] = buffers[i].data();
+  }
+  for (std::size_t j = 0; j < packed.count; ++j) {
+    const GemmCall<float>& c = calls.begin()[j];
+    packed.calls[j] = {.ta = c.ta, .tb = c.tb, .m = c.m, .n = c.n, .k = c.k, .a = at[2 * j],
+                       .lda = stored(c, false).cols, .b = at[2 * j + 1], .ldb = stored(c, true).cols, .c = c.c,
+                       .ldc = c.ldc, .alpha = c.alpha, .beta = c.beta};
+  }
+  return packed;
+}
+
+void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, const PackedOperands& packed) {
+  const GemmCall<float>& c = calls.begin()[i / 2];
+  if (packed.same[i] != i) return;  // another operand's buffer, packed by that one
+  const bool b = i % 2 == 1;
+  const Stored from = stored(c, b);
+  const GemmCall<float, bf16_t>& to = packed.calls[i / 2];
+  // The buffer is this operand's own (pack_operands): writing through it is safe.
+  pack_bf16(from.data, from.rows, from.cols, from.ld, const_cast<bf16_t*>(b ? to.b : to.a));
+}
+
+}  // namespace detail
+}  // namespace headlab::core

@@ -1,0 +1,321 @@
+// bf16 mixed precision in the GEMM layer (core/gemm.h, core/gemm_bf16.cpp):
+// rounding to bf16, both backends' bf16 products against a double-precision
+// reference (every transpose, wide leading dimensions, alpha and beta,
+// attention's strided batches), the f32 guard, precision names.
+//
+// The reference is the double product of the operands rounded to bf16: a
+// bf16 product must match it to float32 accumulation's error, which a
+// product in f32 (operands not rounded) would miss by far (the test checks
+// that too), and must lie within bf16's error of the unrounded product.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/blas.h"
+#include "core/gemm.h"
+#include "core/ops.h"
+#include "core/random.h"
+#include "tests/core/gemm_test_util.h"
+#include "core/tensor.h"
+#include "core/threads.h"
+
+namespace headlab::core {
+namespace {
+
+class Scope {
+ public:
+  Scope(GemmBackend b, GemmPrecision p) : backend_(gemm_backend()), precision_(gemm_precision()) {
+    set_gemm_backend(b);
+    set_gemm_precision(p);
+  }
+  ~Scope() {
+    set_gemm_backend(backend_);
+    set_gemm_precision(precision_);
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  GemmBackend backend_;
+  GemmPrecision precision_;
+};
+
+using test::random_floats;
+
+double rounded(float x) { return from_bf16(to_bf16(x)); }
+
+#define SKIP_WITHOUT_BF16_UNITS() \
+  if (!cpu_has_native_bf16()) GTEST_SKIP() << "this CPU has no bf16 units (AVX512_BF16 or AMX-BF16)"
+
+TEST(Bf16, RoundsToNearestTiesToEven) {
+  EXPECT_EQ(to_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(to_bf16(-2.0f), 0xC000);
+  // 1 + 2^-8 lies halfway between 1 (even) and 1 + 2^-7: down to the even one.
+  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f), 0x3F80);
+  // 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up to the even one.
+  EXPECT_EQ(to_bf16(1.0f + 3 * 0x1p-8f), 0x3F82);
+  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3F81);  // past the half: up
+  EXPECT_EQ(to_bf16(std::numeric_limits<float>::infinity()), 0x7F80);
+  EXPECT_EQ(to_bf16(std::numeric_limits<float>::max()), 0x7F80);  // rounds up into infinity, as it should
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(from_bf16(to_bf16(3.140625f)), 3.140625f);  // exactly representable: unchanged
+  EXPECT_EQ(to_bf16(-1e-40f), 0x8000);  // a denormal: a zero of its sign, as vcvtneps2bf16 gives
+}
+
+// pack_bf16 runs vcvtne2ps2bf16 where the CPU has it: the same bits as
+// to_bf16 on every kind of float (ties, NaN, infinities, denormals), at
+// every row length (the masked tail).
+TEST(Bf16, PackingGivesToBf16sBitsOnEveryKindOfFloat) {
+  std::vector<float> values = random_floats(200, 4);
+  for (const float special : {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1e-40f, -1e-39f, 0x1p-126f,
+                              std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()})
+    values.push_back(special);
+  for (const int64_t cols : {1, 15, 16, 17, 31, 32, 33, 211}) {
+    const int64_t rows = static_cast<int64_t>(values.size()) / cols;
+    std::vector<bf16_t> packed(static_cast<std::size_t>(rows * cols));
+    pack_bf16(values.data(), rows, cols, cols, packed.data());
+    for (int64_t i = 0; i < rows * cols; ++i)
+      ASSERT_EQ(packed[i], to_bf16(values[i])) << "cols " << cols << " value " << values[i];
+  }
+}
+
+TEST(Bf16, PacksARowMajorBlockDensely) {
+  const std::vector<float> src = {1, 2, 99, 3, 4, 99};  // [2, 2] with leading dimension 3
+  std::vector<bf16_t> dst(4);
+  pack_bf16(src.data(), 2, 2, 3, dst.data());
+  EXPECT_EQ(dst, (std::vector<bf16_t>{to_bf16(1), to_bf16(2), to_bf16(3), to_bf16(4)}));
+}
+
+TEST(Bf16, PrecisionsByNameAndTheF32Guard) {
+  EXPECT_EQ(parse_gemm_precision("f32"), GemmPrecision::f32);
+  EXPECT_EQ(parse_gemm_precision("bf16"), GemmPrecision::bf16);
+  EXPECT_STREQ(gemm_precision_name(GemmPrecision::bf16), "bf16");
+  EXPECT_THROW(parse_gemm_precision("fp16"), std::invalid_argument);
+  const Scope scope(gemm_backend(), GemmPrecision::bf16);
+  EXPECT_EQ(gemm_precision(), GemmPrecision::bf16);
+  {
+    const F32Gemms outer;
+    {
+      const F32Gemms inner;  // nested (or on another thread): still f32 until the last one ends
+      EXPECT_EQ(gemm_precision(), GemmPrecision::f32);
+    }
+    EXPECT_EQ(gemm_precision(), GemmPrecision::f32);
+  }
+  EXPECT_EQ(gemm_precision(), GemmPrecision::bf16);
+}
+
+class Bf16Gemm : public ::testing::TestWithParam<std::tuple<GemmBackend, bool, bool, float, float>> {};
+
+TEST_P(Bf16Gemm, MatchesTheDoubleProductOfRoundedOperands) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const auto [backend, ta, tb, alpha, beta] = GetParam();
+  const int64_t m = 37, n = 21, k = 150;
+  const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+  const std::vector<float> a = random_floats((ta ? k : m) * lda, 1), b = random_floats((tb ? n : k) * ldb, 2);
+  const std::vector<float> c0 = random_floats(m * ldc, 3);
+  std::vector<float> c = c0, c32 = c0;
+  {
+    const Scope scope(backend, GemmPrecision::bf16);
+    detail::gemm<float>(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, alpha, beta);
+  }
+  {
+    const Scope scope(backend, GemmPrecision::f32);
+    detail::gemm<float>(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c32.data(), ldc, alpha, beta);
+  }
+  int f32_misses = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      if (j >= n) {
+        EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]);  // padding past n is never written
+        continue;
+      }
+      double s = 0, exact = 0, size = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const float x = ta ? a[p * lda + i] : a[i * lda + p], y = tb ? b[j * ldb + p] : b[p * ldb + j];
+        s += rounded(x) * rounded(y);
+        exact += static_cast<double>(x) * y;
+        size += std::abs(static_cast<double>(x) * y);
+      }
+      const double keep = beta * static_cast<double>(c0[i * ldc + j]);
+      const double want = alpha * s + keep, tolerance = 1e-5 * (alpha * size + std::abs(keep) + 1);
+      EXPECT_NEAR(c[i * ldc + j], want, tolerance) << i << "," << j;
+      // Each operand is within 2^-9 relative of its float: the product within 2^-8 of the sum of |x y|.
+      EXPECT_NEAR(c[i * ldc + j], alpha * exact + keep, alpha * 0x1p-8 * size + tolerance) << i << "," << j;
+      if (std::abs(c32[i * ldc + j] - want) > tolerance) ++f32_misses;
+    }
+  EXPECT_GT(f32_misses, m * n / 2) << "the f32 product matches the rounded reference: the test cannot tell them apart";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, Bf16Gemm,
+                         ::testing::Combine(::testing::Values(GemmBackend::onednn, GemmBackend::openblas),
+                                            ::testing::Bool(), ::testing::Bool(), ::testing::Values(1.0f, 0.25f),
+                                            ::testing::Values(0.0f, 1.0f)));
+
+// Attention's layout, batched over [B, H] with strides into [B, T, d]: the
+// rounded reference per head, on both backends; same bits on a repeat.
+TEST(Bf16Gemm, BatchedStridedHeadsMatchTheRoundedReference) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const int64_t B = 3, H = 4, T = 9, dk = 16, d = H * dk;
+  const std::vector<float> q = random_floats(B * T * d, 6), k = random_floats(B * T * d, 7);
+  for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+    const Scope scope(backend, GemmPrecision::bf16);
+    std::vector<float> s(static_cast<std::size_t>(B * H * T * T));
+    detail::BatchedGemm<float> qk = test::qk_heads(q.data(), k.data(), s.data(), B, H, T, dk);
+    detail::batched_gemm(qk);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t j = 0; j < T; ++j) {
+            double want = 0;
+            for (int64_t p = 0; p < dk; ++p)
+              want += rounded(q[(b * T + i) * d + h * dk + p]) * rounded(k[(b * T + j) * d + h * dk + p]);
+            EXPECT_NEAR(s[((b * H + h) * T + i) * T + j], want, 1e-5 * (1 + std::abs(want)))
+                << gemm_backend_name(backend) << " " << b << "," << h << "," << i << "," << j;
+          }
+    std::vector<float> again(s.size());
+    qk.c = again.data();
+    detail::batched_gemm(qk);
+    EXPECT_EQ(s, again) << gemm_backend_name(backend);
+  }
+}
+
+// A product large enough to split into blocks over the threads
+// (core/blas.h: its operands packed once, shared by the blocks), on both
+// backends and at 1 and 2 threads: the rounded reference, the same bits at
+// either thread count.
+TEST(Bf16Gemm, BlockedMatmulMatchesTheRoundedReference) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const int64_t m = 300, k = 200, n = 100;
+  const std::vector<float> a = random_floats(m * k, 10), b = random_floats(k * n, 11);
+  const auto tensor = [](const std::vector<float>& v, int64_t rows, int64_t cols) {
+    return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {rows, cols}, DType::f32);
+  };
+  const Tensor ta = tensor(a, m, k), tb = tensor(b, k, n);
+  const int threads = num_threads();
+  for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+    const Scope scope(backend, GemmPrecision::bf16);
+    set_num_threads(1);
+    const std::vector<double> one = matmul(ta, tb).to_vector();
+    set_num_threads(2);
+    const std::vector<double> two = matmul(ta, tb).to_vector();
+    set_num_threads(threads);
+    EXPECT_EQ(one, two) << gemm_backend_name(backend);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0, size = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          want += rounded(a[i * k + p]) * rounded(b[p * n + j]);
+          size += std::abs(static_cast<double>(a[i * k + p]) * b[p * n + j]);
+        }
+        ASSERT_NEAR(one[i * n + j], want, 1e-5 * (size + 1)) << gemm_backend_name(backend) << " " << i << "," << j;
+      }
+  }
+}
+
+// A Linear's backward: dx = g W and dW = g^T x in one parallel region, the
+// gradient g packed once for both (the same stored matrix); each against
+// the rounded reference, on both backends.
+TEST(Bf16Gemm, LinearBackwardSharesTheGradientsPackingAndMatchesTheReference) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const int64_t rows = 96, in = 40, out = 24;
+  const std::vector<float> g = random_floats(rows * out, 12), x = random_floats(rows * in, 13),
+                           w = random_floats(out * in, 14);
+  const auto tensor = [](const std::vector<float>& v, int64_t r, int64_t c) {
+    return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {r, c}, DType::f32);
+  };
+  for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+    const Scope scope(backend, GemmPrecision::bf16);
+    const LinearGrads grads = linear_backward(tensor(g, rows, out), tensor(x, rows, in), tensor(w, out, in), true, true);
+    const std::vector<double> dx = grads.dx.to_vector(), dw = grads.dweight.to_vector();
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < in; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < out; ++p) want += rounded(g[i * out + p]) * rounded(w[p * in + j]);
+        ASSERT_NEAR(dx[i * in + j], want, 1e-5 * (std::abs(want) + 1)) << gemm_backend_name(backend) << " dx";
+      }
+    for (int64_t i = 0; i < out; ++i)
+      for (int64_t j = 0; j < in; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < rows; ++p) want += rounded(g[p * out + i]) * rounded(x[p * in + j]);
+        ASSERT_NEAR(dw[i * in + j], want, 1e-5 * (std::abs(want) + 10)) << gemm_backend_name(backend) << " dW";
+      }
+  }
+}
+
+// Products split into row or column blocks (core/blas.h) with transposed
+// operands: each block reads a strided part of a packed operand. Both
+// backends (OpenBLAS's fallback widens a block's whole extent), against the
+// rounded reference.
+TEST(Bf16Gemm, BlocksOfTransposedOperandsMatchTheRoundedReference) {
+  SKIP_WITHOUT_BF16_UNITS();
+  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{300, 64}, {64, 300}})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        const int64_t k = 200;
+        const std::vector<float> a = random_floats(m * k, 15), b = random_floats(k * n, 16);
+        const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+        for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+          const Scope scope(backend, GemmPrecision::bf16);
+          std::vector<float> c(static_cast<std::size_t>(m * n));
+          const detail::GemmCall<float> call{ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), n};
+          ASSERT_GT(call.blocks(), 1);
+          detail::parallel_gemms<float>({call});
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double want = 0, size = 0;
+              for (int64_t p = 0; p < k; ++p) {
+                const float x = ta ? a[p * lda + i] : a[i * lda + p], y = tb ? b[j * ldb + p] : b[p * ldb + j];
+                want += rounded(x) * rounded(y);
+                size += std::abs(static_cast<double>(x) * y);
+              }
+              ASSERT_NEAR(c[i * n + j], want, 1e-5 * (size + 1))
+                  << gemm_backend_name(backend) << " m " << m << " ta " << ta << " tb " << tb << " " << i << "," << j;
+            }
+        }
+      }
+}
+
+// Under F32Gemms a bf16 setting computes exactly the f32 product.
+TEST(Bf16Gemm, TheF32GuardGivesTheF32BitsUnderBf16) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const int64_t m = 64, n = 48, k = 96;
+  const std::vector<float> a = random_floats(m * k, 8), b = random_floats(k * n, 9);
+  std::vector<float> f32(static_cast<std::size_t>(m * n)), guarded(f32.size()), bf16(f32.size());
+  for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+    {
+      const Scope scope(backend, GemmPrecision::f32);
+      detail::gemm<float>(false, false, m, n, k, a.data(), k, b.data(), n, f32.data(), n);
+    }
+    const Scope scope(backend, GemmPrecision::bf16);
+    detail::gemm<float>(false, false, m, n, k, a.data(), k, b.data(), n, bf16.data(), n);
+    {
+      const F32Gemms f32_gemms;
+      detail::gemm<float>(false, false, m, n, k, a.data(), k, b.data(), n, guarded.data(), n);
+    }
+    EXPECT_EQ(guarded, f32) << gemm_backend_name(backend);
+    EXPECT_NE(bf16, f32) << gemm_backend_name(backend);
+  }
+}
+
+// float64 products never change with the precision.
+TEST(Bf16Gemm, Float64IsUntouched) {
+  const int64_t m = 5, n = 4, k = 7;
+  std::vector<double> a(m * k), b(k * n), c1(m * n), c2(m * n);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = 1.0 + 1e-6 * static_cast<double>(i);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = 1.0 / (1.0 + static_cast<double>(i));
+  detail::gemm<double>(false, false, m, n, k, a.data(), k, b.data(), n, c1.data(), n);
+  const Scope scope(gemm_backend(), GemmPrecision::bf16);
+  detail::gemm<double>(false, false, m, n, k, a.data(), k, b.data(), n, c2.data(), n);
+  EXPECT_EQ(c1, c2);
+}
+
+}  // namespace
+}  // namespace headlab::core

@@ -1,0 +1,31 @@
+// Helpers shared by the GEMM tests (gemm_test.cpp, gemm_bf16_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/gemm.h"
+#include "core/random.h"
+
+namespace headlab::core::test {
+
+inline std::vector<float> random_floats(int64_t count, uint64_t seed) {
+  const std::vector<double> v = Generator(seed).normal({count}, 0, 1).to_vector();
+  return {v.begin(), v.end()};
+}
+
+// Attention's Q K^T as one batched product over [B, H]: q, k [B, T, H * dk]
+// with head h in columns h*dk.., into s [B, H, T, T].
+inline detail::BatchedGemm<float> qk_heads(const float* q, const float* k, float* s, int64_t B, int64_t H, int64_t T,
+                                           int64_t dk) {
+  const int64_t d = H * dk;
+  detail::BatchedGemm<float> qk;
+  qk.tb = true;
+  qk.m = T, qk.n = T, qk.k = dk, qk.outer = B, qk.inner = H;
+  qk.a = q, qk.lda = d, qk.a_stride[0] = T * d, qk.a_stride[1] = dk;
+  qk.b = k, qk.ldb = d, qk.b_stride[0] = T * d, qk.b_stride[1] = dk;
+  qk.c = s, qk.ldc = T, qk.c_stride[0] = H * T * T, qk.c_stride[1] = T * T;
+  return qk;
+}
+
+}  // namespace headlab::core::test
