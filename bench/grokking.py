@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Grokking over seeds: Nanda et al.'s (2023) modular-addition setting.
 
-    bench/grokking.py --seeds 1,2,3,4,5 [--p 47] [--train-fraction 0.5] [--steps 2000]
+    bench/grokking.py --seeds 1,2,3,4,5 [--p 47] [--train-fraction 0.5] [--steps 4000]
                       [--weight-decay 1] [--root runs/grok]
 
 Trains one run per seed, one after another, each in ROOT/p{P}-wd{WD}-seed{S}
 (1 layer, d 128, 4 heads, d_mlp 512, ReLU, no LayerNorm, AdamW lr 1e-3,
 betas 0.9,0.98, weight decay 1, full batch, --init-std nanda, --loss-dtype
 f64, no clipping). The defaults (p = 47, half of the p^2 pairs trained on,
-2000 steps) are the setting that groks within minutes on a CPU
+4000 steps) are the setting that groks within minutes on a CPU
 (docs/reproductions.md); Nanda et al.'s own is --p 113 --train-fraction 0.3
 --steps 20000, hours per seed on one core. A folder that exists is resumed
 (`headlab train --resume`), so an interrupted bench goes on where it stopped,
@@ -30,7 +30,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--p", type=int, default=47, help="the modulus (the vocabulary is p + 1)")
     ap.add_argument("--seeds", default="1,2,3,4,5", help="comma-separated seeds (each sets the weights and the split)")
-    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--weight-decay", type=float, default=1.0)
     ap.add_argument("--train-fraction", type=float, default=0.5, help="the share of the p^2 pairs trained on")
     ap.add_argument("--threads", type=int, default=1)
