@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <type_traits>
+#include <vector>
 
 #include "core/gemm.h"
 #include "core/threads.h"
@@ -58,13 +59,63 @@ struct GemmCall {
     const int64_t end = blk + 1 == count ? extent : std::min(extent, start + step);
     if (end <= start) return;
     if (by_rows) {  // rows start..end of op(A) and C
+      if (ta) {
+        if (const Op* dense = dense_block(a, lda, start, end - start, k)) {
+          product(ta, tb, end - start, n, k, dense, end - start, b, ldb, c + start * ldc, ldc);
+          return;
+        }
+      }
       product(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc);
     } else {  // columns start..end of op(B) and C
+      if (!tb && beta == T(0)) {
+        if (const Op* dense = dense_block(b, ldb, start, end - start, k)) {
+          // C's block is strided too, and a strided C also keeps oneDNN off
+          // brgemm: the block lands in a dense buffer first.
+          const int64_t width = end - start;
+          T* out = dense_output(m * width);
+          product(ta, tb, m, width, k, a, lda, dense, width, out, width);
+          for (int64_t r = 0; r < m; ++r) std::copy_n(out + r * width, width, c + r * ldc + start);
+          return;
+        }
+      }
       product(ta, tb, m, end - start, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc);
     }
   }
 
  private:
+  // Columns start..start+width of a stored [lines, ld] operand, copied
+  // densely into this thread's buffer: the block of a weight gradient's
+  // operand that a split by rows of op(A) = g^T, or by columns of B = x,
+  // leaves strided. oneDNN 2.6 runs a product with a strided operand (or a
+  // strided C) on its older gemm:jit kernels and a dense one on brgemm,
+  // faster on these shapes on AVX-512 (64-256 x 256 x 2048 at 1 thread, Zen
+  // 5: f32 187-217 GFLOP/s strided, 225-236 dense; bf16 365-380 strided,
+  // 408-441 dense). The copy reads the block once more, a few percent of
+  // the product's time. oneDNN only (OpenBLAS packs its own); in f32 only at
+  // f32 precision (bf16 products get Op = bf16_t). Null when the block is
+  // dense already.
+  const Op* dense_block(const Op* base, int64_t ld, int64_t start, int64_t width, int64_t lines) const {
+    if constexpr (std::is_same_v<Op, float> || std::is_same_v<Op, bf16_t>) {
+      if (width == ld || gemm_backend() != GemmBackend::onednn) return nullptr;
+      if (std::is_same_v<Op, float> && gemm_precision() != GemmPrecision::f32) return nullptr;
+      thread_local std::vector<Op> buffer;  // blocks run on many threads at once
+      const auto size = static_cast<std::size_t>(width * lines);
+      if (buffer.size() < size) buffer.resize(size);
+      for (int64_t r = 0; r < lines; ++r) std::copy_n(base + r * ld + start, width, buffer.data() + r * width);
+      return buffer.data();
+    } else {
+      (void)base, (void)ld, (void)start, (void)width, (void)lines;
+      return nullptr;
+    }
+  }
+
+  // This thread's buffer for a dense block of C (see run_block).
+  T* dense_output(int64_t size) const {
+    thread_local std::vector<T> buffer;
+    if (buffer.size() < static_cast<std::size_t>(size)) buffer.resize(static_cast<std::size_t>(size));
+    return buffer.data();
+  }
+
   void product(bool ta_, bool tb_, int64_t m_, int64_t n_, int64_t k_, const Op* a_, int64_t lda_, const Op* b_,
                int64_t ldb_, T* c_, int64_t ldc_) const {
     if constexpr (std::is_same_v<Op, bf16_t>)

@@ -20,6 +20,7 @@
 #include "core/bf16.h"
 #include "core/blas.h"
 #include "core/gemm.h"
+#include "core/gemm_kernels.h"
 #include "core/ops.h"
 #include "core/random.h"
 #include "tests/core/gemm_test_util.h"
@@ -251,36 +252,68 @@ TEST(Bf16Gemm, LinearBackwardSharesTheGradientsPackingAndMatchesTheReference) {
 }
 
 // Products split into row or column blocks (core/blas.h) with transposed
-// operands: each block reads a strided part of a packed operand. Both
-// backends (OpenBLAS's fallback widens a block's whole extent), against the
-// rounded reference.
-TEST(Bf16Gemm, BlocksOfTransposedOperandsMatchTheRoundedReference) {
-  SKIP_WITHOUT_BF16_UNITS();
+// operands: each block reads a strided part of an operand, which oneDNN's
+// path first copies dense (and, with beta 0, computes its C block in a
+// dense buffer too). Both backends (OpenBLAS's bf16 fallback widens a
+// block's whole extent), both precisions, beta 0 and 1, against the
+// reference (of the rounded operands in bf16).
+TEST(Bf16Gemm, BlocksOfTransposedOperandsMatchTheReferenceInEitherPrecision) {
   for (const auto& [m, n] : {std::pair<int64_t, int64_t>{300, 64}, {64, 300}})
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
-        const int64_t k = 200;
-        const std::vector<float> a = random_floats(m * k, 15), b = random_floats(k * n, 16);
+        const int64_t k = 120;
+        const std::vector<float> a = random_floats(m * k, 15), b = random_floats(k * n, 16),
+                                 c0 = random_floats(m * n, 17);
         const int64_t lda = ta ? m : k, ldb = tb ? k : n;
-        for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
-          const Scope scope(backend, GemmPrecision::bf16);
-          std::vector<float> c(static_cast<std::size_t>(m * n));
-          const detail::GemmCall<float> call{ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), n};
-          ASSERT_GT(call.blocks(), 1);
-          detail::parallel_gemms<float>({call});
+        for (const GemmPrecision precision : {GemmPrecision::f32, GemmPrecision::bf16}) {
+          if (precision == GemmPrecision::bf16 && !cpu_has_native_bf16()) continue;
+          std::vector<double> product(static_cast<std::size_t>(m * n)), size(product.size());
           for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-              double want = 0, size = 0;
+            for (int64_t j = 0; j < n; ++j)
               for (int64_t p = 0; p < k; ++p) {
                 const float x = ta ? a[p * lda + i] : a[i * lda + p], y = tb ? b[j * ldb + p] : b[p * ldb + j];
-                want += rounded(x) * rounded(y);
-                size += std::abs(static_cast<double>(x) * y);
+                product[i * n + j] += precision == GemmPrecision::bf16 ? rounded(x) * rounded(y) : double{x} * y;
+                size[i * n + j] += std::abs(static_cast<double>(x) * y);
               }
-              ASSERT_NEAR(c[i * n + j], want, 1e-5 * (size + 1))
-                  << gemm_backend_name(backend) << " m " << m << " ta " << ta << " tb " << tb << " " << i << "," << j;
+          for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas})
+            for (const float beta : {0.0f, 1.0f}) {
+              const Scope scope(backend, precision);
+              std::vector<float> c = c0;
+              const detail::GemmCall<float> call{ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), n, 1.0f, beta};
+              ASSERT_GT(call.blocks(), 1);
+              detail::parallel_gemms<float>({call});
+              for (int64_t i = 0; i < m * n; ++i)
+                ASSERT_NEAR(c[i], beta * c0[i] + product[i], 1e-5 * (size[i] + 1))
+                    << gemm_precision_name(precision) << " " << gemm_backend_name(backend) << " m " << m << " ta "
+                    << ta << " tb " << tb << " beta " << beta << " element " << i;
             }
         }
       }
+}
+
+// A weight gradient's blocks run on oneDNN's brgemm kernels, f32 and bf16,
+// where the CPU has AVX-512: its strided blocks (rows of g^T, columns of x)
+// are copied dense first. Shapes of the medium preset's QKV, fc1 and fc2.
+TEST(GemmKernels, WeightGradientBlocksRunOnBrgemmWithAvx512) {
+  if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
+    GTEST_SKIP() << "oneDNN's brgemm matmul needs AVX-512 (avx512_core)";
+  const int64_t rows = 2048;
+  for (const GemmPrecision precision : {GemmPrecision::f32, GemmPrecision::bf16}) {
+    if (precision == GemmPrecision::bf16 && !cpu_has_native_bf16()) continue;
+    const Scope scope(GemmBackend::onednn, precision);
+    for (const auto& [out, in] : {std::pair<int64_t, int64_t>{256, 256}, {1024, 256}, {256, 1024}}) {
+      const auto tensor = [](int64_t r, int64_t c, uint64_t seed) {
+        const std::vector<float> v = random_floats(r * c, seed);
+        return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {r, c}, DType::f32);
+      };
+      const Tensor g = tensor(rows, out, 30), x = tensor(rows, in, 31), w = tensor(out, in, 32);
+      const std::vector<GemmKernelUse> uses = onednn_kernels_of([&] { linear_backward(g, x, w, false, true); });
+      ASSERT_FALSE(uses.empty());
+      for (const GemmKernelUse& u : uses)
+        EXPECT_EQ(u.kernel.rfind("brg:", 0), 0u)
+            << gemm_precision_name(precision) << " dW [" << out << ", " << in << "]: " << u.kernel << " " << u.shapes;
+    }
+  }
 }
 
 // Under F32Gemms a bf16 setting computes exactly the f32 product.
