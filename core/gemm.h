@@ -114,11 +114,22 @@ void bf16_batched_gemm(const BatchedGemm<float>& g, GemmBackend backend);
 // the f32 C, on the selected backend.
 void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c);
 
+// core/gemm_replay.h: whether this thread's products are being timed and
+// recorded, and the calls that run and record one.
+bool gemm_recording();
+void record_batched_gemm(const BatchedGemm<float>& g);
+void record_packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c);
+
 // The product above on the calling thread, by the selected backend.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, T alpha = T(1), T beta = T(0)) {
   if constexpr (std::is_same_v<T, float>) {
+    if (gemm_recording()) {  // core/gemm_replay.h
+      record_batched_gemm({.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c,
+                           .ldc = ldc, .alpha = alpha, .beta = beta});
+      return;
+    }
     if (gemm_precision() == GemmPrecision::bf16 && m > 0 && n > 0 && k > 0) {
       bf16_batched_gemm({.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c,
                          .ldc = ldc, .alpha = alpha, .beta = beta},
@@ -139,6 +150,10 @@ template <class T>
 void batched_gemm(const BatchedGemm<T>& g) {
   if (g.outer <= 0 || g.inner <= 0 || g.m <= 0 || g.n <= 0) return;
   if constexpr (std::is_same_v<T, float>) {
+    if (gemm_recording()) {  // core/gemm_replay.h
+      record_batched_gemm(g);
+      return;
+    }
     if (gemm_precision() == GemmPrecision::bf16 && g.k > 0) {
       bf16_batched_gemm(g, gemm_backend());
       return;

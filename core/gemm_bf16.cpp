@@ -93,6 +93,7 @@ void bf16_batched_gemm(const BatchedGemm<float>& g, GemmBackend backend) {
 
 void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
   if (g.m <= 0 || g.n <= 0) return;
+  if (gemm_recording()) return record_packed_bf16_gemm(g, alpha, beta, c);  // core/gemm_replay.h
   if (g.k <= 0) {  // nothing to multiply: C = beta C, as BLAS defines it
     for (int64_t i = 0; i < g.m; ++i)
       for (int64_t j = 0; j < g.n; ++j) c[i * g.ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * g.ldc + j];

@@ -56,6 +56,26 @@ TEST(Bench, HelpShowsThePresetsDefaults) {
   EXPECT_NE(r.out.find("(default: the preset's)"), std::string::npos) << r.out;
 }
 
+// --gemm-alone reports one step's GEMM time inside the step and replayed
+// alone, in the text and in the JSON.
+TEST(Bench, GemmAloneReportsBothTimes) {
+  TempDir cwd;
+  const std::vector<std::string> command{"bench",        "--preset", "tiny", "--bench-steps", "1", "--runs", "1",
+                                         "--warmup-steps", "1",      "--threads", "1", "--gemm-alone"};
+  const RunResult text = run_headlab(command, cwd.path());
+  ASSERT_EQ(text.exit_code, 0) << text.describe();
+  EXPECT_NE(text.out.find("inside the step"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("replayed alone"), std::string::npos) << text.out;
+  std::vector<std::string> with_json = command;
+  with_json.push_back("--json");
+  const RunResult r = run_headlab(with_json, cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j.at("gemm_calls").get<long>(), 0) << r.out;  // tiny's step: every Linear and the attention
+  EXPECT_GT(j.at("gemm_inside_ms").get<double>(), 0.0) << r.out;
+  EXPECT_GT(j.at("gemm_alone_ms").get<double>(), 0.0) << r.out;
+}
+
 // A folder given with a trailing slash (as shell completion writes it)
 // gives paths with one slash.
 TEST(Analyze, PathsOfAFolderWithATrailingSlashHaveOneSlash) {

@@ -21,6 +21,7 @@
 #include "core/blas.h"
 #include "core/gemm.h"
 #include "core/gemm_kernels.h"
+#include "core/gemm_replay.h"
 #include "core/ops.h"
 #include "core/random.h"
 #include "tests/core/gemm_test_util.h"
@@ -314,6 +315,25 @@ TEST(GemmKernels, WeightGradientBlocksRunOnBrgemmWithAvx512) {
             << gemm_precision_name(precision) << " dW [" << out << ", " << in << "]: " << u.kernel << " " << u.shapes;
     }
   }
+}
+
+// Under bf16 a blocked product's blocks are the packed bf16 products the
+// replay counts (core/gemm_replay.h), each once, with the result unchanged.
+TEST(GemmReplay, CountsTheBlocksOfAPackedBf16Product) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const Scope scope(GemmBackend::onednn, GemmPrecision::bf16);
+  const int64_t m = 300, n = 64, k = 120;
+  const std::vector<float> a = random_floats(m * k, 40), b = random_floats(k * n, 41);
+  std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
+  const auto call = [&](std::vector<float>& c) {
+    return detail::GemmCall<float>{true, false, m, n, k, a.data(), m, b.data(), n, c.data(), n};
+  };
+  ASSERT_GT(call(want).blocks(), 1);
+  detail::parallel_gemms<float>({call(want)});
+  const GemmTimes t = gemm_time_inside_and_alone([&] { detail::parallel_gemms<float>({call(got)}); }, 2);
+  EXPECT_EQ(t.calls, call(got).blocks());
+  EXPECT_GT(t.alone_ms, 0.0);
+  EXPECT_EQ(got, want);
 }
 
 // Under F32Gemms a bf16 setting computes exactly the f32 product.

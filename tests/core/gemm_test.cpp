@@ -13,6 +13,7 @@
 #include "core/attention_kernels.h"
 #include "core/gemm.h"
 #include "core/gemm_kernels.h"
+#include "core/gemm_replay.h"
 #include "core/random.h"
 #include "tests/core/gemm_test_util.h"
 #include "core/tensor.h"
@@ -186,6 +187,39 @@ TEST(GemmKernels, AttentionForwardPassesNoOutputScaleToItsProducts) {
       onednn_kernels_of([&] { attention_forward(q, k, v, shape, Tensor(), Tensor()); });
   ASSERT_EQ(uses.size(), 2u);  // Q K^T and P V
   for (const GemmKernelUse& u : uses) EXPECT_EQ(u.attrs.find("oscale"), std::string::npos) << u.attrs;
+}
+
+// gemm_time_inside_and_alone counts each product the work runs once (a
+// batched call is one; the calls a recorded product makes inside itself
+// are not counted again), times it, leaves its result as it would be, and
+// replays it alone.
+TEST(GemmReplay, TimesEachProductOnceAndLeavesItsResult) {
+  for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+    const BackendScope scope(backend);
+    const int64_t m = 64, n = 48, k = 32, B = 2, T = 8, H = 2, dk = 4;
+    const std::vector<float> a = random_floats(m * k, 1), b = random_floats(k * n, 2);
+    const std::vector<float> q = random_floats(B * T * H * dk, 3), kk = random_floats(B * T * H * dk, 4);
+    std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
+    std::vector<float> s_want(static_cast<std::size_t>(B * H * T * T)), s_got(s_want.size());
+    const std::vector<double> x{1, 2, 3, 4};
+    std::vector<double> y(4);
+    const auto f32_work = [&](std::vector<float>& c, std::vector<float>& s) {
+      detail::gemm<float>(false, true, m, n, k, a.data(), k, b.data(), k, c.data(), n);
+      detail::batched_gemm(test::qk_heads(q.data(), kk.data(), s.data(), B, H, T, dk));
+      detail::gemm<double>(false, false, 2, 2, 2, x.data(), 2, x.data(), 2, y.data(), 2);  // float64: not counted
+    };
+    f32_work(want, s_want);
+    const GemmTimes t = gemm_time_inside_and_alone([&] { f32_work(got, s_got); }, 2);
+    EXPECT_EQ(t.calls, 2) << gemm_backend_name(backend);
+    EXPECT_GT(t.inside_ms, 0.0);
+    EXPECT_GT(t.alone_ms, 0.0);
+    EXPECT_EQ(got, want) << gemm_backend_name(backend);
+    EXPECT_EQ(s_got, s_want) << gemm_backend_name(backend);
+    // Nothing is recorded afterwards.
+    const GemmTimes none = gemm_time_inside_and_alone([] {});
+    EXPECT_EQ(none.calls, 0);
+    EXPECT_EQ(none.alone_ms, 0.0);
+  }
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include "core/gemm.h"
 #include "core/gemm_kernels.h"
+#include "core/gemm_replay.h"
 #include "core/gemm_peak.h"
 #include "core/ops.h"
 #include "core/random.h"
@@ -41,6 +42,7 @@ struct BenchArgs {
   int64_t warmup = 5, steps = 20, runs = 5;
   bool json = false;
   bool kernels = false;  // --kernels: list the oneDNN kernel of each of a step's GEMMs
+  bool gemm_alone = false;  // --gemm-alone: a step's GEMM time inside the step and replayed alone
   std::vector<std::string> hooks;  // --hooks: also time forwards caching these ("all": every hook point)
 };
 
@@ -194,6 +196,8 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   // After the timed runs: verbose mode makes oneDNN wait for and time each call.
   std::vector<core::GemmKernelUse> kernels;
   if (args.kernels) kernels = core::onednn_kernels_of([&] { session.step(); });
+  core::GemmTimes gemm_times;
+  if (args.gemm_alone) gemm_times = core::gemm_time_inside_and_alone([&] { session.step(); });
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   const double gflops = flops_per_step / (median / 1000) / 1e9;
@@ -236,6 +240,11 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
       result["kernels"].push_back({{"kernel", k.kernel}, {"shapes", k.shapes}, {"layouts", k.layouts},
                                    {"attrs", k.attrs}, {"calls", k.calls}, {"ms", k.ms}});
   }
+  if (args.gemm_alone) {
+    result["gemm_calls"] = gemm_times.calls;
+    result["gemm_inside_ms"] = gemm_times.inside_ms;
+    result["gemm_alone_ms"] = gemm_times.alone_ms;
+  }
   if (args.json) {
     std::cout << result.dump() << '\n';
     return 0;
@@ -266,6 +275,11 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   if (!hooks.empty())
     std::printf("  forward (no grad, median): %.3f ms plain, %.3f ms caching %zu hook point(s): %.2fx\n",
                 forwards.plain_ms, forwards.hooked_ms, hooks.size(), forwards.hooked_ms / forwards.plain_ms);
+  if (args.gemm_alone)
+    std::printf("  one step's GEMMs: %.3f ms inside the step (%ld calls, timed where they ran, summed over the threads), "
+                "%.3f ms the same calls replayed alone (warm, best of 5 each): inside / alone %.2f\n",
+                gemm_times.inside_ms, gemm_times.calls, gemm_times.alone_ms,
+                gemm_times.alone_ms > 0 ? gemm_times.inside_ms / gemm_times.alone_ms : 0.0);
   if (args.kernels) print_kernels(kernels);
   return 0;
 }
@@ -287,6 +301,9 @@ Command add_bench(CLI::App& app) {
   app.add_flag("--json", args->json, "print one JSON object");
   app.add_flag("--kernels", args->kernels,
                "after the timing, list the oneDNN kernel each GEMM of one step ran on (from oneDNN's verbose output)");
+  app.add_flag("--gemm-alone", args->gemm_alone,
+               "after the timing, time one step's GEMMs where they run and again replayed alone (the same shapes, "
+               "layouts and precision, warm), and print both");
   auto flags = std::make_shared<ConfigFlags>(
       app, std::vector<std::string>{"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
                                     "no-layernorm", "bidirectional", "batch", "lr", "optimizer", "weight-decay",
