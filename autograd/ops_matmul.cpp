@@ -87,13 +87,16 @@ LinearForward linear_forward(const Variable& x, const Variable& weight, const Va
   return f;
 }
 
-// dx = g W [N, in] and dW = g^T x [out, in] from g [N, out], in one parallel
-// region; inputs are {x, weight, bias}.
-void accumulate_linear_grads(std::vector<Variable>& inputs, const Tensor& g, int64_t in) {
+// dx = g W [N, in] and dW = g^T x [out, in] from g [N, out], and with
+// `with_dbias` db = g's column sums [out], in one parallel region; inputs
+// are {x, weight, bias}.
+void accumulate_linear_grads(std::vector<Variable>& inputs, const Tensor& g, int64_t in, bool with_dbias) {
+  const bool want_dbias = with_dbias && inputs[2].requires_grad();
   const core::LinearGrads d = core::linear_backward(g, inputs[0].value().reshape({-1, in}), inputs[1].value(),
-                                                    inputs[0].requires_grad(), inputs[1].requires_grad());
+                                                    inputs[0].requires_grad(), inputs[1].requires_grad(), want_dbias);
   if (inputs[0].requires_grad()) inputs[0].accumulate_grad(d.dx.reshape(inputs[0].shape()));
   if (inputs[1].requires_grad()) inputs[1].accumulate_grad(d.dweight);
+  if (want_dbias) inputs[2].accumulate_grad(d.dbias);
 }
 
 }  // namespace
@@ -103,9 +106,7 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   return Variable::from_op(
       f.y.reshape(f.out_shape), {x, weight, bias},
       [in = f.in, out = f.out](std::vector<Variable>& inputs, const Tensor& g) {
-        const Tensor g2 = g.reshape({-1, out});  // [N, out]
-        accumulate_linear_grads(inputs, g2, in);
-        if (inputs[2].requires_grad()) inputs[2].accumulate_grad(core::sum(g2, {0}));  // db: [out]
+        accumulate_linear_grads(inputs, g.reshape({-1, out}), in, true);  // g [N, out]
       },
       "linear");
 }
@@ -123,7 +124,7 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
         // dh = g * slope [N, out], and db = its column sums, in one pass.
         const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g.reshape({-1, out}), slope,
                                                                        inputs[2].requires_grad());
-        accumulate_linear_grads(inputs, dh.dh, in);
+        accumulate_linear_grads(inputs, dh.dh, in, false);
         if (inputs[2].requires_grad()) inputs[2].accumulate_grad(dh.column_sums);
       },
       "linear_gelu");

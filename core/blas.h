@@ -12,6 +12,7 @@
 #include <array>
 #include <initializer_list>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -19,11 +20,20 @@
 #include "core/gemm.h"
 #include "core/threads.h"
 
+namespace headlab::core {
+class Storage;
+}
+
 namespace headlab::core::detail {
 
 // One GEMM's arguments, as for detail::gemm() (core/gemm.h). Op is the
 // operands' type: T, or bf16_t for float products whose operands were
 // already rounded and packed (bf16 mixed precision, parallel_gemms).
+// a_owner / b_owner, when given, are the storages A and B lie in: in bf16
+// mixed precision, inside a Bf16Operands scope, the operand's rounded copy
+// is then kept for (or taken from) the scope's other products
+// (core/bf16_operands.h). Give them only for operands that nothing writes
+// while the scope is open: a Linear's input and weight.
 template <class T, class Op = T>
 struct GemmCall {
   bool ta = false, tb = false;
@@ -35,6 +45,8 @@ struct GemmCall {
   T* c = nullptr;
   int64_t ldc = 0;
   T alpha = T(1), beta = T(0);
+  const std::shared_ptr<Storage>* a_owner = nullptr;
+  const std::shared_ptr<Storage>* b_owner = nullptr;
 
   // Blocks of C's rows (or columns, when C is wider than tall): a power of
   // two, one per kGemmBlockWork multiply-adds, at most kMaxGemmBlocks, each
@@ -145,18 +157,47 @@ constexpr std::size_t kMaxGemmCalls = 4;
 // An operand stored twice in the calls (a Linear's backward reads its
 // output gradient as A of dx = g W and, transposed, of dW = g^T x) is
 // packed once: `same[i]` is the operand it shares a buffer with, else i.
+// `ready[i]`: operand i's rounded copy was taken from the open
+// Bf16Operands scope, already filled by an earlier product.
 struct PackedOperands {
   std::array<GemmCall<float, bf16_t>, kMaxGemmCalls> calls;
   std::size_t count = 0;
   std::array<std::size_t, 2 * kMaxGemmCalls> same{};
+  std::array<bool, 2 * kMaxGemmCalls> ready{};
 };
 PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls);
 // Packs operand `i` (A of call i / 2, or B) of `calls` into `packed`, sized by pack_operands.
 void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, const PackedOperands& packed);
 
+// x [rows, cols] (leading dimension ld) -> out [cols], each column summed in
+// double, rows in order: the bits of core::sum(x, {0}) (core/ops_reduce.cpp
+// folds leading rows the same way). A Linear's bias gradient, computed by
+// the threads of its backward's products in their region, in blocks of
+// kColumns columns, instead of in a region (and a reduction plan) of its own.
+template <class T>
+struct ColumnSums {
+  const T* x = nullptr;
+  int64_t rows = 0, cols = 0, ld = 0;
+  T* out = nullptr;
+
+  static constexpr int64_t kColumns = 256;
+  int64_t blocks() const { return (cols + kColumns - 1) / kColumns; }
+  void run_block(int64_t blk) const {
+    const int64_t c0 = blk * kColumns, n = std::min(kColumns, cols - c0);
+    double acc[kColumns];
+    for (int64_t c = 0; c < n; ++c) acc[c] = 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = x + r * ld + c0;
+#pragma omp simd
+      for (int64_t c = 0; c < n; ++c) acc[c] = acc[c] + row[c];
+    }
+    for (int64_t c = 0; c < n; ++c) out[c0 + c] = static_cast<T>(acc[c]);
+  }
+};
+
 template <class T, class Op>
 void run_calls(const GemmCall<T, Op>* calls, std::size_t count, const std::initializer_list<GemmCall<float>>* to_pack,
-               const PackedOperands* packed) {
+               const PackedOperands* packed, const ColumnSums<T>* sums) {
   struct Block {
     const GemmCall<T, Op>* call;
     int64_t index, count;
@@ -172,9 +213,15 @@ void run_calls(const GemmCall<T, Op>* calls, std::size_t count, const std::initi
     for (int64_t i = 0; i < n; ++i) blocks[static_cast<std::size_t>(total++)] = Block{&c, i, n};
   }
   const auto operands = static_cast<int64_t>(to_pack != nullptr ? 2 * to_pack->size() : 0);
-  if (total <= 1 || omp_in_parallel()) {
+  // Work item i: a GEMM block below `total`, then the column sums' blocks.
+  const int64_t items = total + (sums != nullptr ? sums->blocks() : 0);
+  const auto run = [&](int64_t i) {
+    if (i < total) blocks[i].call->run_block(blocks[i].index, blocks[i].count);
+    else sums->run_block(i - total);
+  };
+  if (items <= 1 || omp_in_parallel()) {
     for (int64_t i = 0; i < operands; ++i) pack_operand(*to_pack, static_cast<std::size_t>(i), *packed);
-    for (int64_t i = 0; i < total; ++i) blocks[i].call->run_block(blocks[i].index, blocks[i].count);
+    for (int64_t i = 0; i < items; ++i) run(i);
     return;
   }
   int cpus[kMaxTrackedThreads];
@@ -185,21 +232,22 @@ void run_calls(const GemmCall<T, Op>* calls, std::size_t count, const std::initi
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < operands; ++i) pack_operand(*to_pack, static_cast<std::size_t>(i), *packed);
 #pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t i = 0; i < total; ++i) blocks[i].call->run_block(blocks[i].index, blocks[i].count);
+    for (int64_t i = 0; i < items; ++i) run(i);
   }
   spread_if_shared(cpus, std::min(omp_get_max_threads(), kMaxTrackedThreads));
 }
 
+// `sums`, if given, runs in the same region (a Linear's bias gradient).
 template <class T>
-void parallel_gemms(std::initializer_list<GemmCall<T>> calls) {
+void parallel_gemms(std::initializer_list<GemmCall<T>> calls, const ColumnSums<T>* sums = nullptr) {
   if constexpr (std::is_same_v<T, float>) {
     if (gemm_precision() == GemmPrecision::bf16) {
       const PackedOperands packed = pack_operands(calls);
-      run_calls(packed.calls.data(), packed.count, &calls, &packed);
+      run_calls(packed.calls.data(), packed.count, &calls, &packed, sums);
       return;
     }
   }
-  run_calls<T, T>(calls.begin(), calls.size(), nullptr, nullptr);
+  run_calls<T, T>(calls.begin(), calls.size(), nullptr, nullptr, sums);
 }
 
 }  // namespace headlab::core::detail

@@ -7,10 +7,11 @@
 // accumulation into the caller's f32 C, strides and alpha / beta unchanged.
 // Dense operands are also what puts oneDNN's matmul on its brgemm kernels.
 //
-// The conversion is a pass over each operand per product: it reads 4 bytes
-// and writes 2 per element, against the 2 k (m or n) FLOPs each element
-// takes part in. Kernels that wrote their outputs in bf16 themselves
-// (LayerNorm, GELU, softmax) would remove it; docs/performance.md measures it.
+// The conversion is a pass over each operand: it reads 4 bytes and writes 2
+// per element, against the 2 k (m or n) FLOPs each element takes part in.
+// Inside a Bf16Operands scope (the training step) a Linear's input and
+// weight are rounded once for all the products that read them
+// (core/bf16_operands.h); docs/performance.md measures what is left.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/bf16_operands.h"
 #include "core/blas.h"
 #include "core/cpu_features.h"
 #include "core/gemm.h"
@@ -105,12 +107,8 @@ void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, flo
 
 namespace {
 
-// A call's operand i % 2 (A, B) as stored: [rows, cols] with leading dimension ld.
-struct Stored {
-  const float* data;
-  int64_t rows, cols, ld;
-};
-Stored stored(const GemmCall<float>& c, bool b) {
+// A call's operand (A, or B when `b`) as stored: [rows, cols] with leading dimension ld.
+StoredOperand stored(const GemmCall<float>& c, bool b) {
   if (!b) return {c.a, c.ta ? c.k : c.m, c.ta ? c.m : c.k, c.lda};
   return {c.b, c.tb ? c.n : c.k, c.tb ? c.k : c.n, c.ldb};
 }
@@ -124,17 +122,23 @@ PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
   packed.count = calls.size();
   std::array<const bf16_t*, 2 * kMaxGemmCalls> at{};
   for (std::size_t i = 0; i < 2 * packed.count; ++i) {
-    const Stored mine = stored(calls.begin()[i / 2], i % 2 == 1);
+    const GemmCall<float>& call = calls.begin()[i / 2];
+    const StoredOperand mine = stored(call, i % 2 == 1);
     packed.same[i] = i;
-    for (std::size_t j = 0; j < i; ++j) {
-      const Stored other = stored(calls.begin()[j / 2], j % 2 == 1);
-      if (packed.same[j] == j && other.data == mine.data && other.rows == mine.rows && other.cols == mine.cols &&
-          other.ld == mine.ld)
-        packed.same[i] = j;
-    }
+    for (std::size_t j = 0; j < i; ++j)
+      if (packed.same[j] == j && stored(calls.begin()[j / 2], j % 2 == 1) == mine) packed.same[i] = j;
     if (packed.same[i] != i) {
       at[i] = at[packed.same[i]];
       continue;
+    }
+    // Rounded by an earlier product of the open scope, or to be kept for the later ones.
+    const std::shared_ptr<Storage>* owner = i % 2 == 1 ? call.b_owner : call.a_owner;
+    if (owner != nullptr) {
+      if ((at[i] = find_bf16_operand(mine)) != nullptr) {
+        packed.ready[i] = true;
+        continue;
+      }
+      if ((at[i] = keep_bf16_operand(mine, *owner)) != nullptr) continue;
     }
     const auto size = static_cast<std::size_t>(mine.rows * mine.cols);
     if (buffers[i].size() < size) buffers[i].resize(size);
@@ -151,9 +155,10 @@ PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
 
 void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, const PackedOperands& packed) {
   const GemmCall<float>& c = calls.begin()[i / 2];
-  if (packed.same[i] != i) return;  // another operand's buffer, packed by that one
+  // Another operand's buffer, packed by that one; or a kept copy, packed by an earlier product.
+  if (packed.same[i] != i || packed.ready[i]) return;
   const bool b = i % 2 == 1;
-  const Stored from = stored(c, b);
+  const StoredOperand from = stored(c, b);
   const GemmCall<float, bf16_t>& to = packed.calls[i / 2];
   // The buffer is this operand's own (pack_operands): writing through it is safe.
   pack_bf16(from.data, from.rows, from.cols, from.ld, const_cast<bf16_t*>(b ? to.b : to.a));

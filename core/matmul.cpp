@@ -6,6 +6,7 @@
 // split into fixed blocks among the threads (core/blas.h); many small
 // products run in parallel across the batch, each on one thread.
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -66,6 +67,14 @@ std::vector<int64_t> batch_offsets(const Tensor& t, int64_t batch_rank) {
     out.swap(next);
   }
   return out;
+}
+
+// The storage `op` reads, when it is `source`'s own (not a contiguous copy
+// made for BLAS): what a Linear hands its products so that, in bf16 mixed
+// precision inside a Bf16Operands scope, the operand is rounded once for the
+// forward and the backward (core/bf16_operands.h). Null otherwise.
+const std::shared_ptr<Storage>* kept_storage(const Operand& op, const Tensor& source) {
+  return op.t.shares_storage(source) ? &op.t.storage() : nullptr;
 }
 
 }  // namespace
@@ -153,13 +162,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     T* pc = out.data<T>();
     if (bias.defined()) out.copy_(bias);  // rows start as the bias; GEMM adds x W^T (beta = 1)
     detail::parallel_gemms<T>({{A.trans, W.trans, rows, out_features, in, A.t.data<T>(), A.ld, W.t.data<T>(), W.ld,
-                                pc, out_features, T(1), bias.defined() ? T(1) : T(0)}});
+                                pc, out_features, T(1), bias.defined() ? T(1) : T(0), kept_storage(A, x),
+                                kept_storage(W, weight)}});
   });
   return out;
 }
 
 LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, bool want_dx,
-                            bool want_dweight) {
+                            bool want_dweight, bool want_dbias) {
   if (!grad.defined() || !x.defined() || !weight.defined() || grad.dim() != 2 || x.dim() != 2 || weight.dim() != 2 ||
       grad.size(0) != x.size(0) || grad.size(1) != weight.size(0) || x.size(1) != weight.size(1) ||
       grad.dtype() != x.dtype() || weight.dtype() != x.dtype())
@@ -173,24 +183,32 @@ LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w
   if (rows == 0 || out_features == 0 || in == 0) {  // empty sums
     if (want_dx) r.dx.fill_(0.0);
     if (want_dweight) r.dweight.fill_(0.0);
+    if (want_dbias) r.dbias = sum(grad, {0});
     return r;
   }
   const Operand G = prepare(grad, {}), X = prepare(x, {}), W = prepare(weight, {});
+  // The bias gradient joins the products' region when g is stored by rows.
+  const bool sums_inside = want_dbias && !G.trans && (want_dx || want_dweight);
+  if (want_dbias) r.dbias = sums_inside ? Tensor::empty({out_features}, x.dtype()) : sum(grad, {0});
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T *pg = G.t.data<T>(), *px = X.t.data<T>(), *pw = W.t.data<T>();
     // dx = g W: [N, out] @ [out, in].
     const detail::GemmCall<T> dx{G.trans, W.trans, rows, in, out_features, pg, G.ld, pw, W.ld,
-                                 want_dx ? r.dx.data<T>() : nullptr, in};
+                                 want_dx ? r.dx.data<T>() : nullptr, in, T(1), T(0), nullptr, kept_storage(W, weight)};
     // dW = g^T x: [out, N] @ [N, in]; g^T is g read with the transpose flag flipped.
     const detail::GemmCall<T> dw{!G.trans, X.trans, out_features, in, rows, pg, G.ld, px, X.ld,
-                                 want_dweight ? r.dweight.data<T>() : nullptr, in};
+                                 want_dweight ? r.dweight.data<T>() : nullptr, in, T(1), T(0), nullptr,
+                                 kept_storage(X, x)};
+    // db = g's column sums [out].
+    const detail::ColumnSums<T> db{pg, rows, out_features, G.ld, sums_inside ? r.dbias.data<T>() : nullptr};
+    const detail::ColumnSums<T>* sums = sums_inside ? &db : nullptr;
     if (want_dx && want_dweight)
-      detail::parallel_gemms<T>({dx, dw});
+      detail::parallel_gemms<T>({dx, dw}, sums);
     else if (want_dx)
-      detail::parallel_gemms<T>({dx});
+      detail::parallel_gemms<T>({dx}, sums);
     else if (want_dweight)
-      detail::parallel_gemms<T>({dw});
+      detail::parallel_gemms<T>({dw}, sums);
   });
   return r;
 }

@@ -71,11 +71,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // Its backward for grad [N, out]: dx = grad weight [N, in] and dweight =
 // grad^T x [out, in], each only if wanted (else undefined); the two GEMMs
 // share one parallel region.
+// With want_dbias, also dbias = grad's column sums [out] (core::sum(grad,
+// {0})'s bits), in the same region.
 struct LinearGrads {
-  Tensor dx, dweight;
+  Tensor dx, dweight, dbias;
 };
 LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, bool want_dx,
-                            bool want_dweight);
+                            bool want_dweight, bool want_dbias = false);
 
 // --- operators ---
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

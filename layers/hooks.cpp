@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "autograd/ops.h"
+#include "core/bf16_operands.h"
 #include "core/nearest_name.h"
 
 namespace headlab::layers {
@@ -88,6 +89,9 @@ Variable HookScope::visit_wanted(const char* point, const Variable& x, const Sha
   const std::string name = prefix + point;
   const Variable view = layout.empty() || layout == x.shape() ? x : autograd::reshape(x, layout);
   const Variable out = hooks->visit(name, view);
+  // The hook may have changed any tensor in place: no bf16 copy rounded
+  // before it may be used after it (core/bf16_operands.h).
+  core::forget_bf16_operands();
   if (out.node() == view.node()) return x;  // kept: no reshape back
   if (!out.defined() || out.shape() != view.shape() || out.dtype() != view.dtype())
     throw std::invalid_argument("hook '" + name + "' returned " +

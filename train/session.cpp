@@ -9,6 +9,7 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "core/bf16_operands.h"
 #include "core/ops.h"
 #include "core/shortest.h"
 #include "layers/init_scale.h"
@@ -186,6 +187,8 @@ StepResult Session::step() {
   StepResult r;
   if (config_.micro_batches == 1) {
     optimizer_->zero_grad();
+    // bf16: each weight and Linear input rounded once for forward and backward; closed before the optimizer.
+    const core::Bf16Operands rounded_once;
     const autograd::Variable logits = model_->forward(batch.tokens, batch.batch, batch.seq_len);
     const autograd::Variable loss = autograd::cross_entropy(logits, batch.targets, loss_dtype());
     const EvalResult scored = score_logits(logits.value(), batch.targets);
@@ -226,6 +229,7 @@ StepResult Session::forward_backward_slices(const Batch& batch) {
     if (j > 0 && world_->size() == 1 && stop_signal() != 0) return StepResult{.stopped = true};
     const Batch slice = rows_of(batch, (world_->rank() * mine + j) * rows, rows);
     optimizer_->zero_grad();
+    const core::Bf16Operands rounded_once;  // this slice's forward and backward (see step)
     const autograd::Variable logits = model_->forward(slice.tokens, slice.batch, slice.seq_len);
     const EvalResult scored = score_logits(logits.value(), slice.targets);
     const double share = targets > 0 ? static_cast<double>(scored.count) / targets : 0.0;

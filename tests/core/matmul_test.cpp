@@ -1,8 +1,11 @@
 // GEMM against a naive f64 reference: transposes, batches, broadcasting.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "core/ops.h"
 #include "core/random.h"
+#include "core/threads.h"
 
 namespace headlab::core {
 namespace {
@@ -117,6 +120,34 @@ TEST(Matmul, ShapeErrorsNameBothShapes) {
   EXPECT_THROW(matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 2})), std::invalid_argument);
   EXPECT_THROW(matmul(Tensor::zeros({2, 2}), Tensor::zeros({2, 2}, DType::f64)), std::invalid_argument);
   EXPECT_THROW(matmul(Tensor::scalar(1), Tensor::zeros({1})), std::invalid_argument);
+}
+
+
+// linear_backward's bias gradient, summed in its products' parallel region,
+// has core::sum(g, {0})'s bits: several column blocks (out > 256), 1 and 2
+// threads, with and without the other products, float and double, and a
+// transposed g (summed apart).
+TEST(Matmul, LinearBackwardsBiasGradientHasSumsBits) {
+  Generator gen(21);
+  const int threads = num_threads();
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    const Tensor g = gen.normal({300, 600}, 0.0, 1.0, dtype), x = gen.normal({300, 40}, 0.0, 1.0, dtype);
+    const Tensor w = gen.normal({600, 40}, 0.0, 1.0, dtype);
+    const Tensor g_t = gen.normal({600, 300}, 0.0, 1.0, dtype).transpose(0, 1);
+    for (const Tensor& grad : {g, g_t}) {
+      const Tensor want = sum(grad, {0});
+      const std::size_t bytes = static_cast<std::size_t>(want.numel()) * (dtype == DType::f64 ? 8 : 4);
+      for (const int t : {1, 2})
+        for (const bool dx : {true, false}) {
+          set_num_threads(t);
+          const LinearGrads d = linear_backward(grad, x, w, dx, true, true);
+          set_num_threads(threads);
+          ASSERT_EQ(d.dbias.shape(), want.shape());
+          EXPECT_EQ(std::memcmp(d.dbias.raw_data(), want.raw_data(), bytes), 0) << t << " thread(s), dx " << dx;
+          EXPECT_EQ(linear_backward(grad, x, w, dx, true).dbias.defined(), false);
+        }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+// The per-thread store of rounded operands: see bf16_operands.h.
+#include "core/bf16_operands.h"
+
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace headlab::core {
+namespace {
+
+struct Kept {
+  detail::StoredOperand op;
+  std::shared_ptr<Storage> owner;  // keeps op.data's memory from being freed and reused
+  std::vector<bf16_t> buffer;      // its capacity outlives the scope: the next step reuses it
+};
+
+// A step keeps a few operands per Linear (tens to a few hundred in all):
+// a linear search costs less than one row of rounding.
+struct Store {
+  bool open = false;
+  std::vector<Kept> kept;
+  std::size_t used = 0;  // kept[0, used) are this scope's
+
+  void forget() {
+    for (std::size_t i = 0; i < used; ++i) kept[i].owner.reset();
+    used = 0;
+  }
+};
+
+Store& store() {
+  thread_local Store s;
+  return s;
+}
+
+}  // namespace
+
+Bf16Operands::Bf16Operands() {
+  Store& s = store();
+  if (s.open) return;  // nested: the outer scope keeps its copies
+  s.open = true;
+  opened_ = true;
+}
+
+Bf16Operands::~Bf16Operands() {
+  if (!opened_) return;
+  Store& s = store();
+  s.forget();
+  s.open = false;
+}
+
+void forget_bf16_operands() { store().forget(); }
+
+namespace detail {
+
+const bf16_t* find_bf16_operand(const StoredOperand& op) {
+  const Store& s = store();
+  if (!s.open) return nullptr;
+  for (std::size_t i = 0; i < s.used; ++i)
+    if (s.kept[i].op == op) return s.kept[i].buffer.data();
+  return nullptr;
+}
+
+bf16_t* keep_bf16_operand(const StoredOperand& op, const std::shared_ptr<Storage>& owner) {
+  Store& s = store();
+  if (!s.open || owner == nullptr) return nullptr;
+  if (s.used == s.kept.size()) s.kept.emplace_back();
+  Kept& k = s.kept[s.used++];
+  k.op = op;
+  k.owner = owner;
+  k.buffer.resize(static_cast<std::size_t>(op.rows * op.cols));
+  return k.buffer.data();
+}
+
+}  // namespace detail
+}  // namespace headlab::core

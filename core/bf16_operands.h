@@ -1,0 +1,70 @@
+// bf16 mixed precision: operands rounded once per training step, not once
+// per product (docs/performance.md, "Rounded once per step").
+//
+// Every weight is read by two products of a step (the forward, and the
+// backward's dx = g W), and every Linear's input by two (the forward, and
+// dW = g^T x; QKV's shared input by six). Without this, each product
+// rounds its operands to bf16 in a pass of its own. While a Bf16Operands
+// scope is open on a thread, the Linears' products issued from that thread
+// keep each operand they round (keyed by its memory and layout, with its
+// storage held alive so that the address cannot be reused) and the later
+// products that read the same storage in the same layout take that copy.
+// Rounding is deterministic, so the products are the bits of the packing
+// path.
+//
+// A copy is valid only while its float32 source is unchanged. The scope is
+// for the training step's forward and backward, where the only writer of a
+// product's operands is headlab's own code, which never writes into a
+// value the graph saved (autograd's backward would read it too); the
+// optimizer, checkpoint loads and Python run outside it. User code inside
+// the scope can only be a hook: every hook visit drops every copy
+// (forget_bf16_operands, called by layers::HookScope), so whatever the hook
+// changes in place is rounded afresh by the next product that reads it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/bf16.h"
+
+namespace headlab::core {
+
+class Storage;
+
+// While alive, this thread's bf16 products reuse rounded operands (above).
+// Nested scopes are one: the outermost opens and closes. Closing drops every
+// copy and the storages they hold (the buffers are kept for the next scope).
+class Bf16Operands {
+ public:
+  Bf16Operands();
+  ~Bf16Operands();
+  Bf16Operands(const Bf16Operands&) = delete;
+  Bf16Operands& operator=(const Bf16Operands&) = delete;
+
+ private:
+  bool opened_ = false;
+};
+
+// Drops every copy of this thread's open scope (none open: nothing to do).
+void forget_bf16_operands();
+
+namespace detail {
+
+// An operand as stored: [rows, cols] floats with leading dimension ld at
+// `data`, inside `owner`'s memory.
+struct StoredOperand {
+  const float* data = nullptr;
+  int64_t rows = 0, cols = 0, ld = 0;
+  bool operator==(const StoredOperand&) const = default;
+};
+
+// The dense rounded copy of `op` kept by this thread's open scope, or null
+// (no scope, or not rounded yet).
+const bf16_t* find_bf16_operand(const StoredOperand& op);
+// A buffer of rows * cols bf16 for `op`, kept by the open scope (which holds
+// `owner` alive) for the later find_bf16_operand calls; the caller fills it
+// with op's rounding before any product reads it. Null without a scope.
+bf16_t* keep_bf16_operand(const StoredOperand& op, const std::shared_ptr<Storage>& owner);
+
+}  // namespace detail
+}  // namespace headlab::core

@@ -1,0 +1,136 @@
+// Operands rounded once per scope (core/bf16_operands.h): a Linear's
+// products inside a Bf16Operands scope give exactly the bits of the packing
+// path, reuse the rounded input and weight, and never use a copy whose
+// float32 source changed (a new scope, forget_bf16_operands) or whose
+// memory could have been reused (the scope holds the storage).
+#include "core/bf16_operands.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/gemm.h"
+#include "core/ops.h"
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace headlab::core {
+namespace {
+
+// bf16 products on the selected backend for the test's duration.
+class Bf16Products {
+ public:
+  Bf16Products() : saved_(gemm_precision()) { set_gemm_precision(GemmPrecision::bf16); }
+  ~Bf16Products() { set_gemm_precision(saved_); }
+  Bf16Products(const Bf16Products&) = delete;
+  Bf16Products& operator=(const Bf16Products&) = delete;
+
+ private:
+  GemmPrecision saved_;
+};
+
+bool identical_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  return std::memcmp(ac.raw_data(), bc.raw_data(), static_cast<std::size_t>(ac.numel()) * sizeof(float)) == 0;
+}
+
+// x [N, in] and weight [out, in] as a Linear stores them: how its products read them.
+detail::StoredOperand rows_of(const Tensor& t) { return {t.data<float>(), t.size(0), t.size(1), t.size(1)}; }
+
+#define SKIP_WITHOUT_BF16_UNITS_HERE() \
+  if (!cpu_has_native_bf16()) GTEST_SKIP() << "this CPU has no bf16 units (AVX512_BF16 or AMX-BF16)"
+
+struct LinearCase {
+  Tensor x, w, b, g;
+  explicit LinearCase(uint64_t seed) {
+    Generator gen(seed);
+    x = gen.normal({37, 24}, 0.0, 1.0, DType::f32);
+    w = gen.normal({20, 24}, 0.0, 1.0, DType::f32);
+    b = gen.normal({20}, 0.0, 1.0, DType::f32);
+    g = gen.normal({37, 20}, 0.0, 1.0, DType::f32);
+  }
+};
+
+TEST(Bf16Operands, ALinearsProductsInAScopeGiveThePackingPathsBits) {
+  SKIP_WITHOUT_BF16_UNITS_HERE();
+  const Bf16Products bf16;
+  const LinearCase c(5);
+  const Tensor y0 = linear(c.x, c.w, c.b);
+  const LinearGrads d0 = linear_backward(c.g, c.x, c.w, true, true);
+  EXPECT_EQ(detail::find_bf16_operand(rows_of(c.x)), nullptr);  // no scope: nothing kept
+  {
+    const Bf16Operands scope;
+    const Tensor y1 = linear(c.x, c.w, c.b);
+    // The forward kept both operands for the backward.
+    EXPECT_NE(detail::find_bf16_operand(rows_of(c.x)), nullptr);
+    EXPECT_NE(detail::find_bf16_operand(rows_of(c.w)), nullptr);
+    const LinearGrads d1 = linear_backward(c.g, c.x, c.w, true, true);
+    EXPECT_TRUE(identical_bits(y0, y1));
+    EXPECT_TRUE(identical_bits(d0.dx, d1.dx));
+    EXPECT_TRUE(identical_bits(d0.dweight, d1.dweight));
+    // A second forward of the same input and weight: the same bits again.
+    EXPECT_TRUE(identical_bits(y0, linear(c.x, c.w, c.b)));
+  }
+  EXPECT_EQ(detail::find_bf16_operand(rows_of(c.x)), nullptr);  // closed: dropped
+}
+
+// What the scope's contract rests on, shown both ways: inside one scope a
+// source changed in place is not seen (so only the training step, where
+// nothing writes a saved value, opens one), and forgetting, or a new
+// scope, rounds the changed source afresh.
+TEST(Bf16Operands, AWeightChangedInPlaceIsRoundedAfreshAfterForgetOrANewScope) {
+  SKIP_WITHOUT_BF16_UNITS_HERE();
+  const Bf16Products bf16;
+  const LinearCase c(6);
+  const Tensor before = linear(c.x, c.w, c.b);
+  const Tensor changed = c.w.clone();
+  changed.data<float>()[3] += 1.0f;  // the weight as the optimizer would leave it
+  const Tensor after = linear(c.x, changed, c.b);
+  ASSERT_FALSE(identical_bits(before, after));
+  Tensor w = c.w.clone();
+  {
+    const Bf16Operands scope;
+    EXPECT_TRUE(identical_bits(linear(c.x, w, c.b), before));
+    w.data<float>()[3] += 1.0f;
+    EXPECT_TRUE(identical_bits(linear(c.x, w, c.b), before));  // the kept copy: stale, by contract
+    forget_bf16_operands();                                     // what every hook visit does
+    EXPECT_TRUE(identical_bits(linear(c.x, w, c.b), after));
+    w.data<float>()[3] -= 1.0f;
+  }
+  {
+    const Bf16Operands next_step;
+    EXPECT_TRUE(identical_bits(linear(c.x, w, c.b), before));
+  }
+}
+
+// A rounded input whose tensor is freed inside the scope must not be taken
+// for a new tensor that lands at the same address: the scope keeps the
+// storage alive, so no new tensor can.
+TEST(Bf16Operands, AFreedInputsAddressIsNotReusedWithinTheScope) {
+  SKIP_WITHOUT_BF16_UNITS_HERE();
+  const Bf16Products bf16;
+  const LinearCase c(7);
+  Generator gen(8);
+  std::vector<Tensor> inputs, outputs;
+  {
+    const Bf16Operands scope;
+    const float* first = nullptr;
+    {
+      const Tensor x1 = gen.normal({37, 24}, 0.0, 1.0, DType::f32);
+      first = x1.data<float>();
+      (void)linear(x1, c.w, c.b);
+    }  // x1's tensor is gone; the scope still holds its storage
+    for (int i = 0; i < 4; ++i) {
+      inputs.push_back(gen.normal({37, 24}, 0.0, 1.0, DType::f32));
+      EXPECT_NE(inputs.back().data<float>(), first);
+      outputs.push_back(linear(inputs.back(), c.w, c.b));
+    }
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i)  // the reference: no scope, every operand rounded afresh
+    EXPECT_TRUE(identical_bits(outputs[i], linear(inputs[i], c.w, c.b))) << i;
+}
+
+}  // namespace
+}  // namespace headlab::core
