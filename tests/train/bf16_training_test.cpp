@@ -14,7 +14,9 @@
 #include "analysis/analyze_model.h"
 #include "analysis/heads_json.h"
 #include "core/gemm.h"
+#include "core/safetensors.h"
 #include "core/threads.h"
+#include "tests/precision.h"
 #include "tests/train/test_util.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -26,20 +28,7 @@ namespace {
 
 using test::flat_weights;
 
-// Sets the GEMM precision for a scope, as the CLI's --precision does for a process.
-class PrecisionScope {
- public:
-  explicit PrecisionScope(core::GemmPrecision p) : previous_(core::gemm_precision()) { core::set_gemm_precision(p); }
-  ~PrecisionScope() { core::set_gemm_precision(previous_); }
-  PrecisionScope(const PrecisionScope&) = delete;
-  PrecisionScope& operator=(const PrecisionScope&) = delete;
-
- private:
-  core::GemmPrecision previous_;
-};
-
-#define SKIP_WITHOUT_BF16_UNITS() \
-  if (!core::cpu_has_native_bf16()) GTEST_SKIP() << "this CPU has no bf16 units (AVX512_BF16 or AMX-BF16)"
+using headlab::test::PrecisionScope;
 
 struct Trained {
   std::vector<double> losses;  // per step
@@ -119,17 +108,26 @@ TEST(Bf16Training, ResumeEqualsTheUninterruptedRunBitForBit) {
   EXPECT_EQ(flat_weights(resumed.model()), flat_weights(straight.model()));
 }
 
-TEST(Bf16Training, ThePrecisionKeyRoundTripsAndOldConfigsReadAsF32) {
+// A checkpoint from before the key trained in f32: it reads as f32 even
+// where HEADLAB_PRECISION=bf16 makes bf16 the default of a new config.
+TEST(Bf16Training, ThePrecisionKeyRoundTripsAndOldCheckpointsReadAsF32) {
   TrainConfig c;
   c.precision = "bf16";
   TrainConfig back;
   apply_json(back, to_json(c), "test");
   EXPECT_EQ(back.precision, "bf16");
-  nlohmann::json old = to_json(TrainConfig{});
-  old.erase("precision");  // a config.json or checkpoint from before the key
-  TrainConfig fresh;
-  apply_json(fresh, old, "test");
-  EXPECT_EQ(fresh.precision, "f32");
+  c.model.d_model = 16;
+  const auto path = (std::filesystem::temp_directory_path() / ("headlab-old-" + std::to_string(::getpid()))).string();
+  Session(c).save(path);
+  EXPECT_EQ(read_checkpoint(path).info.config.precision, "bf16");
+  core::SafetensorsFile file = core::load_safetensors(path);
+  nlohmann::json old = nlohmann::json::parse(file.metadata.at("config"));
+  old.erase("precision");
+  file.metadata["config"] = old.dump();
+  core::save_safetensors(path, file.tensors, file.metadata, file.integers);
+  const std::string read = read_checkpoint(path).info.config.precision;
+  std::filesystem::remove(path);
+  EXPECT_EQ(read, "f32");
   c.precision = "fp8";
   EXPECT_THROW(c.validate(), UsageError);
 }
