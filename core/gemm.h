@@ -43,13 +43,19 @@ std::string default_gemm_backend_name();
 
 enum class GemmPrecision { f32, bf16 };
 
-// The precision of every float32 GEMM from now on (process-wide; f32 until
-// set), as the products see it: f32 while any F32Gemms is alive.
+// The precision of every float32 GEMM from now on (process-wide), as the
+// products see it: f32 while any F32Gemms is alive. Before any call it is
+// HEADLAB_PRECISION's value ("f32" or "bf16"), else f32, as HEADLAB_GEMM
+// sets the backend: the suite runs in bf16 under HEADLAB_PRECISION=bf16.
+// gemm_precision() throws std::invalid_argument when HEADLAB_PRECISION holds
+// anything else, or bf16 on a CPU without bf16 units (cpu_has_native_bf16).
 GemmPrecision gemm_precision();
 void set_gemm_precision(GemmPrecision precision);
 // "f32" / "bf16" -> the precision; anything else throws std::invalid_argument.
 GemmPrecision parse_gemm_precision(const std::string& name);
 const char* gemm_precision_name(GemmPrecision precision);
+// HEADLAB_PRECISION's text if set, else "f32": the default a CLI flag shows.
+std::string default_gemm_precision_name();
 
 // Whether the CPU multiplies bf16 natively (AVX512_BF16, or AMX-BF16, in
 // cpuid; AVX-512 enabled by the OS). Without it oneDNN emulates bf16 at a
@@ -57,6 +63,10 @@ const char* gemm_precision_name(GemmPrecision precision);
 // environment variable HEADLAB_NO_CPU_BF16=1 makes it say false on any CPU,
 // so that the refusal can be tested on a CPU that has the units.
 bool cpu_has_native_bf16();
+// Why bf16 is refused without them, for the messages of the flag and of
+// HEADLAB_PRECISION.
+inline constexpr const char* kNoBf16Units =
+    "this CPU has no bf16 units (no AVX512_BF16 or AMX-BF16), so bf16 products would be emulated, slower than float32";
 
 // While alive, every float32 GEMM runs in f32 whatever the precision set:
 // the head analysis measures the model, not the arithmetic that trained it,

@@ -2,6 +2,14 @@
 """Summarize induction-task runs (the README's showcase): per run and per group.
 
     scripts/induction_showcase.py RUN_DIR...
+    scripts/induction_showcase.py RUN_DIR... --against REFERENCE_DIR...
+
+With --against, each run is also compared with the reference run in the same
+place (the same seed in another precision, say): whether the verdict and the
+labels agree, and how far its training loss (the 50-step windows of
+metrics.jsonl) strays from the reference's, in three phases: through the
+plateau and the loss drop (steps 0-599, relative gap), the fall that follows
+(600-999, absolute) and the rest (from 1000, absolute).
 
 Reads each run folder's heads.json and metrics.jsonl, as headlab writes them:
   success        final eval accuracy >= 0.9 on the held-out batch
@@ -80,7 +88,23 @@ def summarize(run):
         "has_prev_L0": best_prev >= THRESHOLD, "has_ind_L1": best_ind1 is not None and best_ind1 >= THRESHOLD,
         "prev_emerged": prev_emerged, "ind_emerged": ind_emerged, "drop": drop, "phase_change": visible,
         "labels": " ".join(h["name"] + ":" + h["label"] for h in heads["heads"]),
+        "verdict": (heads["verdict"]["success"], heads["verdict"]["specialized"], heads["verdict"]["distinct_labels"]),
+        "windows": {l["step"]: l["loss"] for l in history if "loss" in l},
     }
+
+
+def compare(run, ref):
+    """One line: run against its reference run."""
+    a, b = ref["windows"], run["windows"]
+    steps = sorted(set(a) & set(b))
+    phase = lambda lo, hi, rel: max((abs(b[s] - a[s]) / (a[s] if rel else 1) for s in steps if lo < s <= hi), default=0)
+    same = lambda k: "same" if run[k] == ref[k] else f"{ref[k]} -> {run[k]}"
+    score = lambda k: " -> ".join("-" if r[k] is None else f"{r[k]:.2f}" for r in (ref, run))
+    return (f"{Path(run['run']).name} vs {Path(ref['run']).name}: verdict {same('verdict')}, labels {same('labels')}, "
+            f"accuracy {ref['accuracy']:.4f} -> {run['accuracy']:.4f}, prev L0 {score('prev_L0')}, "
+            f"ind L1 {score('ind_L1')}, emerged {same('ind_emerged')}, "
+            f"drop {same('drop')}; loss windows: steps 0-599 {100 * phase(0, 600, True):.1f}%, "
+            f"600-999 {phase(600, 1000, False):.3f}, 1000- {phase(1000, float('inf'), False):.4f}")
 
 
 def main():
@@ -88,8 +112,12 @@ def main():
                                      epilog=__doc__.split("\n\n", 2)[2],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run folder of headlab train")
+    parser.add_argument("--against", nargs="+", metavar="REFERENCE_DIR", default=[],
+                        help="compare each run with the reference run in the same place")
     args = parser.parse_args()
-    for p in args.runs:
+    if args.against and len(args.against) != len(args.runs):
+        parser.error(f"--against takes one reference run per run: {len(args.runs)} runs, {len(args.against)} references")
+    for p in args.runs + args.against:
         for name in ("heads.json", "metrics.jsonl"):
             if not (Path(p) / name).is_file():
                 parser.exit(2, f"{parser.prog}: error: {p} has no {name} (not a finished headlab run folder)\n")
@@ -115,6 +143,10 @@ def main():
             print(f"  induction emergence steps: {em}")
         if dr:
             print(f"  loss-drop steps: {dr}")
+    if args.against:
+        print()
+        for run, ref in zip(runs, [summarize(Path(p)) for p in args.against]):
+            print(compare(run, ref))
 
 
 if __name__ == "__main__":

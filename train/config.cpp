@@ -55,6 +55,7 @@ bool fits(const nlohmann::json& value) {
 }  // namespace
 
 std::string default_gemm_backend() { return core::default_gemm_backend_name(); }
+std::string default_gemm_precision() { return core::default_gemm_precision_name(); }
 
 void TrainConfig::validate() const {
   // Strings go into config.json and checkpoints as JSON, which holds UTF-8 only.
@@ -138,7 +139,8 @@ void TrainConfig::validate() const {
                                                std::to_string(threads));
   require(gemm == "onednn" || gemm == "openblas",
           "--gemm must be onednn or openblas, got '" + gemm + "' (HEADLAB_GEMM, if set, is the default)");
-  require(precision == "f32" || precision == "bf16", "--precision must be f32 or bf16, got '" + precision + "'");
+  require(precision == "f32" || precision == "bf16",
+          "--precision must be f32 or bf16, got '" + precision + "' (HEADLAB_PRECISION, if set, is the default)");
   require_positive("eval-batch", eval_batch);
   require_non_negative("log-every", log_every);
   require_non_negative("analyze-every", analyze_every);

@@ -32,6 +32,8 @@ inline constexpr bool is_negated_v<Negated<Bool>> = true;
 
 // HEADLAB_GEMM's value if set, else "onednn" (core::default_gemm_backend_name).
 std::string default_gemm_backend();
+// HEADLAB_PRECISION's value if set, else "f32" (core::default_gemm_precision_name).
+std::string default_gemm_precision();
 
 // The largest --eps: beyond it Adam's update is lr * m / eps, a slowed SGD.
 inline constexpr double kMaxEps = 1e-2;
@@ -89,7 +91,7 @@ struct TrainConfig {
   // The float32 GEMMs' precision (core/gemm.h): "f32", or "bf16" (operands
   // rounded to bfloat16, f32 accumulation and outputs; weights, optimizer,
   // loss and every other op stay f32). The head analysis always runs in f32.
-  std::string precision = "f32";
+  std::string precision = default_gemm_precision();
   int64_t eval_batch = 512;
   int64_t log_every = 50;
   int64_t analyze_every = 100;    // 0: only at the end
@@ -160,7 +162,7 @@ struct TrainConfig {
     f("gemm", c.gemm, "GEMM backend: onednn or openblas (default: $HEADLAB_GEMM, else onednn)");
     f("precision", c.precision,
       "f32 or bf16: the model's matrix products in float32, or with bfloat16 operands (f32 accumulation; weights, "
-      "optimizer and the other ops stay f32; needs a CPU with bf16 units)");
+      "optimizer and the other ops stay f32; needs a CPU with bf16 units; default: $HEADLAB_PRECISION, else f32)");
     f("eval-batch", c.eval_batch, "sequences in the fixed evaluation batch");
     f("log-every", c.log_every, "log and record metrics every N steps (0: only at the end)");
     f("analyze-every", c.analyze_every, "analyze the heads every N steps (0: only at the end)");

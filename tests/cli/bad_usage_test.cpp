@@ -413,7 +413,21 @@ TEST(Bf16Refusal, WithoutBf16UnitsEveryCommandRefusesBf16NamingF32) {
     EXPECT_TRUE(clean_failure(r, 2, {"--precision bf16", "no bf16 units", "use --precision f32"})) << args[0];
     EXPECT_EQ(r.out, "") << args[0];
   }
+  // HEADLAB_PRECISION=bf16 makes bf16 the default: refused the same way,
+  // naming the variable; so is a value that is no precision.
+  const char* saved = std::getenv("HEADLAB_PRECISION");
+  const std::string previous = saved ? saved : "";
+  ::setenv("HEADLAB_PRECISION", "bf16", 1);
+  const RunResult by_default = run_headlab(train_command(cwd / "out", {}), cwd.path());
+  EXPECT_TRUE(clean_failure(by_default, 2, {"--precision bf16", "no bf16 units", "HEADLAB_PRECISION"}));
   ::unsetenv("HEADLAB_NO_CPU_BF16");
+  ::setenv("HEADLAB_PRECISION", "fp8", 1);
+  const RunResult bad = run_headlab(train_command(cwd / "out", {}), cwd.path());
+  EXPECT_TRUE(clean_failure(bad, 2, {"--precision must be f32 or bf16, got 'fp8'", "HEADLAB_PRECISION"}));
+  if (saved)
+    ::setenv("HEADLAB_PRECISION", previous.c_str(), 1);
+  else
+    ::unsetenv("HEADLAB_PRECISION");
   EXPECT_TRUE(is_empty_dir(cwd.path()));
   // And f32 runs there as ever.
   ::setenv("HEADLAB_NO_CPU_BF16", "1", 1);

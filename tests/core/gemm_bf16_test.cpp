@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -25,6 +27,7 @@
 #include "core/ops.h"
 #include "core/random.h"
 #include "tests/core/gemm_test_util.h"
+#include "tests/precision.h"
 #include "core/tensor.h"
 #include "core/threads.h"
 
@@ -52,9 +55,6 @@ class Scope {
 using test::random_floats;
 
 double rounded(float x) { return from_bf16(to_bf16(x)); }
-
-#define SKIP_WITHOUT_BF16_UNITS() \
-  if (!cpu_has_native_bf16()) GTEST_SKIP() << "this CPU has no bf16 units (AVX512_BF16 or AMX-BF16)"
 
 TEST(Bf16, RoundsToNearestTiesToEven) {
   EXPECT_EQ(to_bf16(1.0f), 0x3F80);
@@ -112,6 +112,43 @@ TEST(Bf16, PrecisionsByNameAndTheF32Guard) {
     EXPECT_EQ(gemm_precision(), GemmPrecision::f32);
   }
   EXPECT_EQ(gemm_precision(), GemmPrecision::bf16);
+}
+
+// HEADLAB_PRECISION is the default precision, read at the first use as
+// HEADLAB_GEMM is for the backend; a bad value, or bf16 on a CPU without
+// bf16 units (as the CLI refuses --precision bf16), is an error naming it.
+// Read once per process: each case runs in a process of its own, started
+// afresh (the threadsafe death-test style re-executes the binary).
+TEST(Bf16DeathTest, HeadlabPrecisionIsTheDefaultAndIsChecked) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const char* saved = std::getenv("HEADLAB_PRECISION");
+  const std::string previous = saved ? saved : "";
+  // Unset first: a child re-runs the test from its start, with the
+  // environment its parent had when it started it.
+  ::unsetenv("HEADLAB_NO_CPU_BF16");
+  const bool units = cpu_has_native_bf16();
+  // Exits 10 for bf16, 11 for f32, 12 after printing the error.
+  const auto first_use = [] {
+    try {
+      std::_Exit(gemm_precision() == GemmPrecision::bf16 ? 10 : 11);
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      std::_Exit(12);
+    }
+  };
+  ::setenv("HEADLAB_PRECISION", "f32", 1);
+  EXPECT_EXIT(first_use(), testing::ExitedWithCode(11), "");
+  ::setenv("HEADLAB_PRECISION", "fp8", 1);
+  EXPECT_EXIT(first_use(), testing::ExitedWithCode(12), "HEADLAB_PRECISION must be f32 or bf16, got 'fp8'");
+  ::setenv("HEADLAB_PRECISION", "bf16", 1);
+  EXPECT_EXIT(first_use(), testing::ExitedWithCode(units ? 10 : 12), "");
+  ::setenv("HEADLAB_NO_CPU_BF16", "1", 1);
+  EXPECT_EXIT(first_use(), testing::ExitedWithCode(12), "HEADLAB_PRECISION=bf16: this CPU has no bf16 units");
+  ::unsetenv("HEADLAB_NO_CPU_BF16");
+  if (saved)
+    ::setenv("HEADLAB_PRECISION", previous.c_str(), 1);
+  else
+    ::unsetenv("HEADLAB_PRECISION");
 }
 
 class Bf16Gemm : public ::testing::TestWithParam<std::tuple<GemmBackend, bool, bool, float, float>> {};

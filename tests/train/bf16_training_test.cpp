@@ -1,8 +1,9 @@
 // Training in bf16 mixed precision (--precision bf16, core/gemm.h): the
-// default demo learns what it learns in f32, with a loss curve close to
-// f32's; resume is exact within bf16; the key round-trips through config
-// JSON and checkpoints; the head analysis gives the same numbers under
-// either precision. Skipped on a CPU without bf16 units.
+// default demo and the induction showcase learn what they learn in f32,
+// with loss curves close to f32's; resume is exact within bf16; the key
+// round-trips through config JSON and checkpoints; the head analysis gives
+// the same numbers under either precision. Skipped on a CPU without bf16
+// units.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 #include "analysis/analyze_model.h"
 #include "analysis/heads_json.h"
 #include "core/gemm.h"
+#include "core/safetensors.h"
 #include "core/threads.h"
+#include "tests/precision.h"
 #include "tests/train/test_util.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -26,20 +29,7 @@ namespace {
 
 using test::flat_weights;
 
-// Sets the GEMM precision for a scope, as the CLI's --precision does for a process.
-class PrecisionScope {
- public:
-  explicit PrecisionScope(core::GemmPrecision p) : previous_(core::gemm_precision()) { core::set_gemm_precision(p); }
-  ~PrecisionScope() { core::set_gemm_precision(previous_); }
-  PrecisionScope(const PrecisionScope&) = delete;
-  PrecisionScope& operator=(const PrecisionScope&) = delete;
-
- private:
-  core::GemmPrecision previous_;
-};
-
-#define SKIP_WITHOUT_BF16_UNITS() \
-  if (!core::cpu_has_native_bf16()) GTEST_SKIP() << "this CPU has no bf16 units (AVX512_BF16 or AMX-BF16)"
+using headlab::test::PrecisionScope;
 
 struct Trained {
   std::vector<double> losses;  // per step
@@ -47,10 +37,9 @@ struct Trained {
   std::vector<double> weights;
 };
 
-// The default demo (`headlab train` with no flags: 600 steps), then the head
-// analysis; on one thread, as the CLI's --threads 0 picks for it.
-Trained train_demo(core::GemmPrecision precision) {
-  TrainConfig c;
+// Trains `c` in `precision`, then the head analysis; on one thread, as the
+// CLI's --threads 0 picks for these toy models.
+Trained train_in(TrainConfig c, core::GemmPrecision precision) {
   c.precision = core::gemm_precision_name(precision);
   const PrecisionScope scope(precision);
   const int threads = core::num_threads();
@@ -82,7 +71,9 @@ std::vector<double> windows(const std::vector<double>& losses) {
 // trajectory a little, not where it goes.
 TEST(Bf16Training, TheDemoReachesF32sVerdictAndAccuracyWithACloseLossCurve) {
   SKIP_WITHOUT_BF16_UNITS();
-  const Trained f32 = train_demo(core::GemmPrecision::f32), bf16 = train_demo(core::GemmPrecision::bf16);
+  // The default demo: `headlab train` with no flags, 600 steps.
+  const Trained f32 = train_in(TrainConfig{}, core::GemmPrecision::f32),
+                bf16 = train_in(TrainConfig{}, core::GemmPrecision::bf16);
   EXPECT_NE(f32.weights, bf16.weights) << "bf16 trained the same bits as f32: it did not run in bf16";
   EXPECT_EQ(bf16.run.verdict.specialized, f32.run.verdict.specialized);
   EXPECT_TRUE(bf16.run.verdict.specialized);
@@ -95,6 +86,62 @@ TEST(Bf16Training, TheDemoReachesF32sVerdictAndAccuracyWithACloseLossCurve) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t w = 0; w < a.size(); ++w)
     EXPECT_NEAR(b[w], a[w], 0.01 + 0.03 * a[w]) << "steps " << 50 * w << "-" << 50 * w + 49;
+}
+
+// The induction showcase's setting (README, "Interventions and the induction
+// showcase"), seed 0: 2 attention-only layers of 2 heads, d_model 32, 3000
+// steps. The tolerance, from its 5 seeds in both precisions
+// (docs/performance.md, "The induction showcase in bf16"; Zen 5, oneDNN):
+// the same verdict, labels and heads found; final accuracy within 0.002
+// (0.0012 measured); the 50-step windows of the plateau and the loss drop
+// (steps 0-599) within 0.01 + 3% of f32's (2.3% measured), and from step
+// 1000 on, where both are below 0.05, within 0.02 (0.013 measured). Between
+// them the last 0.3 nats fall at times that bf16's rounding moves (by up to
+// 200 steps, a gap of 0.2 nats): not held window by window.
+TEST(Bf16Training, TheInductionShowcaseFindsF32sCircuitWithACloseLossCurve) {
+  SKIP_WITHOUT_BF16_UNITS();
+  // It sets each precision itself: the bf16 suite pass would only repeat it.
+  if (headlab::test::in_bf16()) GTEST_SKIP() << "the f32 passes run it (it trains in both precisions)";
+#if defined(__SANITIZE_ADDRESS__)
+  // Its 6000 steps would take minutes under the sanitizers (the demo's 1200
+  // take 35 s there) and run no code the demo's test does not: its numbers
+  // are the Release passes' to check.
+  GTEST_SKIP() << "numbers, not memory: the Release passes run it";
+#endif
+  TrainConfig c;
+  c.task = "induction";
+  c.model.layers = 2;
+  c.model.attn_only = true;
+  c.model.heads = 2;
+  c.model.d_model = 32;
+  c.steps = 3000;
+  const Trained f32 = train_in(c, core::GemmPrecision::f32), bf16 = train_in(c, core::GemmPrecision::bf16);
+  EXPECT_NE(f32.weights, bf16.weights) << "bf16 trained the same bits as f32: it did not run in bf16";
+  EXPECT_TRUE(bf16.run.verdict.success());
+  EXPECT_EQ(bf16.run.verdict.success(), f32.run.verdict.success());
+  EXPECT_EQ(bf16.run.verdict.specialized, f32.run.verdict.specialized);
+  EXPECT_EQ(bf16.run.verdict.roles_found, f32.run.verdict.roles_found);
+  EXPECT_EQ(bf16.run.verdict.distinct_labels, f32.run.verdict.distinct_labels);
+  for (const Trained* t : {&f32, &bf16}) {
+    const analysis::RunAnalysis& run = t->run;
+    EXPECT_GE(*run.accuracy, 0.9) << "solved";
+    // A previous-token head in layer 0 and induction heads in layer 1, at
+    // the task's positions (scripts/induction_showcase.py's threshold).
+    EXPECT_GE(std::max(*run.at(0, 0).task.previous_token, *run.at(0, 1).task.previous_token), 0.5);
+    for (int64_t h = 0; h < 2; ++h) EXPECT_GE(*run.at(1, h).task.induction, 0.5) << "L1H" << h;
+  }
+  for (int64_t l = 0; l < 2; ++l)
+    for (int64_t h = 0; h < 2; ++h)
+      EXPECT_EQ(analysis::label_name(bf16.run.at(l, h).label), analysis::label_name(f32.run.at(l, h).label))
+          << "L" << l << "H" << h;
+  EXPECT_NEAR(*bf16.run.accuracy, *f32.run.accuracy, 0.002);
+  const std::vector<double> a = windows(f32.losses), b = windows(bf16.losses);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.size(), 60u);
+  for (std::size_t w = 0; w < 12; ++w)
+    EXPECT_NEAR(b[w], a[w], 0.01 + 0.03 * a[w]) << "steps " << 50 * w << "-" << 50 * w + 49;
+  for (std::size_t w = 20; w < a.size(); ++w)
+    EXPECT_NEAR(b[w], a[w], 0.02) << "steps " << 50 * w << "-" << 50 * w + 49;
 }
 
 TEST(Bf16Training, ResumeEqualsTheUninterruptedRunBitForBit) {
@@ -119,17 +166,26 @@ TEST(Bf16Training, ResumeEqualsTheUninterruptedRunBitForBit) {
   EXPECT_EQ(flat_weights(resumed.model()), flat_weights(straight.model()));
 }
 
-TEST(Bf16Training, ThePrecisionKeyRoundTripsAndOldConfigsReadAsF32) {
+// A checkpoint from before the key trained in f32: it reads as f32 even
+// where HEADLAB_PRECISION=bf16 makes bf16 the default of a new config.
+TEST(Bf16Training, ThePrecisionKeyRoundTripsAndOldCheckpointsReadAsF32) {
   TrainConfig c;
   c.precision = "bf16";
   TrainConfig back;
   apply_json(back, to_json(c), "test");
   EXPECT_EQ(back.precision, "bf16");
-  nlohmann::json old = to_json(TrainConfig{});
-  old.erase("precision");  // a config.json or checkpoint from before the key
-  TrainConfig fresh;
-  apply_json(fresh, old, "test");
-  EXPECT_EQ(fresh.precision, "f32");
+  c.model.d_model = 16;
+  const auto path = (std::filesystem::temp_directory_path() / ("headlab-old-" + std::to_string(::getpid()))).string();
+  Session(c).save(path);
+  EXPECT_EQ(read_checkpoint(path).info.config.precision, "bf16");
+  core::SafetensorsFile file = core::load_safetensors(path);
+  nlohmann::json old = nlohmann::json::parse(file.metadata.at("config"));
+  old.erase("precision");
+  file.metadata["config"] = old.dump();
+  core::save_safetensors(path, file.tensors, file.metadata, file.integers);
+  const std::string read = read_checkpoint(path).info.config.precision;
+  std::filesystem::remove(path);
+  EXPECT_EQ(read, "f32");
   c.precision = "fp8";
   EXPECT_THROW(c.validate(), UsageError);
 }

@@ -120,22 +120,32 @@ TEST(TrainConfig, EpsAboveTheLimitIsRefusedSayingWhy) {
   EXPECT_NE(m.find("lr * m / eps"), std::string::npos) << m;
 }
 
-TEST(TrainConfig, GemmBackendComesFromTheEnvironmentAndIsChecked) {
-  const char* saved = std::getenv("HEADLAB_GEMM");
+// A flag whose default is an environment variable's value: `value` there
+// becomes the default, `fallback` without it, and "bogus" is refused naming
+// the flag, the value and the variable.
+void expect_default_from(const char* variable, const char* flag, std::string TrainConfig::*field,
+                         const std::string& value, const std::string& fallback) {
+  SCOPED_TRACE(variable);
+  const char* saved = std::getenv(variable);
   const std::string previous = saved ? saved : "";
-  ::setenv("HEADLAB_GEMM", "openblas", 1);
-  EXPECT_EQ(TrainConfig().gemm, "openblas");
-  ::unsetenv("HEADLAB_GEMM");
-  EXPECT_EQ(TrainConfig().gemm, "onednn");
-  ::setenv("HEADLAB_GEMM", "bogus", 1);
+  ::setenv(variable, value.c_str(), 1);
+  EXPECT_EQ(TrainConfig().*field, value);
+  ::unsetenv(variable);
+  EXPECT_EQ(TrainConfig().*field, fallback);
+  ::setenv(variable, "bogus", 1);
   const std::string m = error_of(TrainConfig());
-  EXPECT_NE(m.find("--gemm"), std::string::npos) << m;
+  EXPECT_NE(m.find(flag), std::string::npos) << m;
   EXPECT_NE(m.find("'bogus'"), std::string::npos) << m;
-  EXPECT_NE(m.find("HEADLAB_GEMM"), std::string::npos) << m;
+  EXPECT_NE(m.find(variable), std::string::npos) << m;
   if (saved)
-    ::setenv("HEADLAB_GEMM", previous.c_str(), 1);
+    ::setenv(variable, previous.c_str(), 1);
   else
-    ::unsetenv("HEADLAB_GEMM");
+    ::unsetenv(variable);
+}
+
+TEST(TrainConfig, GemmBackendAndPrecisionComeFromTheEnvironmentAndAreChecked) {
+  expect_default_from("HEADLAB_GEMM", "--gemm", &TrainConfig::gemm, "openblas", "onednn");
+  expect_default_from("HEADLAB_PRECISION", "--precision", &TrainConfig::precision, "bf16", "f32");
 }
 
 TEST(TrainConfig, JsonRoundTripKeepsEveryField) {

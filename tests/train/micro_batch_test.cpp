@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "test_util.h"
+#include "tests/precision.h"
 #include "train/errors.h"
 #include "train/run_builder.h"
 #include "train/session.h"
@@ -57,7 +58,12 @@ void expect_same_training(TrainConfig whole, int64_t slices, int steps) {
   ASSERT_EQ(wa.size(), wb.size());
   double worst = 0;
   for (std::size_t i = 0; i < wa.size(); ++i) worst = std::max(worst, std::abs(wa[i] - wb[i]));
-  EXPECT_LT(worst, 1e-5) << "the weights after " << steps << " steps drift apart";
+  // In bf16 (the suite's bf16 pass) a weight whose last f32 bits differ can
+  // round to a neighbouring bf16 value in the next step's products, a jump
+  // of up to 2^-8 of itself in that operand: the gap grows faster (2.4e-5
+  // at most, measured on Zen 5 with 4 slices after 3 steps).
+  EXPECT_LT(worst, headlab::test::precision_bound(1e-5, 1e-4))
+      << "the weights after " << steps << " steps drift apart";
   // The steps moved the weights, so equal weights say something.
   Session fresh(whole);
   EXPECT_NE(flat_weights(fresh.model()), wa);

@@ -93,8 +93,8 @@ void use_precision(const std::string& name) {
     throw train::UsageError("--precision must be f32 or bf16, got '" + name + "'");
   }
   if (precision == core::GemmPrecision::bf16 && !core::cpu_has_native_bf16())
-    throw train::UsageError("--precision bf16: this CPU has no bf16 units (no AVX512_BF16 or AMX-BF16), so bf16 "
-                            "products would be emulated, slower than float32; use --precision f32");
+    throw train::UsageError(std::string("--precision bf16: ") + core::kNoBf16Units +
+                            "; use --precision f32 (HEADLAB_PRECISION, if set, is the default)");
   core::set_gemm_precision(precision);
 }
 
