@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/grad_in_place.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "core/nn_kernels.h"
@@ -68,6 +69,15 @@ Variable layer_norm_node(const Variable& x, const Variable& weight, const Variab
       std::move(r.y), {x, weight, bias},
       [mean = r.mean, rstd = r.rstd](std::vector<Variable>& in, const Tensor& g) {
         const Tensor w_val = in[1].defined() ? in[1].value() : Tensor();
+        // x's gradient may already hold another use's (the residual stream's
+        // after its add): then dx is added into it in the kernel's pass.
+        const Tensor into = in[0].requires_grad() ? grad_to_add_into(in[0]) : Tensor();
+        if (into.defined()) {
+          const core::LayerNormGrads d = core::layer_norm_backward_into(g, in[0].value(), w_val, mean, rstd, into);
+          if (in[1].requires_grad()) in[1].accumulate_grad(d.dweight);
+          if (in[2].requires_grad()) in[2].accumulate_grad(d.dbias);
+          return;
+        }
         core::LayerNormGrads d = core::layer_norm_backward(g, in[0].value(), w_val, mean, rstd);
         if (in[0].requires_grad()) in[0].accumulate_grad(d.dx);
         if (in[1].requires_grad()) in[1].accumulate_grad(d.dweight);

@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "autograd/grad_in_place.h"
 #include "core/ops.h"
 
 namespace headlab::autograd {
@@ -147,6 +148,15 @@ void Variable::accumulate_grad(const Tensor& g) const {
     n.grad = core::add(n.grad, g);  // out of place: g or the old gradient may be shared
   else
     n.grad = n.backward ? g : owned(g);  // an intermediate's gradient is only read, once
+}
+
+Tensor grad_to_add_into(const Variable& v) {
+  const Node* n = v.node();
+  if (n == nullptr || !n->backward || n->freed) return Tensor();
+  const Tensor& g = n->grad;
+  // use_count 1: the node alone holds the storage (no view, no copy elsewhere).
+  if (!g.defined() || !g.is_contiguous() || g.storage().use_count() != 1) return Tensor();
+  return g;
 }
 
 void Variable::zero_grad() const {

@@ -189,9 +189,13 @@ void layer_norm_fwd(const T* x, const T* addend, T* sum, const T* w, const T* b,
 // order does not depend on the thread count.
 constexpr int64_t kLayerNormBlock = 32;
 
+// With `accumulate`, dx already holds a gradient and each row's dx is added
+// to it (dx = dx + that row's dx, as core::add would) in the same pass: the
+// row's dx goes to a row buffer first, so the sum is rounded exactly as two
+// passes round it (no multiply-add is contracted across the two).
 template <class T>
 void layer_norm_bwd(const T* dy, const T* x, const T* w, const T* mean, const T* rstd, T* dx, T* dw, T* db,
-                    RowView v) {
+                    RowView v, bool accumulate) {
   const int64_t D = v.cols;
   const int64_t blocks = (v.rows + kLayerNormBlock - 1) / kLayerNormBlock;
   std::vector<T> ones;
@@ -202,6 +206,8 @@ void layer_norm_bwd(const T* dy, const T* x, const T* w, const T* mean, const T*
   // Per block of rows: partial sums of dy * xhat (dweight) and dy (dbias).
   std::vector<T> part_w(static_cast<std::size_t>(blocks * D), T(0));
   std::vector<T> part_b(static_cast<std::size_t>(blocks * D), T(0));
+  // When accumulating: a row's dx, one buffer per block of rows.
+  std::vector<T> rows(accumulate ? static_cast<std::size_t>(blocks * D) : 0);
   const T inv_d = static_cast<T>(1.0 / static_cast<double>(D));
 #pragma omp parallel for schedule(static) if (parallel(v.rows * D))
   for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -225,8 +231,13 @@ void layer_norm_bwd(const T* dy, const T* x, const T* w, const T* mean, const T*
         pb[c] += dyr[c];
       }
       const T mg = sum_g * inv_d, mgx = sum_gx * inv_d;
+      T* out = accumulate ? rows.data() + blk * D : dxr;
 #pragma omp simd
-      for (int64_t c = 0; c < D; ++c) dxr[c] = rs * (dyr[c] * w[c] - mg - (xr[c] - mu) * rs * mgx);
+      for (int64_t c = 0; c < D; ++c) out[c] = rs * (dyr[c] * w[c] - mg - (xr[c] - mu) * rs * mgx);
+      if (accumulate) {
+#pragma omp simd
+        for (int64_t c = 0; c < D; ++c) dxr[c] = dxr[c] + out[c];
+      }
     }
   }
   // The blocks in order, in double: the same bits for any thread count.
@@ -375,9 +386,11 @@ AddLayerNormResult add_layer_norm_forward(const Tensor& a, const Tensor& b, cons
   return out;
 }
 
-LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                   const Tensor& rstd) {
-  const char* op = "layer_norm_backward";
+namespace {
+
+// layer_norm_backward, or with a defined `dx_into` its accumulating form.
+LayerNormGrads layer_norm_grads(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                const Tensor& rstd, const Tensor& dx_into, const char* op) {
   check_same(dy, x, op, "dy", "x");
   const RowView v = rows_of(x, op);
   if (weight.defined()) check_vector(weight, v.cols, x.dtype(), op, "weight");
@@ -388,18 +401,36 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
                                   " (x's shape without its last axis)");
     t->check_dtype(x.dtype(), op);
   }
+  const bool accumulate = dx_into.defined();
+  if (accumulate && (dx_into.shape() != x.shape() || dx_into.dtype() != x.dtype() || !dx_into.is_contiguous()))
+    throw std::invalid_argument(std::string(op) + ": dx_into must be contiguous with x's shape and dtype " +
+                                to_string(x.shape()) + " " + to_string(x.dtype()) + ", got " +
+                                to_string(dx_into.shape()) + " " + to_string(dx_into.dtype()));
   const Tensor dyc = dy.contiguous(), xc = x.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
   const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
-  LayerNormGrads g{Tensor::empty(x.shape(), x.dtype()),
+  LayerNormGrads g{accumulate ? dx_into : Tensor::empty(x.shape(), x.dtype()),
                    weight.defined() ? Tensor::empty({v.cols}, x.dtype()) : Tensor(),
                    Tensor::empty({v.cols}, x.dtype())};
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     layer_norm_bwd<T>(dyc.data<T>(), xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr, mc.data<T>(),
                       rc.data<T>(), g.dx.data<T>(), g.dweight.defined() ? g.dweight.data<T>() : nullptr,
-                      g.dbias.data<T>(), v);
+                      g.dbias.data<T>(), v, accumulate);
   });
   return g;
+}
+
+}  // namespace
+
+LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& rstd) {
+  return layer_norm_grads(dy, x, weight, mean, rstd, Tensor(), "layer_norm_backward");
+}
+
+LayerNormGrads layer_norm_backward_into(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                        const Tensor& rstd, const Tensor& dx_into) {
+  if (!dx_into.defined()) throw std::invalid_argument("layer_norm_backward_into: dx_into is undefined");
+  return layer_norm_grads(dy, x, weight, mean, rstd, dx_into, "layer_norm_backward_into");
 }
 
 Tensor embedding_forward(const Tensor& weight, std::span<const int32_t> ids) {

@@ -66,6 +66,13 @@ struct LayerNormGrads {
 };
 LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd);
+// The same, with dx added into dx_into (a gradient already gathered for x:
+// contiguous, x's shape and dtype) in the same pass over the rows rather
+// than returned apart: dx_into becomes core::add(dx_into, dx), bit for bit,
+// and is the result's dx. The residual stream's gradient takes LayerNorm's
+// dx so, with no [N, D] array written and read again.
+LayerNormGrads layer_norm_backward_into(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                        const Tensor& rstd, const Tensor& dx_into);
 
 // Row gather: weight [V, D], ids [n] -> out [n, D] with out[i] = weight[ids[i]].
 // An id outside [0, V) throws std::invalid_argument naming the id and V.

@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "autograd/grad_in_place.h"
 #include "autograd/ops.h"
 #include "autograd/variable.h"
 #include "test_util.h"
@@ -83,6 +84,42 @@ TEST(Backward, LeafGradientsNeverShareStorage) {
   y.backward(tensor({1, 1}, {2}));
   EXPECT_FALSE(a.grad().shares_storage(b.grad()));
   EXPECT_TRUE(a.grad().is_contiguous());
+}
+
+// An op whose backward records whether its input's gradient could take its
+// own in place (grad_to_add_into), then adds its gradient as usual.
+Variable probe_in_place(const Variable& x, bool& could) {
+  return Variable::from_op(
+      x.value().clone(), {x},
+      [&could](std::vector<Variable>& in, const Tensor& g) {
+        could = grad_to_add_into(in[0]).defined();
+        in[0].accumulate_grad(g);
+      },
+      "probe");
+}
+
+TEST(GradToAddInto, OnlyAnIntermediatesGradientThatNothingElseHolds) {
+  Variable x = param({1, 2}, {2});
+  // h * 2.0 runs first (reverse topological order) and gives h a fresh
+  // gradient that h alone holds: the probe may add into it.
+  Variable h = x * 3.0;
+  bool could = false;
+  (probe_in_place(h, could) + h * 2.0).backward(tensor({1, 1}, {2}));
+  EXPECT_TRUE(could);
+  EXPECT_TRUE(all_near(grad_of(x), {9, 9}));
+  // h + 0.0 hands on the very gradient the probe's output also holds.
+  x.zero_grad();
+  Variable h2 = x * 3.0;
+  could = true;
+  (probe_in_place(h2, could) + (h2 + 0.0)).backward(tensor({1, 1}, {2}));
+  EXPECT_FALSE(could);
+  EXPECT_TRUE(all_near(grad_of(x), {6, 6}));
+  // A leaf's gradient may be held outside the graph (an optimizer's state).
+  x.zero_grad();
+  could = true;
+  (probe_in_place(x, could) + x * 2.0).backward(tensor({1, 1}, {2}));
+  EXPECT_FALSE(could);
+  EXPECT_TRUE(all_near(grad_of(x), {3, 3}));
 }
 
 TEST(Backward, FreesTheGraphAfterwards) {

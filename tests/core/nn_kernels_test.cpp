@@ -199,6 +199,29 @@ TEST(LayerNormKernel, UndefinedWeightAndBiasMeanOneAndZero) {
   EXPECT_TRUE(g.dbias.defined());
 }
 
+TEST(LayerNormKernel, BackwardIntoAddsDxToTheGradientGivenBitForBit) {
+  // 70 rows: more than one block of rows (32), the last one partial.
+  for (const DType dtype : {DType::f64, DType::f32}) {
+    const Tensor x = normal({70, 24}, 31, dtype), w = normal({24}, 32, dtype), dy = normal({70, 24}, 33, dtype);
+    const Tensor earlier = normal({70, 24}, 34, dtype);
+    const LayerNormResult r = layer_norm_forward(x, w, w, 1e-5);
+    const LayerNormGrads apart = layer_norm_backward(dy, x, w, r.mean, r.rstd);
+    Tensor into = earlier.clone();
+    const LayerNormGrads fused = layer_norm_backward_into(dy, x, w, r.mean, r.rstd, into);
+    EXPECT_EQ(into.to_vector(), add(earlier, apart.dx).to_vector()) << to_string(dtype);
+    EXPECT_TRUE(fused.dx.shares_storage(into)) << "the result's dx is dx_into itself";
+    EXPECT_EQ(fused.dweight.to_vector(), apart.dweight.to_vector()) << to_string(dtype);
+    EXPECT_EQ(fused.dbias.to_vector(), apart.dbias.to_vector()) << to_string(dtype);
+  }
+  const Tensor x = normal({3, 4}, 35), dy = normal({3, 4}, 36);
+  const LayerNormResult r = layer_norm_forward(x, Tensor(), Tensor(), 1e-5);
+  EXPECT_THROW(layer_norm_backward_into(dy, x, Tensor(), r.mean, r.rstd, Tensor()), std::invalid_argument);
+  EXPECT_THROW(layer_norm_backward_into(dy, x, Tensor(), r.mean, r.rstd, normal({4, 3}, 37).transpose(0, 1)),
+               std::invalid_argument);
+  EXPECT_THROW(layer_norm_backward_into(dy, x, Tensor(), r.mean, r.rstd, normal({3, 4}, 38, DType::f32)),
+               std::invalid_argument);
+}
+
 TEST(LayerNormKernel, RejectsAWeightOfTheWrongSize) {
   const Tensor x = normal({2, 4}, 20);
   EXPECT_THROW(layer_norm_forward(x, Tensor::ones({3}, DType::f64), Tensor(), 1e-5), std::invalid_argument);
@@ -307,6 +330,8 @@ TEST(NnKernels, ResultsAreBitIdenticalForOneOrTwoThreads) {
     const CrossEntropyResult ce = cross_entropy_forward(x, targets);
     const LayerNormResult ln = layer_norm_forward(x, w, w, 1e-5);
     const LayerNormGrads lg = layer_norm_backward(dy, x, w, ln.mean, ln.rstd);
+    Tensor into = x.clone();
+    layer_norm_backward_into(dy, x, w, ln.mean, ln.rstd, into);
     const Tensor emb = embedding_backward(dy, ids, 5);
     return std::vector<Tensor>{p,
                                softmax_backward(p, dy),
@@ -318,6 +343,7 @@ TEST(NnKernels, ResultsAreBitIdenticalForOneOrTwoThreads) {
                                lg.dx,
                                lg.dweight,
                                lg.dbias,
+                               into,
                                gelu_forward(x),
                                gelu_backward(x, dy),
                                bias_gelu_forward(x.clone(), w, true).y,
