@@ -252,10 +252,7 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
         throw UsageError(path + ": tensor \"" + name + "\" holds " + core::shortest(t.data<double>()[*at]) +
                          " at element " + std::to_string(*at) +
                          ", beyond float32's range (the model computes in float32; the file is damaged)");
-  // A checkpoint from before the precision key trained in f32, whatever
-  // HEADLAB_PRECISION says now: the run's precision, not the default.
-  ck.info.config.precision = "f32";
-  apply_json(ck.info.config, parse_meta_json(meta, "config", path), path + " (config)");
+  ck.info.config = stored_config(parse_meta_json(meta, "config", path), path + " (config)");
   ck.info.task = meta_at(meta, "task", path);
   ck.info.step = parse_step(meta_at(meta, "step", path), path);
   ck.info.data_rng = parse_rng(parse_meta_json(meta, "rng.data", path), path);

@@ -288,4 +288,11 @@ void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string&
   }
 }
 
+TrainConfig stored_config(const nlohmann::json& j, const std::string& source) {
+  TrainConfig config;
+  config.precision = "f32";  // before the keys: a stored "precision" wins
+  apply_json(config, j, source);
+  return config;
+}
+
 }  // namespace headlab::train

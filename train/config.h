@@ -194,5 +194,11 @@ nlohmann::json to_json(const TrainConfig& config);
 // Applies the keys of `j` onto `config`; an unknown key or a wrong type is a
 // UsageError naming the key (and `source`, e.g. the file name).
 void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string& source);
+// The config an earlier run or sweep stored (a checkpoint's, a run's or a
+// sweep's config.json, a shard's file): `j` applied as by apply_json, except
+// that a missing "precision" is f32, not the default. The stored run trained
+// before the key existed, in f32, whatever HEADLAB_PRECISION says now: the
+// defaults are for new runs only.
+TrainConfig stored_config(const nlohmann::json& j, const std::string& source);
 
 }  // namespace headlab::train

@@ -148,6 +148,29 @@ TEST(TrainConfig, GemmBackendAndPrecisionComeFromTheEnvironmentAndAreChecked) {
   expect_default_from("HEADLAB_PRECISION", "--precision", &TrainConfig::precision, "bf16", "f32");
 }
 
+// A stored config without the precision key is from before it, when every
+// run trained in f32: f32 even where HEADLAB_PRECISION=bf16 makes bf16 the
+// default of a new config; a stored key is kept.
+TEST(TrainConfig, AStoredConfigWithoutPrecisionIsF32WhateverTheDefault) {
+  const char* saved = std::getenv("HEADLAB_PRECISION");
+  const std::string previous = saved ? saved : "";
+  ::setenv("HEADLAB_PRECISION", "bf16", 1);
+  const TrainConfig fresh;
+  nlohmann::json old = to_json(fresh);
+  old.erase("precision");
+  const TrainConfig read_old = stored_config(old, "old");
+  const TrainConfig read_new = stored_config(to_json(fresh), "new");
+  if (saved)
+    ::setenv("HEADLAB_PRECISION", previous.c_str(), 1);
+  else
+    ::unsetenv("HEADLAB_PRECISION");
+  EXPECT_EQ(fresh.precision, "bf16");
+  EXPECT_EQ(read_new.precision, "bf16");
+  EXPECT_EQ(read_old.precision, "f32");
+  old["precision"] = "f32";
+  EXPECT_EQ(to_json(read_old), old) << "every other key as stored";
+}
+
 TEST(TrainConfig, JsonRoundTripKeepsEveryField) {
   TrainConfig c;
   c.task = "induction";
