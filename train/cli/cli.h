@@ -63,6 +63,10 @@ double train_flops_per_step(const train::TrainConfig& config);
 // Reads --config FILE.json onto `config` (UsageError on any problem);
 // returns the keys it set.
 std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path);
+// Reads the config.json an earlier sweep wrote (train::stored_config: without
+// a "precision" key, f32); UsageError on any problem, after `where`, which
+// names the file.
+train::TrainConfig stored_config_file(const std::string& path, const std::string& where);
 
 // Whether a stream may carry ANSI codes (colours, the progress bar): a
 // terminal, NO_COLOR unset or empty, and no MPI launcher in between.

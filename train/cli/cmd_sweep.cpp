@@ -131,6 +131,11 @@ struct Sweep {
   std::string task() const { return config.data.empty() ? config.task : "data"; }
 };
 
+// DIR/config.json: the settings every run of the sweep reads (--config).
+void write_config(const Sweep& sweep) {
+  train::write_file_atomic(sweep.dir + "/config.json", train::to_json(sweep.config).dump(2) + "\n");
+}
+
 std::vector<std::string> train_argv(const Sweep& sweep, const train::SweepRun& run, bool resume) {
   const std::string folder = sweep.dir + "/" + run.dir;
   // An interrupted run of `sweep --resume` goes on from its checkpoint.
@@ -385,7 +390,7 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
   Sweep sweep;
   sweep.dir = dir;
   if (!first.contains("config")) throw train::UsageError(where + ": " + first_name + " holds no \"config\"");
-  train::apply_json(sweep.config, first.at("config"), where + ": " + first_name + " \"config\"");
+  sweep.config = train::stored_config(first.at("config"), where + ": " + first_name + " \"config\"");
   sweep.plan = train::plan_from_json(first, where + ": " + first_name);
   const std::vector<train::SweepRun> plan = sweep.plan.runs();
   std::map<std::string, train::SweepRun> by_dir;
@@ -448,10 +453,11 @@ void validate_plan(const Sweep& sweep) {
 // sweep.json written when it started, checked as strictly as flags.
 void read_resumed_plan(Sweep& sweep, const SweepArgs& args, bool jobs_given) {
   sweep.dir = trimmed_dir(args.resume);
-  const std::string plan_path = sweep.dir + "/sweep.json";
-  if (!fs::is_regular_file(sweep.dir + "/config.json") || !fs::is_regular_file(plan_path))
+  const std::string config_path = sweep.dir + "/config.json", plan_path = sweep.dir + "/sweep.json";
+  if (!fs::is_regular_file(config_path) || !fs::is_regular_file(plan_path))
     throw train::UsageError("--resume " + sweep.dir + ": not a sweep folder (it needs config.json and sweep.json)");
-  apply_config_file(sweep.config, sweep.dir + "/config.json");
+  // As its runs so far trained: a folder from before the precision key, in f32.
+  sweep.config = stored_config_file(config_path, "--resume " + sweep.dir + ": " + config_path);
   const nlohmann::json saved = read_plan_file(plan_path, "--resume " + sweep.dir);
   sweep.plan = train::plan_from_json(saved, "--resume " + sweep.dir + ": " + plan_path);
   // The --jobs of the first sweep, unless given again (a sweep.json of an older headlab has none: one per core).
@@ -507,8 +513,7 @@ void write_shard_config(const Sweep& sweep) {
   const std::string path = sweep.dir + "/config.json";
   const nlohmann::json ours = train::to_json(sweep.config);
   if (fs::is_regular_file(path)) {
-    train::TrainConfig theirs;
-    apply_config_file(theirs, path);
+    const train::TrainConfig theirs = stored_config_file(path, "--out " + sweep.dir + ": " + path);
     const std::vector<std::string> diff = train::differing_keys(train::to_json(theirs), ours);
     if (!diff.empty()) {
       std::string keys;
@@ -517,7 +522,7 @@ void write_shard_config(const Sweep& sweep) {
                               keys + "); give the shards of one sweep the same flags, or use another --out");
     }
   }
-  train::write_file_atomic(path, ours.dump(2) + "\n");
+  write_config(sweep);
 }
 
 int run_sweep(const SweepArgs& args, const ConfigFlags& flags, bool jobs_given) {
@@ -572,6 +577,11 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags, bool jobs_given) 
     plan = sweep.plan.runs();
     if (!args.resume.empty()) {
       lock = std::make_unique<train::SweepLock>(sweep.dir, std::nullopt);
+      // The runs started now read config.json (--config), where a missing
+      // key would take this process's default (HEADLAB_PRECISION's for the
+      // precision): written again from the settings read, every key is the
+      // sweep's own.
+      write_config(sweep);
     } else {
       sweep.dir = trimmed_dir(args.out.empty() ? train::default_run_dir("sweep-" + sweep.task()) : args.out);
       // The shards share the folder (each overwrites only its own runs).
@@ -579,7 +589,7 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags, bool jobs_given) 
       if (shard) {
         lock->exclusively([&] { write_shard_config(sweep); });
       } else {
-        train::write_file_atomic(sweep.dir + "/config.json", train::to_json(sweep.config).dump(2) + "\n");
+        write_config(sweep);
       }
     }
   });

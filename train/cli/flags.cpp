@@ -114,27 +114,43 @@ int use_threads(int requested, double flops_per_step) {
   return requested;
 }
 
-std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path) {
+namespace {
+
+// The JSON of a config file, read with the limits of user input; messages
+// start with `where`, which names the file.
+nlohmann::json read_config_json(const std::string& path, const std::string& where) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw train::UsageError("--config " + path + ": cannot read the file");
+  if (!in) throw train::UsageError(where + ": cannot read the file");
   // A config is a few hundred bytes; a bound keeps --config /dev/zero finite.
   constexpr std::size_t kMaxBytes = 1 << 20;
   std::string text(kMaxBytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<std::size_t>(in.gcount()));
   if (text.size() > kMaxBytes)
-    throw train::UsageError("--config " + path + ": the file is over " + std::to_string(kMaxBytes) +
+    throw train::UsageError(where + ": the file is over " + std::to_string(kMaxBytes) +
                             " bytes, not a config of flag names and values");
   nlohmann::json j;
   try {
     j = train::parse_user_json(text);
   } catch (const std::invalid_argument& e) {
-    throw train::UsageError("--config " + path + ": invalid JSON (" + e.what() + ")");
+    throw train::UsageError(where + ": invalid JSON (" + e.what() + ")");
   }
-  train::apply_json(config, j, "--config " + path);
+  return j;
+}
+
+}  // namespace
+
+std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path) {
+  const std::string where = "--config " + path;
+  const nlohmann::json j = read_config_json(path, where);
+  train::apply_json(config, j, where);
   std::vector<std::string> keys;
   for (const auto& item : j.items()) keys.push_back(item.key());
   return keys;
+}
+
+train::TrainConfig stored_config_file(const std::string& path, const std::string& where) {
+  return train::stored_config(read_config_json(path, where), where);
 }
 
 namespace {

@@ -1,0 +1,73 @@
+// `sweep --resume` of a folder from before the precision key: its runs so
+// far trained in f32, and so must those it starts or resumes now, even where
+// HEADLAB_PRECISION=bf16 makes bf16 the default of a new sweep.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/cli/fixtures.h"
+
+namespace headlab::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(SweepResume, AFolderWithoutThePrecisionKeyGoesOnInF32WhateverHeadlabPrecision) {
+  TempDir cwd;
+  const std::string sweep = cwd / "sweep";
+  // In f32 even in the suite's bf16 pass: as every sweep before the key.
+  std::vector<std::string> args = {"sweep", "--seeds", "0-2", "--jobs", "1", "--out", sweep, "--precision", "f32"};
+  for (const std::string& flag : tiny({{"--steps", "2"}, {"--threads", "-"}})) args.push_back(flag);
+  const RunResult first = run_headlab(args, cwd.path());
+  ASSERT_EQ(first.exit_code, 0) << first.describe();
+
+  // The folder as an older headlab leaves a stopped sweep: no "precision"
+  // anywhere, h2-s1 stopped after its checkpoint, h2-s2 not started.
+  const auto drop_precision = [](nlohmann::json& config) { EXPECT_EQ(config.erase("precision"), 1u); };
+  for (const std::string& path : {sweep + "/config.json", sweep + "/h2-s0/config.json", sweep + "/h2-s1/config.json"}) {
+    nlohmann::json config = nlohmann::json::parse(read_bytes(path));
+    drop_precision(config);
+    write_bytes(path, config.dump(2) + "\n");
+  }
+  nlohmann::json plan = nlohmann::json::parse(read_bytes(sweep + "/sweep.json"));
+  drop_precision(plan.at("config"));
+  write_bytes(sweep + "/sweep.json", plan.dump(2) + "\n");
+  RawSafetensors checkpoint = RawSafetensors::read(sweep + "/h2-s1/checkpoint.safetensors");
+  nlohmann::json stored = checkpoint.meta_json("config");
+  drop_precision(stored);
+  checkpoint.set_meta_json("config", stored);
+  write_bytes(sweep + "/h2-s1/checkpoint.safetensors", checkpoint.bytes());
+  fs::remove(sweep + "/h2-s1/heads.json");
+  fs::remove_all(sweep + "/h2-s2");
+
+  // HEADLAB_NO_CPU_BF16=1 refuses bf16 on any CPU (core::cpu_has_native_bf16):
+  // a run that took the bf16 default would fail on every machine, not only
+  // on one without bf16 units.
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved;
+  for (const char* name : {"HEADLAB_PRECISION", "HEADLAB_NO_CPU_BF16"})
+    saved.emplace_back(name, std::getenv(name) ? std::optional<std::string>(std::getenv(name)) : std::nullopt);
+  ::setenv("HEADLAB_PRECISION", "bf16", 1);
+  ::setenv("HEADLAB_NO_CPU_BF16", "1", 1);
+  const RunResult resumed = run_headlab({"sweep", "--resume", sweep}, cwd.path());
+  for (const auto& [name, value] : saved) {
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+
+  EXPECT_TRUE(fs::exists(sweep + "/h2-s1/heads.json")) << "h2-s1 went on from its checkpoint";
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(sweep + "/h2-s2/config.json")).at("precision"), "f32");
+  EXPECT_EQ(RawSafetensors::read(sweep + "/h2-s2/checkpoint.safetensors").meta_json("config").at("precision"), "f32");
+  // The sweep's own files now say what its runs trained in.
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(sweep + "/config.json")).at("precision"), "f32");
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(sweep + "/sweep.json")).at("config").at("precision"), "f32");
+}
+
+}  // namespace
+}  // namespace headlab::cli_test
