@@ -33,8 +33,9 @@ std::string find_snapshot(const std::string& run_dir, int64_t step);
 // Removes the oldest snapshots beyond the newest `keep` (0: keeps all).
 void prune_snapshots(const std::string& run_dir, int64_t keep);
 
-// Each snapshot's attention on row `example` of `eval` (one forward pass of a
-// single sequence each), for report.html's slider; none without snapshots.
+// Each snapshot's head labels on `eval` and attention on its row `example`
+// (one forward pass of the batch each), for report.html's slider; none
+// without snapshots.
 std::vector<analysis::SnapshotView> snapshot_views(const std::string& run_dir, const Batch& eval, int64_t example);
 
 }  // namespace headlab::train
