@@ -7,6 +7,7 @@
 
 #include "analysis/run_analysis.h"
 #include "autograd/variable.h"
+#include "core/gemm.h"
 #include "layers/probe.h"
 #include "train/checkpoint.h"
 #include "train/errors.h"
@@ -64,6 +65,7 @@ void prune_snapshots(const std::string& run_dir, int64_t keep) {
 }
 
 std::vector<analysis::SnapshotView> snapshot_views(const std::string& run_dir, const Batch& eval, int64_t example) {
+  const core::F32Gemms f32_gemms;  // the slider shows head analysis: f32 under any --precision (analyze_model.cpp)
   std::vector<analysis::SnapshotView> views;
   for (const int64_t step : snapshot_steps(run_dir)) {
     const std::string path = snapshot_path(run_dir, step);

@@ -35,7 +35,8 @@ void prune_snapshots(const std::string& run_dir, int64_t keep);
 
 // Each snapshot's head labels on `eval` and attention on its row `example`
 // (one forward pass of the batch each), for report.html's slider; none
-// without snapshots.
+// without snapshots. In f32 under any precision, as the rest of the head
+// analysis.
 std::vector<analysis::SnapshotView> snapshot_views(const std::string& run_dir, const Batch& eval, int64_t example);
 
 }  // namespace headlab::train

@@ -1,12 +1,17 @@
 // Snapshot files by name: their steps, the one of a step (or a message that
-// lists the steps there are) and --keep-snapshots' pruning.
+// lists the steps there are) and --keep-snapshots' pruning; the report's
+// views of the snapshots, computed in f32 under any precision.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "core/gemm.h"
+#include "tests/precision.h"
 #include "train/errors.h"
+#include "train/session.h"
 #include "train/snapshots.h"
 
 namespace headlab::train {
@@ -58,6 +63,34 @@ TEST(Snapshots, ARunWithoutSnapshotsSaysHowToKeepThem) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("--snapshot-every"), std::string::npos) << e.what();
   }
+}
+
+// The slider's labels and attention are head analysis, so they are f32's
+// under --precision bf16 too, exactly. Without the f32 guard the bf16
+// forward changes the attention on a CPU with bf16 units, and throws on one
+// without (oneDNN has no bf16 matmul there): no skip on either.
+TEST(Snapshots, TheViewsAreF32sUnderBf16Precision) {
+  RunDir run;
+  TrainConfig c;
+  c.model.d_model = 16;
+  c.batch = 8;
+  c.eval_batch = 8;
+  Session s(c);
+  s.step();
+  s.save(snapshot_path(run.path.string(), s.steps_done()));
+  auto views_in = [&](core::GemmPrecision precision) {
+    const headlab::test::PrecisionScope scope(precision);
+    return snapshot_views(run.path.string(), s.eval_batch(), 1);
+  };
+  const std::vector<analysis::SnapshotView> f32 = views_in(core::GemmPrecision::f32),
+                                            bf16 = views_in(core::GemmPrecision::bf16);
+  ASSERT_EQ(f32.size(), 1u);
+  ASSERT_EQ(bf16.size(), 1u);
+  EXPECT_EQ(bf16[0].step, f32[0].step);
+  EXPECT_EQ(bf16[0].labels, f32[0].labels);
+  EXPECT_EQ(bf16[0].example.tokens, f32[0].example.tokens);
+  EXPECT_FALSE(f32[0].example.attention.empty());
+  EXPECT_TRUE(bf16[0].example.attention == f32[0].example.attention) << "the example's attention differs in bf16";
 }
 
 }  // namespace
