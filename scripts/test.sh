@@ -7,7 +7,7 @@
 # (pytest) and its notebook (examples/*.ipynb, executed headless),
 # then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer
 # (all but the tests labelled "browser": Chromium's code is not instrumented;
-# and the long repetitions of stress_tests),
+# and the long repetitions of stress_tests, not built there),
 # then each libFuzzer target for a bounded time (HEADLAB_FUZZ_SECONDS, 30).
 #
 #   scripts/test.sh               all of it
@@ -88,6 +88,17 @@ scripts/setup.sh --all --python
 # and its notebook.
 scripts/install_packages.sh python3 chromium clang libclang-rt-14-dev \
   python3-pytest python3-nbclient python3-ipykernel python3-matplotlib python3-pandas
+# The fuzzers' clang build runs from here on beside everything else, at the
+# lowest priority, so that it takes only the time the rest leaves idle: the
+# tests wait on the processes they start and the builds on their slowest
+# file. Started after the Release build, it is done by the fuzzers' turn.
+fuzz_build=""
+if [ "${1:-}" != "--fast" ]; then
+  fuzz_log=$(mktemp)
+  setsid nice -n 19 fuzz/run.sh --build >"$fuzz_log" 2>&1 &  # its own process group, stopped with the script
+  fuzz_build=$!
+  trap 'kill -- -"$fuzz_build" 2>/dev/null || true; rm -f "$fuzz_log"' EXIT
+fi
 HEADLAB_GEMM=onednn HEADLAB_PRECISION=f32 run_ctest build
 HEADLAB_GEMM=openblas HEADLAB_PRECISION=f32 run_ctest build --label-regex "$gemm_labels"
 # The same tests with every float32 product in bf16 mixed precision
@@ -108,16 +119,9 @@ if [ "${1:-}" = "--fast" ]; then
 fi
 
 scripts/setup.sh --sanitize
-# The fuzzers' clang build runs beside the sanitizer tests, which leave a core
-# partly idle (they wait on the processes they start), at the lowest priority
-# so that it takes only what the tests leave.
-fuzz_log=$(mktemp)
-setsid nice -n 19 fuzz/run.sh --build >"$fuzz_log" 2>&1 &  # its own process group, stopped with the script
-fuzz_build=$!
-trap 'kill -- -"$fuzz_build" 2>/dev/null || true; rm -f "$fuzz_log"' EXIT
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-run_ctest build-san --label-exclude '^(browser|stress_tests)$'
+run_ctest build-san --label-exclude '^browser$'
 
 if ! wait "$fuzz_build"; then
   echo "test.sh: building the fuzzers failed:" >&2

@@ -2,8 +2,8 @@
 // A stop signal handled while oneDNN's JIT GEMM ran once corrupted the heap
 // (exit 134 or 139, no checkpoint) in about one process of eight; 36 rounds
 // of two processes, each sent a burst of SIGTERMs mid-step, miss a failure
-// that rare with a chance under (7/8)^72, about 1e-4. Long: not in the
-// sanitizer pass (scripts/test.sh excludes the stress_tests label).
+// that rare with a chance under (7/8)^72, about 1e-4. Long: not built for
+// the sanitizer pass (tests/cli/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <chrono>

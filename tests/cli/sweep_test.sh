@@ -20,7 +20,7 @@ failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 # A model small enough to train in well under a second per run (a few under the sanitizers).
-small=(--steps 60 --d-model 32 --eval-batch 128 --log-every 20)
+small=(--steps 20 --d-model 16 --eval-batch 32 --log-every 10)
 
 echo "== a 2 x 2 sweep writes its run folders and sweep.json"
 "$headlab" sweep --seeds 0-1 --heads 1,2 "${small[@]}" --jobs 2 --out "$tmp/sweep" >"$tmp/out.txt" 2>"$tmp/err.txt"
@@ -45,7 +45,7 @@ def check(ok, what):
 check(s["format"] == "headlab-sweep/1", "format")
 check(s["task"] == "first-prev-pair" and s["seeds"] == [0, 1] and s["heads"] == [1, 2], "task, seeds, heads")
 check(s["planned_runs"] == 4 and len(s["runs"]) == 4 and not s["interrupted"], "4 runs, not interrupted")
-check(s["config"]["threads"] == 1 and s["config"]["analyze-every"] == 100 and s["config"]["d-model"] == 32, "config")
+check(s["config"]["threads"] == 1 and s["config"]["analyze-every"] == 100 and s["config"]["d-model"] == 16, "config")
 for r in s["runs"]:
     check(r["status"] == "done" and r["exit_code"] == 0, "run status")
     check(r["dir"] == "h%d-s%d" % (r["heads"], r["seed"]), "run dir")
