@@ -1,6 +1,7 @@
-// `sweep --resume` of a folder from before the precision key: its runs so
+// Sweep folders from before the precision key. `sweep --resume`: its runs so
 // far trained in f32, and so must those it starts or resumes now, even where
-// HEADLAB_PRECISION=bf16 makes bf16 the default of a new sweep.
+// HEADLAB_PRECISION=bf16 makes bf16 the default of a new sweep. `sweep
+// --collect`: a shard without the key trained in f32, as an f32 shard did.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -67,6 +68,32 @@ TEST(SweepResume, AFolderWithoutThePrecisionKeyGoesOnInF32WhateverHeadlabPrecisi
   // The sweep's own files now say what its runs trained in.
   EXPECT_EQ(nlohmann::json::parse(read_bytes(sweep + "/config.json")).at("precision"), "f32");
   EXPECT_EQ(nlohmann::json::parse(read_bytes(sweep + "/sweep.json")).at("config").at("precision"), "f32");
+}
+
+TEST(SweepCollect, AShardWithoutThePrecisionKeyJoinsAnF32ShardButNotABf16One) {
+  TempDir cwd;
+  const std::string sweep = cwd / "sweep";
+  for (const char* shard : {"1/2", "2/2"}) {
+    std::vector<std::string> args = {"sweep", "--seeds", "0-1", "--jobs", "1", "--shard", shard,
+                                     "--out", sweep, "--precision", "f32"};
+    for (const std::string& flag : tiny({{"--steps", "2"}, {"--threads", "-"}})) args.push_back(flag);
+    const RunResult r = run_headlab(args, cwd.path());
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+  }
+  // Shard 1 as an older headlab wrote it.
+  const std::string shard_file = sweep + "/shard-1-of-2.json";
+  nlohmann::json shard = nlohmann::json::parse(read_bytes(shard_file));
+  ASSERT_EQ(shard.at("config").erase("precision"), 1u);
+  write_bytes(shard_file, shard.dump(2) + "\n");
+  const RunResult collected = run_headlab({"sweep", "--collect", sweep}, cwd.path());
+  ASSERT_EQ(collected.exit_code, 0) << collected.describe();
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(sweep + "/sweep.json")).at("runs").size(), 2u);
+
+  // A shard that did train in another precision is still told apart.
+  shard.at("config")["precision"] = "bf16";
+  write_bytes(shard_file, shard.dump(2) + "\n");
+  EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--collect", sweep}, cwd.path()), 2,
+                            {"other settings than", "precision"}));
 }
 
 }  // namespace

@@ -370,16 +370,22 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
       throw train::UsageError(where + ": shard " + std::to_string(k) + " of " + std::to_string(count) +
                               " is missing (" + train::shard_file_name({k, count}) + "); run it with --shard " +
                               std::to_string(k) + "/" + std::to_string(count));
-  // The fingerprint of each shard: its training settings and its plan.
-  const auto fingerprint = [](const nlohmann::json& j) {
-    nlohmann::json f = j.contains("config") && j.at("config").is_object() ? j.at("config") : nlohmann::json::object();
+  // The fingerprint of each shard: its training settings, every key as the
+  // shard's runs train with it (a key stored before it existed reads as
+  // stored_config reads it, so an older shard is not told apart by that
+  // alone), and its plan.
+  const auto fingerprint = [&where](const std::string& name, const nlohmann::json& j) {
+    nlohmann::json f = j.contains("config") && j.at("config").is_object()
+                           ? train::to_json(train::stored_config(j.at("config"), where + ": " + name + " \"config\""))
+                           : nlohmann::json::object();
     for (const char* key : {"task", "seeds", "heads", "grid", "target_accuracy"})
       f[std::string("plan ") + key] = j.contains(key) ? j.at(key) : nlohmann::json();
     return f;
   };
   const auto& [first_name, first] = shards.begin()->second;
   for (const auto& [k, shard] : shards) {
-    const std::vector<std::string> diff = train::differing_keys(fingerprint(first), fingerprint(shard.second));
+    const std::vector<std::string> diff =
+        train::differing_keys(fingerprint(first_name, first), fingerprint(shard.first, shard.second));
     if (diff.empty()) continue;
     std::string keys;
     for (std::size_t i = 0; i < diff.size() && i < 6; ++i) keys += (i ? ", " : "") + diff[i];
