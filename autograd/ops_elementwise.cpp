@@ -1,5 +1,7 @@
 // Elementwise ops. Binary ones broadcast; their backward sums each gradient
-// back to its input's shape (detail::reduce_grad).
+// back to its input's shape (detail::reduce_grad). Those whose backward reads
+// no input value (add, sub, the scalar add and multiply, neg) say so to
+// from_op, which lets an input's value go early (autograd/variable.h).
 #include <vector>
 
 #include "autograd/op_util.h"
@@ -31,7 +33,7 @@ Variable add(const Variable& a, const Variable& b) {
         give(in[0], g, "add");
         give(in[1], g, "add");
       },
-      "add");
+      "add", Variable::kBlindAll);
 }
 
 Variable sub(const Variable& a, const Variable& b) {
@@ -42,7 +44,7 @@ Variable sub(const Variable& a, const Variable& b) {
         give(in[0], g, "sub");
         if (in[1].requires_grad()) give(in[1], core::neg(g), "sub");
       },
-      "sub");
+      "sub", Variable::kBlindAll);
 }
 
 Variable mul(const Variable& a, const Variable& b) {
@@ -75,7 +77,7 @@ Variable add(const Variable& a, double b) {
   Tensor y = core::add(checked(a, "add", "a").value(), b);
   return Variable::from_op(
       std::move(y), {a}, [](std::vector<Variable>& in, const Tensor& g) { give(in[0], g, "add_scalar"); },
-      "add_scalar");
+      "add_scalar", Variable::kBlindAll);
 }
 
 Variable mul(const Variable& a, double b) {
@@ -83,7 +85,7 @@ Variable mul(const Variable& a, double b) {
   return Variable::from_op(
       std::move(y), {a},
       [b](std::vector<Variable>& in, const Tensor& g) { give(in[0], core::mul(g, b), "mul_scalar"); },
-      "mul_scalar");
+      "mul_scalar", Variable::kBlindAll);
 }
 
 // --- unary ---
@@ -92,7 +94,7 @@ Variable neg(const Variable& x) {
   Tensor y = core::neg(checked(x, "neg", "x").value());
   return Variable::from_op(
       std::move(y), {x}, [](std::vector<Variable>& in, const Tensor& g) { give(in[0], core::neg(g), "neg"); },
-      "neg");
+      "neg", Variable::kBlindAll);
 }
 
 Variable exp(const Variable& x) {

@@ -121,9 +121,12 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
   return Variable::from_op(
       r.y.reshape(f.out_shape), {x, weight, bias},
       [in = f.in, out = f.out, slope = r.slope](std::vector<Variable>& inputs, const Tensor& g) {
-        // dh = g * slope [N, out], and db = its column sums, in one pass.
+        // dh = g * slope [N, out], and db = its column sums, in one pass;
+        // written over g when this backward holds g alone (then g is fc2's
+        // fresh dx, which nothing reads after this).
+        const bool own_g = g.is_contiguous() && g.storage().use_count() == 1;
         const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g.reshape({-1, out}), slope,
-                                                                       inputs[2].requires_grad());
+                                                                       inputs[2].requires_grad(), own_g);
         accumulate_linear_grads(inputs, dh.dh, in, false);
         if (inputs[2].requires_grad()) inputs[2].accumulate_grad(dh.column_sums);
       },

@@ -109,7 +109,7 @@ AddLayerNorm add_layer_norm(const Variable& a, const Variable& b, const Variable
         if (in[0].requires_grad()) in[0].accumulate_grad(g);
         if (in[1].requires_grad()) in[1].accumulate_grad(g);
       },
-      "add");
+      "add", Variable::kBlindAll);
   Variable normalized = layer_norm_node(sum, weight, bias, std::move(r.norm));
   return {std::move(sum), std::move(normalized)};
 }

@@ -22,6 +22,7 @@ thread_local const char* t_backward_op = nullptr;
 std::atomic<int64_t> g_live_nodes{0};
 
 std::string describe(const Tensor& t) { return core::to_string(t.shape()) + " " + core::to_string(t.dtype()); }
+std::string describe(const Node& n) { return core::to_string(n.shape()) + " " + core::to_string(n.dtype()); }
 
 // A leaf's gradient: contiguous (optimizers read it raw) and not shared with
 // any other tensor (an in-place update of one gradient, e.g. clipping, must
@@ -53,19 +54,28 @@ class BackwardOpScope {
 
 Node::Node() { g_live_nodes.fetch_add(1, std::memory_order_relaxed); }
 
+// The blind uses end first, so that a surviving input counts only its live
+// consumers when the handles go.
+void Node::drop_inputs(std::vector<Variable>* keep) {
+  for (std::size_t i = 0; i < inputs.size() && i < 32 && blind_inputs != 0; ++i)
+    if ((blind_inputs >> i & 1u) && inputs[i].node_) --inputs[i].node_->blind_uses;
+  blind_inputs = 0;
+  if (keep != nullptr)
+    for (Variable& in : inputs) keep->push_back(std::move(in));
+  inputs.clear();
+}
+
 Node::~Node() {
   g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
   // Default destruction would recurse once per node of a chain. Instead, move
   // the inputs of every node we are the last owner of into a worklist before
   // it dies, so each dies with no inputs left.
-  std::vector<Variable> pending = std::move(inputs);
+  std::vector<Variable> pending;
+  drop_inputs(&pending);
   while (!pending.empty()) {
     Variable v = std::move(pending.back());
     pending.pop_back();
-    if (v.node_ && v.node_.use_count() == 1) {
-      for (Variable& in : v.node_->inputs) pending.push_back(std::move(in));
-      v.node_->inputs.clear();
-    }
+    if (v.node_ && v.node_.use_count() == 1) v.node_->drop_inputs(&pending);
   }
 }
 
@@ -94,7 +104,39 @@ Variable::Variable(Tensor value, bool requires_grad) : node_(std::make_shared<No
   node_->requires_grad = requires_grad;
 }
 
-Variable Variable::from_op(Tensor value, std::vector<Variable> inputs, BackwardFn backward, const char* op) {
+Variable& Variable::operator=(const Variable& other) {
+  if (node_ != other.node_) {
+    const Variable dropped = std::move(*this);  // checked as it goes
+    node_ = other.node_;
+  }
+  return *this;
+}
+
+Variable& Variable::operator=(Variable&& other) noexcept {
+  if (this != &other) {
+    const Variable dropped = std::move(*this);
+    node_ = std::move(other.node_);
+  }
+  return *this;
+}
+
+Variable::~Variable() {
+  if (node_ && node_->blind_uses > 0) release_if_only_blind_uses();
+}
+
+// Called as this handle goes: if every other holder is a blind consumer, no
+// one can read the value again (a new reader needs a handle).
+void Variable::release_if_only_blind_uses() const {
+  Node& n = *node_;
+  if (n.released || !n.backward || node_.use_count() - 1 != n.blind_uses) return;
+  n.released_shape = n.value.shape();
+  n.released_dtype = n.value.dtype();
+  n.released = true;
+  n.value = Tensor();
+}
+
+Variable Variable::from_op(Tensor value, std::vector<Variable> inputs, BackwardFn backward, const char* op,
+                           uint32_t blind) {
   if (!value.defined()) throw std::invalid_argument(std::string("Variable::from_op: op '") + op + "' gave no value");
   auto node = std::make_shared<Node>();
   node->value = std::move(value);
@@ -105,20 +147,60 @@ Variable Variable::from_op(Tensor value, std::vector<Variable> inputs, BackwardF
     node->requires_grad = true;
     node->inputs = std::move(inputs);
     node->backward = std::move(backward);
+    for (std::size_t i = 0; i < node->inputs.size() && i < 32; ++i) {
+      Node* in = node->inputs[i].node_.get();
+      if ((blind >> i & 1u) && in != nullptr && in->backward) {
+        node->blind_inputs |= 1u << i;
+        ++in->blind_uses;
+      }
+    }
   }
   return Variable(std::move(node));
 }
 
 bool Variable::requires_grad() const { return node_ && wants_grad(*node_); }
 
+namespace {
+
+// Unreachable through a handle: a released value has no holder that reads it.
+void check_not_released(const Node& n, const char* who) {
+  if (n.released)
+    throw std::logic_error(std::string(who) + ": the value of '" + n.op +
+                           "' was released (only consumers that never read it held it)");
+}
+
+}  // namespace
+
 const Tensor& Variable::value() const {
   if (!node_) throw std::invalid_argument("Variable::value: the variable is undefined");
+  check_not_released(*node_, "Variable::value");
   return node_->value;
 }
 
 Tensor& Variable::mutable_value() const {
   if (!node_) throw std::invalid_argument("Variable::mutable_value: the variable is undefined");
+  check_not_released(*node_, "Variable::mutable_value");
   return node_->value;
+}
+
+const Shape& Variable::shape() const {
+  if (!node_) throw std::invalid_argument("Variable::shape: the variable is undefined");
+  return node_->shape();
+}
+
+DType Variable::dtype() const {
+  if (!node_) throw std::invalid_argument("Variable::dtype: the variable is undefined");
+  return node_->dtype();
+}
+
+int64_t Variable::size(int64_t axis) const {
+  const Shape& s = shape();
+  const auto rank = static_cast<int64_t>(s.size());
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    throw std::out_of_range("Variable::size: axis " + std::to_string(axis) + " is out of range for " +
+                            std::to_string(rank) + " dimension(s)");
+  return s[static_cast<std::size_t>(a)];
 }
 
 const Tensor& Variable::grad() const {
@@ -128,20 +210,20 @@ const Tensor& Variable::grad() const {
 
 void Variable::set_grad(Tensor grad) const {
   if (!node_) throw std::invalid_argument("Variable::set_grad: the variable is undefined");
-  if (grad.defined() && (grad.shape() != node_->value.shape() || grad.dtype() != node_->value.dtype()))
+  if (grad.defined() && (grad.shape() != node_->shape() || grad.dtype() != node_->dtype()))
     throw std::invalid_argument(std::string("Variable::set_grad on '") + node_->op + "': gradient " + describe(grad) +
-                                " does not match the value " + describe(node_->value));
+                                " does not match the value " + describe(*node_));
   node_->grad = std::move(grad);
 }
 
 void Variable::accumulate_grad(const Tensor& g) const {
   if (!node_) throw std::invalid_argument("Variable::accumulate_grad: the variable is undefined");
   Node& n = *node_;
-  if (!g.defined() || g.shape() != n.value.shape() || g.dtype() != n.value.dtype()) {
+  if (!g.defined() || g.shape() != n.shape() || g.dtype() != n.dtype()) {
     const std::string who = t_backward_op ? std::string("backward of '") + t_backward_op + "'"
                                           : std::string("Variable::accumulate_grad");
     throw std::invalid_argument(who + " gave a gradient " + (g.defined() ? describe(g) : std::string("(undefined)")) +
-                                " for '" + n.op + "' whose value is " + describe(n.value) +
+                                " for '" + n.op + "' whose value is " + describe(n) +
                                 "; a gradient must have its variable's shape and dtype");
   }
   if (n.grad.defined())
@@ -201,11 +283,10 @@ void Variable::backward(const Tensor& grad_output, bool retain_graph) const {
                              "' does not require a gradient (no input requires one, or it was computed under "
                              "NoGradGuard)");
   if (node_->freed) throw std::runtime_error(freed_message(node_->op));
-  if (!grad_output.defined() || grad_output.shape() != node_->value.shape() ||
-      grad_output.dtype() != node_->value.dtype())
+  if (!grad_output.defined() || grad_output.shape() != node_->shape() || grad_output.dtype() != node_->dtype())
     throw std::invalid_argument("backward: the output gradient " +
                                 (grad_output.defined() ? describe(grad_output) : std::string("(undefined)")) +
-                                " does not match the output '" + node_->op + "' " + describe(node_->value));
+                                " does not match the output '" + node_->op + "' " + describe(*node_));
 
   // Every node that requires a gradient and is reachable from here, inputs
   // before the ops that consume them: an iterative depth-first post-order.
@@ -245,7 +326,7 @@ void Variable::backward(const Tensor& grad_output, bool retain_graph) const {
         n.backward(n.inputs, g);
       }
       if (!retain_graph) {  // release saved tensors as soon as possible
-        n.inputs.clear();
+        n.drop_inputs(nullptr);
         n.backward = nullptr;
         n.freed = true;
       }

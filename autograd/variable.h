@@ -5,8 +5,16 @@
 // its inputs and a backward closure. The closure receives the inputs and the
 // output gradient as arguments and captures only what it saved (tensors,
 // shapes, scalars), never its own node, so the graph has no reference cycles.
+//
+// A value no one will read again is released as soon as that is certain:
+// an op names the inputs its backward never reads (add's, say: its backward
+// only passes the gradient on), and once the only holders of an op result
+// are such consumers, its value goes (its shape and dtype stay, for the
+// gradient's checks). The residual stream's branch outputs -- attention's
+// and the MLP's, which only an add reads -- no longer wait for the backward.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,13 +37,29 @@ class Variable;
 using BackwardFn = std::function<void(std::vector<Variable>& inputs, const Tensor& grad_output)>;
 
 struct Node {
-  Tensor value;
-  Tensor grad;  // undefined until a gradient arrives
+  Tensor value;  // undefined once released (below)
+  Tensor grad;   // undefined until a gradient arrives
   bool requires_grad = false;
   std::vector<Variable> inputs;  // empty for leaves
   BackwardFn backward;           // empty for leaves
   const char* op = "leaf";
   bool freed = false;  // graph released by a backward without retain_graph
+  // The released value's shape and dtype (see the file comment).
+  bool released = false;
+  Shape released_shape;
+  DType released_dtype = DType::f32;
+  // Recorded consumers whose backward never reads this value (op results
+  // only: a leaf, e.g. a parameter, may be shared between threads), and
+  // which of this node's own inputs it holds so (bit i: inputs[i]).
+  int32_t blind_uses = 0;
+  uint32_t blind_inputs = 0;
+
+  const Shape& shape() const { return released ? released_shape : value.shape(); }
+  DType dtype() const { return released ? released_dtype : value.dtype(); }
+
+  // Empties inputs (into *keep, if given), first ending the blind uses
+  // this node made of them.
+  void drop_inputs(std::vector<Variable>* keep);
 
   Node();  // counts live nodes (see live_node_count)
   Node(const Node&) = delete;
@@ -47,10 +71,20 @@ class Variable {
  public:
   Variable() = default;  // undefined
   explicit Variable(Tensor value, bool requires_grad = false);
+  Variable(const Variable&) = default;
+  Variable(Variable&&) noexcept = default;
+  // Dropping a handle (here and in the destructor) may release the value of
+  // a node that only blind consumers hold now.
+  Variable& operator=(const Variable& other);
+  Variable& operator=(Variable&& other) noexcept;
+  ~Variable();
 
   // The result of an op. Records the graph only when grad mode is on and some
-  // input requires a gradient; otherwise a plain constant.
-  static Variable from_op(Tensor value, std::vector<Variable> inputs, BackwardFn backward, const char* op);
+  // input requires a gradient; otherwise a plain constant. Bit i of `blind`:
+  // the backward never reads inputs[i].value() (shape() and dtype() it may).
+  static Variable from_op(Tensor value, std::vector<Variable> inputs, BackwardFn backward, const char* op,
+                          uint32_t blind = 0);
+  static constexpr uint32_t kBlindAll = ~uint32_t{0};
 
   bool defined() const { return node_ != nullptr; }
   const Tensor& value() const;
@@ -76,17 +110,18 @@ class Variable {
 
   Variable detach() const;  // same value, no history, no gradient
 
-  const Shape& shape() const { return value().shape(); }
-  DType dtype() const { return value().dtype(); }
-  int64_t dim() const { return value().dim(); }
-  int64_t size(int64_t axis) const { return value().size(axis); }
-  int64_t numel() const { return value().numel(); }
+  const Shape& shape() const;
+  DType dtype() const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size(int64_t axis) const;
+  int64_t numel() const { return core::numel_of(shape()); }
 
   const Node* node() const { return node_.get(); }
 
  private:
   friend struct Node;  // ~Node unlinks chains iteratively
   explicit Variable(std::shared_ptr<Node> node) : node_(std::move(node)) {}
+  void release_if_only_blind_uses() const;
   std::shared_ptr<Node> node_;
 };
 

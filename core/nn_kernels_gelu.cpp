@@ -72,8 +72,9 @@ void bias_gelu_fwd(T* h, const T* bias, T* slope, RowView v) {
   }
 }
 
-// dy, slope [rows, C] -> dh [rows, C] and, if sums, sums [C]. Threads own
-// blocks of columns and walk the rows in order.
+// dy, slope [rows, C] -> dh [rows, C] (which may be dy: each element is
+// read before it is written) and, if sums, sums [C]. Threads own blocks of
+// columns and walk the rows in order.
 template <class T>
 void gelu_slope_bwd(const T* dy, const T* slope, T* dh, T* sums, RowView v) {
   constexpr int64_t kCols = 256;
@@ -138,11 +139,14 @@ GeluWithSlope bias_gelu_forward(Tensor h, const Tensor& bias, bool want_slope) {
   return r;
 }
 
-GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums) {
+GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums,
+                                        bool overwrite_dy) {
   check_same(dy, slope, "gelu_backward_with_slope", "dy", "slope");
   const RowView v = rows_of(dy, "gelu_backward_with_slope");
+  if (overwrite_dy && !dy.is_contiguous())
+    throw std::invalid_argument("gelu_backward_with_slope: dh can be written over dy only if dy is contiguous");
   const Tensor dyc = dy.contiguous(), sc = slope.contiguous();
-  GeluSlopeGrads g{Tensor::empty(dy.shape(), dy.dtype()),
+  GeluSlopeGrads g{overwrite_dy ? dy : Tensor::empty(dy.shape(), dy.dtype()),
                    want_column_sums ? Tensor::empty({v.cols}, dy.dtype()) : Tensor()};
   dispatch(dy.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -25,10 +25,13 @@ struct GeluWithSlope {
 GeluWithSlope bias_gelu_forward(Tensor h, const Tensor& bias, bool want_slope);
 // dy, slope [N, C] -> dh = dy * slope [N, C] and, if wanted, its column sums
 // [C] (the bias gradient of the Linear before), each column added in row
-// order in double, so the bits never depend on the thread count.
+// order in double, so the bits never depend on the thread count. With
+// overwrite_dy (dy contiguous, and no one else's) dh is written over dy,
+// element by element: one [N, C] buffer less at the backward's peak.
 struct GeluSlopeGrads {
   Tensor dh, column_sums;
 };
-GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums);
+GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums,
+                                        bool overwrite_dy = false);
 
 }  // namespace headlab::core

@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "autograd/grad_in_place.h"
 #include "autograd/ops.h"
@@ -130,6 +132,52 @@ TEST(Backward, FreesTheGraphAfterwards) {
   EXPECT_TRUE(y.node()->inputs.empty());
   EXPECT_FALSE(static_cast<bool>(y.node()->backward));
   EXPECT_FALSE(x.node()->freed);  // leaves stay usable
+}
+
+// --- values released once only consumers that never read them hold them ---
+
+TEST(Release, AnAddsInputGoesWhenItsLastHandleDoesAndTheGradientsStay) {
+  Variable x = param({1, 2, 3}, {3});
+  std::weak_ptr<core::Storage> storage;
+  Variable y;
+  {
+    const Variable e = x * x;  // mul saves nothing: only e's handle and the add hold its value
+    storage = e.value().storage();
+    y = e + x;  // add's backward reads neither value
+    EXPECT_FALSE(storage.expired());  // e's handle still holds it
+  }
+  EXPECT_TRUE(storage.expired());
+  EXPECT_TRUE(y.node()->inputs[0].node()->released);
+  EXPECT_FALSE(y.node()->inputs[1].node()->released);  // x: a leaf keeps its value
+  // d/dx sum((x^2 + x)^2) = 2 (x^2 + x) (2x + 1)
+  sum(y * y).backward();
+  EXPECT_TRUE(all_near(grad_of(x), {2 * 2 * 3, 2 * 6 * 5, 2 * 12 * 7}));
+}
+
+TEST(Release, AValueThatABackwardReadsOrAHandleHoldsStays) {
+  Variable x = param({1, 2}, {2});
+  Variable e = x * x;
+  const std::weak_ptr<core::Storage> storage = e.value().storage();
+  Variable y = (e + x) * e;  // mul reads e
+  Variable kept = exp(x);
+  const Variable z = kept + x;
+  e = Variable();
+  EXPECT_FALSE(storage.expired());
+  EXPECT_EQ(kept.value().shape(), (Shape{2}));  // the caller's handle can still read it
+  y = Variable();  // the graph goes, and e's value with it
+  EXPECT_TRUE(storage.expired());
+}
+
+TEST(Release, AssigningOverTheLastHandleReleasesAndRetainGraphStillWorks) {
+  Variable x = param({1, 2}, {2});
+  Variable e = x * x;
+  const std::weak_ptr<core::Storage> storage = e.value().storage();
+  const Variable y = sum((e - x) + 1.0);
+  e = x;  // the assignment drops the product's last handle
+  EXPECT_TRUE(storage.expired());
+  y.backward(/*retain_graph=*/true);
+  y.backward();  // d/dx sum(x^2 - x + 1) = 2x - 1, twice
+  EXPECT_TRUE(all_near(grad_of(x), {2 * 1.0, 2 * 3.0}));
 }
 
 TEST(Backward, SecondBackwardThroughAFreedGraphThrowsAClearError) {

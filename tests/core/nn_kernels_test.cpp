@@ -270,6 +270,24 @@ TEST(BiasGeluKernel, SlopeMatchesCentralDifferences) {
   EXPECT_LT(max_abs_diff(bias_gelu_forward(h.clone(), b, true).slope, num), 1e-8);
 }
 
+TEST(GeluSlopeKernel, IsDyTimesTheSlopeOverDyWhenAskedWithTheColumnSums) {
+  for (const DType dtype : {DType::f64, DType::f32}) {
+    const Tensor slope = normal({7, 300}, 41, dtype), dy = normal({7, 300}, 42, dtype);
+    const std::vector<double> expected = mul(dy, slope).to_vector();
+    const GeluSlopeGrads fresh = gelu_backward_with_slope(dy, slope, true);
+    EXPECT_FALSE(fresh.dh.shares_storage(dy));
+    EXPECT_EQ(fresh.dh.to_vector(), expected) << to_string(dtype);
+    EXPECT_LT(max_abs_diff(fresh.column_sums, sum(mul(dy, slope), {0})), dtype == DType::f64 ? 1e-12 : 1e-5);
+    Tensor over = dy.clone();
+    const GeluSlopeGrads in_place = gelu_backward_with_slope(over, slope, true, true);
+    EXPECT_EQ(in_place.dh.raw_data(), over.raw_data());
+    EXPECT_EQ(over.to_vector(), expected) << to_string(dtype);
+    EXPECT_EQ(in_place.column_sums.to_vector(), fresh.column_sums.to_vector()) << to_string(dtype);
+  }
+  EXPECT_THROW(gelu_backward_with_slope(normal({4, 3}, 43).transpose(0, 1), normal({3, 4}, 44), false, true),
+               std::invalid_argument);
+}
+
 // --- the residual add with the next LayerNorm ---
 
 TEST(AddLayerNormKernel, IsTheAddThenTheLayerNormBitForBit) {

@@ -112,6 +112,39 @@ TEST(Hooks, IdentityAtEveryPointChangesNoBitAndVisitsInForwardOrder) {
   }
 }
 
+// A hook at GELU's output runs fc1 and GELU as two nodes; none runs the
+// fused linear_gelu, whose backward writes dh over fc2's dx. The gradients
+// are the same bits.
+class AtMlpPost final : public Hooks {
+ public:
+  bool wants(const std::string& name) const override { return name.ends_with("mlp.hook_post"); }
+  Variable visit(const std::string&, const Variable& a) override { return a; }
+};
+
+TEST(Hooks, TheComposedMlpGivesTheFusedOnesGradientBits) {
+  const auto model = make_model(kBase);
+  const std::vector<int32_t> tokens = some_tokens(kBase, 2 * 70);
+  std::vector<int32_t> targets = some_tokens(kBase, 2 * 70, 12);
+  auto gradients = [&](Probe* probe) {
+    model->zero_grad();
+    autograd::cross_entropy(model->forward(tokens, 2, 70, nullptr, probe), targets).backward();
+    std::vector<Tensor> g;
+    for (auto& [name, p] : model->named_parameters()) g.push_back(p.grad().clone());
+    return g;
+  };
+  const std::vector<Tensor> fused = gradients(nullptr);
+  AtMlpPost at_post;
+  Probe probe;
+  probe.hooks = &at_post;
+  const std::vector<Tensor> composed = gradients(&probe);
+  ASSERT_EQ(fused.size(), composed.size());
+  std::size_t i = 0;
+  for (auto& [name, p] : model->named_parameters()) {
+    EXPECT_TRUE(same_bits(fused[i], composed[i])) << name;
+    ++i;
+  }
+}
+
 TEST(Hooks, CachedShapesAreTheDocumentedLayouts) {
   const auto model = make_model(kBase);
   const std::vector<int32_t> tokens = some_tokens(kBase, 2 * 5);
