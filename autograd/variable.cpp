@@ -194,13 +194,15 @@ DType Variable::dtype() const {
 }
 
 int64_t Variable::size(int64_t axis) const {
-  const Shape& s = shape();
+  if (!node_) throw std::invalid_argument("Variable::size: the variable is undefined");
+  if (!node_->released) return node_->value.size(axis);
+  const Shape& s = node_->released_shape;  // as Tensor::size reads its shape
   const auto rank = static_cast<int64_t>(s.size());
-  const int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    throw std::out_of_range("Variable::size: axis " + std::to_string(axis) + " is out of range for " +
-                            std::to_string(rank) + " dimension(s)");
-  return s[static_cast<std::size_t>(a)];
+  if (axis < -rank || axis >= rank)
+    throw std::invalid_argument("size: axis " + std::to_string(axis) + " is out of range for shape " +
+                                core::to_string(s) + " (valid: " + std::to_string(-rank) + " to " +
+                                std::to_string(rank - 1) + ")");
+  return s[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)];
 }
 
 const Tensor& Variable::grad() const {

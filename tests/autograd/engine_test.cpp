@@ -147,8 +147,15 @@ TEST(Release, AnAddsInputGoesWhenItsLastHandleDoesAndTheGradientsStay) {
     EXPECT_FALSE(storage.expired());  // e's handle still holds it
   }
   EXPECT_TRUE(storage.expired());
-  EXPECT_TRUE(y.node()->inputs[0].node()->released);
+  const Variable& released = y.node()->inputs[0];
+  EXPECT_TRUE(released.node()->released);
   EXPECT_FALSE(y.node()->inputs[1].node()->released);  // x: a leaf keeps its value
+  // Its shape stays for the gradient's checks; its value is gone.
+  EXPECT_EQ(released.shape(), (Shape{3}));
+  EXPECT_EQ(released.size(-1), 3);
+  EXPECT_EQ(released.numel(), 3);
+  EXPECT_THROW(released.size(1), std::invalid_argument);
+  EXPECT_THROW(released.value(), std::logic_error);
   // d/dx sum((x^2 + x)^2) = 2 (x^2 + x) (2x + 1)
   sum(y * y).backward();
   EXPECT_TRUE(all_near(grad_of(x), {2 * 2 * 3, 2 * 6 * 5, 2 * 12 * 7}));
