@@ -128,10 +128,9 @@ Variable::~Variable() {
 // one can read the value again (a new reader needs a handle).
 void Variable::release_if_only_blind_uses() const {
   Node& n = *node_;
-  if (n.released || !n.backward || node_.use_count() - 1 != n.blind_uses) return;
+  if (n.released() || !n.backward || node_.use_count() - 1 != n.blind_uses) return;
   n.released_shape = n.value.shape();
   n.released_dtype = n.value.dtype();
-  n.released = true;
   n.value = Tensor();
 }
 
@@ -164,7 +163,7 @@ namespace {
 
 // Unreachable through a handle: a released value has no holder that reads it.
 void check_not_released(const Node& n, const char* who) {
-  if (n.released)
+  if (n.released())
     throw std::logic_error(std::string(who) + ": the value of '" + n.op +
                            "' was released (only consumers that never read it held it)");
 }
@@ -195,7 +194,7 @@ DType Variable::dtype() const {
 
 int64_t Variable::size(int64_t axis) const {
   if (!node_) throw std::invalid_argument("Variable::size: the variable is undefined");
-  if (!node_->released) return node_->value.size(axis);
+  if (!node_->released()) return node_->value.size(axis);
   const Shape& s = node_->released_shape;  // as Tensor::size reads its shape
   const auto rank = static_cast<int64_t>(s.size());
   if (axis < -rank || axis >= rank)

@@ -45,7 +45,6 @@ struct Node {
   const char* op = "leaf";
   bool freed = false;  // graph released by a backward without retain_graph
   // The released value's shape and dtype (see the file comment).
-  bool released = false;
   Shape released_shape;
   DType released_dtype = DType::f32;
   // Recorded consumers whose backward never reads this value (op results
@@ -54,8 +53,11 @@ struct Node {
   int32_t blind_uses = 0;
   uint32_t blind_inputs = 0;
 
-  const Shape& shape() const { return released ? released_shape : value.shape(); }
-  DType dtype() const { return released ? released_dtype : value.dtype(); }
+  // Every live value is defined (from_op and Variable refuse an undefined
+  // one), so an undefined value is a released one.
+  bool released() const { return !value.defined(); }
+  const Shape& shape() const { return released() ? released_shape : value.shape(); }
+  DType dtype() const { return released() ? released_dtype : value.dtype(); }
 
   // Empties inputs (into *keep, if given), first ending the blind uses
   // this node made of them.

@@ -148,8 +148,8 @@ TEST(Release, AnAddsInputGoesWhenItsLastHandleDoesAndTheGradientsStay) {
   }
   EXPECT_TRUE(storage.expired());
   const Variable& released = y.node()->inputs[0];
-  EXPECT_TRUE(released.node()->released);
-  EXPECT_FALSE(y.node()->inputs[1].node()->released);  // x: a leaf keeps its value
+  EXPECT_TRUE(released.node()->released());
+  EXPECT_FALSE(y.node()->inputs[1].node()->released());  // x: a leaf keeps its value
   // Its shape stays for the gradient's checks; its value is gone.
   EXPECT_EQ(released.shape(), (Shape{3}));
   EXPECT_EQ(released.size(-1), 3);
