@@ -59,9 +59,14 @@ std::string default_gemm_precision_name();
 
 // Whether the CPU multiplies bf16 natively (AVX512_BF16, or AMX-BF16, in
 // cpuid; AVX-512 enabled by the OS). Without it oneDNN emulates bf16 at a
-// fraction of f32's speed, so the CLI refuses --precision bf16. The
-// environment variable HEADLAB_NO_CPU_BF16=1 makes it say false on any CPU,
-// so that the refusal can be tested on a CPU that has the units.
+// fraction of f32's speed, so the CLI refuses --precision bf16. Two
+// environment variables, for the tests, override the CPU:
+// HEADLAB_NO_CPU_BF16=1 makes it say false on any CPU, so that the refusal
+// can be tested on a CPU that has the units; HEADLAB_EMULATE_BF16=1 makes it
+// say true on any CPU, the bf16 products then running as f32 products of the
+// rounded operands where the backend has no bf16 kernel (widened_bf16_gemm),
+// so that bf16's arithmetic is tested on a CPU without them
+// (scripts/test.sh's bf16 pass). The first wins when both are set.
 bool cpu_has_native_bf16();
 // Why bf16 is refused without them, for the messages of the flag and of
 // HEADLAB_PRECISION.
@@ -117,6 +122,14 @@ void openblas_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float
 // Whether the OpenBLAS loaded has cblas_sbgemm (a BUILD_BFLOAT16 build);
 // without it, the bf16 products run as f32 products of the rounded operands.
 bool openblas_has_sbgemm();
+// The bf16 product as the backend's f32 product of its operands widened
+// back to float. Widening is exact, and so is each product of two bf16
+// values in float32 (8 + 8 significant bits): bf16 products with f32
+// accumulation, the arithmetic of a bf16 kernel without its speed. OpenBLAS
+// without cblas_sbgemm takes it, and oneDNN where it has no bf16 matmul (no
+// AVX-512: a CPU that HEADLAB_EMULATE_BF16 lets run bf16, see
+// cpu_has_native_bf16).
+void widened_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c, GemmBackend backend);
 // The float32 product in bf16 mixed precision (core/gemm_bf16.cpp): A and B
 // rounded into this thread's dense bf16 buffers, then the backend's bf16 GEMM.
 void bf16_batched_gemm(const BatchedGemm<float>& g, GemmBackend backend);
@@ -154,8 +167,25 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   openblas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
 }
 
-// The whole batch on the calling thread: one oneDNN primitive, or a loop of
-// OpenBLAS calls. Either way each product's bits depend only on its shape.
+// The whole batch on the calling thread, as it stands (no recording, no
+// rounding): one oneDNN primitive, or a loop of OpenBLAS calls (always for
+// float64). Either way each product's bits depend only on its shape.
+template <class T>
+void batched_gemm_on(const BatchedGemm<T>& g, GemmBackend backend) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (backend == GemmBackend::onednn) {
+      onednn_batched_gemm(g);
+      return;
+    }
+  }
+  for (int64_t i = 0; i < g.outer; ++i)
+    for (int64_t j = 0; j < g.inner; ++j)
+      openblas_gemm(g.ta, g.tb, g.m, g.n, g.k, g.a + i * g.a_stride[0] + j * g.a_stride[1], g.lda,
+                    g.b + i * g.b_stride[0] + j * g.b_stride[1], g.ldb, g.c + i * g.c_stride[0] + j * g.c_stride[1],
+                    g.ldc, g.alpha, g.beta);
+}
+
+// The whole batch on the calling thread, by the selected backend and precision.
 template <class T>
 void batched_gemm(const BatchedGemm<T>& g) {
   if (g.outer <= 0 || g.inner <= 0 || g.m <= 0 || g.n <= 0) return;
@@ -168,16 +198,8 @@ void batched_gemm(const BatchedGemm<T>& g) {
       bf16_batched_gemm(g, gemm_backend());
       return;
     }
-    if (gemm_backend() == GemmBackend::onednn) {
-      onednn_batched_gemm(g);
-      return;
-    }
   }
-  for (int64_t i = 0; i < g.outer; ++i)
-    for (int64_t j = 0; j < g.inner; ++j)
-      openblas_gemm(g.ta, g.tb, g.m, g.n, g.k, g.a + i * g.a_stride[0] + j * g.a_stride[1], g.lda,
-                    g.b + i * g.b_stride[0] + j * g.b_stride[1], g.ldb, g.c + i * g.c_stride[0] + j * g.c_stride[1],
-                    g.ldc, g.alpha, g.beta);
+  batched_gemm_on(g, gemm_backend());
 }
 
 }  // namespace detail

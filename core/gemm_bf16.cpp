@@ -93,6 +93,34 @@ void bf16_batched_gemm(const BatchedGemm<float>& g, GemmBackend backend) {
   else openblas_batched_gemm_bf16(h, g.alpha, g.beta, g.c);
 }
 
+void widened_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c, GemmBackend backend) {
+  // Per thread, as the packed operands. An operand may be a block of a
+  // larger packed one (core/blas.h hands out row or column blocks), so what
+  // is widened is its whole extent, from its first element to its last, gaps
+  // between its rows included: the strides stay valid.
+  thread_local std::vector<float> a_wide, b_wide;
+  const auto widen = [&g](std::vector<float>& out, const bf16_t* in, int64_t rows, int64_t cols, int64_t ld,
+                          const int64_t* strides) {
+    const int64_t count = (g.outer - 1) * strides[0] + (g.inner - 1) * strides[1] + (rows - 1) * ld + cols;
+    if (out.size() < static_cast<std::size_t>(count)) out.resize(static_cast<std::size_t>(count));
+    for (int64_t i = 0; i < count; ++i) out[static_cast<std::size_t>(i)] = from_bf16(in[i]);
+    return out.data();
+  };
+  BatchedGemm<float> f{.ta = g.ta, .tb = g.tb, .m = g.m, .n = g.n, .k = g.k, .outer = g.outer, .inner = g.inner};
+  f.a = widen(a_wide, g.a, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda, g.a_stride);
+  f.lda = g.lda;
+  std::copy(g.a_stride, g.a_stride + 2, f.a_stride);
+  f.b = widen(b_wide, g.b, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb, g.b_stride);
+  f.ldb = g.ldb;
+  std::copy(g.b_stride, g.b_stride + 2, f.b_stride);
+  f.c = c;
+  f.ldc = g.ldc;
+  std::copy(g.c_stride, g.c_stride + 2, f.c_stride);
+  f.alpha = alpha;
+  f.beta = beta;
+  batched_gemm_on(f, backend);
+}
+
 void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
   if (g.m <= 0 || g.n <= 0) return;
   if (gemm_recording()) return record_packed_bf16_gemm(g, alpha, beta, c);  // core/gemm_replay.h

@@ -237,6 +237,16 @@ void onednn_batched_gemm(const BatchedGemm<float>& g) {
 }
 
 void onednn_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
+  // oneDNN 2.6 multiplies bf16 from AVX-512 on (avx512_core, emulated there
+  // without bf16 units); below it, only a CPU made to pass for one with
+  // HEADLAB_EMULATE_BF16 gets here.
+  static const bool has_bf16_matmul =
+      (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & static_cast<unsigned>(dnnl::cpu_isa::avx512_core)) ==
+      static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  if (!has_bf16_matmul) {
+    widened_bf16_gemm(g, alpha, beta, c, GemmBackend::onednn);
+    return;
+  }
   // k > 0, m > 0, n > 0: bf16_batched_gemm sends empty products the f32 way.
   const Key key{.ta = g.ta, .tb = g.tb, .bf16 = true, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda, .ldb = g.ldb,
                 .ldc = g.ldc, .outer = g.outer, .inner = g.inner, .sa = {g.a_stride[0], g.a_stride[1]},

@@ -60,6 +60,8 @@ const char* gemm_precision_name(GemmPrecision precision) {
 bool cpu_has_native_bf16() {
   const char* off = std::getenv("HEADLAB_NO_CPU_BF16");
   if (off != nullptr && std::strcmp(off, "1") == 0) return false;
+  const char* emulate = std::getenv("HEADLAB_EMULATE_BF16");
+  if (emulate != nullptr && std::strcmp(emulate, "1") == 0) return true;
   static const bool has = cpu_has_avx512_bf16() || cpu_has_amx_bf16();
   return has;
 }

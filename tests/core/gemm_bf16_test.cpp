@@ -144,7 +144,17 @@ TEST(Bf16DeathTest, HeadlabPrecisionIsTheDefaultAndIsChecked) {
   EXPECT_EXIT(first_use(), testing::ExitedWithCode(units ? 10 : 12), "");
   ::setenv("HEADLAB_NO_CPU_BF16", "1", 1);
   EXPECT_EXIT(first_use(), testing::ExitedWithCode(12), "HEADLAB_PRECISION=bf16: this CPU has no bf16 units");
+  // HEADLAB_EMULATE_BF16=1 lets any CPU run bf16 (emulated), and gives way to the refusal's variable.
+  const char* emulate = std::getenv("HEADLAB_EMULATE_BF16");
+  const std::string emulate_was = emulate ? emulate : "";
+  ::setenv("HEADLAB_EMULATE_BF16", "1", 1);
+  EXPECT_EXIT(first_use(), testing::ExitedWithCode(12), "HEADLAB_PRECISION=bf16: this CPU has no bf16 units");
   ::unsetenv("HEADLAB_NO_CPU_BF16");
+  EXPECT_EXIT(first_use(), testing::ExitedWithCode(10), "");
+  if (emulate)
+    ::setenv("HEADLAB_EMULATE_BF16", emulate_was.c_str(), 1);
+  else
+    ::unsetenv("HEADLAB_EMULATE_BF16");
   if (saved)
     ::setenv("HEADLAB_PRECISION", previous.c_str(), 1);
   else
