@@ -160,15 +160,30 @@ std::string folder_marker(const std::string& dir) {
              : "";
 }
 
-void check_output_is_no_input(const std::string& flag, const std::string& path, const std::string& input) {
+void check_output_is_no_input(const std::string& flag, const std::string& path, const std::vector<NamedInput>& inputs) {
   std::error_code ec;
   const fs::path out = fs::absolute(path, ec).lexically_normal();
   const fs::path folder = out.parent_path();
-  if (fs::equivalent(out, input, ec) || (fs::is_directory(input, ec) && fs::equivalent(folder, input, ec)))
-    throw UsageError(flag + " " + path + " is the checkpoint being read (or in its folder); write the dump elsewhere");
-  if (folder_marker(folder.string()) == "run" || fs::exists(folder / "checkpoint.safetensors", ec))
-    throw UsageError(flag + " " + path + " is inside the run folder " + folder.string() +
-                     ", whose files are the run's own; write the dump elsewhere");
+  for (const NamedInput& in : inputs) {
+    if (in.path.empty()) continue;
+    if (fs::equivalent(out, in.path, ec) || (fs::is_directory(in.path, ec) && fs::equivalent(folder, in.path, ec)))
+      throw UsageError(flag + " " + path + " is " + in.what + " (" + in.path +
+                       (fs::is_directory(in.path, ec) ? ", or in its folder" : "") +
+                       "), an input of this command; write the dump elsewhere");
+  }
+  const std::string kind = folder_marker(folder.string());
+  const bool sweep = kind == "sweep" || fs::exists(folder / "sweep.json", ec);
+  if (sweep || kind == "run" || fs::exists(folder / "checkpoint.safetensors", ec))
+    throw UsageError(flag + " " + path + " is inside the " + (sweep ? "sweep" : "run") + " folder " +
+                     folder.string() + ", whose files are headlab's own; write the dump elsewhere");
+  try {
+    core::check_output_path(path);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(flag + ": " + e.what());
+  }
+  if (!fs::is_directory(folder, ec))
+    throw UsageError(flag + " " + path + ": " + folder.string() +
+                     (fs::exists(folder, ec) ? " is not a folder" : " does not exist; create it first"));
 }
 
 RunFolder create_run_folder(const std::string& dir, bool force, int64_t last_snapshot) {
@@ -229,13 +244,17 @@ std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::vector<nlohmann::json> lines;
   std::ifstream in(path);
   std::string line;
+  int64_t malformed = 0;  // the line number of a malformed line, if any
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.empty()) continue;
+    if (malformed > 0)
+      throw UsageError(path + ":" + std::to_string(malformed) +
+                       " is not a JSON line, and lines follow it: the file was edited or damaged (a kill can cut "
+                       "only the last line short); mend or remove that line");
     try {
       lines.push_back(nlohmann::json::parse(line));
     } catch (const nlohmann::json::exception&) {
-      // A line cut short by a kill is the only way a malformed line appears: drop the rest.
-      break;
+      malformed = n;
     }
   }
   return lines;

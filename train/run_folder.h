@@ -58,11 +58,19 @@ void write_folder_marker(const std::string& dir, const std::string& kind);
 // did not write: not a regular file, not that JSON).
 std::string folder_marker(const std::string& dir);
 
-// An output path given by the user (`flag`, e.g. "--dump-logits") that must
-// not destroy an input: a UsageError if it names the file `input` (or a file
-// in the folder `input`), or a file inside a run folder (one marked so, or one
-// that holds a checkpoint.safetensors). Such a folder's files are headlab's own.
-void check_output_is_no_input(const std::string& flag, const std::string& path, const std::string& input);
+// An input of a command, as its messages name it ("the checkpoint", "--data").
+struct NamedInput {
+  std::string what, path;  // an empty path: no such input
+};
+
+// An output file given by the user (`flag`, e.g. "--dump-logits") that must
+// not destroy anything, checked before the work: a UsageError if it is one of
+// `inputs` (or a file in an input that is a folder); if it lies inside a run
+// or a sweep folder (one marked so, or holding a checkpoint.safetensors or a
+// sweep.json), whose files are headlab's own; if it exists and is not a
+// regular file (a folder, a link, a FIFO, a device); or if its folder does
+// not exist.
+void check_output_is_no_input(const std::string& flag, const std::string& path, const std::vector<NamedInput>& inputs);
 
 // A fresh folder name under runs/: runs/<task>-<YYYYmmdd-HHMMSS>[-N].
 std::string default_run_dir(const std::string& task);
@@ -99,7 +107,10 @@ std::string shown_path(const std::string& path);
 void write_file_atomic(const std::string& path, const std::string& text);
 
 // Every JSON line of metrics.jsonl (a missing file gives none). A malformed
-// line can only be a write cut short by a kill: it and what follows are dropped.
+// last line is a write cut short by a kill, and is dropped; a malformed line
+// with lines after it was not written so (the file was edited or damaged):
+// UsageError naming the file and line, so that nothing after it is lost by a
+// resume's rewrite.
 std::vector<nlohmann::json> read_metrics(const std::string& path);
 
 // Keeps only the lines with "step" <= max_step (a resumed run rewrites the

@@ -96,7 +96,9 @@ void write_marker(const std::string& dir, const std::string& kind) {
 
 bool is_sweep_folder(const std::string& dir) {
   struct stat st {};
-  if (marker_kind(dir) == "sweep") return true;
+  const std::string kind = marker_kind(dir);
+  if (kind == "sweep") return true;
+  if (!kind.empty()) return false;  // a run's folder, whatever else lies in it
   if (::lstat(lock_path(dir).c_str(), &st) == 0) return S_ISREG(st.st_mode);
   // A sweep of a headlab before sweep.lock: its sweep.json, a regular file, says so at its start.
   const std::string json = (fs::path(dir) / "sweep.json").string();

@@ -49,7 +49,8 @@ class SweepLock {
 };
 
 // Whether DIR holds the marker or the sweep.lock a headlab sweep wrote (or,
-// from a headlab before them, a regular sweep.json that starts as headlab writes it).
+// from a headlab before them, a regular sweep.json that starts as headlab
+// writes it). A folder marked as another kind (a run's) never is.
 bool is_sweep_folder(const std::string& dir);
 
 // Checks and creates the folder of a new sweep (`shard`: of a shard of one)

@@ -296,8 +296,8 @@ const std::vector<BadCase>& cases() {
                  {"--task", "--data"}});
     c.push_back({"eval_data_missing", {"eval", "{ck}", "--data", "{missing}"}, 2, {"{missing}"}});
     c.push_back({"eval_data_not_jsonl", {"eval", "{ck}", "--data", "{file}"}, 2, {"notes.txt:1"}});
-    c.push_back({"eval_dump_under_a_file", {"eval", "{ck}", "--dump-logits", "{file}/logits.safetensors"}, 1,
-                 {"{file}/logits.safetensors"}});
+    c.push_back({"eval_dump_under_a_file", {"eval", "{ck}", "--dump-logits", "{file}/logits.safetensors"}, 2,
+                 {"{file}/logits.safetensors", "is not a folder"}});
     // analyze.
     c.push_back({"analyze_without_target", {"analyze"}, 2, {"target"}});
     c.push_back({"analyze_bad_pattern", {"analyze", "{run}", "--pattern", "lag:1"}, 2, {"lag:1", "offset:K"}});

@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "tests/cli/fixtures.h"
+#include "train/run_folder.h"
 
 namespace headlab::cli_test {
 namespace {
@@ -149,8 +150,118 @@ TEST(Outputs, DumpsNeverOverwriteTheCheckpointOrARunsFiles) {
   write_bytes(dir / "lone.safetensors", read_bytes(run + "/checkpoint.safetensors"));
   const RunResult same = run_headlab({"eval", dir / "lone.safetensors", "--dump-logits", dir / "lone.safetensors"},
                                      dir.path(), 60);
-  EXPECT_TRUE(clean_failure(same, 2, {"checkpoint being read"}));
+  EXPECT_TRUE(clean_failure(same, 2, {"is the checkpoint", "an input of this command"}));
   EXPECT_EQ(snapshot(run), before) << "a run's files were changed";
+}
+
+// Nor on what the eval reads besides (--data, the files the run trained and
+// was evaluated on), nor in a sweep folder; two dumps never share a file.
+// Each refusal comes before any work, with exit 2.
+TEST(Outputs, DumpsNeverOverwriteTheDataFilesASweepOrEachOther) {
+  TempDir dir;
+  std::string rows;
+  for (int i = 0; i < 40; ++i) {
+    rows += "{\"tokens\": [";
+    for (int j = 0; j < 6; ++j) rows += (j ? ", " : "") + std::to_string((i * 3 + j * (i % 5 + 1)) % 8);
+    rows += "]}\n";
+  }
+  for (const char* name : {"train.jsonl", "held.jsonl", "other.jsonl"}) write_bytes(dir / name, rows);
+  const RunResult trained = run_headlab(
+      train_command(dir / "run", {{"--data", dir / "train.jsonl"}, {"--eval-data", dir / "held.jsonl"}}), dir.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  for (const char* flag : {"--dump-logits", "--dump-grads", "--dump-activations"}) {
+    SCOPED_TRACE(flag);
+    EXPECT_TRUE(clean_failure(run_headlab({"eval", dir / "run", flag, dir / "train.jsonl"}, dir.path()), 2,
+                              {flag, "the run's --data"}));
+    EXPECT_TRUE(clean_failure(run_headlab({"eval", dir / "run", flag, "held.jsonl"}, dir.path()), 2,
+                              {flag, "the run's --eval-data"}));
+    EXPECT_TRUE(clean_failure(
+        run_headlab({"eval", dir / "run", "--data", "other.jsonl", flag, dir / "other.jsonl"}, dir.path()), 2,
+        {flag, "is --data"}));
+  }
+  for (const char* name : {"train.jsonl", "held.jsonl", "other.jsonl"}) EXPECT_EQ(read_bytes(dir / name), rows) << name;
+
+  fs::create_directory(dir / "sweep");
+  write_bytes(dir / "sweep/sweep.json", "{}\n");
+  EXPECT_TRUE(clean_failure(run_headlab({"eval", dir / "run", "--dump-logits", "sweep/x.safetensors"}, dir.path()), 2,
+                            {"--dump-logits", "sweep folder"}));
+  EXPECT_TRUE(clean_failure(
+      run_headlab({"eval", dir / "run", "--dump-logits", "same.safetensors", "--dump-activations", "./same.safetensors"},
+                  dir.path()),
+      2, {"--dump-activations", "is also --dump-logits"}));
+  EXPECT_TRUE(clean_failure(run_headlab({"eval", dir / "run", "--dump-grads", "nowhere/g.safetensors"}, dir.path()), 2,
+                            {"--dump-grads", "does not exist"}));
+  EXPECT_FALSE(fs::exists(dir / "sweep/x.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "same.safetensors"));
+}
+
+// analyze --out writes only into a new or empty folder or one an analysis
+// wrote: never over another run's analysis, a sweep's files or the user's.
+// And the run's own folder not while a trainer holds it.
+TEST(Outputs, AnalyzeWritesOnlyIntoItsRunsOrAnAnalysisFolder) {
+  TempDir dir;
+  copy_dir(shared_run(), dir / "a");
+  copy_dir(shared_run(), dir / "b");
+  const auto b_before = snapshot(dir / "b");
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", dir / "a", "--out", dir / "b"}, dir.path()), 2,
+                            {dir / "b", "another run's folder"}));
+  EXPECT_EQ(snapshot(dir / "b"), b_before);
+  fs::create_directory(dir / "mine");
+  write_bytes(dir / "mine/report.html", "precious\n");
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", dir / "a", "--out", dir / "mine"}, dir.path()), 2,
+                            {dir / "mine", "report.html", "empty or new folder"}));
+  EXPECT_EQ(read_bytes(dir / "mine/report.html"), "precious\n");
+  fs::create_directory(dir / "sweep");
+  write_bytes(dir / "sweep/sweep.json", "{}\n");
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", dir / "a", "--out", dir / "sweep"}, dir.path()), 2,
+                            {"a sweep's folder"}));
+  // A new folder, then the same one again (it is an analysis's now).
+  for (int i = 0; i < 2; ++i) {
+    const RunResult r = run_headlab({"analyze", dir / "a", "--out", dir / "new"}, dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    EXPECT_TRUE(fs::exists(dir / "new/heads.json"));
+  }
+  // A trainer's lock on the run folder keeps analyze out of it.
+  const auto a_before = snapshot(dir / "a");
+  {
+    train::RunLock held(dir / "a");
+    const RunResult locked = run_headlab({"analyze", dir / "a"}, dir.path());
+    EXPECT_TRUE(clean_failure(locked, 1, {"being written by another headlab process"}));
+  }
+  EXPECT_EQ(snapshot(dir / "a"), a_before);
+}
+
+// A resume rewrites metrics.jsonl up to its checkpoint. A cut last line (a
+// kill mid-append) is dropped; a damaged line with lines after it stops the
+// resume, naming the line, and the history after it is kept.
+TEST(Outputs, ADamagedMetricsLineIsNamedNotTheHistoryAfterItDropped) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  copy_dir(shared_run(), run);
+  std::string text = read_bytes(run + "/metrics.jsonl");
+  ASSERT_GE(std::count(text.begin(), text.end(), '\n'), 3) << text;
+  text.erase(40, text.find('\n') - 40);  // the first line cut at 40 characters
+  write_bytes(run + "/metrics.jsonl", text);
+  const RunResult r = run_headlab({"train", "--resume", run, "--steps", "25"}, dir.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"metrics.jsonl:1", "mend or remove that line"}));
+  EXPECT_EQ(read_bytes(run + "/metrics.jsonl"), text);
+  // The same line cut short last: dropped, and the run goes on.
+  const std::size_t end = text.find('\n') + 1;
+  write_bytes(run + "/metrics.jsonl", text.substr(end) + text.substr(0, end - 1));
+  const RunResult resumed = run_headlab({"train", "--resume", run, "--steps", "25"}, dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_EQ(metrics_without_timing(run).back()["step"], 25);
+}
+
+// sweep --collect of a run's folder is refused and leaves the folder as it
+// was: no sweep.lock, which would make a later sweep --out --force take it
+// for a sweep and overwrite the run's config.json.
+TEST(Outputs, CollectRefusesARunsFolderAndLeavesItAsItWas) {
+  TempDir dir;
+  copy_dir(shared_run(), dir / "run");
+  const auto before = snapshot(dir / "run");
+  EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--collect", dir / "run"}, dir.path()), 2, {"not a sweep folder"}));
+  EXPECT_EQ(snapshot(dir / "run"), before);
 }
 
 // train.log is appended to by spdlog, which would follow a link.
@@ -191,9 +302,9 @@ TEST(Outputs, NeverReplaceASymlinkAFifoOrAFolder) {
   for (const std::string name : {"link", "fifo", "folder"}) {
     SCOPED_TRACE(name);
     const std::string path = dir / name;
-    for (const char* flag : {"--dump-logits", "--dump-grads"}) {
+    for (const char* flag : {"--dump-logits", "--dump-grads", "--dump-activations"}) {
       const RunResult r = run_headlab({"eval", ck, flag, path}, dir.path(), 60);
-      EXPECT_TRUE(clean_failure(r, 1, {path, "not a regular file"}));
+      EXPECT_TRUE(clean_failure(r, 2, {flag, path, "not a regular file"}));
     }
     EXPECT_EQ(fs::symlink_status(path).type(), name == "link"   ? fs::file_type::symlink
                                                : name == "fifo" ? fs::file_type::fifo

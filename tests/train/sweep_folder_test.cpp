@@ -114,8 +114,14 @@ TEST_F(SweepFolder, ASweepsFolderNeedsForceAndTakesShards) {
   fs::create_symlink("/dev/null", fs::path(dir()) / "sweep.lock");
   EXPECT_FALSE(is_sweep_folder(dir()));
   EXPECT_THROW((void)prepare_sweep_folder(dir(), true, std::nullopt), UsageError);
-  // A sweep of an older headlab: its sweep.json marks it.
+  // A run's folder with a stray sweep.lock (a refused --collect of an
+  // older headlab left one) stays a run's.
   fs::remove(fs::path(dir()) / "sweep.lock");
+  write(fs::path(dir()) / "sweep.lock", "");
+  EXPECT_FALSE(is_sweep_folder(dir()));
+  // A sweep of an older headlab, without marker or lock: its sweep.json marks it.
+  fs::remove(fs::path(dir()) / "sweep.lock");
+  fs::remove(fs::path(dir()) / ".headlab");
   write(fs::path(dir()) / "sweep.json", "{\"format\": \"headlab-sweep/1\"}");
   EXPECT_FALSE(is_sweep_folder(dir()));  // not as headlab writes it
   write(fs::path(dir()) / "sweep.json", "{\n  \"format\": \"headlab-sweep/1\",\n  \"task\": \"x\"\n}\n");

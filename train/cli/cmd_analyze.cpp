@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "analysis/attend.h"
 #include "analysis/heads_json.h"
@@ -17,6 +18,7 @@
 #include "train/cli/analysis_input.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
+#include "train/run_folder.h"
 #include "train/session.h"
 #include "train/snapshots.h"
 #include "train/trainer.h"
@@ -45,6 +47,29 @@ void check_label_options(const analysis::LabelOptions& o) {
       throw train::UsageError(std::string(flag) + " must be between 0 and 1, got " + core::shortest(value));
   if (!std::isfinite(o.sink_max_delta_loss) || o.sink_max_delta_loss < 0)
     throw train::UsageError("--sink-delta-loss must be 0 or more, got " + core::shortest(o.sink_max_delta_loss));
+}
+
+// The folder --out names for heads.json and report.html, when it is not the
+// analyzed run's own: a new or empty one, or one an analysis wrote before
+// (marked "analysis"). Never another run's folder, a sweep's, or a folder of
+// the user's files: their heads.json and report.html are not this model's to
+// replace. Checked before the analysis runs.
+void check_analysis_out(const std::string& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (!fs::is_directory(out, ec))
+    throw train::UsageError("--out " + out + " is a file; give a folder for heads.json and report.html");
+  const std::string kind = train::folder_marker(out);
+  if (kind == "analysis") return;
+  if (kind == "run" || fs::exists(fs::path(out) / "checkpoint.safetensors", ec))
+    throw train::UsageError("--out " + out + " is another run's folder; its heads.json and report.html are its own "
+                            "model's: give a new folder (or analyze that run)");
+  if (kind == "sweep" || fs::exists(fs::path(out) / "sweep.json", ec))
+    throw train::UsageError("--out " + out + " is a sweep's folder; give a new folder");
+  if (!fs::is_empty(out, ec))
+    throw train::UsageError("--out " + out + " holds files that are not a headlab analysis's (" +
+                            fs::directory_iterator(out, ec)->path().filename().string() +
+                            "); give an empty or new folder");
 }
 
 int run_analyze(const AnalyzeArgs& args) {
@@ -80,6 +105,20 @@ int run_analyze(const AnalyzeArgs& args) {
     ck.info.config.data.clear();
   }
   if (args.batch_given) ck.info.config.eval_batch = args.batch;
+  const std::string home = is_dir ? args.target : fs::path(ck_path).parent_path().string();
+  const std::string chosen = !args.out.empty() ? args.out
+                             : snapshot        ? (fs::path(ck_path).parent_path() / fs::path(ck_path).stem()).string()
+                             : other_task ? (fs::path(home.empty() ? "." : home) / ("analysis-" + args.task)).string()
+                                          : home;
+  const std::string out = chosen.empty() ? "." : chosen;
+  std::error_code same_ec;
+  const bool own_folder = fs::equivalent(out, home.empty() ? "." : home, same_ec);
+  // The folders analyze picks itself (a snapshot's, another task's) are its own.
+  if (!own_folder && !args.out.empty()) check_analysis_out(out);
+  // The run's own folder is written as its trainer writes it: not while a
+  // trainer holds it (its heads.json would be overwritten by the next one).
+  std::unique_ptr<train::RunLock> lock;
+  if (own_folder && train::folder_marker(out) == "run") lock = std::make_unique<train::RunLock>(out);
   AnalysisInput input = args.data.empty()
                             ? AnalysisInput::of_run(ck)
                             : AnalysisInput::of_file(ck, ck_path, args.data, args.batch_given ? args.batch : 0);
@@ -115,18 +154,14 @@ int run_analyze(const AnalyzeArgs& args) {
   analysis::RunAnalysis run = analysis::analyze_model(input.model(), train::examples_of(batch), options);
   run.analyzed = input.task().name();
 
-  const std::string home = is_dir ? args.target : fs::path(ck_path).parent_path().string();
-  const std::string out = !args.out.empty() ? args.out
-                          : snapshot        ? (fs::path(ck_path).parent_path() / fs::path(ck_path).stem()).string()
-                          : other_task      ? (fs::path(home.empty() ? "." : home) / ("analysis-" + args.task)).string()
-                                            : home;
   if (other_task && args.out.empty())
     std::cerr << "analyze: the run trained on " << trained_on << "; its analysis on " << args.task << " goes to "
               << out << " (its own heads.json and report.html are kept)\n";
   std::error_code ec;
-  fs::create_directories(out.empty() ? "." : out, ec);
+  fs::create_directories(out, ec);
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
-  train::RunFolder folder{out.empty() ? "." : out, nullptr};
+  if (!own_folder && train::folder_marker(out).empty()) train::write_folder_marker(out, "analysis");
+  train::RunFolder folder{out, nullptr};
   // A run folder's report steps through its snapshots as the trainer's does
   // (on the run's own batch: a --data analysis has no snapshots to show).
   const bool with_snapshots = is_dir && !args.step_given && args.data.empty();

@@ -36,14 +36,41 @@ struct EvalArgs {
   bool json = false;
 };
 
+// Each dump: a new file or a regular one, outside run and sweep folders,
+// none of what this eval reads (the checkpoint, --data, the files the run
+// trained and was evaluated on), and not another dump: checked before any
+// work, so that a refused path costs nothing and replaces nothing.
+void check_dumps(const EvalArgs& args, const train::TrainConfig& run) {
+  const std::vector<train::NamedInput> inputs{{"the checkpoint", args.checkpoint},
+                                              {"--data", args.data},
+                                              {"the run's --data", run.data},
+                                              {"the run's --eval-data", run.eval_data}};
+  const std::pair<const char*, const std::string*> dumps[] = {
+      {"--dump-logits", &args.dump_logits}, {"--dump-grads", &args.dump_grads},
+      {"--dump-activations", &args.dump_activations}};
+  for (std::size_t i = 0; i < std::size(dumps); ++i) {
+    const auto& [flag, path] = dumps[i];
+    if (path->empty()) continue;
+    train::check_output_is_no_input(flag, *path, inputs);
+    for (std::size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      const std::string& other = *dumps[j].second;
+      if (!other.empty() && (std::filesystem::absolute(*path, ec).lexically_normal() ==
+                                 std::filesystem::absolute(other, ec).lexically_normal() ||
+                             std::filesystem::equivalent(*path, other, ec)))
+        throw train::UsageError(std::string(flag) + " " + *path + " is also " + dumps[j].first +
+                                "; give each dump its own file");
+    }
+  }
+}
+
 int run_eval(const EvalArgs& args) {
   if (!args.task.empty() && !args.data.empty()) throw train::UsageError("give --task or --data, not both");
   if (args.batch_given && args.batch < 1)
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (picked from the model's size) or more");
-  if (!args.dump_logits.empty()) train::check_output_is_no_input("--dump-logits", args.dump_logits, args.checkpoint);
-  if (!args.dump_grads.empty()) train::check_output_is_no_input("--dump-grads", args.dump_grads, args.checkpoint);
   const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
+  check_dumps(args, ck.info.config);
   use_threads(args.threads, train_flops_per_step(ck.info.config));  // 0: as the run's training would
   // The run's own task and evaluation batch unless told otherwise; the model
   // is always the checkpoint's.
@@ -91,7 +118,6 @@ int run_eval(const EvalArgs& args) {
   if (!args.hooks.empty() && args.dump_activations.empty())
     throw train::UsageError("--hooks names what --dump-activations writes; give --dump-activations FILE too");
   const std::vector<std::string> hooks = hooks_to_dump(model->spec(), args.hooks);
-  if (!args.dump_activations.empty()) check_dump_target(args.dump_activations, {args.checkpoint, args.data});
 
   // Each batch: forward (with a graph for --dump-grads), score, its rows of
   // the logits dump, and its share of the gradient.

@@ -341,6 +341,8 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
   const std::string dir = trimmed_dir(dir_arg);
   const std::string where = "--collect " + dir;
   if (!fs::is_regular_file(dir + "/config.json")) throw train::UsageError(where + ": not a sweep folder (no config.json)");
+  // Before the lock, whose file would mark the folder as a sweep's.
+  if (!train::is_sweep_folder(dir)) throw train::UsageError(where + ": not a sweep folder (a run's, or the user's)");
   std::unique_ptr<train::SweepLock> lock;
   if (!locked) lock = std::make_unique<train::SweepLock>(dir, std::nullopt);
   std::map<int, std::pair<std::string, nlohmann::json>> shards;  // by K: the file's name and content

@@ -22,15 +22,6 @@ std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std:
   return hooks;
 }
 
-void check_dump_target(const std::string& path, const std::vector<std::string>& inputs) {
-  for (const std::string& in : inputs) {
-    std::error_code ec;
-    if (!in.empty() && std::filesystem::equivalent(path, in, ec))
-      throw train::UsageError("--dump-activations " + path + " is " + in +
-                              ", an input of this eval; give a new file name");
-  }
-}
-
 void dump_activations(const layers::Transformer& model, train::Task& task, int64_t total, int64_t rows,
                       uint64_t seed, const std::vector<std::string>& names, const std::string& path,
                       const core::Metadata& metadata) {

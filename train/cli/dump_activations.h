@@ -17,10 +17,6 @@ namespace headlab::cli {
 // those, checked (UsageError naming the nearest valid ones).
 std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std::vector<std::string>& hooks);
 
-// UsageError when `path` is one of `inputs` (the checkpoint, the data
-// file): a dump must never replace what it reads.
-void check_dump_target(const std::string& path, const std::vector<std::string>& inputs);
-
 // Runs `total` sequences of the task's evaluation rows through the model,
 // `rows` at a time (memory bounded by `rows`, not the file), and streams
 // each batch's activations into `path` (written atomically at the end).
