@@ -83,8 +83,8 @@ int64_t live_node_count() { return g_live_nodes.load(std::memory_order_relaxed);
 
 // --- grad mode ---
 
-NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+GradModeGuard::GradModeGuard(bool enabled) : previous_(t_grad_enabled) { t_grad_enabled = enabled; }
+GradModeGuard::~GradModeGuard() { t_grad_enabled = previous_; }
 bool grad_enabled() { return t_grad_enabled; }
 
 GradOnlyFor::GradOnlyFor(std::vector<Variable> leaves) : leaves_(std::move(leaves)), previous_(t_grad_only) {

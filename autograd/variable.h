@@ -127,16 +127,24 @@ class Variable {
   std::shared_ptr<Node> node_;
 };
 
-// While alive, no op records a graph on this thread.
-class NoGradGuard {
+// While alive, ops on this thread record a graph if and only if `enabled`;
+// the mode before it comes back when it goes. Enabling lets code called from
+// inside a NoGradGuard (a Python hook in a forward pass) take gradients.
+class GradModeGuard {
  public:
-  NoGradGuard();
-  ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool previous_;
+};
+
+// While alive, no op records a graph on this thread.
+class NoGradGuard : public GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
 };
 
 bool grad_enabled();

@@ -73,7 +73,12 @@ std::map<std::string, Tensor> activation_gradients(const Transformer& model, std
   if (logits) *logits = out.value();
   if (loss) *loss = l.value().item();
   std::map<std::string, Tensor> grads;
-  if (l.requires_grad()) l.backward();
+  if (deltas.empty()) return grads;
+  // Without a graph every gradient would read as zero: a wrong answer, not a result.
+  if (!l.requires_grad())
+    throw std::logic_error("activation_gradients: the loss does not require a gradient (gradients are disabled on "
+                           "this thread: called under autograd::NoGradGuard)");
+  l.backward();
   for (const auto& [n, d] : deltas) grads[n] = d.has_grad() ? d.grad() : Tensor::zeros(d.shape(), d.dtype());
   return grads;
 }

@@ -49,7 +49,9 @@ class HookSet final : public Hooks {
 // autograd::GradOnlyFor, so the parameters' gradients and requires_grad
 // flags are never touched. `logits` (optional) receives the logits, `loss`
 // the loss. Throws std::invalid_argument for an unknown name, or for
-// tokens/targets/mask that do not fit (as Transformer::forward does).
+// tokens/targets/mask that do not fit (as Transformer::forward does), and
+// std::logic_error when gradients are disabled on this thread (NoGradGuard)
+// rather than return zeros.
 std::map<std::string, Tensor> activation_gradients(const Transformer& model, std::span<const int32_t> tokens,
                                                    int64_t batch, int64_t seq_len,
                                                    std::span<const int32_t> targets,

@@ -117,25 +117,48 @@ void check_run_paths(const RunFolder& run, int64_t last_snapshot) {
                      (error == ENAMETOOLONG ? " (give a shorter --out, or no --snapshot-every)" : ""));
 }
 
+namespace {
+
+// A write lock on one byte of train.lock.
+struct flock byte_lock(off_t byte) {
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = byte;
+  lock.l_len = 1;
+  return lock;
+}
+
+}  // namespace
+
 RunLock::RunLock(const std::string& dir) {
   const std::string path = dir + "/train.lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) throw std::runtime_error("cannot lock the run folder " + dir + " (" + path + "): " + std::strerror(errno));
-  // A POSIX record lock rather than flock: F_GETLK names the holder, so the
-  // lock file never needs writing and a refused command changes nothing.
-  struct flock lock {};
-  lock.l_type = F_WRLCK;
-  lock.l_whence = SEEK_SET;
-  if (::fcntl(fd_, F_SETLK, &lock) == 0) return;
+  // Byte 0: an open file description lock, the exclusion. Not a classic
+  // POSIX record lock: those never conflict within one process, and the
+  // Python package can run two commands of one process into one folder (an
+  // OFD lock also conflicts with the whole-file classic lock of an older
+  // headlab). Byte 1: a classic lock, which names its PID to F_OFD_GETLK
+  // where an OFD lock names none, so a refusal can say who writes (this
+  // process included) without the lock file ever being written.
+  struct flock exclusive = byte_lock(0), marker = byte_lock(1);
+  if (::fcntl(fd_, F_OFD_SETLK, &exclusive) == 0 && ::fcntl(fd_, F_SETLK, &marker) == 0) return;
   const int error = errno;
-  struct flock holder = lock;
-  const bool known = ::fcntl(fd_, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK;
+  struct flock holder = byte_lock(1);
+  const pid_t pid = ::fcntl(fd_, F_OFD_GETLK, &holder) == 0 && holder.l_type != F_UNLCK ? holder.l_pid : -1;
+  // Closing drops every classic lock this process holds on the file, the
+  // marker of a writer in this process too: its exclusion stays, and a later
+  // refusal says "PID unknown".
   ::close(fd_);
   fd_ = -1;
   if (error != EAGAIN && error != EACCES)
     throw std::runtime_error("cannot lock the run folder " + dir + ": " + std::strerror(error));
+  if (pid == ::getpid())
+    throw std::runtime_error("the run folder " + dir + " is being written by this process (PID " + std::to_string(pid) +
+                             ", another command running in it); wait for that to end first (one writer per run folder)");
   throw std::runtime_error("the run folder " + dir + " is being written by another headlab process (PID " +
-                           (known ? std::to_string(holder.l_pid) : std::string("unknown")) +
+                           (pid > 0 ? std::to_string(pid) : std::string("unknown")) +
                            "); wait for it to end or stop it first (one writer per run folder)");
 }
 

@@ -13,10 +13,11 @@
 
 namespace headlab::train {
 
-// An exclusive advisory lock (a POSIX record lock, fcntl) on DIR/train.lock:
-// one process at a time writes a run folder. The kernel releases it when the
-// process ends, however it ends (even SIGKILL), so a lock is never stale.
-// Readers (eval, analyze) do not take it.
+// An exclusive advisory lock (an open file description lock, fcntl
+// F_OFD_SETLK) on DIR/train.lock: one writer at a time per run folder, two
+// RunLocks of one process included. The kernel releases it when the process
+// ends, however it ends (even SIGKILL), so a lock is never stale. Readers
+// (eval, analyze) do not take it.
 class RunLock {
  public:
   // Throws std::runtime_error naming the PID that holds the lock.

@@ -19,6 +19,9 @@ class Model:
     patches act on one forward pass at a time."""
 
     def __init__(self, core_model):
+        if not isinstance(core_model, _core.Model):
+            raise TypeError(f"headlab.Model wraps a loaded checkpoint, got {type(core_model).__name__}: "
+                            "use headlab.load(path) with a run folder or a checkpoint")
         self._core = core_model
         self.spec = json.loads(core_model.spec_json)
         self.config = json.loads(core_model.config_json)
@@ -66,17 +69,19 @@ class Model:
             except ValueError as e:  # the C++ message names the nearest valid names
                 raise KeyError(str(e)) from None
 
+    def _select(self, names):
+        """A name, a list of names or a predicate name -> bool -> the checked list of names."""
+        if callable(names):
+            return [n for n in self.hook_names() if names(n)]
+        names = [names] if isinstance(names, str) else list(names)
+        self._check_names(names)
+        return names
+
     def run_with_cache(self, tokens, names=None):
         """(logits, cache): cache maps each hook name (or only those in `names`,
         a list of names or a predicate name -> bool) to its activation as numpy."""
         ids = self.tokens(tokens)
-        if names is None:
-            keep = self.hook_names()
-        elif callable(names):
-            keep = [n for n in self.hook_names() if names(n)]
-        else:
-            keep = [names] if isinstance(names, str) else list(names)
-            self._check_names(keep)
+        keep = self.hook_names() if names is None else self._select(names)
         return self._core.run(ids, keep, [], None)
 
     def run_with_hooks(self, tokens, fwd_hooks=()):
@@ -96,23 +101,23 @@ class Model:
             hooks.setdefault(name, []).append(fn)
 
         def call(name, activation):
-            for fn in hooks[name]:
+            fns = hooks[name]
+            for i, fn in enumerate(fns):
                 out = fn(activation, name)
                 if out is not None:
-                    activation = out
+                    activation = out if i == len(fns) - 1 else _writable_copy(out, activation)
             return activation
 
         logits, _ = self._core.run(ids, [], list(hooks), call)
         return logits
 
     def gradients(self, tokens, targets, names):
-        """name -> dLoss/d(activation) for the named hook points, the loss the
-        mean cross-entropy over the targets != -1 (what attribution patching reads)."""
+        """name -> dLoss/d(activation) for the named hook points (a list of names
+        or a predicate name -> bool), the loss the mean cross-entropy over the
+        targets != -1 (what attribution patching reads)."""
         ids = self.tokens(tokens)
         ys = _tokens.targets(targets, ids, self.spec)
-        names = [names] if isinstance(names, str) else list(names)
-        self._check_names(names)
-        return self._core.gradients(ids, ys, names)
+        return self._core.gradients(ids, ys, self._select(names))
 
     def to_torch(self):
         """A torch.nn.Module with the checkpoint's parameter names that computes
@@ -120,6 +125,16 @@ class Model:
         from ._torch import to_torch
 
         return to_torch(self.spec, self.params)
+
+
+def _writable_copy(out, like):
+    """A hook's replacement as the next hook at its point receives it: a writable
+    copy of the activation's dtype, as the first hook's was (a returned cache
+    array is read-only). One that does not fit stays as it is, for the binding
+    to name."""
+    if isinstance(out, np.ndarray) and out.shape == like.shape and out.dtype.kind in "fiu":
+        return np.array(out, dtype=like.dtype)
+    return out
 
 
 def _as_model(model):

@@ -3,22 +3,27 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
+
 from . import _core
 
 
 def _flag_args(flags):
-    """{"d_model": 64, "attn_only": True, "betas": (0.9, 0.98)} -> CLI arguments."""
+    """{"d_model": 64, "attn_only": True, "betas": (0.9, 0.98)} -> CLI arguments,
+    each `--flag=value`, so that a value is never read as a flag nor a flag as
+    a value: steps=True gives --steps=true, which the CLI rejects naming it."""
     args = []
     for key, value in flags.items():
         flag = "--" + key.replace("_", "-")
         if value is None:
             continue
-        if isinstance(value, bool):
-            args.append(flag if value else f"{flag}=false")
-        elif isinstance(value, (list, tuple)):
-            args += [flag, ",".join(str(v) for v in value)]
+        if isinstance(value, (bool, np.bool_)):
+            text = "true" if value else "false"
+        elif isinstance(value, (list, tuple, np.ndarray)):
+            text = ",".join(str(v) for v in (value.ravel() if isinstance(value, np.ndarray) else value))
         else:
-            args += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+            text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+        args.append(f"{flag}={text}")
     return args
 
 
@@ -36,16 +41,24 @@ def command(*args):
     raise RuntimeError(message)
 
 
-def train(out, **flags):
+def train(out=None, **flags):
     """Trains as `headlab train --out OUT --flag value ...` does, in this process
     and through the same code: the same flags give the same metrics.jsonl and
     checkpoint, byte for byte (timings aside). Flags are the CLI's, with _ for
     -: train(out="runs/x", task="induction", attn_only=True, steps=500).
-    Returns the Run."""
-    if out is None:
-        raise ValueError("train: give out=, the run folder to write")
-    command("train", "--out", os.fspath(out), *_flag_args(flags))
-    return Run(out)
+    Returns the Run. train(resume="runs/x", steps=1000) continues a run in its
+    own folder (`headlab train --resume`, no out=); help=True prints the flags."""
+    if flags.pop("help", False):
+        command("train", "--help")
+        return None
+    resume = flags.get("resume")
+    for name, path in (("out", out), ("resume", resume)):
+        if path is not None and not os.fspath(path):  # the CLI would choose a folder of its own for --out ""
+            raise ValueError(f"train: {name}= is empty; give a run folder")
+    if out is None and resume is None:
+        raise ValueError("train: give out=, the run folder to write (or resume=, a run folder to continue)")
+    command("train", *([] if out is None else [f"--out={os.fspath(out)}"]), *_flag_args(flags))
+    return Run(resume if out is None else out)
 
 
 class Run:

@@ -10,7 +10,7 @@ def _int_array(values, what):
     except ValueError as e:  # ragged lists of lists
         raise ValueError(f"{what}: expected rows of equal length (an int array [batch, seq_len]): {e}") from None
     if array.dtype == object:
-        raise ValueError(f"{what}: expected rows of equal length (an int array [batch, seq_len])")
+        raise ValueError(f"{what}: {_object_problem(array)}")
     if array.size and array.dtype.kind not in "iu":
         raise ValueError(f"{what}: expected integer ids, got dtype {array.dtype}")
     if array.ndim == 1:
@@ -22,25 +22,44 @@ def _int_array(values, what):
     return array
 
 
+def _object_problem(array):
+    """Why numpy made an object array of the input: not a sequence, ragged rows,
+    or an entry that is no int64 (None, a string, 2**70). Only on the error path."""
+    if array.ndim == 0:
+        return f"expected an int array [batch, seq_len] or a list of lists, got {type(array.item()).__name__}"
+    for where in np.ndindex(array.shape):
+        value = array[where]
+        if isinstance(value, (list, tuple, np.ndarray)):
+            break
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            return f"{value!r} at {list(where)} is not an integer id"
+        if not np.iinfo(np.int64).min <= value <= np.iinfo(np.int64).max:
+            return f"{value} at {list(where)} does not fit in an int64"
+    return "expected rows of equal length (an int array [batch, seq_len])"
+
+
 def _first_outside(array, low, high):
     bad = np.argwhere((array < low) | (array >= high))[0]
     return int(array[tuple(bad)]), [int(i) for i in bad]
 
 
-def tokens(values, spec):
-    """[B, T] int32 ids within the model's vocabulary and length."""
-    array = _int_array(values, "tokens")
+def tokens(values, spec, what="tokens"):
+    """[B, T] int32 ids within the model's vocabulary and length; `what` names
+    the argument in messages."""
+    array = _int_array(values, what)
     vocab, max_len = spec["vocab"], spec["max_seq_len"]
     if array.shape[1] > max_len:
-        raise ValueError(f"tokens: {array.shape[1]} positions, but the model reads at most {max_len} (max_seq_len)")
+        raise ValueError(f"{what}: {array.shape[1]} positions, but the model reads at most {max_len} (max_seq_len)")
     if array.min() < 0 or array.max() >= vocab:
         value, where = _first_outside(array, 0, vocab)
-        raise ValueError(f"tokens: id {value} at {where} is outside the vocabulary [0, {vocab}) of this model")
+        raise ValueError(f"{what}: id {value} at {where} is outside the vocabulary [0, {vocab}) of this model")
     return np.ascontiguousarray(array, dtype=np.int32)
 
 
 def targets(values, ids, spec):
-    """[B, T] int32 class ids (-1: no target) of the tokens' shape."""
+    """[B, T] int32 class ids (-1: no target) of the tokens' shape, at least one not -1."""
+    if values is None:
+        raise ValueError("targets are required: class ids of the tokens' shape, -1 where a position has none")
     array = _int_array(values, "targets")
     if array.shape != ids.shape:
         raise ValueError(f"targets: expected shape {list(ids.shape)} (the tokens'), got {list(array.shape)}")
@@ -48,7 +67,7 @@ def targets(values, ids, spec):
     if array.min() < -1 or array.max() >= classes:
         value, where = _first_outside(array, -1, classes)
         raise ValueError(f"targets: class {value} at {where} is outside [0, {classes}) (or -1 for no target)")
-    return np.ascontiguousarray(array, dtype=np.int32)
+    return _with_a_target(np.ascontiguousarray(array, dtype=np.int32))
 
 
 def next_token_targets(ids, spec):
@@ -58,4 +77,11 @@ def next_token_targets(ids, spec):
                          "give targets (an int array of the tokens' shape, -1 for no target)")
     out = np.full(ids.shape, -1, dtype=np.int32)
     out[:, :-1] = ids[:, 1:]
-    return out
+    return _with_a_target(out)
+
+
+def _with_a_target(targets):
+    # The loss is a mean over the targets: over none it is undefined, not 0.
+    if (targets == -1).all():
+        raise ValueError("targets: every entry is -1 (no position has a target); the loss and accuracy need at least one")
+    return targets

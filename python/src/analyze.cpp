@@ -29,6 +29,8 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
   if (example < 0 || example >= t.batch)
     throw std::invalid_argument("example " + std::to_string(example) + " is not one of the " + std::to_string(t.batch) +
                                 " sequences");
+  if (importance_examples < 1)
+    throw std::invalid_argument("importance_examples must be >= 1 (got " + std::to_string(importance_examples) + ")");
   std::optional<Tokens> c;
   if (corrupted) {
     c = tokens_from(*corrupted);

@@ -6,6 +6,7 @@
 #include <array>
 #include <csignal>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,23 +22,43 @@ namespace py = pybind11;
 
 namespace {
 
-// The trainer installs its own SIGINT/SIGTERM/SIGHUP handlers (a stop after
-// the current step, with a checkpoint); the interpreter gets its own back.
-class SavedSignalHandlers {
+// What a command changes for the whole process and the session keeps its own
+// of: the signal handlers (the trainer installs SIGINT/SIGTERM/SIGHUP handlers
+// that stop it after the current step, with a checkpoint) and --threads,
+// --gemm and --precision. Counted: commands may overlap on several threads,
+// and only the first saves the session's state (a later one would save the
+// running command's) and only the last restores it and forgets a received
+// stop signal, so that the signal stops no later command.
+class SessionState {
  public:
-  SavedSignalHandlers() {
-    for (std::size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], nullptr, &saved_[i]);
+  SessionState() {
+    const std::lock_guard lock(mutex_);
+    if (users_++ > 0) return;
+    for (std::size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], nullptr, &handlers_[i]);
+    threads_ = core::num_threads();
+    gemm_ = core::gemm_backend();
+    precision_ = core::gemm_precision();
   }
-  ~SavedSignalHandlers() {
-    for (std::size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &saved_[i], nullptr);
+  ~SessionState() {
+    const std::lock_guard lock(mutex_);
+    if (--users_ > 0) return;
+    for (std::size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &handlers_[i], nullptr);
     train::reset_stop_signal();
+    core::set_num_threads(threads_);
+    core::set_gemm_backend(gemm_);
+    core::set_gemm_precision(precision_);
   }
-  SavedSignalHandlers(const SavedSignalHandlers&) = delete;
-  SavedSignalHandlers& operator=(const SavedSignalHandlers&) = delete;
+  SessionState(const SessionState&) = delete;
+  SessionState& operator=(const SessionState&) = delete;
 
  private:
   static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGHUP};
-  std::array<struct sigaction, 3> saved_{};
+  static inline std::mutex mutex_;
+  static inline int users_ = 0;
+  static inline std::array<struct sigaction, 3> handlers_{};
+  static inline int threads_ = 0;
+  static inline core::GemmBackend gemm_{};
+  static inline core::GemmPrecision precision_{};
 };
 
 // argv without the program's name -> (exit status, the error line or "").
@@ -48,15 +69,12 @@ std::pair<int, std::string> run(const std::vector<std::string>& args) {
   for (std::string& a : owned) argv.push_back(a.data());
   argv.push_back(nullptr);
   py::gil_scoped_release release;
-  const SavedSignalHandlers saved;
-  // A command's --threads, --gemm and --precision are process-wide: the session keeps its own.
-  const int threads = core::num_threads();
-  const core::GemmBackend gemm = core::gemm_backend();
-  const core::GemmPrecision precision = core::gemm_precision();
-  const int status = cli::run_command_line(static_cast<int>(owned.size()), argv.data());
-  core::set_num_threads(threads);
-  core::set_gemm_backend(gemm);
-  core::set_gemm_precision(precision);
+  int status = 0;
+  {
+    const SessionState session;
+    // The caller raises the error line: printed too, a notebook would show it twice.
+    status = cli::run_command_line(static_cast<int>(owned.size()), argv.data(), /*print_error=*/false);
+  }
   std::fflush(stdout);
   return {status, cli::last_error()};
 }

@@ -1,7 +1,9 @@
 // Model.run and Model.gradients: a forward pass through the probe's named hook
-// points (layers/hooks.h). Caching copies each kept activation once; a Python
-// hook is called with the GIL held, on a writable copy, and what it returns
-// replaces the activation downstream (a constant: the weights never change).
+// points (layers/hooks.h). The cache shares the pass's own values, except a
+// value that is a parameter's memory, which it copies; a Python hook is called
+// with the GIL held and grad mode as the caller had it, on a writable copy, and
+// what it returns replaces the activation downstream (a constant: the weights
+// never change).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -31,8 +33,14 @@ struct HookFailed {};
 
 class PythonHooks final : public layers::Hooks {
  public:
-  PythonHooks(const std::vector<std::string>& kept, const std::vector<std::string>& hooked, py::object call)
-      : cache_names_(kept.begin(), kept.end()), hooked_(hooked.begin(), hooked.end()), call_(std::move(call)) {}
+  // grad_enabled: the caller's grad mode, which the hooks run under (the pass
+  // itself runs without a graph): model.gradients() in a hook is what it is outside.
+  PythonHooks(const layers::Transformer& model, const std::vector<std::string>& kept,
+              const std::vector<std::string>& hooked, py::object call, bool grad_enabled)
+      : cache_names_(kept.begin(), kept.end()), hooked_(hooked.begin(), hooked.end()), call_(std::move(call)),
+        grad_enabled_(grad_enabled) {
+    for (const auto& [name, p] : model.named_parameters()) parameters_.insert(p.value().storage().get());
+  }
 
   bool wants(const std::string& name) const override { return cache_names_.count(name) || hooked_.count(name); }
 
@@ -40,8 +48,13 @@ class PythonHooks final : public layers::Hooks {
     autograd::Variable out = activation;
     if (hooked_.count(name)) out = call_hook(name, activation);
     // The cache holds what flows downstream, as TransformerLens's does; a
-    // value of the pass, never written after it (shared, not copied).
-    if (cache_names_.count(name)) cache[name] = out.value().contiguous();
+    // value of the pass, never written after it (shared, not copied), unless
+    // it is a parameter's own memory (hook_pos_embed of one sequence is a view
+    // of pos_emb.weight): numpy's read-only flag does not bind torch.from_numpy.
+    if (cache_names_.count(name)) {
+      const core::Tensor value = out.value().contiguous();
+      cache[name] = parameters_.count(value.storage().get()) ? value.clone() : value;
+    }
     return out;
   }
 
@@ -52,6 +65,7 @@ class PythonHooks final : public layers::Hooks {
   autograd::Variable call_hook(const std::string& name, const autograd::Variable& activation) {
     const core::Tensor& value = activation.value();
     py::gil_scoped_acquire gil;
+    const autograd::GradModeGuard grad_mode(grad_enabled_);
     try {
       py::array given = to_numpy_copy(value);
       py::object result = call_(name, given);
@@ -74,6 +88,8 @@ class PythonHooks final : public layers::Hooks {
 
   std::set<std::string> cache_names_, hooked_;
   py::object call_;
+  bool grad_enabled_;
+  std::set<const core::Storage*> parameters_;
 };
 
 // (logits, cache): `cache` lists the hook points to keep, `hooked` those at
@@ -81,7 +97,7 @@ class PythonHooks final : public layers::Hooks {
 py::tuple run(const Model& model, const IntArray& tokens, const std::vector<std::string>& cache,
               const std::vector<std::string>& hooked, py::object call) {
   const Tokens t = tokens_from(tokens);
-  PythonHooks hooks(cache, hooked, std::move(call));
+  PythonHooks hooks(*model.transformer, cache, hooked, std::move(call), autograd::grad_enabled());
   core::Tensor logits;
   bool failed = false;
   {
@@ -100,7 +116,7 @@ py::tuple run(const Model& model, const IntArray& tokens, const std::vector<std:
   for (const std::string& name : cache) {
     const auto it = hooks.cache.find(name);
     if (it == hooks.cache.end()) continue;
-    // Read-only: a cached value may share storage with the weights (hook_pos_embed of one sequence).
+    // Read-only: the pass's own buffers, which entries may share with each other.
     py::array a = to_numpy(it->second);
     a.attr("setflags")(py::arg("write") = false);
     out[py::str(name)] = a;

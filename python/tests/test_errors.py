@@ -84,3 +84,59 @@ def test_bad_paths_and_files(tmp_path):
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError):
         headlab.load(junk)
+
+
+def test_analyze_options_are_checked_not_coerced(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+    targets = tokens % mlp_model.spec["classes"]
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=rf"importance_examples must be >= 1 .*got {bad}"):
+            headlab.analyze(mlp_model, tokens, targets, importance_examples=bad)
+    with pytest.raises(TypeError, match="importance_examples must be an int .*'4'"):
+        headlab.analyze(mlp_model, tokens, targets, importance_examples="4")
+    with pytest.raises(TypeError, match=r"example must be an int .*1\.7"):
+        headlab.analyze(mlp_model, tokens, targets, example=1.7)
+    with pytest.raises(ValueError, match=r"example must be in \[0, 1\] .*got 2"):
+        headlab.analyze(mlp_model, tokens, targets, example=2)
+    with pytest.raises(TypeError, match="pruning must be True or False, got 'no'"):
+        headlab.analyze(mlp_model, tokens, targets, pruning="no")
+    with pytest.raises(ValueError, match="analyze needs seq_len >= 3.*got 2"):
+        headlab.analyze(mlp_model, tokens[:, :2], targets[:, :2])
+    corrupted = tokens.copy()
+    corrupted[1, 2] = 1000
+    with pytest.raises(ValueError, match=r"^corrupted: id 1000 at \[1, 2\]"):
+        headlab.analyze(mlp_model, tokens, targets, corrupted=corrupted)
+
+
+def test_no_target_at_all_is_an_error_not_zeros(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+    none = np.full_like(tokens, -1)
+    with pytest.raises(ValueError, match="every entry is -1"):
+        mlp_model.gradients(tokens, none, ["hook_embed"])
+    with pytest.raises(ValueError, match="every entry is -1"):
+        headlab.analyze(mlp_model, tokens, none)
+    with pytest.raises(ValueError, match="targets are required"):
+        mlp_model.gradients(tokens, None, ["hook_embed"])
+
+
+def test_token_entries_that_are_not_ids_are_named(mlp_model):
+    with pytest.raises(ValueError, match=r"None at \[0, 0\] is not an integer id"):
+        mlp_model([[None, 1]])
+    with pytest.raises(ValueError, match=rf"{2**70} at \[0, 1\] does not fit in an int64"):
+        mlp_model([[1, 2**70]])
+    with pytest.raises(ValueError, match="or a list of lists, got dict"):
+        mlp_model({1: 2})
+
+
+def test_gradients_take_a_predicate_as_run_with_cache_does(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+    targets = tokens % mlp_model.spec["classes"]
+    by_predicate = mlp_model.gradients(tokens, targets, lambda n: n.endswith("hook_resid_post"))
+    assert sorted(by_predicate) == ["blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
+    by_name = mlp_model.gradients(tokens, targets, ["blocks.1.hook_resid_post"])
+    np.testing.assert_array_equal(by_predicate["blocks.1.hook_resid_post"], by_name["blocks.1.hook_resid_post"])
+
+
+def test_model_of_something_else_points_to_load():
+    with pytest.raises(TypeError, match=r"headlab.load\(path\)"):
+        headlab.Model(None)

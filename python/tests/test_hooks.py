@@ -1,4 +1,6 @@
 """run_with_cache, run_with_hooks and gradients against the C++ analysis."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,55 @@ def test_gradients_match_a_finite_difference(mlp_model):
         numeric = (loss(1) - loss(-1)) / (2 * eps)
         analytic = float((grads[name].astype(np.float64) * direction).sum())
         assert analytic == pytest.approx(numeric, rel=5e-2, abs=1e-3)
+
+
+def test_the_cache_never_shares_memory_with_the_weights(mlp_run):
+    torch = pytest.importorskip("torch")
+    model = headlab.load(mlp_run)  # its own: a failure must not spoil the session's model
+    tokens = random_tokens(model, batch=1)  # one sequence: hook_pos_embed is pos_emb.weight[:T] as it is
+    logits = model(tokens)
+    weights = model._core.params()["pos_emb.weight"]
+    _, cache = model.run_with_cache(tokens)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.from_numpy of a read-only array only warns, then writes
+        for name, value in cache.items():
+            torch.from_numpy(value).zero_()
+            assert not value.any(), name
+    np.testing.assert_array_equal(model(tokens), logits)
+    np.testing.assert_array_equal(model._core.params()["pos_emb.weight"], weights)
+
+
+def test_gradients_and_analyze_inside_a_hook_equal_those_outside(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2, seed=4)
+    targets = random_tokens(mlp_model, batch=2, seed=6) % mlp_model.spec["classes"]
+    names = ["blocks.0.hook_resid_post"]
+    outside = mlp_model.gradients(tokens, targets, names)[names[0]]
+    records = headlab.analyze(mlp_model, tokens, targets, pruning=False, importance_examples=2)
+    inside = {}
+
+    def hook(activation, name):
+        inside["grads"] = mlp_model.gradients(tokens, targets, names)[names[0]]
+        inside["records"] = headlab.analyze(mlp_model, tokens, targets, pruning=False, importance_examples=2)
+
+    mlp_model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.hook_resid_pre", hook)])
+    assert np.abs(outside).sum() > 0
+    np.testing.assert_array_equal(inside["grads"], outside)
+    assert inside["records"] == records
+
+
+def test_a_second_hook_at_a_point_gets_a_writable_copy_of_the_firsts_return(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+    name = "blocks.0.attn.hook_z"
+    _, cache = mlp_model.run_with_cache(random_tokens(mlp_model, batch=2, seed=9), [name])
+
+    def zero_head_1(z, hook_name):
+        z[:, :, 1] = 0
+
+    def patched(z, hook_name):
+        z = cache[hook_name].copy()
+        z[:, :, 1] = 0
+        return z
+
+    chained = mlp_model.run_with_hooks(tokens, [(name, lambda z, n: cache[n]), (name, zero_head_1)])
+    np.testing.assert_array_equal(chained, mlp_model.run_with_hooks(tokens, [(name, patched)]))
+    assert cache[name][:, :, 1].any()  # the cache itself is left as it was

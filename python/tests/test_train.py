@@ -1,6 +1,11 @@
 """headlab.train is `headlab train`, byte for byte; Run reads a run folder."""
 import json
+import os
+import signal
+import threading
+import time
 
+import numpy as np
 import pytest
 
 import headlab
@@ -59,3 +64,64 @@ def test_train_errors_are_python_exceptions(tmp_path):
         headlab.train(out=tmp_path / "y", heads=3, d_model=16, steps=1)
     with pytest.raises(FileNotFoundError):
         headlab.Run(tmp_path / "nowhere")
+
+
+# A tiny run for the calls below: well under a second.
+TINY = dict(task="induction", layers=1, d_model=16, heads=2, attn_only=True, batch=8, eval_batch=8, threads=1,
+            analyze_every=0, log_every=1)
+
+
+def test_resume_from_python_and_flags_as_arrays(tmp_path):
+    out = tmp_path / "run"
+    run = headlab.train(out=out, steps=2, betas=np.array([0.8, 0.9]), **TINY)
+    assert run.config["betas"] == [0.8, 0.9]
+    resumed = headlab.train(resume=out, steps=4)
+    assert resumed.path == out
+    assert [m["step"] for m in resumed.metrics] == [1, 2, 3, 4]
+    assert resumed.model().step == 4
+
+
+def test_train_refuses_bad_calls_before_training(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="out= is empty"):
+        headlab.train(out="", steps=1, **TINY)
+    with pytest.raises(ValueError, match="give out="):
+        headlab.train(steps=1, **TINY)
+    with pytest.raises(ValueError, match="--steps 'true' is not a whole number"):
+        headlab.train(out=tmp_path / "x", steps=True, **TINY)
+    assert list(tmp_path.iterdir()) == []
+    # The error is raised, not printed as well.
+    assert capfd.readouterr().err == ""
+
+
+def test_help_prints_the_flags_and_trains_nothing(tmp_path, capfd):
+    assert headlab.train(out=tmp_path / "x", help=True) is None
+    assert "--steps" in capfd.readouterr().out
+    assert not (tmp_path / "x").exists()
+
+
+def test_overlapping_trainings_give_the_interpreter_its_sigint_back(tmp_path):
+    # Training a starts, b starts while a runs and ends after it: b must not
+    # leave the trainer's handler behind, which would swallow Ctrl-C.
+    errors = []
+
+    def train(name, steps):
+        try:
+            headlab.train(out=tmp_path / name, steps=steps, **TINY)
+        except BaseException as e:  # noqa: B902 (reported below)
+            errors.append(e)
+
+    a = threading.Thread(target=train, args=("a", 150))
+    a.start()
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "a" / "metrics.jsonl").exists() and a.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    b = threading.Thread(target=train, args=("b", 450))
+    b.start()
+    a.join()
+    b.join()
+    assert errors == []
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(2)  # Python's handler raises at once; the trainer's would swallow it
+    assert headlab.train(out=tmp_path / "c", steps=2, **TINY).model().step == 2

@@ -280,6 +280,18 @@ TEST(NoGrad, NestsAndIsPerThread) {
   EXPECT_TRUE(other_thread);
 }
 
+TEST(NoGrad, AGradModeGuardEnablesInsideANoGradGuardAndRestoresIt) {
+  Variable x = param({1, 2}, {2});
+  NoGradGuard outer;
+  {
+    GradModeGuard enabled(true);  // what a Python hook called from a forward pass runs under
+    EXPECT_TRUE(grad_enabled());
+    sum(exp(x)).backward();
+  }
+  EXPECT_FALSE(grad_enabled());
+  EXPECT_TRUE(x.has_grad());
+}
+
 TEST(GradOnlyFor, OnlyTheGivenLeavesReceiveAGradient) {
   Variable w = param({2, 3}, {2});  // a "parameter" that already holds a gradient
   w.set_grad(tensor({7, 7}, {2}));

@@ -1,6 +1,6 @@
 // A run's files are never poisoned or lost: a diverged run keeps its last
-// finite checkpoint and resumes from it with a lower --lr; one process at a
-// time writes a run folder; --force clears the old run first; outputs never
+// finite checkpoint and resumes from it with a lower --lr; one writer at a
+// time (two of one process included) writes a run folder; --force clears the old run first; outputs never
 // replace what is not a regular file; a data file edited since the checkpoint
 // is refused.
 #include <gtest/gtest.h>
@@ -100,6 +100,26 @@ TEST(RunLock, ASecondWriterIsRefusedNamingThePidWhileReadersWork) {
   const int64_t step = checkpoint_step(run + "/checkpoint.safetensors");
   const RunResult resumed = run_headlab({"train", "--resume", run, "--steps", std::to_string(step + 5)}, dir.path());
   EXPECT_EQ(resumed.exit_code, 0) << resumed.describe();
+}
+
+// Two writers of one process (two headlab.train() calls of one Python
+// session, on two threads) exclude each other too; the lock is free once the
+// first is gone.
+TEST(RunLock, ASecondLockInTheSameProcessIsRefusedUntilTheFirstIsReleased) {
+  TempDir dir;
+  {
+    const train::RunLock first(dir.path());
+    try {
+      const train::RunLock second(dir.path());
+      ADD_FAILURE() << "a second lock of " << dir.path() << " in this process was granted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(dir.path() + " is being written by this process (PID " +
+                                           std::to_string(::getpid())),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(train::RunLock again(dir.path()));
 }
 
 TEST(Force, ClearsTheOldRunBeforeTheNewOneWritesAnything) {

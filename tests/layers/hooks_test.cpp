@@ -327,5 +327,24 @@ TEST(Hooks, ActivationGradientsMatchFiniteDifferencesAndLeaveTheParametersAlone)
     }
 }
 
+// Under a NoGradGuard no graph is recorded: an error, never gradients of zero.
+TEST(Hooks, ActivationGradientsWithGradientsDisabledThrowInsteadOfReturningZeros) {
+  const auto model = make_model(kBase, DType::f64);
+  const std::vector<int32_t> tokens = some_tokens(kBase, 10);
+  const std::vector<int32_t> targets{1, -1, 3, 0, 2, 6, 5, -1, 4, 1};
+  autograd::NoGradGuard no_grad;
+  try {
+    activation_gradients(*model, tokens, 2, 5, targets, {"hook_embed"});
+    ADD_FAILURE() << "no exception";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("NoGradGuard"), std::string::npos) << e.what();
+  }
+  autograd::GradModeGuard enabled(true);
+  const Tensor g = activation_gradients(*model, tokens, 2, 5, targets, {"hook_embed"}).at("hook_embed");
+  double total = 0.0;
+  for (int64_t i = 0; i < g.numel(); ++i) total += std::abs(g.data<double>()[i]);
+  EXPECT_GT(total, 0.0);
+}
+
 }  // namespace
 }  // namespace headlab::layers

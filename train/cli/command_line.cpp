@@ -27,12 +27,15 @@
 
 namespace {
 
-std::string last_error_line;
+// Per thread: the Python package may run commands on several threads at once.
+thread_local std::string last_error_line;
+thread_local bool print_errors = true;
 
-// Prints one error line on stderr and remembers it (last_error()).
+// Prints one error line on stderr (unless the caller raises it instead) and
+// remembers it (last_error()).
 void say(const std::string& line) {
   last_error_line = line;
-  std::fprintf(stderr, "%s\n", line.c_str());
+  if (print_errors) std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 // The CLI's promise is one line per error, whatever a message holds, and a
@@ -155,8 +158,9 @@ namespace headlab::cli {
 
 const std::string& last_error() { return last_error_line; }
 
-int run_command_line(int argc, char** argv) {
+int run_command_line(int argc, char** argv, bool print_error) {
   last_error_line.clear();
+  print_errors = print_error;
   // A closed pipe makes a write fail (and the command say so, or a run stop
   // with a checkpoint) instead of killing the process silently.
   std::signal(SIGPIPE, SIG_IGN);

@@ -9,10 +9,11 @@
 namespace headlab::cli {
 
 // Parses and runs one command; returns its exit status (0, 1, 2, 128 + signal).
-// A failure is printed on stderr as one line, never thrown.
-int run_command_line(int argc, char** argv);
+// A failure is printed on stderr as one line (unless !print_error: a caller
+// that reports it itself, as the Python package raises it), never thrown.
+int run_command_line(int argc, char** argv, bool print_error = true);
 
-// The error line the last run_command_line printed ("" after a success).
+// The error line of the last run_command_line on this thread ("" after a success).
 const std::string& last_error();
 
 }  // namespace headlab::cli
