@@ -276,7 +276,9 @@ std::string errno_text() { return std::strerror(errno); }
 std::vector<uint8_t> read_file(const std::string& path) {
   // A message about a file names the file, not this function.
   const std::string where = in_quotes(path);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever,
+  // before fstat could refuse it; on a regular file it changes nothing.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw std::runtime_error(where + " cannot be opened: " + errno_text());
   const FileDescriptor guard{fd};
   struct stat info {};

@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <initializer_list>
+#include <string>
 
 namespace headlab::train {
 namespace {
@@ -27,5 +28,17 @@ int stop_signal() { return g_signal; }
 void request_stop(int sig) { on_stop_signal(sig); }
 
 void reset_stop_signal() { g_signal = 0; }
+
+Stopped::Stopped(int sig)
+    : std::runtime_error(std::string("stopped by ") + (sig == SIGINT    ? "SIGINT"
+                                                       : sig == SIGTERM ? "SIGTERM"
+                                                       : sig == SIGHUP  ? "SIGHUP"
+                                                                        : "signal " + std::to_string(sig)) +
+                         "; nothing was written"),
+      signal(sig) {}
+
+void throw_if_stopped() {
+  if (const int sig = stop_signal()) throw Stopped(sig);
+}
 
 }  // namespace headlab::train

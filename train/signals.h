@@ -5,7 +5,18 @@
 // reported with request_stop(SIGPIPE) and stops the run the same way.
 #pragma once
 
+#include <stdexcept>
+
 namespace headlab::train {
+
+// Thrown by throw_if_stopped between pieces of a command's work (eval's
+// batches) once a stop signal arrived: the unwinding removes what the command
+// had half written (a dump's temporary file), and the CLI exits 128 + signal.
+struct Stopped : std::runtime_error {
+  explicit Stopped(int sig);
+  int signal;
+};
+void throw_if_stopped();
 
 void install_stop_handlers();
 // 0, or the number of the first stop signal received (or requested).

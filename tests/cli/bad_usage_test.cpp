@@ -296,6 +296,9 @@ const std::vector<BadCase>& cases() {
                  {"--task", "--data"}});
     c.push_back({"eval_data_missing", {"eval", "{ck}", "--data", "{missing}"}, 2, {"{missing}"}});
     c.push_back({"eval_data_not_jsonl", {"eval", "{ck}", "--data", "{file}"}, 2, {"notes.txt:1"}});
+    c.push_back({"eval_hooks_twice",
+                 {"eval", "{ck}", "--dump-activations", "{out}.safetensors", "--hooks", "hook_embed,hook_pos_embed,hook_embed"}, 2,
+                 {"hook_embed is listed twice"}});
     c.push_back({"eval_dump_under_a_file", {"eval", "{ck}", "--dump-logits", "{file}/logits.safetensors"}, 2,
                  {"{file}/logits.safetensors", "is not a folder"}});
     // analyze.

@@ -200,6 +200,10 @@ TEST(Outputs, DumpsNeverOverwriteTheDataFilesASweepOrEachOther) {
         {flag, "is --data"}));
   }
   for (const char* name : {"train.jsonl", "held.jsonl", "other.jsonl"}) EXPECT_EQ(read_bytes(dir / name), rows) << name;
+  // What eval scores by default is the --eval-data file's rows, and it says so.
+  const RunResult scored = run_headlab({"eval", dir / "run"}, dir.path());
+  ASSERT_EQ(scored.exit_code, 0) << scored.describe();
+  EXPECT_EQ(scored.out.rfind("data:" + dir / "held.jsonl" + ":", 0), 0u) << scored.out;
 
   fs::create_directory(dir / "sweep");
   write_bytes(dir / "sweep/sweep.json", "{}\n");
@@ -282,6 +286,18 @@ TEST(Outputs, CollectRefusesARunsFolderAndLeavesItAsItWas) {
   const auto before = snapshot(dir / "run");
   EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--collect", dir / "run"}, dir.path()), 2, {"not a sweep folder"}));
   EXPECT_EQ(snapshot(dir / "run"), before);
+}
+
+// A FIFO given as a checkpoint, or as the data file train reads twice, is
+// refused at once rather than waited on for a writer that never comes.
+TEST(Inputs, AFifoIsRefusedNotWaitedOn) {
+  TempDir dir;
+  fs::create_directory(dir / "run");
+  ASSERT_EQ(::mkfifo((dir / "run/checkpoint.safetensors").c_str(), 0644), 0);
+  ASSERT_EQ(::mkfifo((dir / "data.jsonl").c_str(), 0644), 0);
+  EXPECT_TRUE(clean_failure(run_headlab({"eval", dir / "run"}, dir.path(), 20), 2, {"not a regular file"}));
+  EXPECT_TRUE(clean_failure(run_headlab(train_command(dir / "out", {{"--data", dir / "data.jsonl"}}), dir.path(), 20),
+                            2, {"--data", "not a regular file", "--vocab"}));
 }
 
 // train.log is appended to by spdlog, which would follow a link.

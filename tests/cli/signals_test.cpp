@@ -130,5 +130,26 @@ TEST(Signals, SigtermSavesACheckpointAndExits143) {
   EXPECT_EQ(loaded.exit_code, 0) << loaded.describe();
 }
 
+// SIGINT during eval's dumps ends it between batches, exit 130 with one line
+// saying so, and leaves no dump nor any temporary file behind.
+TEST(Signals, SigintDuringAnEvalsDumpsLeavesNothingBehind) {
+  TempDir dir;
+  std::string rows;
+  for (int i = 0; i < 20000; ++i) rows += "{\"tokens\": [" + std::to_string(i % 8) + ", 1, 2, 3, 4, 5]}\n";
+  write_bytes(dir / "rows.jsonl", rows);
+  Child child(headlab_path(),
+              {"eval", shared_run(), "--data", "rows.jsonl", "--batch", "4", "--dump-logits", "logits.safetensors",
+               "--dump-activations", "acts.safetensors"},
+              dir.path(), dir.path());
+  ASSERT_TRUE(wait_until([&] { return !temporaries_in(dir.path()).empty() || child.finished(); }));
+  child.signal(SIGINT);
+  const RunResult r = child.wait();
+  EXPECT_EQ(r.exit_code, 130) << r.describe();
+  EXPECT_TRUE(clean_failure(r, 130, {"stopped by SIGINT", "nothing was written"}));
+  EXPECT_EQ(temporaries_in(dir.path()), std::vector<std::string>{});
+  EXPECT_FALSE(fs::exists(dir / "logits.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "acts.safetensors"));
+}
+
 }  // namespace
 }  // namespace headlab::cli_test

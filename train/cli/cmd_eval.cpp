@@ -20,6 +20,7 @@
 #include "train/run_builder.h"
 #include "train/run_folder.h"
 #include "train/session.h"
+#include "train/signals.h"
 
 namespace headlab::cli {
 namespace {
@@ -174,8 +175,13 @@ int run_eval(const EvalArgs& args) {
     sequences += batch.batch;
     ++batches;
   };
-  for (int64_t first = 0; first < total; first += rows)
+  // A stop signal ends the work between batches: the unwinding removes the
+  // dumps' temporary files, and nothing is left half written.
+  train::install_stop_handlers();
+  for (int64_t first = 0; first < total; first += rows) {
+    train::throw_if_stopped();
     evaluate_batch(task->eval_slice(first, std::min(rows, total - first), config.seed));
+  }
   if (batches > 1 && r.count > 0) {
     r.loss = loss_sum / static_cast<double>(r.count);
     r.accuracy = correct / static_cast<double>(r.count);
@@ -207,15 +213,19 @@ int run_eval(const EvalArgs& args) {
     dump_activations(*model, *task, total, dump_rows, config.seed, hooks, args.dump_activations,
                      {{"checkpoint", args.checkpoint}, {"task", task->name()}});
   }
+  // A run's own rows come from its --eval-data file when it had one.
+  const bool eval_file = args.data.empty() && args.task.empty() && !config.eval_data.empty();
   if (args.json) {
     nlohmann::json out{{"task", task->name()}, {"sequences", sequences}, {"positions", r.count},
                        {"loss", r.loss}, {"accuracy", r.accuracy}};
+    if (eval_file) out["eval_data"] = config.eval_data;
     if (!args.dump_logits.empty()) out["logits_file"] = args.dump_logits;
     if (want_grads) out["grads_file"] = args.dump_grads;
     if (!args.dump_activations.empty()) out["activations_file"] = args.dump_activations;
     std::cout << out.dump() << '\n';
   } else {
-    std::printf("%s: %lld sequences, %lld target positions\nloss %.6f  accuracy %.2f%%\n", task->name().c_str(),
+    std::printf("%s: %lld sequences, %lld target positions\nloss %.6f  accuracy %.2f%%\n",
+                (eval_file ? "data:" + config.eval_data : task->name()).c_str(),
                 static_cast<long long>(sequences), static_cast<long long>(r.count), r.loss, 100 * r.accuracy);
     // Say where the dumps went, so that a relative path is not a guess.
     if (!args.dump_logits.empty()) std::printf("logits: %s\n", args.dump_logits.c_str());

@@ -24,6 +24,7 @@
 #include "train/dist.h"
 #include "train/errors.h"
 #include "train/nearest_name.h"
+#include "train/signals.h"
 
 namespace {
 
@@ -244,6 +245,8 @@ int run_command_line(int argc, char** argv, bool print_error) {
       return stdout_written(name.c_str()) || status != 0 ? status : 1;
     } catch (const train::dist::PeerFailure& e) {
       return fail(name, e, e.exit_status, e.what());
+    } catch (const train::Stopped& e) {
+      return fail(name, e, 128 + e.signal, e.what());
     } catch (const nlohmann::json::exception& e) {
       // Only user input reaches nlohmann (a config value, a data line, a
       // checkpoint's metadata): a usage error, without the library's prefix.

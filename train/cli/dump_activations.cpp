@@ -7,17 +7,21 @@
 #include "autograd/variable.h"
 #include "layers/hook_set.h"
 #include "train/errors.h"
+#include "train/signals.h"
 
 namespace headlab::cli {
 
 std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std::vector<std::string>& hooks) {
   if (hooks.empty()) return layers::hook_names(spec);
-  for (const std::string& name : hooks) {
+  for (std::size_t i = 0; i < hooks.size(); ++i) {
     try {
-      layers::check_hook_name(spec, name);
+      layers::check_hook_name(spec, hooks[i]);
     } catch (const std::invalid_argument& e) {
       throw train::UsageError(std::string("--hooks: ") + e.what());
     }
+    if (std::find(hooks.begin(), hooks.begin() + static_cast<std::ptrdiff_t>(i), hooks[i]) !=
+        hooks.begin() + static_cast<std::ptrdiff_t>(i))
+      throw train::UsageError("--hooks: " + hooks[i] + " is listed twice");
   }
   return hooks;
 }
@@ -29,6 +33,7 @@ void dump_activations(const layers::Transformer& model, train::Task& task, int64
   std::unique_ptr<core::SafetensorsStream> out;
   int64_t seq_len = 0;
   for (int64_t first = 0; first < total; first += rows) {
+    train::throw_if_stopped();  // eval's stop handlers: the temporary file goes with the unwinding
     const train::Batch batch = task.eval_slice(first, std::min(rows, total - first), seed);
     if (!out) {
       // Every slice of one task has the same length: the first one fixes the shapes.
