@@ -107,6 +107,13 @@ const std::vector<BadCase>& cases() {
                  train_tiny({{"--task", "induction"}, {"--seq-len", "40"}, {"--vocab", "8"}}), 2,
                  {"induction", "vocab 8", "vocab >= 11"}});
     c.push_back({"train_seq_len_too_short", train_tiny({{"--seq-len", "1"}}), 2, {"seq-len 1"}});
+    // Beyond a whole number's range: refused, not read as the largest one.
+    c.push_back({"train_seed_beyond_uint64", train_tiny({{"--seed", "99999999999999999999"}}), 2,
+                 {"--seed", "99999999999999999999", "18446744073709551615"}});
+    c.push_back({"train_log_every_beyond_int64", train_tiny({{"--log-every", "-99999999999999999999"}}), 2,
+                 {"--log-every", "-99999999999999999999", "9223372036854775807"}});
+    c.push_back({"eval_seed_beyond_uint64", {"eval", "{ck}", "--seed", "18446744073709551616"}, 2,
+                 {"--seed", "18446744073709551616"}});
     c.push_back({"train_unknown_task", train_tiny({{"--task", "nope"}}), 2, {"nope"}});
     c.push_back({"train_empty_task", train_tiny({{"--task", "''"}}), 2, {"task"}});
     // Files.

@@ -8,7 +8,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -42,6 +44,24 @@ class ConfigFlags {
   std::shared_ptr<train::TrainConfig> values_;
   std::vector<std::string> names_;
 };
+
+// For an unsigned flag: CLI11 reads "-1" into one as 2^64-1.
+CLI::Validator non_negative();
+
+// For a whole-number flag of type T: CLI11 saturates a number beyond T's
+// range (--seed 99999999999999999999 would train with 2^64-1, unsaid).
+template <class T>
+CLI::Validator in_range() {
+  return CLI::Validator(
+      [](std::string& value) {
+        T parsed{};
+        if (std::from_chars(value.data(), value.data() + value.size(), parsed).ec != std::errc::result_out_of_range)
+          return std::string();
+        return "must be a whole number from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+               std::to_string(std::numeric_limits<T>::max()) + ", got " + value;
+      },
+      "INRANGE");
+}
 
 // Selects the GEMM backend by name (UsageError naming --gemm if unknown).
 void use_gemm_backend(const std::string& name);

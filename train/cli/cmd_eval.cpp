@@ -244,14 +244,11 @@ Command add_eval(CLI::App& app) {
   app.add_option("--data", args->data, "evaluate on every sequence of this JSONL file, --batch at a time");
   app.add_option("--batch", args->batch,
                  "sequences sampled from the task, or scored at a time from --data (default: the run's eval batch)")
+      ->check(in_range<int64_t>())
       ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--seed", args->seed, "seed of the sampled batch (default: the run's)")
-      ->check(CLI::Validator(
-          [](std::string& value) {
-            // CLI11 reads "-1" into an unsigned seed as 2^64-1.
-            return value.find('-') == std::string::npos ? std::string() : "must be 0 or more, got " + value;
-          },
-          "NONNEGATIVE"))
+      ->check(non_negative())
+      ->check(in_range<uint64_t>())
       ->each([args](const std::string&) { args->seed_given = true; });
   app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)");
   app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");

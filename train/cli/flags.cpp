@@ -15,8 +15,6 @@
 
 namespace headlab::cli {
 
-namespace {
-
 CLI::Validator non_negative() {
   return CLI::Validator(
       [](std::string& value) {
@@ -24,8 +22,6 @@ CLI::Validator non_negative() {
       },
       "NONNEGATIVE");
 }
-
-}  // namespace
 
 ConfigFlags::ConfigFlags(CLI::App& app, std::vector<std::string> only)
     : app_(app), values_(std::make_shared<train::TrainConfig>()) {
@@ -43,10 +39,13 @@ ConfigFlags::ConfigFlags(CLI::App& app, std::vector<std::string> only)
       app.add_option(flag, field, help)->delimiter(',')->default_str(shown);
     } else if constexpr (std::is_unsigned_v<std::decay_t<decltype(field)>>) {
       // CLI11 reads "-1" into an unsigned field as 2^64-1.
-      app.add_option(flag, field, help)->default_val(field)->check(non_negative());
-    } else if (std::string(name) == "batch") {
+      app.add_option(flag, field, help)->default_val(field)->check(non_negative())->check(
+          in_range<std::decay_t<decltype(field)>>());
+    } else if constexpr (std::is_integral_v<std::decay_t<decltype(field)>>) {
+      CLI::Option* option = app.add_option(flag, field, help)->default_val(field);
       // --batch full: the whole training set, as 0.
-      app.add_option(flag, field, help)->default_val(field)->transform(CLI::Transformer({{"full", "0"}}));
+      if (std::string(name) == "batch") option->transform(CLI::Transformer({{"full", "0"}}));
+      option->check(in_range<std::decay_t<decltype(field)>>());
     } else {
       app.add_option(flag, field, help)->default_val(field);
     }
