@@ -52,6 +52,11 @@ AttendPattern positional_pattern(const std::string& spec, int64_t batch, int64_t
   if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
     throw std::invalid_argument("--pattern '" + spec + "': '" + digits + "' is not a whole number" + forms);
   const int64_t k = std::stoll(digits);
+  // Such a pattern gives no query a key: every head would score null, unsaid.
+  if (k >= seq_len)
+    throw std::invalid_argument("--pattern '" + spec + "': " + (kind == "offset" ? "offset " : "position ") + digits +
+                                " is beyond the " + std::to_string(seq_len) + " positions of the sequences (K from 0 to " +
+                                std::to_string(seq_len - 1) + ")");
   if (!targets.empty() && static_cast<int64_t>(targets.size()) != batch * seq_len)
     throw std::invalid_argument("positional_pattern: " + std::to_string(targets.size()) + " targets for a batch of " +
                                 std::to_string(batch) + " x " + std::to_string(seq_len));

@@ -311,6 +311,8 @@ const std::vector<BadCase>& cases() {
     // analyze.
     c.push_back({"analyze_without_target", {"analyze"}, 2, {"target"}});
     c.push_back({"analyze_bad_pattern", {"analyze", "{run}", "--pattern", "lag:1"}, 2, {"lag:1", "offset:K"}});
+    c.push_back({"analyze_pattern_beyond_the_sequence", {"analyze", "{run}", "--pattern", "position:6"}, 2,
+                 {"position:6", "beyond the 6 positions", "0 to 5"}});
     c.push_back({"analyze_missing_target", {"analyze", "{missing}"}, 2, {"{missing}"}});
     c.push_back({"analyze_text_file", {"analyze", "{file}"}, 2, {"notes.txt"}});
     c.push_back({"analyze_folder_without_checkpoint", {"analyze", "{dir}"}, 2, {"{dir}"}});
