@@ -111,13 +111,7 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
 
 namespace {
 
-// nlohmann's messages start with "[json.exception.type_error.302] "; the
-// user needs only what follows.
-std::string json_problem(const std::exception& e) {
-  const std::string text = e.what();
-  const auto close = text.find("] ");
-  return text.starts_with("[json.exception.") && close != std::string::npos ? text.substr(close + 2) : text;
-}
+std::string json_problem(const std::exception& e) { return without_json_prefix(e.what()); }
 
 const std::string& meta_at(const core::Metadata& meta, const std::string& key, const std::string& path) {
   const auto it = meta.find(key);

@@ -67,8 +67,7 @@ void check_depth_and_bytes(std::string_view text) {
 }
 
 std::string without_prefix(const std::string& what) {
-  const auto close = what.find("] ");
-  std::string text = what.starts_with("[json.exception.") && close != std::string::npos ? what.substr(close + 2) : what;
+  std::string text = without_json_prefix(what);
   const std::string inner_line = "at line 1, column";
   if (const auto at = text.find(inner_line); at != std::string::npos) text.replace(at, inner_line.size(), "at column");
   // The parser quotes what it last read: control characters as hex.
@@ -79,6 +78,11 @@ std::string without_prefix(const std::string& what) {
 }
 
 }  // namespace
+
+std::string without_json_prefix(const std::string& what) {
+  const auto close = what.find("] ");
+  return what.starts_with("[json.exception.") && close != std::string::npos ? what.substr(close + 2) : what;
+}
 
 nlohmann::json parse_user_json(std::string_view text) {
   check_depth_and_bytes(text);

@@ -20,6 +20,10 @@ inline constexpr int kMaxJsonDepth = 64;
 // without nlohmann's "[json.exception...]" prefix.
 nlohmann::json parse_user_json(std::string_view text);
 
+// nlohmann's message `what` without its "[json.exception.type_error.302] "
+// prefix: the user needs only what follows.
+std::string without_json_prefix(const std::string& what);
+
 // The JSON text of `value` cut to `max` characters, for messages.
 std::string brief_json(const nlohmann::json& value, std::size_t max = 60);
 // `text` cut to `max` characters, for messages.

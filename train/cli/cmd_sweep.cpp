@@ -170,7 +170,8 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int exit_code) {
                             analysis::LabelOptions{}.score_threshold);
     } catch (const std::exception& e) {
       run.status = train::RunStatus::failed;
-      run.error = std::string("cannot read ") + folder + "/heads.json: " + e.what();
+      run.error = "cannot read the results in " + folder + " (heads.json, metrics.jsonl): " +
+                  train::without_json_prefix(e.what());
     }
   } else if (run.exit_code == 128 + SIGINT || run.exit_code == 128 + SIGTERM || run.exit_code == 128 + SIGHUP) {
     run.status = train::RunStatus::interrupted;

@@ -23,6 +23,7 @@
 #include "train/cli/version.h"
 #include "train/dist.h"
 #include "train/errors.h"
+#include "train/json_input.h"
 #include "train/nearest_name.h"
 #include "train/signals.h"
 
@@ -115,13 +116,6 @@ std::string usage_message(const CLI::App& sub, const std::vector<std::string>& a
       if (n > 1 && opt->get_items_expected_max() == 1)
         return opt->get_name() + " was given " + std::to_string(n) + " times; give it once";
   return "";
-}
-
-// nlohmann's messages start with "[json.exception.type_error.316] "; the
-// user needs only what follows.
-std::string without_json_prefix(const std::string& text) {
-  const auto close = text.find("] ");
-  return text.starts_with("[json.exception.") && close != std::string::npos ? text.substr(close + 2) : text;
 }
 
 // Whatever a command printed must have reached stdout: `eval --json >/dev/full`
@@ -250,7 +244,7 @@ int run_command_line(int argc, char** argv, bool print_error) {
     } catch (const nlohmann::json::exception& e) {
       // Only user input reaches nlohmann (a config value, a data line, a
       // checkpoint's metadata): a usage error, without the library's prefix.
-      return fail(name, e, 2, without_json_prefix(e.what()));
+      return fail(name, e, 2, train::without_json_prefix(e.what()));
     } catch (const train::UsageError& e) {
       return fail(sub->get_name(), e, 2, e.what());
     } catch (const std::bad_alloc& e) {
