@@ -1,17 +1,47 @@
 #include "analysis/ablation.h"
 
+#include <algorithm>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/ops.h"
 
 namespace headlab::analysis {
 namespace {
 
+// The mean ablation of padded rows: at each position, the mean over the rows
+// where it is real (a pad position's output is no output of the sequence);
+// a position no row reaches keeps 0, as it only replaces padding.
+core::Tensor mean_over_real_rows(const core::Tensor& clean, std::span<const int32_t> lengths) {
+  const int64_t B = clean.size(0), T = clean.size(1), D = clean.size(2);
+  const core::Tensor c = clean.to(core::DType::f64).contiguous();
+  const double* p = c.data<double>();
+  std::vector<double> mean(static_cast<std::size_t>(T * D), 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    int64_t rows = 0;
+    for (int64_t b = 0; b < B; ++b)
+      if (t < lengths[static_cast<std::size_t>(b)]) {
+        for (int64_t i = 0; i < D; ++i) mean[static_cast<std::size_t>(t * D + i)] += p[(b * T + t) * D + i];
+        ++rows;
+      }
+    for (int64_t i = 0; i < D && rows > 0; ++i) mean[static_cast<std::size_t>(t * D + i)] /= static_cast<double>(rows);
+  }
+  const core::Tensor row = core::Tensor::from_vector(mean, {T, D}, core::DType::f64).to(clean.dtype());
+  core::Tensor out = core::Tensor::zeros(clean.shape(), clean.dtype());
+  for (int64_t b = 0; b < B; ++b) out.select(0, b).copy_(row);
+  return out;
+}
+
 // What an ablated head's output becomes, for the mean and resample kinds:
-// out [B, T, d] from the clean outputs [B, T, d].
-core::Tensor replacement_for(const core::Tensor& clean, AblationKind kind) {
+// out [B, T, d] from the clean outputs [B, T, d] of rows of real lengths
+// `lengths` (empty: all full).
+core::Tensor replacement_for(const core::Tensor& clean, AblationKind kind, std::span<const int32_t> lengths) {
   const int64_t B = clean.size(0);
+  const bool padded =
+      std::any_of(lengths.begin(), lengths.end(), [&](int32_t n) { return n < clean.size(1); });
+  if (kind == AblationKind::mean && padded) return mean_over_real_rows(clean, lengths);
   if (kind == AblationKind::mean) {
     core::Tensor mean = core::Tensor::zeros({clean.size(1), clean.size(2)}, clean.dtype());
     for (int64_t b = 0; b < B; ++b) mean = core::add(mean, clean.select(0, b));
@@ -45,7 +75,7 @@ layers::Probe ablation_probe(const layers::Transformer& model, const Examples& e
     } else {
       if (layer.replace_heads.empty()) {
         layer.replace_heads.assign(static_cast<std::size_t>(H), false);
-        layer.replacement = replacement_for(clean[l], kind);
+        layer.replacement = replacement_for(clean[l], kind, examples.lengths);
       }
       layer.replace_heads[static_cast<std::size_t>(h)] = true;
     }

@@ -4,7 +4,8 @@
 //
 //   zero      the head's gate is 0: its output is 0
 //   mean      its output at each position is the mean over the batch's
-//             examples of its output at that position
+//             examples of its output at that position (over the examples
+//             where the position is real, when rows are padded)
 //   resample  example b gets the head's output on example (b + 1) mod B
 //             (another input of the same batch)
 #pragma once

@@ -22,13 +22,15 @@ RunAnalysis analyze_model(const layers::Transformer& model, const Examples& exam
   core::Tensor logits;
   {
     autograd::NoGradGuard no_grad;
-    logits = model.forward(examples.tokens, examples.batch, examples.seq_len, nullptr, &probe).value();
+    const core::Tensor mask = examples.padding_mask();
+    logits = model.forward(examples.tokens, examples.batch, examples.seq_len, &mask, &probe).value();
   }
   const EvalResult base = score_logits(logits, examples.targets);
   std::vector<core::Tensor> attention;
   for (const layers::LayerProbe& layer : probe.layers) attention.push_back(layer.attention);
   RunAnalysis run = analyze_attention(attention, examples.tokens, model.spec().causal, options.labels,
-                                      options.example, {examples.targets, examples.attend, examples.roles});
+                                      options.example,
+                                      {examples.targets, examples.attend, examples.roles, examples.lengths});
   run.loss = base.loss;
   run.accuracy = base.accuracy;
   run.position_loss = position_loss(logits, examples.targets);

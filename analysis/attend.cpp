@@ -1,5 +1,6 @@
 #include "analysis/attend.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "analysis/patterns.h"
@@ -42,7 +43,7 @@ void check_pattern_name(const std::string& name) {
 }
 
 AttendPattern positional_pattern(const std::string& spec, int64_t batch, int64_t seq_len, bool causal,
-                                 std::span<const int32_t> targets) {
+                                 std::span<const int32_t> targets, std::span<const int32_t> lengths) {
   const auto colon = spec.find(':');
   const std::string kind = spec.substr(0, colon == std::string::npos ? spec.size() : colon);
   const std::string forms = "; expected offset:K (attention on q - K) or position:K (attention on position K), K >= 0";
@@ -60,17 +61,22 @@ AttendPattern positional_pattern(const std::string& spec, int64_t batch, int64_t
   if (!targets.empty() && static_cast<int64_t>(targets.size()) != batch * seq_len)
     throw std::invalid_argument("positional_pattern: " + std::to_string(targets.size()) + " targets for a batch of " +
                                 std::to_string(batch) + " x " + std::to_string(seq_len));
+  if (!lengths.empty() && static_cast<int64_t>(lengths.size()) != batch)
+    throw std::invalid_argument("positional_pattern: " + std::to_string(lengths.size()) + " lengths for a batch of " +
+                                std::to_string(batch));
   AttendPattern p = AttendPattern::empty(spec, batch, seq_len);
   p.definition = kind == "offset" ? "attention of a query on the token " + digits + " position(s) before it."
                                   : "attention of a query on position " + digits + ".";
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t q = 0; q < seq_len; ++q) {
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = lengths.empty() ? seq_len : std::min<int64_t>(seq_len, lengths[static_cast<std::size_t>(b)]);
+    for (int64_t q = 0; q < len; ++q) {
       const auto i = static_cast<std::size_t>(b * seq_len + q);
       if (!targets.empty() && targets[i] < 0) continue;
       const int64_t key = kind == "offset" ? q - k : k;
-      if (key < 0 || key >= seq_len || (causal && key > q)) continue;
+      if (key < 0 || key >= len || (causal && key > q)) continue;
       p.keys[i] = {static_cast<int32_t>(key)};
     }
+  }
   return p;
 }
 

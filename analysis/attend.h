@@ -42,9 +42,11 @@ void check_pattern_name(const std::string& name);
 // "offset:K" (attention on q - K, K >= 0) or "position:K" (attention on
 // position K) over a batch [B, T]: every query with a target (all when
 // `targets` is empty) whose key exists (0 <= key < T, and key <= q when
-// causal). Throws std::invalid_argument for any other text, naming the forms.
+// causal). lengths: [B] real lengths of padded rows, or empty; a padded
+// row's queries and keys are its real positions only. Throws
+// std::invalid_argument for any other text, naming the forms.
 AttendPattern positional_pattern(const std::string& spec, int64_t batch, int64_t seq_len, bool causal,
-                                 std::span<const int32_t> targets);
+                                 std::span<const int32_t> targets, std::span<const int32_t> lengths = {});
 
 // Checks that `p` fits a layer's attention [B, h, T, T] (same B and T, keys
 // in [0, T), at most q when causal); throws std::invalid_argument.

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "layers/padding_mask.h"
+
 namespace headlab::analysis {
 
 Examples Examples::rows(int64_t first, int64_t count) const {
@@ -17,8 +19,11 @@ Examples Examples::rows(int64_t first, int64_t count) const {
   out.seq_len = seq_len;
   out.tokens = tokens.subspan(begin, size);
   out.targets = targets.subspan(begin, size);
+  if (!lengths.empty()) out.lengths = lengths.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(count));
   return out;
 }
+
+core::Tensor Examples::padding_mask() const { return layers::padding_mask(lengths, batch, seq_len); }
 
 EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets) {
   const int64_t classes = logits.size(-1);
@@ -54,7 +59,8 @@ EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> tar
 
 EvalResult evaluate(const layers::Transformer& model, const Examples& examples, layers::Probe* probe) {
   autograd::NoGradGuard no_grad;
-  const autograd::Variable logits = model.forward(examples.tokens, examples.batch, examples.seq_len, nullptr, probe);
+  const core::Tensor mask = examples.padding_mask();
+  const autograd::Variable logits = model.forward(examples.tokens, examples.batch, examples.seq_len, &mask, probe);
   return score_logits(logits.value(), examples.targets);
 }
 

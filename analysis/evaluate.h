@@ -17,6 +17,10 @@ namespace headlab::analysis {
 struct Examples {
   int64_t batch = 0, seq_len = 0;
   std::span<const int32_t> tokens, targets;
+  // Row b's real length (the rest of the row is padding); empty: every row
+  // is full. Every forward here masks the padding, and the head analysis
+  // scores only real positions.
+  std::span<const int32_t> lengths = {};
   // User-defined patterns over these examples (attend.h) and the roles the
   // task expects (built-in or user pattern names).
   std::span<const AttendPattern> attend = {};
@@ -27,6 +31,9 @@ struct Examples {
 
   // Rows first .. first + count - 1 (without the patterns and roles).
   Examples rows(int64_t first, int64_t count) const;
+  // The forward's padding mask: undefined when no row is padded
+  // (layers/padding_mask.h).
+  core::Tensor padding_mask() const;
 };
 
 struct EvalResult {

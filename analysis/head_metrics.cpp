@@ -1,5 +1,6 @@
 #include "analysis/head_metrics.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <stdexcept>
@@ -10,7 +11,7 @@
 namespace headlab::analysis {
 namespace {
 
-// Number of keys query q can see.
+// Number of keys query q of an example of `len` real positions can see.
 int64_t visible_keys(int64_t q, int64_t len, bool causal) { return causal ? q + 1 : len; }
 
 std::string shape_of(const core::Tensor& t) { return core::to_string(t.shape()); }
@@ -19,8 +20,10 @@ std::string shape_of(const core::Tensor& t) { return core::to_string(t.shape());
 // the mass on the detection pattern D summed over all T query rows, over the
 // total mass (T, as rows sum to 1). D: previous (q, q-1); duplicate (q, j)
 // for j < q with x_j = x_q; induction (q, j+1) for those j (j + 1 <= q).
+// A one-token example has no earlier key to show any of them: it counts in
+// none (absent), rather than adding zeros.
 DetectorScores detector_scores(const HeadMap& a) {
-  if (a.tokens.empty()) return {};
+  if (a.tokens.empty() || a.len < 2) return {};
   double prev = 0, dup = 0, ind = 0, mass = 0;
   for (int64_t q = 0; q < a.len; ++q) {
     for (int64_t k = 0; k < a.len; ++k) mass += a(q, k);
@@ -34,9 +37,16 @@ DetectorScores detector_scores(const HeadMap& a) {
   return {prev / mass, dup / mass, ind / mass};
 }
 
-// Scores of one head on one example; the batch functions average these.
+// Scores of one head on one example, which the batch functions average.
+// spread: some query sees two keys or more (len >= 2); only then do the
+// example's entropy and distance count (one key is no choice of where to look).
+struct ExampleScores {
+  HeadScores scores;
+  bool spread = false;
+};
+
 // `a` carries the targets (judged queries); the all-query scores drop them.
-HeadScores example_scores(const HeadMap& a) {
+ExampleScores example_scores(const HeadMap& a) {
   HeadScores s;
   HeadMap all = a;
   all.targets = {};
@@ -65,7 +75,7 @@ HeadScores example_scores(const HeadMap& a) {
   }
   s.entropy = n_entropy > 0 ? entropy / static_cast<double>(n_entropy) : 0.0;
   s.distance = distance / static_cast<double>(len);
-  return s;
+  return {s, len >= 2};
 }
 
 // One layer's attention [B, h, T, T] as doubles (exact for f32), with the
@@ -75,6 +85,7 @@ struct LayerMaps {
   std::span<const int32_t> tokens;
   bool causal;
   std::span<const int32_t> targets = {};
+  std::span<const int32_t> lengths = {};  // [B] real lengths, or empty: every example is T long
   int64_t batch() const { return probs.size(0); }
   int64_t heads() const { return probs.size(1); }
   int64_t len() const { return probs.size(2); }
@@ -83,23 +94,33 @@ struct LayerMaps {
     const auto row = [&](std::span<const int32_t> v) {
       return v.empty() ? v : v.subspan(static_cast<std::size_t>(b * len), static_cast<std::size_t>(len));
     };
-    return {probs.data<double>() + (b * heads() + h) * len * len, len, causal, row(tokens), row(targets)};
+    const int64_t real = lengths.empty() ? len : lengths[static_cast<std::size_t>(b)];
+    return {probs.data<double>() + (b * heads() + h) * len * len, real, len, causal, row(tokens), row(targets)};
   }
 };
 
 LayerMaps layer_maps(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
-                     std::span<const int32_t> targets = {}) {
-  return {attn.to(core::DType::f64).contiguous(), tokens, causal, targets};
+                     std::span<const int32_t> targets = {}, std::span<const int32_t> lengths = {}) {
+  return {attn.to(core::DType::f64).contiguous(), tokens, causal, targets, lengths};
 }
 
+// The real queries' rows: probabilities over the keys, none on a later key
+// when causal nor on padding (attention computed without the padding mask
+// would be scored wrongly). Padding queries are never scored, so not checked.
 void check_rows(const LayerMaps& maps, const char* op) {
   for (int64_t b = 0; b < maps.batch(); ++b)
     for (int64_t h = 0; h < maps.heads(); ++h) {
       const HeadMap a = maps.map(b, h);
       for (int64_t q = 0; q < a.len; ++q) {
         double sum = 0;
-        for (int64_t k = 0; k < a.len; ++k) {
+        for (int64_t k = 0; k < a.stride; ++k) {
           const double v = a(q, k);
+          if (k >= a.len && !(std::abs(v) <= 1e-6))
+            throw std::invalid_argument(std::string(op) + ": attention[" + std::to_string(b) + ", " +
+                                        std::to_string(h) + ", " + std::to_string(q) + ", " + std::to_string(k) +
+                                        "] = " + std::to_string(v) + " falls on padding (example " +
+                                        std::to_string(b) + " has " + std::to_string(a.len) +
+                                        " real positions); run the forward with the padding mask");
           const bool hidden = a.causal && k > q;
           if (!(v >= -1e-6) || (hidden && v > 1e-6))
             throw std::invalid_argument(std::string(op) + ": attention[" + std::to_string(b) + ", " +
@@ -119,11 +140,11 @@ void check_rows(const LayerMaps& maps, const char* op) {
 }
 
 
-HeadScores mean_scores(const std::vector<HeadScores>& per_example) {
+HeadScores mean_scores(const std::vector<ExampleScores>& per_example) {
   HeadScores m;
   std::array<Mean, kPatternCount> judged, all;
-  Mean prev, dup, ind;
-  for (const HeadScores& s : per_example) {
+  Mean prev, dup, ind, entropy, distance;
+  for (const auto& [s, spread] : per_example) {
     for (std::size_t i = 0; i < kPatternCount; ++i) {
       judged[i].add(s.patterns[i]);
       all[i].add(s.patterns_all[i]);
@@ -131,8 +152,10 @@ HeadScores mean_scores(const std::vector<HeadScores>& per_example) {
     prev.add(s.detector.previous_token);
     dup.add(s.detector.duplicate_token);
     ind.add(s.detector.induction);
-    m.entropy += s.entropy;
-    m.distance += s.distance;
+    if (spread) {
+      entropy.add(s.entropy);
+      distance.add(s.distance);
+    }
   }
   // A batch without a judged query for a pattern (no target where it can
   // look) falls back to its all-query score.
@@ -141,12 +164,33 @@ HeadScores mean_scores(const std::vector<HeadScores>& per_example) {
     m.patterns[i] = judged[i].count > 0 ? judged[i].value() : m.patterns_all[i];
   }
   m.detector = {prev.value(), dup.value(), ind.value()};
-  const auto n = static_cast<double>(per_example.size());
-  m.entropy /= n;
-  m.distance /= n;
+  m.entropy = entropy.value().value_or(0.0);
+  m.distance = distance.value().value_or(0.0);
   return m;
 }
 
+}  // namespace
+
+namespace {
+// Lengths: none, or one per example in [1, T], one of them at least 3 long.
+void check_lengths(std::span<const int32_t> lengths, const core::Tensor& attn, const char* op) {
+  if (lengths.empty()) return;
+  const int64_t T = attn.size(2);
+  if (static_cast<int64_t>(lengths.size()) != attn.size(0))
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(lengths.size()) + " lengths for attention " +
+                                shape_of(attn) + ", expected one per example");
+  int32_t longest = 0;
+  for (std::size_t b = 0; b < lengths.size(); ++b) {
+    if (lengths[b] < 1 || lengths[b] > T)
+      throw std::invalid_argument(std::string(op) + ": example " + std::to_string(b) + " has length " +
+                                  std::to_string(lengths[b]) + ", expected 1 .. T = " + std::to_string(T));
+    longest = std::max(longest, lengths[b]);
+  }
+  if (longest < 3)
+    throw std::invalid_argument(std::string(op) + ": the longest example has " + std::to_string(longest) +
+                                " real positions; the head analysis needs one of at least 3 (the positional scores "
+                                "use q >= 2)");
+}
 }  // namespace
 
 const UserScore* HeadScores::user_score(std::string_view name) const {
@@ -161,7 +205,8 @@ double HeadScores::at(std::string_view name) const {
   return *score;
 }
 
-void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal, const char* op) {
+void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal, const char* op,
+                     std::span<const int32_t> lengths) {
   if (!attn.defined()) throw std::invalid_argument(std::string(op) + ": attention tensor is undefined");
   if (attn.dim() != 4 || attn.size(2) != attn.size(3))
     throw std::invalid_argument(std::string(op) + ": attention has shape " + shape_of(attn) +
@@ -173,7 +218,8 @@ void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, 
   if (!tokens.empty() && static_cast<int64_t>(tokens.size()) != expected)
     throw std::invalid_argument(std::string(op) + ": " + std::to_string(tokens.size()) + " tokens for attention " +
                                 shape_of(attn) + ", expected batch*T = " + std::to_string(expected) + " or none");
-  check_rows(layer_maps(attn, tokens, causal), op);
+  check_lengths(lengths, attn, op);
+  check_rows(layer_maps(attn, tokens, causal, {}, lengths), op);
 }
 
 namespace {
@@ -186,26 +232,27 @@ void check_targets(std::span<const int32_t> targets, const core::Tensor& attn, c
 }  // namespace
 
 std::vector<HeadScores> example_head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
-                                            int64_t b, std::span<const int32_t> targets) {
-  check_attention(attn, tokens, causal, "example_head_scores");
+                                            int64_t b, std::span<const int32_t> targets,
+                                            std::span<const int32_t> lengths) {
+  check_attention(attn, tokens, causal, "example_head_scores", lengths);
   check_targets(targets, attn, "example_head_scores");
   if (b < 0 || b >= attn.size(0))
     throw std::invalid_argument("example_head_scores: example " + std::to_string(b) + " is outside the batch of " +
                                 std::to_string(attn.size(0)));
-  const LayerMaps maps = layer_maps(attn, tokens, causal, targets);
+  const LayerMaps maps = layer_maps(attn, tokens, causal, targets, lengths);
   std::vector<HeadScores> out;
   for (int64_t h = 0; h < maps.heads(); ++h) out.push_back(mean_scores({example_scores(maps.map(b, h))}));
   return out;
 }
 
 std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
-                                    std::span<const int32_t> targets) {
-  check_attention(attn, tokens, causal, "head_scores");
+                                    std::span<const int32_t> targets, std::span<const int32_t> lengths) {
+  check_attention(attn, tokens, causal, "head_scores", lengths);
   check_targets(targets, attn, "head_scores");
-  const LayerMaps maps = layer_maps(attn, tokens, causal, targets);
+  const LayerMaps maps = layer_maps(attn, tokens, causal, targets, lengths);
   std::vector<HeadScores> out;
   for (int64_t h = 0; h < maps.heads(); ++h) {
-    std::vector<HeadScores> per_example;
+    std::vector<ExampleScores> per_example;
     for (int64_t b = 0; b < maps.batch(); ++b) per_example.push_back(example_scores(maps.map(b, h)));
     out.push_back(mean_scores(per_example));
   }
@@ -227,10 +274,11 @@ double js_divergence(std::span<const double> p, std::span<const double> q) {
   return js < 0 ? 0.0 : js;
 }
 
-std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tensor>& layers, bool causal) {
+std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tensor>& layers, bool causal,
+                                                    std::span<const int32_t> lengths) {
   if (layers.empty()) throw std::invalid_argument("js_distance_matrix: no layers given");
   for (std::size_t l = 0; l < layers.size(); ++l) {
-    check_attention(layers[l], {}, causal, "js_distance_matrix");
+    check_attention(layers[l], {}, causal, "js_distance_matrix", lengths);
     if (layers[l].size(0) != layers[0].size(0) || layers[l].size(2) != layers[0].size(2))
       throw std::invalid_argument("js_distance_matrix: layer " + std::to_string(l) + " has attention " +
                                   shape_of(layers[l]) + " but layer 0 has " + shape_of(layers[0]) +
@@ -252,19 +300,27 @@ std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tens
     }
   }
   const std::size_t n = rows.size();
-  const int64_t q0 = causal ? 1 : 0;
-  const auto pairs = static_cast<double>(batch * (len - q0));
+  // The (example, real query) pairs whose query sees two real keys or more:
+  // a row with one key is forced to [1] in every head.
+  int64_t pairs = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t real = lengths.empty() ? len : lengths[static_cast<std::size_t>(b)];
+    for (int64_t q = 0; q < real; ++q) pairs += visible_keys(q, real, causal) >= 2;
+  }
   std::vector<std::vector<double>> js(n, std::vector<double>(n, 0.0));
-  for (std::size_t a = 0; a < n; ++a)
+  for (std::size_t a = 0; a < n && pairs > 0; ++a)
     for (std::size_t c = a + 1; c < n; ++c) {
       double total = 0;
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t q = q0; q < len; ++q) {
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t real = lengths.empty() ? len : lengths[static_cast<std::size_t>(b)];
+        for (int64_t q = 0; q < real; ++q) {
+          const auto keys = static_cast<std::size_t>(visible_keys(q, real, causal));
+          if (keys < 2) continue;
           const std::size_t at = static_cast<std::size_t>((b * len + q) * len);
-          const auto keys = static_cast<std::size_t>(visible_keys(q, len, causal));
           total += js_divergence(std::span(rows[a]).subspan(at, keys), std::span(rows[c]).subspan(at, keys));
         }
-      js[a][c] = js[c][a] = total / pairs;
+      }
+      js[a][c] = js[c][a] = total / static_cast<double>(pairs);
     }
   return js;
 }

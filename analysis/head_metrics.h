@@ -9,6 +9,11 @@
 // example gives that example's score and a batch's score is the mean over its
 // examples (a score that can be absent: the mean over the examples where it
 // exists).
+//
+// Padded examples (`lengths`, docs/head-metrics.md "Padding"): only an
+// example's real positions count, as queries and as keys, and an example too
+// short for a score is left out of that score's mean: one of 2 positions has
+// no query q >= 2, one of 1 position counts in no score at all.
 #pragma once
 
 #include <array>
@@ -50,6 +55,7 @@ struct HeadScores {
   DetectorScores detector;
   double entropy = 0;   // mean over q with >= 2 visible keys of H(A[q,:]) / log(keys)
   double distance = 0;  // mean over all q of sum_k A[q, k] |q - k|, in positions
+  // (both over the examples of 2 positions or more)
 
   // The user pattern called `name`, or nullptr.
   const UserScore* user_score(std::string_view name) const;
@@ -75,19 +81,25 @@ struct HeadScores {
 // Checks that `attn` is one layer's attention [B, h, T, T] with T >= 3 and
 // rows that are probabilities (non-negative, sum 1 within 1e-3; causal: zero
 // above the diagonal within 1e-6), and that `tokens` is empty or has B*T
-// entries. Throws std::invalid_argument naming `op` and what is wrong.
-void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal, const char* op);
+// entries. lengths: empty (every example is T long) or each example's real
+// length in [1, T], one at least 3; a real query's row must then put no mass
+// (within 1e-6) on padding, i.e. come from a forward with the padding mask.
+// Throws std::invalid_argument naming `op` and what is wrong.
+void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal, const char* op,
+                     std::span<const int32_t> lengths = {});
 
 // Scores of every head of one layer over the batch: result[head].
 // tokens: row-major [B, T], or empty (then the token patterns are absent).
 // targets: row-major [B, T] or empty; when given, `patterns` judge only the
 // queries with a target (patterns_all every query).
+// lengths: [B] real lengths of padded examples, or empty (all T long).
 std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
-                                    std::span<const int32_t> targets = {});
+                                    std::span<const int32_t> targets = {}, std::span<const int32_t> lengths = {});
 
 // Scores of every head on example `b` alone: result[head].
 std::vector<HeadScores> example_head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
-                                            int64_t b, std::span<const int32_t> targets = {});
+                                            int64_t b, std::span<const int32_t> targets = {},
+                                            std::span<const int32_t> lengths = {});
 
 // Jensen-Shannon divergence in bits (base-2 logs), so 0 for equal rows and 1
 // for rows with disjoint support. p and q are probability rows of equal length.
@@ -96,8 +108,11 @@ double js_divergence(std::span<const double> p, std::span<const double> q);
 // The head-to-head distance matrix over all heads of all layers, in the order
 // (layer 0 head 0, layer 0 head 1, ..., layer 1 head 0, ...): entry (a, b) is
 // the mean JS divergence (bits) between heads a and b over the same (example,
-// query) pairs, queries q >= 1 when causal (row 0 is forced to [1, 0, ...]) and
-// all queries when bidirectional. Every layer must have the same B and T.
-std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tensor>& layers, bool causal);
+// query) pairs: the real queries that see two real keys or more -- q >= 1 when
+// causal (row 0 is forced to [1, 0, ...]), all of an example of 2 positions or
+// more when bidirectional -- over their real keys (lengths as in head_scores).
+// Every layer must have the same B and T.
+std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tensor>& layers, bool causal,
+                                                    std::span<const int32_t> lengths = {});
 
 }  // namespace headlab::analysis

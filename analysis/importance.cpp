@@ -52,7 +52,8 @@ std::vector<double> gate_importance(const layers::Transformer& model, const Exam
       gates.push_back(layer.gates);
     }
     autograd::GradOnlyFor only_gates(gates);
-    const auto logits = model.forward(one.tokens, 1, one.seq_len, nullptr, &probe);
+    const core::Tensor mask = one.padding_mask();
+    const auto logits = model.forward(one.tokens, 1, one.seq_len, &mask, &probe);
     if (objective == ImportanceObjective::loss)
       autograd::cross_entropy(logits, one.targets).backward();
     else

@@ -16,7 +16,8 @@ Patching patch_heads(const layers::Transformer& model, const Examples& clean, co
   if (!corruption.gates.empty() && static_cast<int64_t>(corruption.gates.size()) != L)
     throw std::invalid_argument("patch_heads: corruption gates for " + std::to_string(corruption.gates.size()) +
                                 " layers, the model has " + std::to_string(L));
-  const Examples corrupted{clean.batch, clean.seq_len, corruption.tokens, clean.targets};
+  // The clean rows' lengths: the positions scored are the clean rows'.
+  const Examples corrupted{clean.batch, clean.seq_len, corruption.tokens, clean.targets, clean.lengths};
   auto corrupted_probe = [&] {
     layers::Probe probe(L);
     for (std::size_t l = 0; l < corruption.gates.size(); ++l)

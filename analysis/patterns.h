@@ -20,10 +20,13 @@
 namespace headlab::analysis {
 
 // One head's attention on one example, as doubles: row q holds query q's
-// probabilities over the T keys (zero above the diagonal when causal).
+// probabilities over the T keys (zero above the diagonal when causal). Only
+// the example's real positions 0 .. len-1 are read, as queries and as keys:
+// a padded example's padding is no part of any score.
 struct HeadMap {
   const double* probs;              // [T, T] row-major
-  int64_t len;                      // T >= 3
+  int64_t len;                      // the example's real length, 1 .. T
+  int64_t stride;                   // T
   bool causal;
   std::span<const int32_t> tokens;  // [T], or empty when the tokens are unknown
   // [T], or empty: then every query is judged. Otherwise only the queries
@@ -31,7 +34,7 @@ struct HeadMap {
   // (docs/head-metrics.md, "Which queries are scored").
   std::span<const int32_t> targets = {};
 
-  double operator()(int64_t q, int64_t k) const { return probs[q * len + k]; }
+  double operator()(int64_t q, int64_t k) const { return probs[q * stride + k]; }
   bool judged(int64_t q) const { return targets.empty() || targets[static_cast<std::size_t>(q)] >= 0; }
 
   // Mean over the judged queries q >= 2 of f(q): the positional scores skip

@@ -40,6 +40,7 @@ RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span
   run.num_layers = static_cast<int64_t>(layers.size());
   run.num_heads = layers[0].dim() == 4 ? layers[0].size(1) : 0;
   run.causal = causal;
+  int64_t example_length = 0;  // the heatmaps' example's real positions
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const core::Tensor& a = layers[l];
     if (a.dim() != 4 || a.size(1) != run.num_heads)
@@ -49,7 +50,9 @@ RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span
     if (example < 0 || example >= a.size(0))
       throw std::invalid_argument("analyze_attention: example " + std::to_string(example) +
                                   " is outside the batch of " + std::to_string(a.size(0)));
-    const std::vector<HeadScores> scores = head_scores(a, tokens, causal, context.targets);
+    const std::vector<HeadScores> scores = head_scores(a, tokens, causal, context.targets, context.lengths);
+    // (head_scores has checked the lengths)
+    example_length = context.lengths.empty() ? a.size(2) : context.lengths[static_cast<std::size_t>(example)];
     std::vector<std::vector<std::optional<double>>> user;  // [pattern][head]
     for (const AttendPattern& p : context.attend) user.push_back(attend_scores(a, p, causal));
     for (int64_t h = 0; h < run.num_heads; ++h) {
@@ -61,21 +64,25 @@ RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span
         head.scores.user.push_back({context.attend[p].name, user[p][static_cast<std::size_t>(h)]});
       run.heads.push_back(head);
     }
-    // The example's maps, copied so that the analysis outlives the tensors.
+    // The example's maps over its real positions, copied so that the
+    // analysis outlives the tensors.
     const core::Tensor ex = a.select(0, example).to(core::DType::f64).contiguous();
-    const int64_t len = ex.size(1);
+    const int64_t T = ex.size(1), n = example_length;
     const double* d = ex.data<double>();
     std::vector<std::vector<double>> maps;
-    for (int64_t h = 0; h < run.num_heads; ++h) maps.emplace_back(d + h * len * len, d + (h + 1) * len * len);
+    for (int64_t h = 0; h < run.num_heads; ++h) {
+      std::vector<double> map;
+      for (int64_t q = 0; q < n; ++q) map.insert(map.end(), d + (h * T + q) * T, d + (h * T + q) * T + n);
+      maps.push_back(std::move(map));
+    }
     run.example.attention.push_back(std::move(maps));
   }
-  run.js = js_distance_matrix(layers, causal);
+  run.js = js_distance_matrix(layers, causal, context.lengths);
   if (!tokens.empty()) {
-    const int64_t len = layers[0].size(2);
-    const auto first = tokens.begin() + example * len;
-    run.example.tokens.assign(first, first + len);
+    const auto first = tokens.begin() + example * layers[0].size(2);
+    run.example.tokens.assign(first, first + example_length);
   } else {
-    for (int32_t t = 0; t < static_cast<int32_t>(layers[0].size(2)); ++t) run.example.tokens.push_back(t);
+    for (int32_t t = 0; t < static_cast<int32_t>(example_length); ++t) run.example.tokens.push_back(t);
   }
   relabel(run, options);
   return run;

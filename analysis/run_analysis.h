@@ -98,14 +98,15 @@ struct RunAnalysis {
 
 // What analyze_attention knows of the batch beyond the tokens.
 struct BatchContext {
-  std::span<const int32_t> targets;       // [B * T] or empty: the built-in patterns judge the queries with a target
-  std::span<const AttendPattern> attend;  // user patterns, scored for every head
-  std::span<const ExpectedRole> roles;    // the task's expected roles
+  std::span<const int32_t> targets = {};  // [B * T] or empty: the built-in patterns judge the queries with a target
+  std::span<const AttendPattern> attend = {};  // user patterns, scored for every head
+  std::span<const ExpectedRole> roles = {};    // the task's expected roles
+  std::span<const int32_t> lengths = {};  // [B] real lengths of padded rows, or empty: only real positions count
 };
 
 // Scores, JS matrix, labels and verdict from the attention of every layer
 // ([B, h, T, T] each, same B, h and T) and the tokens [B * T] (may be empty);
-// the example for heatmaps is batch row `example`.
+// the example for heatmaps is batch row `example`, its real positions only.
 RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, bool causal,
                               const LabelOptions& options = {}, int64_t example = 0, const BatchContext& context = {});
 

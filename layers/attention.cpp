@@ -52,7 +52,7 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
   }
   const int64_t batch = x.size(0);
   const int64_t seq_len = x.size(1);
-  if (padding_mask != nullptr && padding_mask->shape() != Shape{batch, seq_len}) {
+  if (padding_mask != nullptr && padding_mask->defined() && padding_mask->shape() != Shape{batch, seq_len}) {
     throw std::invalid_argument("MultiHeadAttention::forward: padding mask " + core::to_string(padding_mask->shape()) +
                                 " does not match the input's [B, T] = " + core::to_string(Shape{batch, seq_len}));
   }

@@ -35,7 +35,8 @@ class MultiHeadAttention : public Module {
   MultiHeadAttention(const ModelSpec& spec, core::Generator& gen, DType dtype = DType::f32);
 
   // x [B, T, d_model] -> [B, T, d_model]. padding_mask [B, T] (any dtype):
-  // nonzero = real token, 0 = pad; pad keys get no attention. A query that
+  // nonzero = real token, 0 = pad; pad keys get no attention (nullptr or an
+  // undefined tensor: no padding, see layers/padding_mask.h). A query that
   // can see no key at all (a fully masked row) attends to nothing: its row of
   // A is all zeros and its head output is 0. `probe` (optional, see
   // layers/probe.h) supplies the head gates and receives the attention

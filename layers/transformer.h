@@ -31,7 +31,8 @@ class Transformer : public Module {
 
   // tokens [batch, seq_len] row-major, ids in [0, vocab) -> logits
   // [batch, seq_len, classes]. padding_mask [batch, seq_len]: nonzero = real
-  // token, 0 = pad (pad keys receive no attention). `probe` (optional, one
+  // token, 0 = pad (pad keys receive no attention); nullptr or an undefined
+  // tensor: no padding (layers/padding_mask.h builds it from row lengths). `probe` (optional, one
   // entry per layer or none, see layers/probe.h) gates heads and receives
   // each layer's attention, head outputs and residual stream, and its hooks
   // visit the named points of layers/hooks.h; the model itself is never

@@ -246,6 +246,7 @@ void DataFile::fill_row(Batch& out, int64_t row, const Sequence& sequence) const
   const auto begin = static_cast<std::ptrdiff_t>(row * seq_len_);
   std::copy(sequence.tokens.begin(), sequence.tokens.end(), out.tokens.begin() + begin);
   std::copy(sequence.targets.begin(), sequence.targets.end(), out.targets.begin() + begin);
+  out.lengths[static_cast<std::size_t>(row)] = static_cast<int32_t>(sequence.tokens.size());
 }
 
 Batch DataFile::rows(int64_t first, int64_t count) const {
@@ -255,7 +256,8 @@ Batch DataFile::rows(int64_t first, int64_t count) const {
                                 std::to_string(size()) + " sequences of " + path_);
   }
   const auto n = static_cast<std::size_t>(count * seq_len_);
-  Batch out{count, seq_len_, std::vector<int32_t>(n, 0), std::vector<int32_t>(n, -1)};
+  Batch out{count, seq_len_, std::vector<int32_t>(n, 0), std::vector<int32_t>(n, -1),
+            std::vector<int32_t>(static_cast<std::size_t>(count))};
   for (int64_t row = 0; row < count; ++row) fill_row(out, row, sequences_[static_cast<std::size_t>(first + row)]);
   for (std::size_t p = 0; p < pattern_names_.size(); ++p) {
     analysis::AttendPattern pattern = analysis::AttendPattern::empty(pattern_names_[p], count, seq_len_);
@@ -278,7 +280,8 @@ Batch DataFile::sample(int64_t batch, core::Generator& gen) {
                                 std::to_string(seq_len_));
   }
   const auto n = static_cast<std::size_t>(batch * seq_len_);
-  Batch out{batch, seq_len_, std::vector<int32_t>(n, 0), std::vector<int32_t>(n, -1)};
+  Batch out{batch, seq_len_, std::vector<int32_t>(n, 0), std::vector<int32_t>(n, -1),
+            std::vector<int32_t>(static_cast<std::size_t>(batch))};
   for (int64_t row = 0; row < batch; ++row)
     fill_row(out, row, sequences_[static_cast<std::size_t>(order_.next(gen))]);
   return out;

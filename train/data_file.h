@@ -20,8 +20,10 @@
 // Batches: sequences in file order, wrapping around after the last one; with
 // shuffle, each epoch is a fresh permutation drawn from the generator passed to
 // sample(). Every row is padded to the model's seq-len with token 0 and target -1,
-// so the padding never counts in the loss; under causal attention it cannot
-// change the real positions either (it only comes after them).
+// so the padding never counts in the loss, and the batch records each row's
+// length (Batch::lengths): every forward over a padded batch passes the
+// padding mask, so no real position attends to padding, causal or
+// bidirectional, and the head analysis scores only real positions.
 #pragma once
 
 #include <algorithm>

@@ -20,7 +20,8 @@ namespace {
 // training batches ("data") and evaluation ("eval").
 constexpr uint64_t kSplitStream = 0x73706c6974000000ULL;  // "split"
 
-// Row `row` of `batch` as bytes: its tokens and its targets.
+// Row `row` of `batch` as bytes: its tokens, its targets and, when the batch
+// records lengths, its length (a padded row is not its full-length twin).
 std::string row_key(const Batch& batch, int64_t row) {
   const auto t = static_cast<std::size_t>(batch.seq_len);
   const auto at = static_cast<std::size_t>(row) * t;
@@ -28,6 +29,7 @@ std::string row_key(const Batch& batch, int64_t row) {
   std::copy_n(reinterpret_cast<const char*>(batch.tokens.data() + at), t * sizeof(int32_t), key.data());
   std::copy_n(reinterpret_cast<const char*>(batch.targets.data() + at), t * sizeof(int32_t),
               key.data() + t * sizeof(int32_t));
+  if (!batch.lengths.empty()) key += std::to_string(batch.lengths[static_cast<std::size_t>(row)]);
   return key;
 }
 
@@ -37,6 +39,7 @@ void append_row(Batch& to, const Batch& from, int64_t row) {
   const auto at = static_cast<std::ptrdiff_t>(row) * t;
   to.tokens.insert(to.tokens.end(), from.tokens.begin() + at, from.tokens.begin() + at + t);
   to.targets.insert(to.targets.end(), from.targets.begin() + at, from.targets.begin() + at + t);
+  if (!from.lengths.empty()) to.lengths.push_back(from.lengths[static_cast<std::size_t>(row)]);
   ++to.batch;
 }
 

@@ -118,6 +118,18 @@ void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::st
   }
 }
 
+void check_analysable(const Batch& rows, const std::string& source) {
+  if (rows.lengths.empty()) return;  // full rows of seq-len >= kMinSeqLen (model_spec_for)
+  const auto longest = std::max_element(rows.lengths.begin(), rows.lengths.end());
+  if (*longest >= kMinSeqLen) return;
+  throw UsageError(source + ": every sequence the head analysis reads is shorter than " + std::to_string(kMinSeqLen) +
+                   " tokens (the longest, sequence " + std::to_string(longest - rows.lengths.begin() + 1) + " of " +
+                   std::to_string(rows.batch) + ", has " + std::to_string(*longest) +
+                   "); it needs one of at least " + std::to_string(kMinSeqLen) +
+                   ", as its positional scores read queries q >= 2: add longer sequences (shorter ones count in the "
+                   "scores they can show)");
+}
+
 void check_task_fits(const Task& task, const layers::ModelSpec& model) {
   if (task.vocab() > model.vocab || task.num_classes() != model.classes || task.seq_len() > model.max_seq_len)
     throw UsageError("task " + task.name() + " (vocab " + std::to_string(task.vocab()) + ", classes " +

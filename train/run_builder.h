@@ -28,6 +28,13 @@ std::unique_ptr<Task> make_task_for(const TrainConfig& config);
 // (model_spec_for).
 inline constexpr int64_t kMinSeqLen = 3;
 
+// The rows the head analysis reads (a run's evaluation batch, analyze
+// --data's file) need one of at least kMinSeqLen real tokens; shorter rows
+// beside it count in the scores they can show (docs/head-metrics.md,
+// "Padding"). Throws UsageError naming `source` and its longest row
+// otherwise.
+void check_analysable(const Batch& rows, const std::string& source);
+
 // The model `config` describes for `task`: vocab, max_seq_len and classes
 // are the task's, the rest the config's, defaults resolved. Throws UsageError
 // naming the flags (a --classes the task does not have, heads that do not

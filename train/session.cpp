@@ -13,6 +13,7 @@
 #include "core/ops.h"
 #include "core/shortest.h"
 #include "layers/init_scale.h"
+#include "layers/padding_mask.h"
 #include "optim/clip.h"
 #include "optim/factory.h"
 #include "optim/param_groups.h"
@@ -44,8 +45,11 @@ void check_config_describes(const Task& task, const layers::ModelSpec& described
 Batch rows_of(const Batch& batch, int64_t first, int64_t rows) {
   const auto begin = static_cast<std::ptrdiff_t>(first * batch.seq_len);
   const auto end = static_cast<std::ptrdiff_t>((first + rows) * batch.seq_len);
-  return {rows, batch.seq_len, {batch.tokens.begin() + begin, batch.tokens.begin() + end},
-          {batch.targets.begin() + begin, batch.targets.begin() + end}};
+  Batch out{rows, batch.seq_len, {batch.tokens.begin() + begin, batch.tokens.begin() + end},
+            {batch.targets.begin() + begin, batch.targets.begin() + end}};
+  if (!batch.lengths.empty())
+    out.lengths.assign(batch.lengths.begin() + first, batch.lengths.begin() + first + rows);
+  return out;
 }
 
 int64_t count_targets(const std::vector<int32_t>& targets) {
@@ -132,6 +136,7 @@ analysis::Examples examples_of(const Batch& batch) {
   out.seq_len = batch.seq_len;
   out.tokens = batch.tokens;
   out.targets = batch.targets;
+  out.lengths = batch.lengths;
   out.attend = batch.attend;
   out.roles = batch.roles;
   out.sources = batch.sources;
@@ -153,6 +158,8 @@ Session::Session(const TrainConfig& config, const dist::World& world) : config_(
   if (config_.schedule_steps == 0 && config_.schedule != "constant") config_.schedule_steps = config_.steps;
   task_ = make_task_for(config_);
   build(model_spec_for(config_, *task_));
+  // Before any step: the analyses during and after training read it.
+  check_analysable(eval_batch_, task_->name());
 }
 
 Session::Session(const Checkpoint& checkpoint, const dist::World& world)
@@ -222,7 +229,8 @@ StepResult Session::step() {
     optimizer_->zero_grad();
     // bf16: each weight and Linear input rounded once for forward and backward; closed before the optimizer.
     const core::Bf16Operands rounded_once;
-    const autograd::Variable logits = model_->forward(batch.tokens, batch.batch, batch.seq_len);
+    const core::Tensor mask = layers::padding_mask(batch.lengths, batch.batch, batch.seq_len);
+    const autograd::Variable logits = model_->forward(batch.tokens, batch.batch, batch.seq_len, &mask);
     const autograd::Variable loss = autograd::cross_entropy(logits, batch.targets, loss_dtype());
     const EvalResult scored = accuracy_of(logits.value(), batch.targets);
     r.loss = loss.value().item();
@@ -263,7 +271,8 @@ StepResult Session::forward_backward_slices(const Batch& batch) {
     const Batch slice = rows_of(batch, (world_->rank() * mine + j) * rows, rows);
     optimizer_->zero_grad();
     const core::Bf16Operands rounded_once;  // this slice's forward and backward (see step)
-    const autograd::Variable logits = model_->forward(slice.tokens, slice.batch, slice.seq_len);
+    const core::Tensor mask = layers::padding_mask(slice.lengths, slice.batch, slice.seq_len);
+    const autograd::Variable logits = model_->forward(slice.tokens, slice.batch, slice.seq_len, &mask);
     const EvalResult scored = accuracy_of(logits.value(), slice.targets);
     const double share = targets > 0 ? static_cast<double>(scored.count) / targets : 0.0;
     const autograd::Variable loss = autograd::cross_entropy(logits, slice.targets, loss_dtype()) * share;

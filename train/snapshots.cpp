@@ -9,6 +9,7 @@
 #include "autograd/variable.h"
 #include "core/gemm.h"
 #include "layers/probe.h"
+#include "layers/padding_mask.h"
 #include "train/checkpoint.h"
 #include "train/errors.h"
 #include "train/run_builder.h"
@@ -75,11 +76,13 @@ std::vector<analysis::SnapshotView> snapshot_views(const std::string& run_dir, c
     layers::Probe probe(model->num_layers());
     {
       autograd::NoGradGuard no_grad;
-      (void)model->forward(eval.tokens, eval.batch, eval.seq_len, nullptr, &probe);
+      const core::Tensor mask = layers::padding_mask(eval.lengths, eval.batch, eval.seq_len);
+      (void)model->forward(eval.tokens, eval.batch, eval.seq_len, &mask, &probe);
     }
     std::vector<core::Tensor> attention;
     for (const layers::LayerProbe& layer : probe.layers) attention.push_back(layer.attention);
-    analysis::RunAnalysis run = analysis::analyze_attention(attention, eval.tokens, model->spec().causal, {}, example);
+    analysis::RunAnalysis run = analysis::analyze_attention(attention, eval.tokens, model->spec().causal, {}, example,
+                                                            {.lengths = eval.lengths});
     analysis::SnapshotView view{.step = step, .example = std::move(run.example), .labels = {}};
     for (const analysis::HeadAnalysis& h : run.heads) view.labels.push_back(analysis::label_name(h.label));
     views.push_back(std::move(view));

@@ -44,6 +44,11 @@ namespace headlab::train {
 struct Batch {
   int64_t batch = 0, seq_len = 0;
   std::vector<int32_t> tokens, targets;
+  // Row b's real length: its first lengths[b] positions are its sequence,
+  // the rest padding (token 0, target -1), which every forward masks
+  // (layers/padding_mask.h) and the head analysis leaves out. Empty: every
+  // row is full (the synthetic tasks).
+  std::vector<int32_t> lengths = {};
   // For the head analysis (Task::describe): user-defined patterns over these
   // rows (a data file's "attend", a task's roles), the roles the task
   // expects, and whether it defines sources (analysis/task_positions.h).

@@ -171,15 +171,15 @@ TEST(HeadScores, InductionAveragesOnlyOverExamplesWithARepeat) {
   EXPECT_DOUBLE_EQ(*batch["induction"], *example_head_scores(a, tokens, true, 0)[0]["induction"]);
 }
 
-// Softmax of fixed pseudo-random scores under a causal mask: [B, h, T, T].
-Tensor messy_attention(int64_t batch, int64_t heads, int64_t len) {
+// Softmax of fixed pseudo-random scores under a causal mask (or none):
+// [B, h, T, T].
+Tensor messy_attention(int64_t batch, int64_t heads, int64_t len, bool causal = true, uint32_t state = 12345) {
   std::vector<double> v;
-  uint32_t state = 12345;
   for (int64_t row = 0; row < batch * heads * len; ++row) {
     const int64_t q = row % len;
     std::vector<double> r(static_cast<std::size_t>(len), 0.0);
     double sum = 0;
-    for (int64_t k = 0; k <= q; ++k) {
+    for (int64_t k = 0; k <= (causal ? q : len - 1); ++k) {
       state = state * 1664525u + 1013904223u;
       r[static_cast<std::size_t>(k)] = std::exp(4.0 * (state >> 8) / double(1u << 24));
       sum += r[static_cast<std::size_t>(k)];
@@ -246,6 +246,118 @@ TEST(HeadScores, RejectsWrongShapesRowsAndTokenCounts) {
   const std::vector<int32_t> too_few = {1, 2, 3};
   EXPECT_THROW(head_scores(planted(1, 4, {kFirst}), too_few, true), std::invalid_argument);
   EXPECT_THROW(example_head_scores(planted(1, 4, {kFirst}), {}, true, 1), std::invalid_argument);
+}
+
+// Examples of real lengths `lengths`, each one's own [1, h, n, n] attention
+// padded to T: its pad queries spread their mass over every key, as a
+// forward's pad queries may; its real queries never see the padding.
+Tensor padded(const std::vector<Tensor>& examples, int64_t T) {
+  const int64_t heads = examples[0].size(1);
+  std::vector<double> v;
+  for (const Tensor& e : examples) {
+    const int64_t n = e.size(2);
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t q = 0; q < T; ++q)
+        for (int64_t k = 0; k < T; ++k)
+          v.push_back(q < n ? (k < n ? e.at({0, h, q, k}) : 0.0) : 1.0 / static_cast<double>(T));
+  }
+  return Tensor::from_vector(v, {static_cast<int64_t>(examples.size()), heads, T, T}, DType::f64);
+}
+
+void expect_near(const std::optional<double>& a, const std::optional<double>& b, const char* what) {
+  ASSERT_EQ(a.has_value(), b.has_value()) << what;
+  if (b) {
+    EXPECT_NEAR(*a, *b, 1e-12) << what;
+  }
+}
+
+// Every score of `s` against `expected`.
+void expect_scores(const HeadScores& s, const HeadScores& expected) {
+  for (std::size_t p = 0; p < kPatternCount; ++p) {
+    expect_near(s.patterns[p], expected.patterns[p], kPatterns[p].name.data());
+    expect_near(s.patterns_all[p], expected.patterns_all[p], kPatterns[p].name.data());
+  }
+  expect_near(s.detector.previous_token, expected.detector.previous_token, "detector previous");
+  expect_near(s.detector.duplicate_token, expected.detector.duplicate_token, "detector duplicate");
+  expect_near(s.detector.induction, expected.detector.induction, "detector induction");
+  EXPECT_NEAR(s.entropy, expected.entropy, 1e-12);
+  EXPECT_NEAR(s.distance, expected.distance, 1e-12);
+}
+
+// The mean of two examples' scores where each exists.
+std::optional<double> mean2(const std::optional<double>& a, const std::optional<double>& b) {
+  if (a && b) return (*a + *b) / 2;
+  return a ? a : b;
+}
+
+TEST(HeadScores, PaddedExamplesScoreAsTheirRealPositionsAlone) {
+  for (const bool causal : {true, false}) {
+    // Example 0: 4 real tokens padded to 6 (a repeat at q = 3); example 1: 6.
+    const std::vector<int32_t> t0 = {1, 2, 3, 1}, t1 = {4, 4, 5, 4, 5, 4};
+    const std::vector<int32_t> tokens = {1, 2, 3, 1, 0, 0, /**/ 4, 4, 5, 4, 5, 4}, lengths = {4, 6};
+    const Tensor e0 = messy_attention(1, 2, 4, causal, 7), e1 = messy_attention(1, 2, 6, causal, 8);
+    const Tensor a = padded({e0, e1}, 6);
+    const std::vector<HeadScores> s = head_scores(a, tokens, causal, {}, lengths);
+    for (std::size_t h = 0; h < 2; ++h) {
+      const HeadScores x = head_scores(e0, t0, causal)[h], y = head_scores(e1, t1, causal)[h];
+      HeadScores expected;
+      for (std::size_t p = 0; p < kPatternCount; ++p) {
+        expected.patterns[p] = mean2(x.patterns[p], y.patterns[p]);
+        expected.patterns_all[p] = mean2(x.patterns_all[p], y.patterns_all[p]);
+      }
+      expected.detector = {mean2(x.detector.previous_token, y.detector.previous_token),
+                           mean2(x.detector.duplicate_token, y.detector.duplicate_token),
+                           mean2(x.detector.induction, y.detector.induction)};
+      expected.entropy = (x.entropy + y.entropy) / 2;
+      expected.distance = (x.distance + y.distance) / 2;
+      SCOPED_TRACE(causal ? "causal" : "bidirectional");
+      expect_scores(s[h], expected);
+    }
+    // JS: over the (example, query) pairs of both, each at its own length.
+    const double pairs0 = causal ? 3 : 4, pairs1 = causal ? 5 : 6;
+    const double js0 = js_distance_matrix({e0}, causal)[0][1], js1 = js_distance_matrix({e1}, causal)[0][1];
+    EXPECT_NEAR(js_distance_matrix({a}, causal, lengths)[0][1], (js0 * pairs0 + js1 * pairs1) / (pairs0 + pairs1),
+                1e-12);
+  }
+}
+
+TEST(HeadScores, AOneTokenExampleCountsInNoScoreAndATwoTokenOneOnlyInThoseItCanShow) {
+  const std::vector<int32_t> t1 = {4, 4, 5, 4, 5, 4};
+  const Tensor e1 = messy_attention(1, 2, 6, true, 8);
+  const HeadScores alone = head_scores(e1, t1, true)[0];
+  // One token: the batch's scores are the full example's.
+  const Tensor one = padded({messy_attention(1, 2, 1), e1}, 6);
+  const std::vector<int32_t> tokens = {3, 0, 0, 0, 0, 0, /**/ 4, 4, 5, 4, 5, 4};
+  expect_scores(head_scores(one, tokens, true, {}, std::vector<int32_t>{1, 6})[0], alone);
+  // Two tokens: no query q >= 2 (the positional scores are the full
+  // example's), but a choice of keys at q = 1 (entropy, distance, detector).
+  const Tensor e0 = messy_attention(1, 2, 2, true, 9);
+  const HeadScores two = head_scores(padded({e0, e1}, 6), tokens, true, {}, std::vector<int32_t>{2, 6})[0];
+  for (const char* p : {"previous-token", "first-token", "self", "local"}) EXPECT_NEAR(two.at(p), alone.at(p), 1e-12);
+  const double entropy0 = -(e0.at({0, 0, 1, 0}) * std::log(e0.at({0, 0, 1, 0})) +
+                            e0.at({0, 0, 1, 1}) * std::log(e0.at({0, 0, 1, 1}))) / std::log(2.0);
+  EXPECT_NEAR(two.entropy, (entropy0 + alone.entropy) / 2, 1e-12);
+  EXPECT_NEAR(two.distance, (e0.at({0, 0, 1, 0}) / 2 + alone.distance) / 2, 1e-12);
+  EXPECT_NEAR(*two.detector.previous_token, (e0.at({0, 0, 1, 0}) / 2 + *alone.detector.previous_token) / 2, 1e-12);
+  // Nothing of 3 positions or more: the positional scores have no query.
+  EXPECT_THROW(head_scores(padded({e0, e0}, 6), {}, true, {}, std::vector<int32_t>{2, 2}), std::invalid_argument);
+}
+
+TEST(HeadScores, ARealQuerysMassOnPaddingIsRefused) {
+  // Attention computed without the padding mask: query 0 of a 4-token
+  // example puts half its mass on pad key 5.
+  std::vector<double> v = padded({messy_attention(1, 1, 4, false)}, 6).to_vector();
+  for (int64_t k = 0; k < 6; ++k) v[static_cast<std::size_t>(k)] = k < 4 ? v[static_cast<std::size_t>(k)] / 2 : 0;
+  v[5] = 0.5;
+  const Tensor a = Tensor::from_vector(v, {1, 1, 6, 6}, DType::f64);
+  try {
+    head_scores(a, {}, false, {}, std::vector<int32_t>{4});
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("padding"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(head_scores(a, {}, false, {}, std::vector<int32_t>{7}), std::invalid_argument);     // > T
+  EXPECT_THROW(head_scores(a, {}, false, {}, std::vector<int32_t>{4, 4}), std::invalid_argument);  // 2 for 1 example
 }
 
 TEST(JsDivergence, IsZeroForEqualRowsOneForDisjointAndKnownInBetween) {

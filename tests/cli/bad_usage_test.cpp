@@ -170,6 +170,11 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_data_seq_len_too_short_for_analysis",
                  train_tiny({{"--data", "{cfg:{\"tokens\": [1, 2]}}"}, {"--vocab", "8"}, {"--seq-len", "2"}}), 2,
                  {"seq-len 2", "3"}});
+    // A seq-len of 6 does not make 1- and 2-token sequences analysable.
+    c.push_back({"train_data_rows_too_short_for_analysis",
+                 train_tiny({{"--data", "{cfg:{\"tokens\": [1], \"targets\": [0]}\n{\"tokens\": [1, 2]}}"},
+                             {"--vocab", "8"}, {"--seq-len", "6"}}),
+                 2, {"shorter than 3 tokens", "sequence 2 of 2, has 2", "at least 3"}});
     // Without --vocab and --seq-len the file is read for its sizes: a file that is not JSONL says so.
     c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2, {"invalid JSON"}});
     c.push_back({"train_data_with_task",
@@ -310,6 +315,9 @@ const std::vector<BadCase>& cases() {
                  {"{file}/logits.safetensors", "is not a folder"}});
     // analyze.
     c.push_back({"analyze_without_target", {"analyze"}, 2, {"target"}});
+    c.push_back({"analyze_data_rows_too_short",
+                 {"analyze", "{run}", "--data", "{cfg:{\"tokens\": [1], \"targets\": [0]}}", "--out", "{out}"}, 2,
+                 {"--data", "shorter than 3 tokens", "sequence 1 of 1, has 1"}});
     c.push_back({"analyze_bad_pattern", {"analyze", "{run}", "--pattern", "lag:1"}, 2, {"lag:1", "offset:K"}});
     c.push_back({"analyze_pattern_beyond_the_sequence", {"analyze", "{run}", "--pattern", "position:6"}, 2,
                  {"position:6", "beyond the 6 positions", "0 to 5"}});

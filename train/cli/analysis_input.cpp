@@ -11,6 +11,7 @@ namespace headlab::cli {
 AnalysisInput AnalysisInput::of_run(const train::Checkpoint& ck) {
   AnalysisInput in;
   in.session_ = std::make_unique<train::Session>(ck);
+  train::check_analysable(in.batch(), in.task().name());
   return in;
 }
 
@@ -29,14 +30,12 @@ AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::str
   in.config_.eval_batch = rows > 0 ? rows : std::numeric_limits<int64_t>::max();
   in.task_ = train::make_task_for(in.config_);
   train::check_task_fits(*in.task_, ck.model);
-  if (in.task_->seq_len() < train::kMinSeqLen)
-    throw train::UsageError("--data " + data + ": sequences of " + std::to_string(in.task_->seq_len()) +
-                            " tokens are too short: the head analysis needs at least " +
-                            std::to_string(train::kMinSeqLen));
   const int64_t n = in.task_->eval_rows(in.config_.eval_batch);
   train::check_sizes(ck.model, {{"--data", n}});
   in.config_.eval_batch = n;
   in.batch_ = in.task_->eval_batch(n, in.config_.seed);
+  // The file's own lengths, not the model's seq-len, decide what can be analyzed.
+  train::check_analysable(in.batch_, "--data " + data);
   in.model_ = train::load_model(ck, ck_path);
   in.model_->eval();
   return in;

@@ -144,7 +144,7 @@ int run_analyze(const AnalyzeArgs& args) {
   for (const std::string& spec : args.patterns) {
     try {
       batch.attend.push_back(analysis::positional_pattern(spec, batch.batch, batch.seq_len,
-                                                          input.model().spec().causal, batch.targets));
+                                                          input.model().spec().causal, batch.targets, batch.lengths));
     } catch (const std::invalid_argument& e) {
       throw train::UsageError(e.what());
     }

@@ -13,6 +13,7 @@
 #include "core/safetensors.h"
 #include "core/shortest.h"
 #include "core/threads.h"
+#include "layers/padding_mask.h"
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
 #include "train/cli/dump_activations.h"
@@ -133,7 +134,8 @@ int run_eval(const EvalArgs& args) {
     {
       std::optional<autograd::NoGradGuard> no_grad;
       if (!want_grads) no_grad.emplace();
-      logits = model->forward(batch.tokens, batch.batch, batch.seq_len);
+      const core::Tensor mask = layers::padding_mask(batch.lengths, batch.batch, batch.seq_len);
+      logits = model->forward(batch.tokens, batch.batch, batch.seq_len, &mask);
       loss = autograd::cross_entropy(logits, batch.targets);
     }
     const train::EvalResult b = train::score_logits(logits.value(), batch.targets);

@@ -6,6 +6,7 @@
 
 #include "autograd/variable.h"
 #include "layers/hook_set.h"
+#include "layers/padding_mask.h"
 #include "train/errors.h"
 #include "train/signals.h"
 
@@ -52,7 +53,8 @@ void dump_activations(const layers::Transformer& model, train::Task& task, int64
     probe.hooks = &hooks;
     {
       autograd::NoGradGuard no_grad;
-      model.forward(batch.tokens, batch.batch, batch.seq_len, nullptr, &probe);
+      const core::Tensor mask = layers::padding_mask(batch.lengths, batch.batch, batch.seq_len);
+      model.forward(batch.tokens, batch.batch, batch.seq_len, &mask, &probe);
     }
     for (const auto& [name, value] : hooks.cache())
       out->write_rows(name, first, value.dtype() == core::DType::f32 ? value : value.to(core::DType::f32));
