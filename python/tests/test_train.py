@@ -103,6 +103,16 @@ def test_help_prints_the_flags_and_trains_nothing(tmp_path, capfd):
 def test_overlapping_trainings_give_the_interpreter_its_sigint_back(tmp_path):
     # Training a starts, b starts while a runs and ends after it: b must not
     # leave the trainer's handler behind, which would swallow Ctrl-C.
+    # Python's own handler first: a suite started in the background (`cmd &`
+    # without job control) inherits SIGINT ignored, and Python keeps that.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _overlapping_trainings_then_ctrl_c(tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _overlapping_trainings_then_ctrl_c(tmp_path):
     errors = []
 
     def train(name, steps):
