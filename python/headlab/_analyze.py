@@ -3,36 +3,69 @@ import json
 
 import numpy as np
 
-from . import _core, _tokens
+from . import _core, _patterns, _tokens
 from ._model import _as_model
 
 
-def analyze(model, tokens, targets=None, *, example=0, pruning=True, importance_examples=64, corrupted=None,
-            corruption="the caller's corrupted tokens"):
+def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=None, sources=False, example=0,
+            pruning=True, importance_examples=64, corrupted=None, corruption="the caller's corrupted tokens",
+            threshold=0.5, margin=0.15, diffuse_entropy=0.8, sink_delta_loss=0.02):
     """The records heads.json holds (scores, labels, ablations, importance,
-    circuits, ...; docs/head-metrics.md) for these sequences, as a dict.
+    circuits, the verdict ...; docs/head-metrics.md) for these sequences, as a dict.
 
-    targets: [B, T] class ids, -1 where a position has none; by default the
-    next token (models whose classes are their tokens). example: which
-    sequence the example attention shows. importance_examples (>= 1): how
-    many sequences the gradient importance averages over. corrupted: [B, T]
-    tokens for activation patching (adds mean and resample ablation and
-    patching). Needs seq_len >= 3."""
+    tokens: [B, T] ids, or a list of sequences of different lengths (padded
+    and masked, as a data file's). targets: class ids of the tokens' shape, -1
+    where a position has none; by default the next token (models whose
+    classes are their tokens). lengths: [B] real lengths of a padded array.
+    patterns: your own head patterns, scored for every head and used as
+    labels: a dict name -> a boolean mask [B, T, T] or [T, T] (query, key:
+    where the attention counts), "offset:K" or "position:K", or per-sequence
+    key lists as a data file's "attend"; or (pattern, definition) pairs.
+    roles: the roles you expect, a dict role -> pattern name (built-in or
+    yours): the verdict says which were found. sources: the targets are
+    copies of earlier tokens (as in induction): adds the task-position
+    scores. `model.task_batch()` gives all of these for the run's own task.
+    example: which sequence the example attention shows.
+    importance_examples (>= 1): how many sequences the gradient importance
+    averages over. corrupted: [B, T] tokens for activation patching (adds
+    mean and resample ablation and patching). threshold, margin,
+    diffuse_entropy, sink_delta_loss: the label rules (`headlab analyze
+    --threshold ...`). Needs seq_len >= 3."""
     model = _as_model(model)
-    ids = model.tokens(tokens)
+    ids, lengths = _tokens.padded(tokens, model.spec, lengths)
     if ids.shape[1] < 3:
         raise ValueError(f"analyze needs seq_len >= 3 (the positional scores read queries at positions >= 2), "
                          f"got {ids.shape[1]} positions")
     example = _whole("example", example, 0, ids.shape[0] - 1, f"one of the {ids.shape[0]} sequences")
     importance_examples = _whole("importance_examples", importance_examples, 1, None,
                                  "how many sequences the gradient importance averages over")
-    if not isinstance(pruning, (bool, np.bool_)):
-        raise TypeError(f"analyze: pruning must be True or False, got {pruning!r}")
-    ys = _tokens.next_token_targets(ids, model.spec) if targets is None else _tokens.targets(targets, ids, model.spec)
+    for name, flag in (("pruning", pruning), ("sources", sources)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"analyze: {name} must be True or False, got {flag!r}")
+    labels = (_fraction("threshold", threshold), _fraction("margin", margin),
+              _fraction("diffuse_entropy", diffuse_entropy), _number("sink_delta_loss", sink_delta_loss))
+    ys = _tokens.padded_targets(targets, ids, lengths, model.spec)
     bad = None if corrupted is None else _tokens.tokens(corrupted, model.spec, "corrupted")
     if bad is not None and bad.shape != ids.shape:
         raise ValueError(f"corrupted: expected shape {list(ids.shape)} (the tokens'), got {list(bad.shape)}")
-    return json.loads(_core.analyze(model._core, ids, ys, example, bool(pruning), importance_examples, bad, corruption))
+    user = _patterns.patterns(patterns, ids.shape[0], ids.shape[1], lengths)
+    return json.loads(_core.analyze(model._core, ids, ys, lengths, user, _patterns.roles(roles), bool(sources), labels,
+                                    example, bool(pruning), importance_examples, bad, corruption))
+
+
+def _fraction(name, value):
+    value = _number(name, value)
+    if not 0 <= value <= 1:
+        raise ValueError(f"analyze: {name} must be between 0 and 1, got {value}")
+    return value
+
+
+def _number(name, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"analyze: {name} must be a number, got {value!r}")
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"analyze: {name} must be a finite number >= 0, got {value}")
+    return float(value)
 
 
 def _whole(name, value, low, high, meaning):

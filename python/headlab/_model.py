@@ -119,6 +119,16 @@ class Model:
         ys = _tokens.targets(targets, ids, self.spec)
         return self._core.gradients(ids, ys, self._select(names))
 
+    def task_batch(self):
+        """The batch the run's own head analysis reads, as headlab.analyze's
+        keywords: tokens, targets, lengths, patterns (each the task's mask
+        [B, T, T] with its definition), roles and sources. So
+        `headlab.analyze(model, **model.task_batch())` gives the run's
+        heads.json records, and a pattern or role of your own is one more
+        entry. The run's task, split and seed; a --data run's file, checked
+        unchanged."""
+        return self._core.task_batch()
+
     def to_torch(self):
         """A torch.nn.Module with the checkpoint's parameter names that computes
         the same logits (docs/model.md); needs torch."""

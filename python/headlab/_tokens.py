@@ -72,12 +72,16 @@ def targets(values, ids, spec):
 
 def next_token_targets(ids, spec):
     """Each position's target is the next token (the last has none)."""
+    return _with_a_target(next_token_targets_raw(ids, spec))
+
+
+def next_token_targets_raw(ids, spec):
     if spec["classes"] != spec["vocab"]:
         raise ValueError(f"this model predicts {spec['classes']} classes, not its {spec['vocab']} tokens: "
                          "give targets (an int array of the tokens' shape, -1 for no target)")
     out = np.full(ids.shape, -1, dtype=np.int32)
     out[:, :-1] = ids[:, 1:]
-    return _with_a_target(out)
+    return out
 
 
 def _with_a_target(targets):
@@ -85,3 +89,66 @@ def _with_a_target(targets):
     if (targets == -1).all():
         raise ValueError("targets: every entry is -1 (no position has a target); the loss and accuracy need at least one")
     return targets
+
+
+def padded(values, spec, lengths=None, what="tokens"):
+    """(ids [B, T], lengths [B] or None) for the analysis: rows of different
+    lengths (a list of lists) are padded at their end with token 0, as a data
+    file's are; `lengths` marks the real tokens of a rectangular array. None
+    when every row is full, so that an unpadded batch runs without a mask."""
+    if lengths is None and _ragged(values):
+        rows = [_int_array(row, f"{what}[{i}]") for i, row in enumerate(values)]
+        for i, row in enumerate(rows):
+            if row.shape[0] != 1:
+                raise ValueError(f"{what}[{i}]: expected a sequence of ids, got shape {list(row.shape[1:])}")
+        lengths = [row.shape[1] for row in rows]
+        array = np.zeros((len(rows), max(lengths)), dtype=np.int64)
+        for i, row in enumerate(rows):
+            array[i, :row.shape[1]] = row[0]
+        values = array
+    ids = tokens(values, spec, what)
+    if lengths is None:
+        return ids, None
+    n = _int_array(lengths, "lengths")
+    if n.shape[0] != 1 or n.shape[1] != ids.shape[0]:
+        raise ValueError(f"lengths: expected one length per sequence ({ids.shape[0]}), got shape {list(np.shape(lengths))}")
+    n = n[0]
+    if n.min() < 1 or n.max() > ids.shape[1]:
+        value, where = _first_outside(n, 1, ids.shape[1] + 1)
+        raise ValueError(f"lengths: {value} at {where} is not in [1, {ids.shape[1]}] (the tokens' positions)")
+    if (n == ids.shape[1]).all():
+        return ids, None
+    ids = ids.copy()
+    ids[np.arange(ids.shape[1]) >= n[:, None]] = 0  # what a data file pads with
+    return ids, np.ascontiguousarray(n, dtype=np.int32)
+
+
+def padded_targets(values, ids, lengths, spec):
+    """Targets for `padded`'s ids: rows as ragged as the tokens' (or a [B, T]
+    array), -1 at every padded position; by default the next real token."""
+    if values is None:
+        out = next_token_targets_raw(ids, spec)
+        if lengths is not None:
+            out[np.arange(ids.shape[1]) >= (lengths[:, None] - 1)] = -1
+        return _with_a_target(out)
+    if lengths is not None and _ragged(values):
+        array = np.full(ids.shape, -1, dtype=np.int64)
+        for i, row in enumerate(values):
+            row = _int_array(row, f"targets[{i}]")[0]
+            if row.shape[0] != lengths[i]:
+                raise ValueError(f"targets[{i}]: expected {lengths[i]} (its tokens'), got {row.shape[0]}")
+            array[i, :row.shape[0]] = row
+        values = array
+    out = targets(values, ids, spec)
+    if lengths is not None:
+        out = out.copy()
+        out[np.arange(ids.shape[1]) >= lengths[:, None]] = -1
+        out = _with_a_target(out)
+    return out
+
+
+def _ragged(values):
+    if isinstance(values, np.ndarray) or not isinstance(values, (list, tuple)) or not values:
+        return False
+    rows = [len(row) if isinstance(row, (list, tuple, np.ndarray)) else None for row in values]
+    return None not in rows and len(set(rows)) > 1

@@ -9,6 +9,7 @@
 #include "analysis/analyze_model.h"
 #include "analysis/heads_json.h"
 #include "arrays.h"
+#include "attend.h"
 #include "model.h"
 
 namespace headlab::python {
@@ -18,14 +19,47 @@ namespace py = pybind11;
 namespace {
 
 using IntArray = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+using OffsetArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+// (name, definition, spec, offsets, keys): a pattern as headlab/_patterns.py passes it.
+using PatternTuple = std::tuple<std::string, std::string, std::string, OffsetArray, IntArray>;
 
-std::string analyze(const Model& model, const IntArray& tokens, const IntArray& targets, int64_t example, bool pruning,
-                    int64_t importance_examples, const std::optional<IntArray>& corrupted, const std::string& corruption_text) {
+// The label rules' settings (analysis/labels.h), checked by the Python side.
+struct Labels {
+  double threshold, margin, diffuse_entropy, sink_delta_loss;
+};
+
+std::vector<PatternInput> pattern_inputs(const std::vector<PatternTuple>& patterns) {
+  std::vector<PatternInput> out;
+  for (const auto& [name, definition, spec, offsets, keys] : patterns)
+    out.push_back({name, definition, spec, std::vector<int64_t>(offsets.data(), offsets.data() + offsets.size()),
+                   std::vector<int32_t>(keys.data(), keys.data() + keys.size())});
+  return out;
+}
+
+std::string analyze(const Model& model, const IntArray& tokens, const IntArray& targets,
+                    const std::optional<IntArray>& lengths, const std::vector<PatternTuple>& patterns,
+                    const std::vector<std::pair<std::string, std::string>>& roles, bool sources, const Labels& labels,
+                    int64_t example, bool pruning, int64_t importance_examples,
+                    const std::optional<IntArray>& corrupted, const std::string& corruption_text) {
   const Tokens t = tokens_from(tokens);
   const Tokens y = tokens_from(targets);
   if (y.batch != t.batch || y.seq_len != t.seq_len)
     throw std::invalid_argument("targets: expected shape " + shape_text({t.batch, t.seq_len}) + " (the tokens'), got " +
                                 shape_text({y.batch, y.seq_len}));
+  std::vector<int32_t> rows;  // the real lengths; empty: no row is padded
+  if (lengths) {
+    rows.assign(lengths->data(), lengths->data() + lengths->size());
+    if (static_cast<int64_t>(rows.size()) != t.batch)
+      throw std::invalid_argument("lengths: expected " + std::to_string(t.batch) + " (one per sequence), got " +
+                                  std::to_string(rows.size()));
+    for (std::size_t b = 0; b < rows.size(); ++b)
+      if (rows[b] < 1 || rows[b] > t.seq_len)
+        throw std::invalid_argument("lengths: " + std::to_string(rows[b]) + " for sequence " + std::to_string(b) +
+                                    " is not in [1, " + std::to_string(t.seq_len) + "]");
+  }
+  const PatternBatch on{t.batch, t.seq_len, model.transformer->spec().causal, y.ids, rows};
+  const std::vector<analysis::AttendPattern> attend = attend_patterns(pattern_inputs(patterns), on);
+  const std::vector<analysis::ExpectedRole> expected = expected_roles(roles, attend);
   if (example < 0 || example >= t.batch)
     throw std::invalid_argument("example " + std::to_string(example) + " is not one of the " + std::to_string(t.batch) +
                                 " sequences");
@@ -40,6 +74,10 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
   }
   py::gil_scoped_release release;
   analysis::AnalysisOptions options;
+  options.labels.score_threshold = labels.threshold;
+  options.labels.margin = labels.margin;
+  options.labels.diffuse_entropy = labels.diffuse_entropy;
+  options.labels.sink_max_delta_loss = labels.sink_delta_loss;
   options.example = example;
   options.pruning = pruning;
   options.importance_examples = importance_examples;
@@ -48,7 +86,11 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
     options.corruption.tokens = c->ids;
     options.corruption_text = corruption_text;
   }
-  const analysis::Examples examples{t.batch, t.seq_len, t.ids, y.ids};
+  analysis::Examples examples{t.batch, t.seq_len, t.ids, y.ids};
+  examples.lengths = rows;
+  examples.attend = attend;
+  examples.roles = expected;
+  examples.sources = sources;
   const analysis::RunAnalysis run = analysis::analyze_model(*model.transformer, examples, options);
   nlohmann::json j;
   analysis::to_json(j, run);
@@ -58,8 +100,19 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
 }  // namespace
 
 void bind_analyze(py::module_& m) {
-  m.def("analyze", &analyze, py::arg("model"), py::arg("tokens"), py::arg("targets"), py::arg("example"),
-        py::arg("pruning"), py::arg("importance_examples"), py::arg("corrupted"), py::arg("corruption_text"));
+  m.def(
+      "analyze",
+      [](const Model& model, const IntArray& tokens, const IntArray& targets, const std::optional<IntArray>& lengths,
+         const std::vector<PatternTuple>& patterns, const std::vector<std::pair<std::string, std::string>>& roles,
+         bool sources, const std::tuple<double, double, double, double>& labels, int64_t example, bool pruning,
+         int64_t importance_examples, const std::optional<IntArray>& corrupted, const std::string& corruption_text) {
+        const auto [threshold, margin, diffuse, sink] = labels;
+        return analyze(model, tokens, targets, lengths, patterns, roles, sources, {threshold, margin, diffuse, sink},
+                       example, pruning, importance_examples, corrupted, corruption_text);
+      },
+      py::arg("model"), py::arg("tokens"), py::arg("targets"), py::arg("lengths"), py::arg("patterns"),
+      py::arg("roles"), py::arg("sources"), py::arg("labels"), py::arg("example"), py::arg("pruning"),
+      py::arg("importance_examples"), py::arg("corrupted"), py::arg("corruption_text"));
 }
 
 }  // namespace headlab::python

@@ -14,6 +14,7 @@
 namespace headlab::python {
 void bind_analyze(py::module_& m);
 void bind_command(py::module_& m);
+void bind_task_batch(py::class_<Model>& model);
 }  // namespace headlab::python
 
 PYBIND11_MODULE(_core, m) {
@@ -31,6 +32,7 @@ PYBIND11_MODULE(_core, m) {
   });
   auto model = python::bind_model(m);
   python::bind_hooks(model);
+  python::bind_task_batch(model);
   python::bind_analyze(m);
   python::bind_command(m);
   }

@@ -1,0 +1,180 @@
+"""headlab.analyze with the caller's own patterns, roles and sequences of
+different lengths, and Model.task_batch (the run's own analysis batch)."""
+import json
+
+import numpy as np
+import pytest
+
+import headlab
+from conftest import cli
+
+FAST = dict(pruning=False, importance_examples=1)
+
+
+def previous_token_scores(pattern, targets):
+    """The user-pattern score of attention on q - 1 (docs/head-metrics.md),
+    recomputed in numpy from the cached attention [B, h, T, T]: per example,
+    the mean over its scored queries (q >= 1 with a target) of the mass on
+    q - 1; then the mean over the examples that have one."""
+    B, H, T, _ = pattern.shape
+    q = np.arange(1, T)
+    scored = targets[:, 1:] >= 0  # [B, T-1]
+    mass = pattern[:, :, q, q - 1].astype(np.float64)  # [B, H, T-1]
+    has = scored.any(axis=1)
+    per_example = (mass * scored[:, None, :]).sum(axis=2)[has] / scored.sum(axis=1)[has][:, None]
+    return per_example.mean(axis=0)
+
+
+def test_task_batch_gives_the_runs_own_heads_json(mlp_run, mlp_model):
+    batch = mlp_model.task_batch()
+    assert set(batch) == {"tokens", "targets", "lengths", "patterns", "roles", "sources"}
+    assert batch["tokens"].shape == (8, mlp_model.spec["max_seq_len"])  # the run's --eval-batch 8
+    assert batch["roles"] == [("previous token", "previous-token"), ("first token", "first-token")]
+    records = headlab.analyze(mlp_model, **batch)
+    saved = json.loads((mlp_run / "heads.json").read_text())
+    assert [h["scores"] for h in records["heads"]] == [h["scores"] for h in saved["heads"]]
+    assert records["verdict"] == saved["verdict"]
+
+
+def test_a_task_batch_carries_the_tasks_own_patterns_and_sources(attn_model, tmp_path):
+    # sort's role is a pattern of its own: the list positions holding the next token.
+    cli("train", "--task", "sort", "--d-model", "16", "--steps", "2", "--batch", "8", "--eval-batch", "8",
+        "--threads", "1", "--out", tmp_path / "sort")
+    model = headlab.load(tmp_path / "sort")
+    batch = model.task_batch()
+    assert batch["roles"] == [("the list token to output next", "next-sorted")]
+    mask, definition = batch["patterns"]["next-sorted"]
+    assert mask.dtype == np.bool_ and mask.shape == batch["tokens"].shape + batch["tokens"].shape[1:]
+    assert mask.any() and definition.startswith("attention of a sorted position")
+    saved = json.loads((tmp_path / "sort" / "heads.json").read_text())
+    records = headlab.analyze(model, **batch)
+    assert [h["scores"]["user"] for h in records["heads"]] == [h["scores"]["user"] for h in saved["heads"]]
+    assert records["verdict"] == saved["verdict"]
+    # induction defines sources: its task-position scores are there, and only with them.
+    batch = attn_model.task_batch()
+    assert batch["sources"] is True and batch["roles"][0][1] == "induction"
+    with_sources = headlab.analyze(attn_model, **batch, **FAST)
+    without = headlab.analyze(attn_model, **{**batch, "sources": False}, **FAST)
+    assert all(v is not None for h in with_sources["heads"] for v in h["task_scores"].values())
+    assert all(v is None for h in without["heads"] for v in h["task_scores"].values())
+
+
+def test_a_pattern_in_every_form_scores_what_numpy_computes(mlp_model):
+    batch = mlp_model.task_batch()
+    tokens, targets = batch["tokens"], batch["targets"]
+    B, T = tokens.shape
+    previous = np.eye(T, k=-1, dtype=bool)  # [query, key]: key q - 1
+    at_targets = previous[None] & (targets >= 0)[:, :, None]
+    lists = [[q - 1 if q >= 1 and targets[b, q] >= 0 else None for q in range(T)] for b in range(B)]
+    records = headlab.analyze(mlp_model, tokens, targets, patterns={
+        "as-mask": at_targets, "as-lists": lists, "as-text": "offset:1"}, **FAST)
+    _, cache = mlp_model.run_with_cache(tokens, lambda n: n.endswith("hook_pattern"))
+    for layer in range(mlp_model.spec["layers"]):
+        expected = previous_token_scores(cache[f"blocks.{layer}.attn.hook_pattern"], targets)
+        for h, want in enumerate(expected):
+            user = records["heads"][layer * mlp_model.spec["heads"] + h]["scores"]["user"]
+            assert set(user) == {"as-mask", "as-lists", "as-text"}
+            for name, score in user.items():
+                assert score == pytest.approx(want, abs=1e-6), (layer, h, name)
+    assert [p["name"] for p in records["patterns"]] == ["as-mask", "as-lists", "as-text"]
+
+
+@pytest.fixture(scope="module")
+def demo_model(tmp_path_factory):
+    """The default demo's task trained long enough (200 steps, under a second)
+    that its heads take their roles: first-token and previous-token."""
+    out = tmp_path_factory.mktemp("runs") / "demo"
+    cli("train", "--task", "first-prev-pair", "--steps", "200", "--threads", "1", "--analyze-every", "0",
+        "--eval-batch", "64", "--out", out)
+    return headlab.load(out)
+
+
+def test_a_role_of_your_own_is_found_by_the_head_that_carries_it(demo_model):
+    batch = demo_model.task_batch()
+    built_in = headlab.analyze(demo_model, batch["tokens"], batch["targets"], **FAST)
+    first = [h["name"] for h in built_in["heads"] if h["label"] == "first-token"]
+    assert len(first) == 1  # the demo's first-token head (measured: L0H0 at seed 0)
+    # The first-token pattern itself (queries q >= 2 with a target, key 0) under a
+    # name of yours: a tie with the built-in goes to yours, so that head carries it.
+    T = batch["tokens"].shape[1]
+    start = np.zeros((T, T), dtype=bool)
+    start[2:, 0] = True
+    records = headlab.analyze(demo_model, batch["tokens"], batch["targets"],
+                              patterns={"start": (start[None] & (batch["targets"] >= 0)[:, :, None], "key 0")},
+                              roles={"looks at the start": "start"}, **FAST)
+    assert records["expected_roles"] == [{"role": "looks at the start", "pattern": "start"}]
+    assert {"definition": "key 0", "name": "start"} in records["patterns"]
+    assert [h["name"] for h in records["heads"] if h["label"] == "start"] == first
+    assert records["verdict"]["roles"] == [{"role": "looks at the start", "pattern": "start", "heads": first}]
+    assert records["verdict"]["reasons"][0] == f"expected roles found: 1 of 1 (looks at the start [start]: {first[0]})"
+    # "position:0" also scores queries 0 and 1, which always attend to position 0:
+    # it beats first-token by less than the label margin (the head is mixed), and
+    # is found once the margin allows it.
+    near = dict(patterns={"start": "position:0"}, roles={"looks at the start": "start"}, **FAST)
+    mixed = headlab.analyze(demo_model, batch["tokens"], batch["targets"], **near)
+    assert mixed["verdict"]["roles"][0]["heads"] == []
+    assert [h["label"] for h in mixed["heads"] if h["name"] == first[0]] == ["mixed"]
+    loose = headlab.analyze(demo_model, batch["tokens"], batch["targets"], margin=0.0, **near)
+    assert loose["verdict"]["roles"][0]["heads"] == first
+
+
+def test_sequences_of_different_lengths_are_padded_and_masked_as_a_data_files(mlp_model, tmp_path):
+    rng = np.random.default_rng(7)
+    T, V = mlp_model.spec["max_seq_len"], mlp_model.spec["vocab"]
+    rows = [rng.integers(0, V, size=n).tolist() for n in (T, 3, T - 1, 4, T, 5)]
+    targets = [rng.integers(0, mlp_model.spec["classes"], size=len(r)).tolist() for r in rows]
+    records = headlab.analyze(mlp_model, rows, targets, **FAST)
+    # The same rows through the CLI's analyze --data, which pads and masks them.
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"tokens": r, "targets": y}) + "\n" for r, y in zip(rows, targets)))
+    cli("analyze", mlp_model.path, "--data", data, "--out", tmp_path / "out", "--threads", "1")
+    from_cli = json.loads((tmp_path / "out" / "heads.json").read_text())
+    for ours, theirs in zip(records["heads"], from_cli["heads"]):
+        for key in ("previous_token", "first_token", "self", "entropy"):
+            assert ours["scores"][key] == pytest.approx(theirs["scores"][key], abs=1e-6), key
+    # What the padding holds changes nothing: a rectangular array with lengths.
+    lengths = [len(r) for r in rows]
+    garbage = rng.integers(0, V, size=(len(rows), T))
+    grid_targets = rng.integers(0, mlp_model.spec["classes"], size=(len(rows), T))
+    for b, (r, y) in enumerate(zip(rows, targets)):
+        garbage[b, :len(r)] = r
+        grid_targets[b, :len(y)] = y
+    again = headlab.analyze(mlp_model, garbage, grid_targets, lengths=lengths, **FAST)
+    assert [h["scores"] for h in again["heads"]] == [h["scores"] for h in records["heads"]]
+    assert again["loss"] == records["loss"]
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(patterns={"p": np.ones((2, 2), bool)}), ValueError, r"a mask has shape \[B, T, T\]"),
+    (dict(patterns={"p": "offset:99"}), ValueError, r"patterns\['p'\]: 'offset:99': offset 99 is beyond"),
+    (dict(patterns={"p": np.zeros((6, 6), bool)}), ValueError, r"patterns\['p'\] gives no query a key"),
+    (dict(patterns={"previous-token": "offset:1"}), ValueError, "is a built-in pattern"),
+    (dict(patterns={"p": np.triu(np.ones((6, 6), bool), 1)}), ValueError,
+     r"key 1 of query 0 of sequence 0 is not a key it can see \(0 \.\. 0\): the model is causal"),
+    (dict(patterns={"p": [[None] * 6]}), ValueError, r"expected one list per sequence \(2\)"),
+    (dict(patterns={"p": [[None, 0.5, None, None, None, None]] * 2}), ValueError, r"patterns\['p'\]\[0\]\[1\]"),
+    (dict(patterns="offset:1"), TypeError, "expected a dict name -> pattern"),
+    (dict(roles={"r": "nothing"}), ValueError, r"roles\['r'\]: 'nothing' is no pattern; expected one of previous-token"),
+    (dict(roles=["r"]), TypeError, "roles: expected a dict"),
+    (dict(threshold=1.5), ValueError, "threshold must be between 0 and 1, got 1.5"),
+    (dict(margin="0.1"), TypeError, "margin must be a number"),
+    (dict(sink_delta_loss=float("nan")), ValueError, "sink_delta_loss must be a finite number"),
+    (dict(lengths=[6]), ValueError, r"lengths: expected one length per sequence \(2\)"),
+    (dict(lengths=[6, 0]), ValueError, r"lengths: 0 at \[1\] is not in \[1, 6\]"),
+    (dict(sources="yes"), TypeError, "sources must be True or False"),
+])
+def test_bad_patterns_roles_and_options_are_named(mlp_model, kwargs, error, match):
+    tokens = np.tile(np.arange(6) % mlp_model.spec["vocab"], (2, 1))
+    targets = np.tile(np.arange(6) % mlp_model.spec["classes"], (2, 1))
+    with pytest.raises(error, match=match):
+        headlab.analyze(mlp_model, tokens, targets, **kwargs, **FAST)
+
+
+def test_a_padded_position_is_no_query_of_a_pattern(mlp_model):
+    rows = [[1, 2, 3], [1, 2, 3, 4, 5, 6]]
+    targets = [[1, 1, 1], [1, 1, 1, 1, 1, 1]]
+    with pytest.raises(ValueError, match=r"query 3 of sequence 0 is padding \(the sequence has 3 tokens\)"):
+        headlab.analyze(mlp_model, rows, targets, patterns={"p": np.eye(6, k=-1, dtype=bool)}, **FAST)
+    # Per-sequence lists follow each sequence's own length.
+    records = headlab.analyze(mlp_model, rows, targets, patterns={"p": [[None, 0, 1], [None, 0, 1, 2, 3, 4]]}, **FAST)
+    assert all(h["scores"]["user"]["p"] is not None for h in records["heads"])
