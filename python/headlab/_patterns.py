@@ -63,6 +63,7 @@ def _list_rows(name, rows, batch, seq_len, lengths):
         if not isinstance(row, (list, tuple)) or len(row) != n:
             raise ValueError(f"patterns['{name}'][{b}]: expected a list of {n} entries (one per token), got {row!r:.80}")
         for q, entry in enumerate(list(row) + [None] * (seq_len - n)):
+            entry = entry.tolist() if isinstance(entry, np.ndarray) else entry
             entry = [] if entry is None else [entry] if _is_int(entry) else entry
             if not isinstance(entry, (list, tuple)) or not all(_is_int(k) for k in entry):
                 raise ValueError(f"patterns['{name}'][{b}][{q}]: expected a key, a list of keys or None, got {entry!r}")

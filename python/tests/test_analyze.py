@@ -65,7 +65,9 @@ def test_a_pattern_in_every_form_scores_what_numpy_computes(mlp_model):
     B, T = tokens.shape
     previous = np.eye(T, k=-1, dtype=bool)  # [query, key]: key q - 1
     at_targets = previous[None] & (targets >= 0)[:, :, None]
-    lists = [[q - 1 if q >= 1 and targets[b, q] >= 0 else None for q in range(T)] for b in range(B)]
+    # A key, a list of keys or an array of them per token, None where no key counts.
+    key = [lambda k: k, lambda k: [k], lambda k: np.array([k])]
+    lists = [[key[b % 3](q - 1) if q >= 1 and targets[b, q] >= 0 else None for q in range(T)] for b in range(B)]
     records = headlab.analyze(mlp_model, tokens, targets, patterns={
         "as-mask": at_targets, "as-lists": lists, "as-text": "offset:1"}, **FAST)
     _, cache = mlp_model.run_with_cache(tokens, lambda n: n.endswith("hook_pattern"))
