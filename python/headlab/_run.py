@@ -85,14 +85,16 @@ class Run:
         path = self.path / "metrics.jsonl"
         if not path.exists():
             return []
+        lines = [(n, line) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
         out = []
-        for line in path.read_text().splitlines():
-            if not line.strip():
-                continue
+        for i, (n, line) in enumerate(lines):
             try:
                 out.append(json.loads(line))
             except ValueError:
-                break  # a write cut short by a kill: it and what follows are dropped, as headlab does
+                if i == len(lines) - 1:
+                    break  # the last write, cut short by a kill: dropped, as headlab's --resume does
+                raise ValueError(f"{path}:{n}: a damaged line with {len(lines) - 1 - i} line(s) after it; mend or "
+                                 "remove it (headlab train --resume stops at it too)") from None
         return out
 
     def metrics_frame(self):
@@ -109,8 +111,28 @@ class Run:
         """heads.json: the final head analysis."""
         return json.loads((self.path / "heads.json").read_text())
 
-    def model(self):
-        """The run's model (its checkpoint)."""
+    @property
+    def snapshots(self):
+        """{step: path} of the checkpoints `--snapshot-every` kept
+        (snapshots/step-NNNNNN.safetensors), by step."""
+        found = {}
+        for path in (self.path / "snapshots").glob("step-*.safetensors"):
+            digits = path.name[len("step-"):-len(".safetensors")]
+            if digits.isdigit():
+                found[int(digits)] = path
+        return dict(sorted(found.items()))
+
+    def model(self, step=None):
+        """The run's model: its checkpoint, or with step= the snapshot of that
+        step (run.snapshots lists them)."""
         from ._model import load
 
-        return load(self.path)
+        if step is None:
+            return load(self.path)
+        snapshots = self.snapshots
+        if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
+            raise TypeError(f"model: step must be an int (a snapshot's step), got {step!r}")
+        if step not in snapshots:
+            kept = ", ".join(map(str, snapshots)) or "none (train with --snapshot-every N to keep them)"
+            raise ValueError(f"{self.path} has no snapshot of step {step}; its snapshots: {kept}")
+        return load(snapshots[step])

@@ -81,6 +81,30 @@ def test_resume_from_python_and_flags_as_arrays(tmp_path):
     assert resumed.model().step == 4
 
 
+def test_snapshots_are_models_of_their_step(tmp_path):
+    run = headlab.train(out=tmp_path / "run", steps=4, snapshot_every=2, **TINY)
+    assert list(run.snapshots) == [2, 4]
+    early = run.model(step=2)
+    assert early.step == 2 and run.model(step=4).step == 4
+    tokens = np.arange(early.spec["max_seq_len"]) % early.spec["vocab"]
+    assert not np.array_equal(early(tokens), run.model()(tokens))  # two steps of training apart
+    with pytest.raises(ValueError, match="has no snapshot of step 3; its snapshots: 2, 4"):
+        run.model(step=3)
+    with pytest.raises(TypeError, match="step must be an int"):
+        run.model(step="2")
+
+
+def test_a_damaged_metrics_line_is_named_unless_it_is_the_last(tmp_path):
+    run = headlab.train(out=tmp_path / "run", steps=3, **TINY)
+    path = run.path / "metrics.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines) + '{"step": 4, "lo')  # a write cut short by a kill
+    assert [m["step"] for m in run.metrics] == [1, 2, 3]
+    path.write_text(lines[0] + '{"step": 2, "lo\n' + lines[2])
+    with pytest.raises(ValueError, match=r"metrics.jsonl:2: a damaged line with 1 line\(s\) after it"):
+        run.metrics
+
+
 def test_train_refuses_bad_calls_before_training(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="out= is empty"):
