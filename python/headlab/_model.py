@@ -52,9 +52,16 @@ class Model:
         a 1-D sequence or an int array)."""
         return _tokens.tokens(values, self.spec)
 
-    def __call__(self, tokens):
-        """logits [B, T, classes] of the tokens [B, T]."""
-        return self._core.forward(self.tokens(tokens))
+    def padded(self, tokens, lengths=None):
+        """(ids [B, T], lengths [B] or None): the checked array a call runs;
+        sequences of different lengths (a list of lists) are padded at their
+        end with token 0, and `lengths` marks the real tokens of an array."""
+        return _tokens.padded(tokens, self.spec, lengths)
+
+    def __call__(self, tokens, lengths=None):
+        """logits [B, T, classes] of the tokens [B, T] (or of sequences of
+        different lengths, padded and masked: docs/python.md)."""
+        return self._core.forward(*self.padded(tokens, lengths))
 
     def hook_names(self):
         """Every hook point of this model, in forward order (TransformerLens's names)."""
@@ -77,18 +84,18 @@ class Model:
         self._check_names(names)
         return names
 
-    def run_with_cache(self, tokens, names=None):
+    def run_with_cache(self, tokens, names=None, lengths=None):
         """(logits, cache): cache maps each hook name (or only those in `names`,
         a list of names or a predicate name -> bool) to its activation as numpy."""
-        ids = self.tokens(tokens)
+        ids, lengths = self.padded(tokens, lengths)
         keep = self.hook_names() if names is None else self._select(names)
-        return self._core.run(ids, keep, [], None)
+        return self._core.run(ids, keep, [], None, lengths)
 
-    def run_with_hooks(self, tokens, fwd_hooks=()):
+    def run_with_hooks(self, tokens, fwd_hooks=(), lengths=None):
         """logits with hooks: fwd_hooks = [(name, fn), ...], fn(activation, name)
         returning None (keep it, or the array edited in place) or an array of the
         same shape that replaces the activation downstream."""
-        ids = self.tokens(tokens)
+        ids, lengths = self.padded(tokens, lengths)
         hooks = {}
         for entry in fwd_hooks:
             try:
@@ -108,16 +115,18 @@ class Model:
                     activation = out if i == len(fns) - 1 else _writable_copy(out, activation)
             return activation
 
-        logits, _ = self._core.run(ids, [], list(hooks), call)
+        logits, _ = self._core.run(ids, [], list(hooks), call, lengths)
         return logits
 
-    def gradients(self, tokens, targets, names):
+    def gradients(self, tokens, targets, names, lengths=None):
         """name -> dLoss/d(activation) for the named hook points (a list of names
         or a predicate name -> bool), the loss the mean cross-entropy over the
         targets != -1 (what attribution patching reads)."""
-        ids = self.tokens(tokens)
-        ys = _tokens.targets(targets, ids, self.spec)
-        return self._core.gradients(ids, ys, self._select(names))
+        ids, lengths = self.padded(tokens, lengths)
+        if targets is None:  # required here: the loss is the caller's
+            _tokens.targets(None, ids, self.spec)
+        ys = _tokens.padded_targets(targets, ids, lengths, self.spec)
+        return self._core.gradients(ids, ys, self._select(names), lengths)
 
     def task_batch(self):
         """The batch the run's own head analysis reads, as headlab.analyze's

@@ -18,7 +18,6 @@ namespace py = pybind11;
 
 namespace {
 
-using IntArray = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 using OffsetArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 // (name, definition, spec, offsets, keys): a pattern as headlab/_patterns.py passes it.
 using PatternTuple = std::tuple<std::string, std::string, std::string, OffsetArray, IntArray>;

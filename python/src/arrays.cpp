@@ -1,7 +1,10 @@
 #include "arrays.h"
 
 #include <memory>
+#include <span>
 #include <stdexcept>
+
+#include "layers/padding_mask.h"
 
 namespace headlab::python {
 
@@ -50,7 +53,7 @@ core::Tensor tensor_from(const py::array& array, const core::Shape& shape, core:
   return out;
 }
 
-Tokens tokens_from(const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& array) {
+Tokens tokens_from(const IntArray& array) {
   if (array.ndim() != 2)
     throw std::invalid_argument("tokens: expected an int array of shape [batch, seq_len], got " +
                                 std::to_string(array.ndim()) + " dimensions");
@@ -59,6 +62,12 @@ Tokens tokens_from(const py::array_t<int32_t, py::array::c_style | py::array::fo
   t.seq_len = array.shape(1);
   t.ids.assign(array.data(), array.data() + array.size());
   return t;
+}
+
+core::Tensor padding_mask_of(const std::optional<IntArray>& lengths, const Tokens& tokens) {
+  if (!lengths) return {};
+  const std::span<const int32_t> rows(lengths->data(), static_cast<std::size_t>(lengths->size()));
+  return layers::padding_mask(rows, tokens.batch, tokens.seq_len);
 }
 
 }  // namespace headlab::python

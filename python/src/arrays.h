@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,12 @@ struct Tokens {
   std::vector<int32_t> ids;
   int64_t batch = 0, seq_len = 0;
 };
-Tokens tokens_from(const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& array);
+using IntArray = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+Tokens tokens_from(const IntArray& array);
+
+// The forward pass's padding mask for rows of these real lengths [B]
+// (layers/padding_mask.h): undefined, no mask, when `lengths` is None or every
+// row is full. The Python side has checked each length is in [1, T].
+core::Tensor padding_mask_of(const std::optional<IntArray>& lengths, const Tokens& tokens);
 
 }  // namespace headlab::python

@@ -19,13 +19,13 @@
 #include "autograd/variable.h"
 #include "layers/hook_set.h"
 #include "layers/hooks.h"
+#include "layers/padding_mask.h"
 #include "model.h"
 
 namespace headlab::python {
 
 namespace {
 
-using IntArray = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 
 // Thrown through the forward pass when a Python hook raised; the Python
 // exception itself waits in PythonHooks::failure until the GIL is back.
@@ -95,8 +95,9 @@ class PythonHooks final : public layers::Hooks {
 // (logits, cache): `cache` lists the hook points to keep, `hooked` those at
 // which call(name, activation) runs.
 py::tuple run(const Model& model, const IntArray& tokens, const std::vector<std::string>& cache,
-              const std::vector<std::string>& hooked, py::object call) {
+              const std::vector<std::string>& hooked, py::object call, const std::optional<IntArray>& lengths) {
   const Tokens t = tokens_from(tokens);
+  const core::Tensor mask = padding_mask_of(lengths, t);
   PythonHooks hooks(*model.transformer, cache, hooked, std::move(call), autograd::grad_enabled());
   core::Tensor logits;
   bool failed = false;
@@ -106,7 +107,7 @@ py::tuple run(const Model& model, const IntArray& tokens, const std::vector<std:
     layers::Probe probe;
     probe.hooks = &hooks;
     try {
-      logits = model.transformer->forward(t.ids, t.batch, t.seq_len, nullptr, &probe).value();
+      logits = model.transformer->forward(t.ids, t.batch, t.seq_len, &mask, &probe).value();
     } catch (const HookFailed&) {
       failed = true;
     }
@@ -124,13 +125,15 @@ py::tuple run(const Model& model, const IntArray& tokens, const std::vector<std:
   return py::make_tuple(to_numpy(logits), out);
 }
 
-py::dict gradients(const Model& model, const IntArray& tokens, const IntArray& targets, const std::vector<std::string>& names) {
+py::dict gradients(const Model& model, const IntArray& tokens, const IntArray& targets, const std::vector<std::string>& names,
+                   const std::optional<IntArray>& lengths) {
   const Tokens t = tokens_from(tokens);
   const Tokens y = tokens_from(targets);
+  const core::Tensor mask = padding_mask_of(lengths, t);
   std::map<std::string, core::Tensor> grads;
   {
     py::gil_scoped_release release;
-    grads = layers::activation_gradients(*model.transformer, t.ids, t.batch, t.seq_len, y.ids, names);
+    grads = layers::activation_gradients(*model.transformer, t.ids, t.batch, t.seq_len, y.ids, names, &mask);
   }
   py::dict out;
   for (const auto& [name, grad] : grads) out[py::str(name)] = to_numpy(grad);
@@ -140,8 +143,11 @@ py::dict gradients(const Model& model, const IntArray& tokens, const IntArray& t
 }  // namespace
 
 void bind_hooks(py::class_<Model>& model) {
-  model.def("run", &run, py::arg("tokens"), py::arg("cache"), py::arg("hooked"), py::arg("call"))
-      .def("gradients", &gradients, py::arg("tokens"), py::arg("targets"), py::arg("names"))
+  model
+      .def("run", &run, py::arg("tokens"), py::arg("cache"), py::arg("hooked"), py::arg("call"),
+           py::arg("lengths") = py::none())
+      .def("gradients", &gradients, py::arg("tokens"), py::arg("targets"), py::arg("names"),
+           py::arg("lengths") = py::none())
       .def("hook_names", [](const Model& m) { return layers::hook_names(m.transformer->spec()); })
       .def("check_hook_name", [](const Model& m, const std::string& name) {
         layers::check_hook_name(m.transformer->spec(), name);

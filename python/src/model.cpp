@@ -37,13 +37,14 @@ Model load_model(const std::string& path) {
 
 namespace {
 
-py::array forward(const Model& model, const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& tokens) {
+py::array forward(const Model& model, const IntArray& tokens, const std::optional<IntArray>& lengths) {
   const Tokens t = tokens_from(tokens);
+  const core::Tensor mask = padding_mask_of(lengths, t);
   core::Tensor logits;
   {
     py::gil_scoped_release release;
     autograd::NoGradGuard no_grad;
-    logits = model.transformer->forward(t.ids, t.batch, t.seq_len).value();
+    logits = model.transformer->forward(t.ids, t.batch, t.seq_len, &mask).value();
   }
   return to_numpy(logits);
 }
@@ -68,7 +69,7 @@ py::class_<Model> bind_model(py::module_& m) {
         return model.transformer->dtype() == core::DType::f32 ? "float32" : "float64";
       })
       .def("params", &params)
-      .def("forward", &forward, py::arg("tokens"));
+      .def("forward", &forward, py::arg("tokens"), py::arg("lengths") = py::none());
   m.def("load", &load_model, py::arg("path"));
   return cls;
 }

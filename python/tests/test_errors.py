@@ -33,8 +33,10 @@ def test_tokens_of_the_wrong_shape_or_dtype(mlp_model):
         mlp_model(np.zeros((1, 4)))
     with pytest.raises(ValueError, match=r"shape \[batch, seq_len\], got \[1, 2, 3\]"):
         mlp_model(np.zeros((1, 2, 3), dtype=int))
-    with pytest.raises(ValueError, match="rows of equal length"):
-        mlp_model([[1, 2], [3]])
+    with pytest.raises(ValueError, match=r"tokens\[1\]: None at \[0\] is not an integer id"):
+        mlp_model([[1, 2], [None]])  # rows of different lengths are padded, each checked
+    with pytest.raises(ValueError, match=r"lengths: 7 at \[0\] is not in \[1, 6\]"):
+        mlp_model(np.zeros((1, 6), dtype=int), lengths=[7])
     with pytest.raises(ValueError, match="at least one"):
         mlp_model(np.zeros((0, 4), dtype=int))
 

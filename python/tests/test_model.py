@@ -48,6 +48,33 @@ def test_forward_takes_arrays_and_lists_alike(mlp_model):
     np.testing.assert_allclose(mlp_model(tokens[1]), logits[1:2], atol=1e-6)
 
 
+def test_sequences_of_different_lengths_run_padded_and_masked(mlp_model, tmp_path):
+    from conftest import cli
+
+    cli("train", "--task", "first-prev-pair", "--bidirectional", "--d-model", "16", "--steps", "2", "--batch", "8",
+        "--threads", "1", "--out", tmp_path / "bi")
+    for model in (mlp_model, headlab.load(tmp_path / "bi")):
+        rows = [[1, 2, 3], [4, 5, 6, 7, 0, 1], [2, 2, 2, 2]]
+        logits = model(rows)
+        _, cache = model.run_with_cache(rows, ["blocks.0.attn.hook_pattern"])
+        pattern = cache["blocks.0.attn.hook_pattern"]
+        for b, row in enumerate(rows):
+            n = len(row)
+            alone = model([row])
+            # Each row's real positions are what the row alone gives: no query attends to padding,
+            # whether the model is causal or not.
+            np.testing.assert_allclose(logits[b, :n], alone[0], atol=1e-6)
+            assert np.all(pattern[b, :, :n, n:] == 0)
+        # What the padding holds changes nothing; `lengths` marks the real tokens of an array.
+        grid = np.array([[1, 2, 3, 7, 7, 7], [4, 5, 6, 7, 0, 1], [2, 2, 2, 2, 5, 5]])
+        np.testing.assert_array_equal(model(grid, lengths=[3, 6, 4])[0, :3], logits[0, :3])
+        targets = [[1, 0, 1], [0, 1, 0, 1, 0, 1], [1, 1, 1, 1]]
+        grads = model.gradients(rows, targets, ["hook_embed"])["hook_embed"]
+        assert np.all(grads[0, 3:] == 0) and np.any(grads[0, :3] != 0)  # padding is no input to the loss
+    # Unmasked, the bidirectional model's first row reads its padding: the mask is what differs.
+    assert not np.allclose(model(grid)[0, :3], logits[0, :3], atol=1e-6)
+
+
 def test_to_torch_reproduces_the_logits(mlp_model, attn_model):
     torch = pytest.importorskip("torch")
     for model in (mlp_model, attn_model):
