@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "arrays.h"
+#include "interrupt.h"
 #include "autograd/variable.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -41,6 +42,7 @@ py::array forward(const Model& model, const py::array_t<int32_t, py::array::c_st
   const Tokens t = tokens_from(tokens);
   core::Tensor logits;
   {
+    const Interruptible interruptible;  // Ctrl-C stops the pass between two blocks
     py::gil_scoped_release release;
     autograd::NoGradGuard no_grad;
     logits = model.transformer->forward(t.ids, t.batch, t.seq_len).value();
