@@ -75,6 +75,10 @@ struct RunAnalysis {
   bool causal = true;
   // What was analyzed: the task's name or "data:FILE" (empty: not recorded).
   std::string analyzed;
+  // The training step of the checkpoint analyzed (absent: not recorded, or
+  // not a checkpoint): a run folder's heads.json of its last step says the
+  // run is complete (train/trainer.h, analyzed_step).
+  std::optional<int64_t> step;
   std::vector<PatternInfo> user_patterns;   // every head's scores.user, in this order
   std::vector<ExpectedRole> expected_roles;  // what the verdict looks for
   std::optional<double> loss, accuracy;   // of the unablated model on the analysis batch

@@ -148,16 +148,23 @@ int run_analyze(const AnalyzeArgs& args) {
   const std::string trained_on =
       ck.info.config.data.empty() ? ck.info.config.task : "data:" + ck.info.config.data;
   const bool other_task = !args.task.empty() && args.task != trained_on;
+  // So is another batch than the run's evaluation batch: the run's own
+  // analysis (of all of it) is never replaced by one of fewer sequences.
+  const int64_t run_batch = ck.info.config.eval_batch;
+  const bool other_batch = args.batch_given && args.data.empty() && args.batch != run_batch;
   if (!args.task.empty()) {
     ck.info.config.task = args.task;
     ck.info.config.data.clear();
   }
   if (args.batch_given) ck.info.config.eval_batch = args.batch;
+  // Their folder beside the run's files: RUN/analysis-TASK, RUN/analysis-batch-N, RUN/analysis-TASK-batch-N.
+  std::string beside = other_task ? "analysis-" + args.task : "";
+  if (other_batch) beside += (beside.empty() ? "analysis-batch-" : "-batch-") + std::to_string(args.batch);
   const std::string home = is_dir ? args.target : fs::path(ck_path).parent_path().string();
   const std::string chosen = !args.out.empty() ? args.out
                              : snapshot        ? (fs::path(ck_path).parent_path() / fs::path(ck_path).stem()).string()
-                             : other_task ? (fs::path(home.empty() ? "." : home) / ("analysis-" + args.task)).string()
-                                          : home;
+                             : !beside.empty() ? (fs::path(home.empty() ? "." : home) / beside).string()
+                                               : home;
   const std::string out = chosen.empty() ? "." : chosen;
   std::error_code same_ec;
   const bool own_folder = fs::equivalent(out, home.empty() ? "." : home, same_ec);
@@ -237,10 +244,17 @@ int run_analyze(const AnalyzeArgs& args) {
   }();
   bar.clear();
   run.analyzed = input.task().name();
+  run.step = ck.info.step;
 
-  if (other_task && args.out.empty())
-    std::cerr << "analyze: the run trained on " << trained_on << "; its analysis on " << args.task << " goes to "
-              << out << " (its own heads.json and report.html are kept)\n";
+  if (!beside.empty() && args.out.empty() && !snapshot) {
+    const std::string of_batch = other_batch ? " of " + std::to_string(args.batch) + " sequences" : "";
+    std::cerr << "analyze: "
+              << (other_task ? "the run trained on " + trained_on + "; its analysis on " + args.task + of_batch
+                             : "the run's own analysis reads its eval batch of " + std::to_string(run_batch) +
+                                   " sequences; this one" + of_batch)
+              << " goes to " << out << " (its own heads.json and report.html are kept; --out "
+              << (home.empty() ? "." : home) << " replaces them)\n";
+  }
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
@@ -285,8 +299,9 @@ Command add_analyze(CLI::App& app) {
                  "also score every head on a positional pattern: offset:K (attention on q - K) or position:K "
                  "(attention on position K), at the queries with a target; repeatable");
   app.add_option("--batch", args->batch,
-                 "sequences in the analysis batch (default: the run's eval batch); with --data, sequences analyzed at "
-                 "a time (the whole file is, a chunk at a time; the same default)")
+                 "sequences in the analysis batch (default: the run's eval batch; another size writes into "
+                 "RUN/analysis-batch-N/ unless --out says where); with --data, sequences analyzed at a time (the "
+                 "whole file is, a chunk at a time; the same default)")
       ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
   app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");
