@@ -182,8 +182,9 @@ int run_analyze(const AnalyzeArgs& args) {
     throw train::UsageError("--example " + std::to_string(args.example) + " is beyond the " +
                             std::to_string(input.rows()) + " " + sequences);
   if (args.patch && input.rows() < 2)
-    throw train::UsageError("--patch needs at least 2 sequences in the batch (resample ablation takes another "
-                            "sequence's head outputs); give --batch 2 or more");
+    throw train::UsageError("--patch needs at least 2 sequences (resample ablation takes another sequence's head "
+                            "outputs); " + (args.data.empty() ? std::string("give --batch 2 or more")
+                                                              : "--data " + args.data + " holds 1"));
   // Every positional pattern over one row, to refuse a bad one before any work.
   const train::Batch first_row = input.read(0, 1);
   for (std::size_t i = 0; i < args.patterns.size(); ++i) {
