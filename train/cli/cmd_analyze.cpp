@@ -96,6 +96,34 @@ train::Batch followed_by(const train::Batch& rows, const train::Batch& next) {
   return out;
 }
 
+// The chunks of `input` as the analysis reads them: each with the
+// positional `patterns` over its rows and, given `corruption`, the corrupted
+// tokens for patching.
+analysis::ReadChunk chunk_reader(AnalysisInput& input, const std::vector<std::string>& patterns,
+                                 core::Generator* corruption) {
+  return [&input, &patterns, corruption](int64_t first, int64_t count, bool with_next) {
+    auto chunk = std::make_shared<Chunk>();
+    chunk->rows = input.read(first, count);
+    train::Batch& rows = chunk->rows;
+    for (const std::string& spec : patterns)
+      rows.attend.push_back(analysis::positional_pattern(spec, rows.batch, rows.seq_len, input.model().spec().causal,
+                                                         rows.targets, rows.lengths));
+    if (with_next) chunk->next = input.read((first + count) % input.rows(), 1);
+    if (corruption != nullptr) {
+      // Rows that take the next row's tokens take the next of the whole set,
+      // across chunks, as a corruption of all of it at once would.
+      chunk->corrupted = input.task().corrupt(with_next ? followed_by(rows, chunk->next) : rows, *corruption);
+      chunk->corrupted.resize(rows.tokens.size());
+    }
+    analysis::ExampleChunk views;
+    views.examples = train::examples_of(chunk->rows);
+    if (with_next) views.next = train::examples_of(chunk->next);
+    views.corrupted = chunk->corrupted;
+    views.storage = chunk;
+    return views;
+  };
+}
+
 // The analysis's progress line on a terminal, in train's style.
 class ProgressBar {
  public:
@@ -211,27 +239,7 @@ int run_analyze(const AnalyzeArgs& args) {
   options.progress = [&bar](const analysis::AnalysisProgress& p) { bar.show(p); };
   // Its own stream, so the corruption never depends on the training batches.
   core::Generator corruption_gen(input.config().seed ^ 0x7061746368000000ULL);  // "patch"
-  const analysis::ReadChunk read = [&](int64_t first, int64_t count, bool with_next) {
-    auto chunk = std::make_shared<Chunk>();
-    chunk->rows = input.read(first, count);
-    train::Batch& rows = chunk->rows;
-    for (const std::string& spec : args.patterns)
-      rows.attend.push_back(analysis::positional_pattern(spec, rows.batch, rows.seq_len, input.model().spec().causal,
-                                                         rows.targets, rows.lengths));
-    if (with_next) chunk->next = input.read((first + count) % input.rows(), 1);
-    if (args.patch) {
-      // Rows that take the next row's tokens take the next of the whole set,
-      // across chunks, as a corruption of all of it at once would.
-      chunk->corrupted = input.task().corrupt(with_next ? followed_by(rows, chunk->next) : rows, corruption_gen);
-      chunk->corrupted.resize(rows.tokens.size());
-    }
-    analysis::ExampleChunk views;
-    views.examples = train::examples_of(chunk->rows);
-    if (with_next) views.next = train::examples_of(chunk->next);
-    views.corrupted = chunk->corrupted;
-    views.storage = chunk;
-    return views;
-  };
+  const analysis::ReadChunk read = chunk_reader(input, args.patterns, args.patch ? &corruption_gen : nullptr);
   // Ctrl-C ends the analysis between two forward passes; nothing is written.
   train::install_stop_handlers();
   const core::InterruptScope stoppable(train::throw_if_stopped);
