@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "analysis/evaluate.h"
@@ -37,5 +38,41 @@ Ablation ablate_set(const layers::Transformer& model, const Examples& examples, 
 
 // Every layer's head outputs [B, T, d_model] on `examples`, unablated.
 std::vector<core::Tensor> record_head_outputs(const layers::Transformer& model, const Examples& examples);
+
+// The same pieces for a set read in chunks (analyze_model.h), each chunk
+// ablated with what the whole set gives:
+
+// Adds the loss of `examples` with `heads` ablated to `sums`: zero-ablated
+// when `replacement` is empty, else their outputs replaced by it (one tensor
+// [B, T, d_model] per layer, as mean_outputs and resample_outputs make).
+void add_ablated(EvalSums& sums, const layers::Transformer& model, const Examples& examples,
+                 const std::vector<std::size_t>& heads, const std::vector<core::Tensor>& replacement = {});
+
+// The mean ablation's outputs of a set read in chunks: add() each chunk's
+// clean head outputs with its lengths; replacement(rows) is, for a chunk of
+// `rows` examples, what mean ablation of one batch holding every chunk puts
+// in every row -- the same sums in the same order.
+class MeanOutputSums {
+ public:
+  void add(const std::vector<core::Tensor>& clean, std::span<const int32_t> lengths);
+  std::vector<core::Tensor> replacement(int64_t rows) const;
+
+ private:
+  struct Layer {
+    core::Tensor sum;               // [T, d] in the outputs' dtype, over every row
+    std::vector<double> real_sum;   // [T * d] over the rows where the position is real
+    std::vector<int64_t> real_rows;  // [T]
+  };
+  std::vector<Layer> layers_;
+  int64_t rows_ = 0;
+  bool padded_ = false;  // some row is shorter than T
+};
+
+// Resample ablation's outputs for a chunk with clean outputs `clean`: row b
+// gets row b + 1's, the last row that of `next` (the clean outputs [1, T, d]
+// of the row after the chunk: row 0 after the set's last), or of the chunk's
+// first row when `next` is empty (the chunk is the whole set).
+std::vector<core::Tensor> resample_outputs(const std::vector<core::Tensor>& clean,
+                                           const std::vector<core::Tensor>& next = {});
 
 }  // namespace headlab::analysis

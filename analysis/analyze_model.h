@@ -6,9 +6,19 @@
 // ablation and activation patching. Everything goes through probes of the forward pass
 // (layers/probe.h): the model is never changed, so this is safe mid-training
 // and from several threads.
+//
+// A large set is analyzed in chunks of rows (docs/head-metrics.md, "Analysis
+// in chunks"): every measure is a sum or a mean over examples or positions,
+// so each chunk adds to the same sums, in the same order, as one batch
+// holding them all would; memory is bounded by the chunk, not the set. What
+// needs the whole set first -- the labels behind the set ablations, the
+// importance order of the pruning curve, mean ablation's mean -- is
+// measured in a second pass over the chunks.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "analysis/evaluate.h"
@@ -17,6 +27,13 @@
 #include "layers/transformer.h"
 
 namespace headlab::analysis {
+
+// How far an analysis is, after each chunk of each pass.
+struct AnalysisProgress {
+  int pass = 1, passes = 1;         // the set is read once or twice
+  int64_t rows_done = 0, rows = 0;  // in this pass
+  double fraction = 0;              // of the whole analysis's work (its forward passes), estimated
+};
 
 struct AnalysisOptions {
   LabelOptions labels;
@@ -32,10 +49,36 @@ struct AnalysisOptions {
   bool interventions = false;
   Corruption corruption;
   std::string corruption_text;
+  // Rows analyzed at a time (0: all at once). The numbers do not depend on
+  // it but for the forward's float rounding (docs/head-metrics.md).
+  int64_t chunk_rows = 0;
+  // Called after each chunk of each pass, on the calling thread.
+  std::function<void(const AnalysisProgress&)> progress;
 };
 
 // Runs the model on `examples` and analyzes every head.
 RunAnalysis analyze_model(const layers::Transformer& model, const Examples& examples,
                           const AnalysisOptions& options = {});
+
+// One chunk of the set analyze_chunks reads.
+struct ExampleChunk {
+  Examples examples;                        // its rows, with their patterns, the roles and sources
+  Examples next = {};                       // the row after them (row 0 after the set's last), when asked for
+  std::span<const int32_t> corrupted = {};  // its rows' corrupted tokens for patching [rows * T], or none
+  std::shared_ptr<const void> storage;      // keeps what the views point into
+};
+
+// Rows [first, first + count) of the set, and with `with_next` the row after
+// them: resample ablation gives each row the next row's head outputs across
+// chunks as within one. For patching, row b's corrupted tokens are row b's
+// (a corruption that takes another row's tokens takes the set's next row, as
+// corrupting the whole set at once would).
+using ReadChunk = std::function<ExampleChunk(int64_t first, int64_t count, bool with_next)>;
+
+// analyze_model over a set of `rows` rows read `options.chunk_rows` at a
+// time through `read` (options.corruption.tokens unused: each chunk brings
+// its own).
+RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, const ReadChunk& read,
+                           const AnalysisOptions& options = {});
 
 }  // namespace headlab::analysis

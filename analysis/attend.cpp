@@ -97,14 +97,26 @@ void check_attend_pattern(const AttendPattern& p, const core::Tensor& attn, bool
 }
 
 std::vector<std::optional<double>> attend_scores(const core::Tensor& attn, const AttendPattern& p, bool causal) {
+  AttendScoreSums sums;
+  sums.add(attn, p, causal);
+  return sums.value();
+}
+
+void AttendScoreSums::add(const core::Tensor& attn, const AttendPattern& p, bool causal) {
   check_attend_pattern(p, attn, causal);
   const core::Tensor a = attn.to(core::DType::f64).contiguous();
   const double* d = a.data<double>();
   const int64_t B = attn.size(0), H = attn.size(1), T = attn.size(2);
-  std::vector<std::optional<double>> out(static_cast<std::size_t>(H));
+  if (total_.empty()) {
+    total_.assign(static_cast<std::size_t>(H), 0.0);
+    examples_.assign(static_cast<std::size_t>(H), 0);
+  }
+  if (static_cast<int64_t>(total_.size()) != H)
+    throw std::invalid_argument("pattern '" + p.name + "': a chunk of attention " + core::to_string(attn.shape()) +
+                                " after chunks of " + std::to_string(total_.size()) + " heads");
   for (int64_t h = 0; h < H; ++h) {
-    double total = 0;
-    int64_t examples = 0;
+    double& total = total_[static_cast<std::size_t>(h)];
+    int64_t& examples = examples_[static_cast<std::size_t>(h)];
     for (int64_t b = 0; b < B; ++b) {
       const double* m = d + (b * H + h) * T * T;
       double sum = 0;
@@ -119,8 +131,13 @@ std::vector<std::optional<double>> attend_scores(const core::Tensor& attn, const
       total += sum / static_cast<double>(queries);
       ++examples;
     }
-    if (examples > 0) out[static_cast<std::size_t>(h)] = total / static_cast<double>(examples);
   }
+}
+
+std::vector<std::optional<double>> AttendScoreSums::value() const {
+  std::vector<std::optional<double>> out(total_.size());
+  for (std::size_t h = 0; h < out.size(); ++h)
+    if (examples_[h] > 0) out[h] = total_[h] / static_cast<double>(examples_[h]);
   return out;
 }
 

@@ -55,6 +55,18 @@ void check_attend_pattern(const AttendPattern& p, const core::Tensor& attn, bool
 // One score per head of the layer whose attention is `attn`.
 std::vector<std::optional<double>> attend_scores(const core::Tensor& attn, const AttendPattern& p, bool causal);
 
+// attend_scores over a set read in chunks (each chunk with its rows of the
+// pattern): the same sums in the same order as one batch holding them all.
+class AttendScoreSums {
+ public:
+  void add(const core::Tensor& attn, const AttendPattern& p, bool causal);
+  std::vector<std::optional<double>> value() const;
+
+ private:
+  std::vector<double> total_;     // per head, the sum of the examples' scores
+  std::vector<int64_t> examples_;  // per head, the examples with a scored query
+};
+
 // Rows [first, first + count) of a pattern, for a slice of the batch.
 AttendPattern attend_rows(const AttendPattern& p, int64_t first, int64_t count);
 

@@ -8,6 +8,12 @@
 namespace headlab::analysis {
 
 std::vector<double> direct_logit_attribution(const layers::Transformer& model, const Examples& examples) {
+  DirectLogitSums sums;
+  sums.add(model, examples);
+  return sums.value();
+}
+
+void DirectLogitSums::add(const layers::Transformer& model, const Examples& examples) {
   const int64_t L = model.num_layers(), H = model.spec().heads, D = model.spec().d_model, dk = D / H;
   const int64_t B = examples.batch, T = examples.seq_len;
   layers::Probe probe(L);
@@ -18,8 +24,9 @@ std::vector<double> direct_logit_attribution(const layers::Transformer& model, c
   std::vector<double> gamma(static_cast<std::size_t>(D), 1.0);
   if (ln != nullptr) gamma = ln->weight().value().to(core::DType::f64).to_vector();
 
-  std::vector<double> out(static_cast<std::size_t>(L * H), 0.0);
-  int64_t count = 0;
+  if (total_.empty()) total_.assign(static_cast<std::size_t>(L * H), 0.0);
+  std::vector<double>& out = total_;
+  int64_t& count = count_;
   std::vector<double> c(static_cast<std::size_t>(D));
   for (int64_t l = 0; l < L; ++l) {
     const core::Tensor o = probe.layers[static_cast<std::size_t>(l)].head_outputs.to(core::DType::f64).contiguous();
@@ -60,7 +67,11 @@ std::vector<double> direct_logit_attribution(const layers::Transformer& model, c
         }
       }
   }
-  for (double& v : out) v /= static_cast<double>(std::max<int64_t>(count, 1));
+}
+
+std::vector<double> DirectLogitSums::value() const {
+  std::vector<double> out = total_;
+  for (double& v : out) v /= static_cast<double>(std::max<int64_t>(count_, 1));
   return out;
 }
 

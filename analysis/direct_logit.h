@@ -24,4 +24,16 @@ namespace headlab::analysis {
 // One value per head, layer-major, in logits. Never changes the model.
 std::vector<double> direct_logit_attribution(const layers::Transformer& model, const Examples& examples);
 
+// direct_logit_attribution over a set read in chunks: the same sums in the
+// same order as one batch holding them all.
+class DirectLogitSums {
+ public:
+  void add(const layers::Transformer& model, const Examples& examples);
+  std::vector<double> value() const;
+
+ private:
+  std::vector<double> total_;  // per head, over the positions with a target
+  int64_t count_ = 0;
+};
+
 }  // namespace headlab::analysis

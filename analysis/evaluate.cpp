@@ -26,15 +26,18 @@ Examples Examples::rows(int64_t first, int64_t count) const {
 core::Tensor Examples::padding_mask() const { return layers::padding_mask(lengths, batch, seq_len); }
 
 EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets) {
+  EvalSums sums;
+  sums.add(logits, targets);
+  return sums.result();
+}
+
+void EvalSums::add(const core::Tensor& logits, std::span<const int32_t> targets) {
   const int64_t classes = logits.size(-1);
   const core::Tensor flat = logits.reshape({-1, classes}).contiguous().to(core::DType::f64);
   const int64_t rows = flat.size(0);
   if (rows != static_cast<int64_t>(targets.size()))
     throw std::invalid_argument("score_logits: " + std::to_string(rows) + " rows of logits for " +
                                 std::to_string(targets.size()) + " targets");
-  EvalResult r;
-  int64_t correct = 0;
-  double loss = 0;
   const double* p = flat.data<double>();
   for (int64_t i = 0; i < rows; ++i) {
     const int32_t t = targets[static_cast<std::size_t>(i)];
@@ -48,20 +51,31 @@ EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> tar
     for (int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - row[best]);
     loss += std::log(sum) - (row[t] - row[best]);
     correct += best == t;
-    ++r.count;
+    ++count;
   }
-  if (r.count > 0) {
-    r.loss = loss / static_cast<double>(r.count);
-    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.count);
+}
+
+EvalResult EvalSums::result() const {
+  EvalResult r;
+  r.count = count;
+  if (count > 0) {
+    r.loss = loss / static_cast<double>(count);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(count);
   }
   return r;
 }
 
 EvalResult evaluate(const layers::Transformer& model, const Examples& examples, layers::Probe* probe) {
+  EvalSums sums;
+  add_evaluation(sums, model, examples, probe);
+  return sums.result();
+}
+
+void add_evaluation(EvalSums& sums, const layers::Transformer& model, const Examples& examples, layers::Probe* probe) {
   autograd::NoGradGuard no_grad;
   const core::Tensor mask = examples.padding_mask();
   const autograd::Variable logits = model.forward(examples.tokens, examples.batch, examples.seq_len, &mask, probe);
-  return score_logits(logits.value(), examples.targets);
+  sums.add(logits.value(), examples.targets);
 }
 
 }  // namespace headlab::analysis

@@ -44,9 +44,23 @@ struct EvalResult {
 // Mean cross-entropy and accuracy of `logits` [B, T, C] against targets.
 EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets);
 
+// score_logits over batches read one after another (an analysis read in
+// chunks, analyze_model.h): add() each batch's logits; result() is what
+// score_logits of one batch holding them all gives -- the same additions in
+// the same order, so bit for bit the same given the same logits.
+struct EvalSums {
+  double loss = 0;
+  int64_t correct = 0, count = 0;
+  void add(const core::Tensor& logits, std::span<const int32_t> targets);
+  EvalResult result() const;
+};
+
 // Loss and accuracy of the model on `examples`, without recording a graph.
 // `probe` (optional) gates heads and receives what the forward pass shows,
 // as in Transformer::forward.
 EvalResult evaluate(const layers::Transformer& model, const Examples& examples, layers::Probe* probe = nullptr);
+// The same, added to `sums`.
+void add_evaluation(EvalSums& sums, const layers::Transformer& model, const Examples& examples,
+                    layers::Probe* probe = nullptr);
 
 }  // namespace headlab::analysis

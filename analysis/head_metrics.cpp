@@ -140,40 +140,59 @@ void check_rows(const LayerMaps& maps, const char* op) {
 }
 
 
-HeadScores mean_scores(const std::vector<ExampleScores>& per_example) {
-  HeadScores m;
-  std::array<Mean, kPatternCount> judged, all;
-  Mean prev, dup, ind, entropy, distance;
-  for (const auto& [s, spread] : per_example) {
-    for (std::size_t i = 0; i < kPatternCount; ++i) {
-      judged[i].add(s.patterns[i]);
-      all[i].add(s.patterns_all[i]);
-    }
-    prev.add(s.detector.previous_token);
-    dup.add(s.detector.duplicate_token);
-    ind.add(s.detector.induction);
-    if (spread) {
-      entropy.add(s.entropy);
-      distance.add(s.distance);
-    }
+void add_example(HeadScoreSums::Means& m, const ExampleScores& example) {
+  const auto& [s, spread] = example;
+  for (std::size_t i = 0; i < kPatternCount; ++i) {
+    m.judged[i].add(s.patterns[i]);
+    m.all[i].add(s.patterns_all[i]);
   }
+  m.previous.add(s.detector.previous_token);
+  m.duplicate.add(s.detector.duplicate_token);
+  m.induction.add(s.detector.induction);
+  if (spread) {
+    m.entropy.add(s.entropy);
+    m.distance.add(s.distance);
+  }
+}
+
+HeadScores mean_scores(const HeadScoreSums::Means& sums) {
+  HeadScores m;
   // A batch without a judged query for a pattern (no target where it can
   // look) falls back to its all-query score.
   for (std::size_t i = 0; i < kPatternCount; ++i) {
-    m.patterns_all[i] = all[i].value();
-    m.patterns[i] = judged[i].count > 0 ? judged[i].value() : m.patterns_all[i];
+    m.patterns_all[i] = sums.all[i].value();
+    m.patterns[i] = sums.judged[i].count > 0 ? sums.judged[i].value() : m.patterns_all[i];
   }
-  m.detector = {prev.value(), dup.value(), ind.value()};
-  m.entropy = entropy.value().value_or(0.0);
-  m.distance = distance.value().value_or(0.0);
+  m.detector = {sums.previous.value(), sums.duplicate.value(), sums.induction.value()};
+  m.entropy = sums.entropy.value().value_or(0.0);
+  m.distance = sums.distance.value().value_or(0.0);
   return m;
+}
+
+// Every head's per-example scores of a checked layer, added example by example.
+void add_scores(std::vector<HeadScoreSums::Means>& heads, const LayerMaps& maps) {
+  heads.resize(static_cast<std::size_t>(maps.heads()));
+  for (int64_t h = 0; h < maps.heads(); ++h)
+    for (int64_t b = 0; b < maps.batch(); ++b) add_example(heads[static_cast<std::size_t>(h)], example_scores(maps.map(b, h)));
+}
+
+// The longest example's real positions.
+int32_t longest(std::span<const int32_t> lengths, const core::Tensor& attn) {
+  return lengths.empty() ? static_cast<int32_t>(attn.size(2)) : *std::max_element(lengths.begin(), lengths.end());
 }
 
 }  // namespace
 
 namespace {
 // Lengths: none, or one per example in [1, T], one of them at least 3 long.
-void check_lengths(std::span<const int32_t> lengths, const core::Tensor& attn, const char* op) {
+void check_longest(int32_t longest, const char* op) {
+  if (longest < 3)
+    throw std::invalid_argument(std::string(op) + ": the longest example has " + std::to_string(longest) +
+                                " real positions; the head analysis needs one of at least 3 (the positional scores "
+                                "use q >= 2)");
+}
+
+void check_lengths(std::span<const int32_t> lengths, const core::Tensor& attn, const char* op, bool one_long_row) {
   if (lengths.empty()) return;
   const int64_t T = attn.size(2);
   if (static_cast<int64_t>(lengths.size()) != attn.size(0))
@@ -186,10 +205,7 @@ void check_lengths(std::span<const int32_t> lengths, const core::Tensor& attn, c
                                   std::to_string(lengths[b]) + ", expected 1 .. T = " + std::to_string(T));
     longest = std::max(longest, lengths[b]);
   }
-  if (longest < 3)
-    throw std::invalid_argument(std::string(op) + ": the longest example has " + std::to_string(longest) +
-                                " real positions; the head analysis needs one of at least 3 (the positional scores "
-                                "use q >= 2)");
+  if (one_long_row) check_longest(longest, op);
 }
 }  // namespace
 
@@ -206,7 +222,7 @@ double HeadScores::at(std::string_view name) const {
 }
 
 void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal, const char* op,
-                     std::span<const int32_t> lengths) {
+                     std::span<const int32_t> lengths, bool one_long_row) {
   if (!attn.defined()) throw std::invalid_argument(std::string(op) + ": attention tensor is undefined");
   if (attn.dim() != 4 || attn.size(2) != attn.size(3))
     throw std::invalid_argument(std::string(op) + ": attention has shape " + shape_of(attn) +
@@ -218,7 +234,7 @@ void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, 
   if (!tokens.empty() && static_cast<int64_t>(tokens.size()) != expected)
     throw std::invalid_argument(std::string(op) + ": " + std::to_string(tokens.size()) + " tokens for attention " +
                                 shape_of(attn) + ", expected batch*T = " + std::to_string(expected) + " or none");
-  check_lengths(lengths, attn, op);
+  check_lengths(lengths, attn, op, one_long_row);
   check_rows(layer_maps(attn, tokens, causal, {}, lengths), op);
 }
 
@@ -241,7 +257,11 @@ std::vector<HeadScores> example_head_scores(const core::Tensor& attn, std::span<
                                 std::to_string(attn.size(0)));
   const LayerMaps maps = layer_maps(attn, tokens, causal, targets, lengths);
   std::vector<HeadScores> out;
-  for (int64_t h = 0; h < maps.heads(); ++h) out.push_back(mean_scores({example_scores(maps.map(b, h))}));
+  for (int64_t h = 0; h < maps.heads(); ++h) {
+    HeadScoreSums::Means one;
+    add_example(one, example_scores(maps.map(b, h)));
+    out.push_back(mean_scores(one));
+  }
   return out;
 }
 
@@ -249,13 +269,28 @@ std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const in
                                     std::span<const int32_t> targets, std::span<const int32_t> lengths) {
   check_attention(attn, tokens, causal, "head_scores", lengths);
   check_targets(targets, attn, "head_scores");
-  const LayerMaps maps = layer_maps(attn, tokens, causal, targets, lengths);
+  std::vector<HeadScoreSums::Means> heads;
+  add_scores(heads, layer_maps(attn, tokens, causal, targets, lengths));
   std::vector<HeadScores> out;
-  for (int64_t h = 0; h < maps.heads(); ++h) {
-    std::vector<ExampleScores> per_example;
-    for (int64_t b = 0; b < maps.batch(); ++b) per_example.push_back(example_scores(maps.map(b, h)));
-    out.push_back(mean_scores(per_example));
-  }
+  for (const HeadScoreSums::Means& h : heads) out.push_back(mean_scores(h));
+  return out;
+}
+
+void HeadScoreSums::add(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
+                        std::span<const int32_t> targets, std::span<const int32_t> lengths) {
+  check_attention(attn, tokens, causal, "head_scores", lengths, /*one_long_row=*/false);
+  check_targets(targets, attn, "head_scores");
+  if (!heads_.empty() && static_cast<int64_t>(heads_.size()) != attn.size(1))
+    throw std::invalid_argument("head_scores: a chunk of attention " + shape_of(attn) + " after chunks of " +
+                                std::to_string(heads_.size()) + " heads");
+  add_scores(heads_, layer_maps(attn, tokens, causal, targets, lengths));
+  longest_ = std::max(longest_, longest(lengths, attn));
+}
+
+std::vector<HeadScores> HeadScoreSums::value() const {
+  check_longest(longest_, "head_scores");
+  std::vector<HeadScores> out;
+  for (const Means& h : heads_) out.push_back(mean_scores(h));
   return out;
 }
 
@@ -274,16 +309,13 @@ double js_divergence(std::span<const double> p, std::span<const double> q) {
   return js < 0 ? 0.0 : js;
 }
 
-std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tensor>& layers, bool causal,
-                                                    std::span<const int32_t> lengths) {
-  if (layers.empty()) throw std::invalid_argument("js_distance_matrix: no layers given");
-  for (std::size_t l = 0; l < layers.size(); ++l) {
-    check_attention(layers[l], {}, causal, "js_distance_matrix", lengths);
-    if (layers[l].size(0) != layers[0].size(0) || layers[l].size(2) != layers[0].size(2))
-      throw std::invalid_argument("js_distance_matrix: layer " + std::to_string(l) + " has attention " +
-                                  shape_of(layers[l]) + " but layer 0 has " + shape_of(layers[0]) +
-                                  "; every layer needs the same batch and T");
-  }
+namespace {
+
+// Adds the JS divergence of every pair of heads over the (example, query)
+// pairs of checked layers to total[a][c] (a < c), term by term; returns the
+// number of those pairs.
+int64_t add_js(std::vector<std::vector<double>>& total, const std::vector<core::Tensor>& layers, bool causal,
+               std::span<const int32_t> lengths) {
   const int64_t batch = layers[0].size(0), len = layers[0].size(2);
   // Every head's rows as doubles: rows[head][(b * T + q) * T + k].
   std::vector<std::vector<double>> rows;
@@ -300,6 +332,10 @@ std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tens
     }
   }
   const std::size_t n = rows.size();
+  if (total.empty()) total.assign(n, std::vector<double>(n, 0.0));
+  if (total.size() != n)
+    throw std::invalid_argument("js_distance_matrix: a chunk of " + std::to_string(n) + " heads after chunks of " +
+                                std::to_string(total.size()));
   // The (example, real query) pairs whose query sees two real keys or more:
   // a row with one key is forced to [1] in every head.
   int64_t pairs = 0;
@@ -307,22 +343,59 @@ std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tens
     const int64_t real = lengths.empty() ? len : lengths[static_cast<std::size_t>(b)];
     for (int64_t q = 0; q < real; ++q) pairs += visible_keys(q, real, causal) >= 2;
   }
-  std::vector<std::vector<double>> js(n, std::vector<double>(n, 0.0));
   for (std::size_t a = 0; a < n && pairs > 0; ++a)
-    for (std::size_t c = a + 1; c < n; ++c) {
-      double total = 0;
+    for (std::size_t c = a + 1; c < n; ++c)
       for (int64_t b = 0; b < batch; ++b) {
         const int64_t real = lengths.empty() ? len : lengths[static_cast<std::size_t>(b)];
         for (int64_t q = 0; q < real; ++q) {
           const auto keys = static_cast<std::size_t>(visible_keys(q, real, causal));
           if (keys < 2) continue;
           const std::size_t at = static_cast<std::size_t>((b * len + q) * len);
-          total += js_divergence(std::span(rows[a]).subspan(at, keys), std::span(rows[c]).subspan(at, keys));
+          total[a][c] += js_divergence(std::span(rows[a]).subspan(at, keys), std::span(rows[c]).subspan(at, keys));
         }
       }
-      js[a][c] = js[c][a] = total / static_cast<double>(pairs);
-    }
+  return pairs;
+}
+
+// The matrix from the sums: each pair's mean, mirrored (all 0 without a pair).
+std::vector<std::vector<double>> js_means(const std::vector<std::vector<double>>& total, int64_t pairs) {
+  std::vector<std::vector<double>> js(total.size(), std::vector<double>(total.size(), 0.0));
+  for (std::size_t a = 0; a < total.size() && pairs > 0; ++a)
+    for (std::size_t c = a + 1; c < total.size(); ++c) js[a][c] = js[c][a] = total[a][c] / static_cast<double>(pairs);
   return js;
+}
+
+void check_js_layers(const std::vector<core::Tensor>& layers, bool causal, std::span<const int32_t> lengths,
+                     bool one_long_row) {
+  if (layers.empty()) throw std::invalid_argument("js_distance_matrix: no layers given");
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    check_attention(layers[l], {}, causal, "js_distance_matrix", lengths, one_long_row);
+    if (layers[l].size(0) != layers[0].size(0) || layers[l].size(2) != layers[0].size(2))
+      throw std::invalid_argument("js_distance_matrix: layer " + std::to_string(l) + " has attention " +
+                                  shape_of(layers[l]) + " but layer 0 has " + shape_of(layers[0]) +
+                                  "; every layer needs the same batch and T");
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tensor>& layers, bool causal,
+                                                    std::span<const int32_t> lengths) {
+  check_js_layers(layers, causal, lengths, true);
+  std::vector<std::vector<double>> total;
+  const int64_t pairs = add_js(total, layers, causal, lengths);
+  return js_means(total, pairs);
+}
+
+void JsSums::add(const std::vector<core::Tensor>& layers, bool causal, std::span<const int32_t> lengths) {
+  check_js_layers(layers, causal, lengths, false);
+  pairs_ += add_js(total_, layers, causal, lengths);
+  longest_ = std::max(longest_, longest(lengths, layers[0]));
+}
+
+std::vector<std::vector<double>> JsSums::value() const {
+  check_longest(longest_, "js_distance_matrix");
+  return js_means(total_, pairs_);
 }
 
 }  // namespace headlab::analysis

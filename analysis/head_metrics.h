@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/mean.h"
 #include "analysis/patterns.h"
 #include "core/tensor.h"
 
@@ -85,8 +86,11 @@ struct HeadScores {
 // length in [1, T], one at least 3; a real query's row must then put no mass
 // (within 1e-6) on padding, i.e. come from a forward with the padding mask.
 // Throws std::invalid_argument naming `op` and what is wrong.
+// `one_long_row`: whether the batch itself must hold an example of 3
+// positions or more; a chunk of a larger set (the sums below) need not, the
+// set must (their value() checks it).
 void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal, const char* op,
-                     std::span<const int32_t> lengths = {});
+                     std::span<const int32_t> lengths = {}, bool one_long_row = true);
 
 // Scores of every head of one layer over the batch: result[head].
 // tokens: row-major [B, T], or empty (then the token patterns are absent).
@@ -95,6 +99,27 @@ void check_attention(const core::Tensor& attn, std::span<const int32_t> tokens, 
 // lengths: [B] real lengths of padded examples, or empty (all T long).
 std::vector<HeadScores> head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
                                     std::span<const int32_t> targets = {}, std::span<const int32_t> lengths = {});
+
+// head_scores over a set read in chunks (analyze_model.h): add() each
+// chunk's attention of one layer (arguments as head_scores'); value() is what
+// head_scores of one batch holding every chunk gives -- the same sums in the
+// same order, so bit for bit the same given the same attention.
+class HeadScoreSums {
+ public:
+  void add(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
+           std::span<const int32_t> targets = {}, std::span<const int32_t> lengths = {});
+  std::vector<HeadScores> value() const;
+
+  // One head's running means.
+  struct Means {
+    std::array<Mean, kPatternCount> judged, all;
+    Mean previous, duplicate, induction, entropy, distance;
+  };
+
+ private:
+  std::vector<Means> heads_;
+  int32_t longest_ = 0;  // the longest example's real positions so far
+};
 
 // Scores of every head on example `b` alone: result[head].
 std::vector<HeadScores> example_head_scores(const core::Tensor& attn, std::span<const int32_t> tokens, bool causal,
@@ -114,5 +139,17 @@ double js_divergence(std::span<const double> p, std::span<const double> q);
 // Every layer must have the same B and T.
 std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tensor>& layers, bool causal,
                                                     std::span<const int32_t> lengths = {});
+
+// js_distance_matrix over a set read in chunks, as HeadScoreSums is head_scores.
+class JsSums {
+ public:
+  void add(const std::vector<core::Tensor>& layers, bool causal, std::span<const int32_t> lengths = {});
+  std::vector<std::vector<double>> value() const;
+
+ private:
+  std::vector<std::vector<double>> total_;  // per pair of heads, the sum over (example, query) pairs
+  int64_t pairs_ = 0;
+  int32_t longest_ = 0;
+};
 
 }  // namespace headlab::analysis

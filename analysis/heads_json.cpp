@@ -198,6 +198,7 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
     found.push_back({{"role", r.role}, {"pattern", r.pattern}, {"heads", r.heads}});
   j = {{"format", "headlab-heads/1"},
        {"analyzed", run.analyzed},
+       {"step", run.step ? nlohmann::json(*run.step) : nlohmann::json()},
        {"patterns", std::move(patterns)},
        {"expected_roles", std::move(roles)},
        {"layers", run.num_layers},
@@ -241,6 +242,7 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
   r.accuracy = optional_from(j, "accuracy");
   // Files written before these keys existed analyzed no user patterns.
   r.analyzed = j.value("analyzed", std::string());
+  if (const auto step = j.find("step"); step != j.end() && step->is_number_integer()) r.step = step->get<int64_t>();
   std::vector<std::string> user_names;
   if (j.contains("patterns"))
     for (const nlohmann::json& p : j.at("patterns")) {

@@ -39,10 +39,15 @@ Variable mean_margin(const Variable& logits, std::span<const int32_t> targets) {
 
 std::vector<double> gate_importance(const layers::Transformer& model, const Examples& examples, int64_t max_examples,
                                     ImportanceObjective objective) {
+  ImportanceSums sums(objective);
+  sums.add(model, examples.rows(0, std::clamp<int64_t>(max_examples, 0, examples.batch)));
+  return sums.value();
+}
+
+void ImportanceSums::add(const layers::Transformer& model, const Examples& examples) {
   const int64_t L = model.num_layers(), H = model.spec().heads;
-  std::vector<double> total(static_cast<std::size_t>(L * H), 0.0);
-  int64_t used = 0;
-  for (int64_t b = 0; b < std::min(max_examples, examples.batch); ++b) {
+  if (total_.empty()) total_.assign(static_cast<std::size_t>(L * H), 0.0);
+  for (int64_t b = 0; b < examples.batch; ++b) {
     const Examples one = examples.rows(b, 1);
     if (std::none_of(one.targets.begin(), one.targets.end(), [](int32_t t) { return t >= 0; })) continue;
     layers::Probe probe(L);
@@ -54,17 +59,21 @@ std::vector<double> gate_importance(const layers::Transformer& model, const Exam
     autograd::GradOnlyFor only_gates(gates);
     const core::Tensor mask = one.padding_mask();
     const auto logits = model.forward(one.tokens, 1, one.seq_len, &mask, &probe);
-    if (objective == ImportanceObjective::loss)
+    if (objective_ == ImportanceObjective::loss)
       autograd::cross_entropy(logits, one.targets).backward();
     else
       mean_margin(logits, one.targets).backward();
     for (int64_t l = 0; l < L; ++l)
       for (int64_t h = 0; h < H; ++h)
-        total[static_cast<std::size_t>(l * H + h)] += std::abs(gates[static_cast<std::size_t>(l)].grad().at({h}));
-    ++used;
+        total_[static_cast<std::size_t>(l * H + h)] += std::abs(gates[static_cast<std::size_t>(l)].grad().at({h}));
+    ++used_;
   }
-  for (double& v : total) v /= static_cast<double>(std::max<int64_t>(used, 1));
-  return total;
+}
+
+std::vector<double> ImportanceSums::value() const {
+  std::vector<double> out = total_;
+  for (double& v : out) v /= static_cast<double>(std::max<int64_t>(used_, 1));
+  return out;
 }
 
 std::vector<double> normalize_per_layer(const std::vector<double>& values, int64_t heads) {

@@ -30,6 +30,21 @@ enum class ImportanceObjective {
 std::vector<double> gate_importance(const layers::Transformer& model, const Examples& examples, int64_t max_examples,
                                     ImportanceObjective objective = ImportanceObjective::loss);
 
+// gate_importance over a set read in chunks: add() the rows that count (the
+// first `max_examples` of the set); the same sums in the same order as one
+// batch holding them all.
+class ImportanceSums {
+ public:
+  explicit ImportanceSums(ImportanceObjective objective = ImportanceObjective::loss) : objective_(objective) {}
+  void add(const layers::Transformer& model, const Examples& examples);
+  std::vector<double> value() const;
+
+ private:
+  ImportanceObjective objective_;
+  std::vector<double> total_;  // per head, sum over examples of |dO/d gate|
+  int64_t used_ = 0;           // examples with a target
+};
+
 // Michel et al.'s per-layer normalization: each layer's importances divided by
 // their Euclidean norm (a layer of zeros stays zero). `values` is layer-major
 // with `heads` per layer.

@@ -9,6 +9,12 @@
 namespace headlab::analysis {
 
 Patching patch_heads(const layers::Transformer& model, const Examples& clean, const Corruption& corruption) {
+  PatchingSums sums;
+  sums.add(model, clean, corruption);
+  return sums.value();
+}
+
+void PatchingSums::add(const layers::Transformer& model, const Examples& clean, const Corruption& corruption) {
   if (corruption.tokens.size() != clean.tokens.size())
     throw std::invalid_argument("patch_heads: " + std::to_string(corruption.tokens.size()) +
                                 " corrupted tokens for a clean batch of " + std::to_string(clean.tokens.size()));
@@ -25,11 +31,10 @@ Patching patch_heads(const layers::Transformer& model, const Examples& clean, co
     return probe;
   };
   const std::vector<core::Tensor> outputs = record_head_outputs(model, clean);
-  Patching p;
-  p.clean_loss = evaluate(model, clean).loss;
+  add_evaluation(clean_, model, clean);
   layers::Probe plain = corrupted_probe();
-  p.corrupted_loss = evaluate(model, corrupted, &plain).loss;
-  const double gap = p.corrupted_loss - p.clean_loss;
+  add_evaluation(corrupted_, model, corrupted, &plain);
+  patched_.resize(static_cast<std::size_t>(L * H));
   for (int64_t l = 0; l < L; ++l)
     for (int64_t h = 0; h < H; ++h) {
       layers::Probe probe = corrupted_probe();
@@ -37,11 +42,20 @@ Patching patch_heads(const layers::Transformer& model, const Examples& clean, co
       layer.replace_heads.assign(static_cast<std::size_t>(H), false);
       layer.replace_heads[static_cast<std::size_t>(h)] = true;
       layer.replacement = outputs[static_cast<std::size_t>(l)];
-      const double loss = evaluate(model, corrupted, &probe).loss;
-      p.patched_loss.push_back(loss);
-      p.restored.push_back(std::abs(gap) < 1e-9 ? std::nullopt
-                                                : std::optional<double>((p.corrupted_loss - loss) / gap));
+      add_evaluation(patched_[static_cast<std::size_t>(l * H + h)], model, corrupted, &probe);
     }
+}
+
+Patching PatchingSums::value() const {
+  Patching p;
+  p.clean_loss = clean_.result().loss;
+  p.corrupted_loss = corrupted_.result().loss;
+  const double gap = p.corrupted_loss - p.clean_loss;
+  for (const EvalSums& patched : patched_) {
+    const double loss = patched.result().loss;
+    p.patched_loss.push_back(loss);
+    p.restored.push_back(std::abs(gap) < 1e-9 ? std::nullopt : std::optional<double>((p.corrupted_loss - loss) / gap));
+  }
   return p;
 }
 

@@ -36,4 +36,18 @@ struct Patching {
 // Throws std::invalid_argument when the corrupted tokens do not fill [B, T].
 Patching patch_heads(const layers::Transformer& model, const Examples& clean, const Corruption& corruption);
 
+// patch_heads over a set read in chunks: add() each chunk's clean examples
+// with their corrupted tokens (row b's corruption in row b, so the pairs the
+// corruption makes are the caller's); value() is what patch_heads of one batch
+// holding every chunk gives -- the same sums in the same order.
+class PatchingSums {
+ public:
+  void add(const layers::Transformer& model, const Examples& clean, const Corruption& corruption);
+  Patching value() const;
+
+ private:
+  EvalSums clean_, corrupted_;
+  std::vector<EvalSums> patched_;  // per head, layer-major
+};
+
 }  // namespace headlab::analysis

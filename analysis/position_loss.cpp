@@ -8,14 +8,24 @@
 namespace headlab::analysis {
 
 std::vector<std::optional<double>> position_loss(const core::Tensor& logits, std::span<const int32_t> targets) {
+  PositionLossSums sums;
+  sums.add(logits, targets);
+  return sums.value();
+}
+
+void PositionLossSums::add(const core::Tensor& logits, std::span<const int32_t> targets) {
   if (logits.dim() != 3 || static_cast<int64_t>(targets.size()) != logits.size(0) * logits.size(1))
     throw std::invalid_argument("position_loss: logits " + core::to_string(logits.shape()) + " do not match " +
                                 std::to_string(targets.size()) + " targets; expected [B, T, C] and B * T targets");
   const int64_t B = logits.size(0), T = logits.size(1), C = logits.size(2);
   const core::Tensor f = logits.to(core::DType::f64).contiguous();
   const double* p = f.data<double>();
-  std::vector<double> sum(static_cast<std::size_t>(T), 0.0);
-  std::vector<int64_t> count(static_cast<std::size_t>(T), 0);
+  if (sum_.empty()) sum_.assign(static_cast<std::size_t>(T), 0.0), count_.assign(static_cast<std::size_t>(T), 0);
+  if (static_cast<int64_t>(sum_.size()) != T)
+    throw std::invalid_argument("position_loss: a chunk of logits " + core::to_string(logits.shape()) +
+                                " after chunks of " + std::to_string(sum_.size()) + " positions");
+  std::vector<double>& sum = sum_;
+  std::vector<int64_t>& count = count_;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) {
       const int32_t y = targets[static_cast<std::size_t>(b * T + t)];
@@ -27,9 +37,12 @@ std::vector<std::optional<double>> position_loss(const core::Tensor& logits, std
       sum[static_cast<std::size_t>(t)] += std::log(z) - (row[y] - top);
       ++count[static_cast<std::size_t>(t)];
     }
-  std::vector<std::optional<double>> out(static_cast<std::size_t>(T));
+}
+
+std::vector<std::optional<double>> PositionLossSums::value() const {
+  std::vector<std::optional<double>> out(sum_.size());
   for (std::size_t t = 0; t < out.size(); ++t)
-    if (count[t] > 0) out[t] = sum[t] / static_cast<double>(count[t]);
+    if (count_[t] > 0) out[t] = sum_[t] / static_cast<double>(count_[t]);
   return out;
 }
 

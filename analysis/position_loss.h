@@ -23,6 +23,18 @@ namespace headlab::analysis {
 // logits [B, T, C], targets [B * T] (-1 = none).
 std::vector<std::optional<double>> position_loss(const core::Tensor& logits, std::span<const int32_t> targets);
 
+// position_loss over a set read in chunks: the same sums in the same order
+// as one batch holding them all.
+class PositionLossSums {
+ public:
+  void add(const core::Tensor& logits, std::span<const int32_t> targets);
+  std::vector<std::optional<double>> value() const;
+
+ private:
+  std::vector<double> sum_;    // [T]
+  std::vector<int64_t> count_;  // [T]
+};
+
 std::optional<double> icl_score(const std::vector<std::optional<double>>& position_loss);
 
 }  // namespace headlab::analysis

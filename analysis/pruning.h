@@ -20,4 +20,19 @@ namespace headlab::analysis {
 PruningCurve pruning_curve(const layers::Transformer& model, const Examples& examples,
                            const std::vector<double>& importance, int64_t random_orders = 5, uint64_t seed = 0);
 
+// pruning_curve over a set read in chunks: the orders are drawn once, add()
+// evaluates each chunk at every point of every order, and value() is what
+// pruning_curve of one batch holding every chunk gives -- the same sums in
+// the same order. Arguments as pruning_curve's (the model's head count).
+class PruningSums {
+ public:
+  PruningSums(int64_t heads, const std::vector<double>& importance, int64_t random_orders = 5, uint64_t seed = 0);
+  void add(const layers::Transformer& model, const Examples& examples);
+  PruningCurve value() const;
+
+ private:
+  std::vector<std::vector<int64_t>> orders_;  // the importance order, then the random ones
+  std::vector<std::vector<EvalSums>> points_;  // per order, per number of heads removed
+};
+
 }  // namespace headlab::analysis

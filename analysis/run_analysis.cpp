@@ -28,62 +28,100 @@ HeadAnalysis& RunAnalysis::at(int64_t layer, int64_t head) {
 
 RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, bool causal,
                               const LabelOptions& options, int64_t example, const BatchContext& context) {
+  AttentionSums sums(causal, example);
+  sums.add(layers, tokens, 0, context);
+  return sums.value(options);
+}
+
+void AttentionSums::add(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, int64_t first,
+                        const BatchContext& context) {
   if (layers.empty()) throw std::invalid_argument("analyze_attention: no layers given");
-  RunAnalysis run;
+  std::vector<PatternInfo> patterns;
   for (const AttendPattern& p : context.attend) {
     check_pattern_name(p.name);
-    for (const PatternInfo& seen : run.user_patterns)
+    for (const PatternInfo& seen : patterns)
       if (seen.name == p.name) throw std::invalid_argument("analyze_attention: two patterns called '" + p.name + "'");
-    run.user_patterns.push_back({p.name, p.definition});
+    patterns.push_back({p.name, p.definition});
   }
-  run.expected_roles.assign(context.roles.begin(), context.roles.end());
-  run.num_layers = static_cast<int64_t>(layers.size());
-  run.num_heads = layers[0].dim() == 4 ? layers[0].size(1) : 0;
-  run.causal = causal;
+  const int64_t heads = layers[0].dim() == 4 ? layers[0].size(1) : 0;
+  if (rows_ == 0) {
+    run_.user_patterns = patterns;
+    run_.expected_roles.assign(context.roles.begin(), context.roles.end());
+    run_.num_layers = static_cast<int64_t>(layers.size());
+    run_.num_heads = heads;
+    run_.causal = causal_;
+    scores_.resize(layers.size());
+    user_.assign(layers.size(), std::vector<AttendScoreSums>(patterns.size()));
+  } else if (run_.num_layers != static_cast<int64_t>(layers.size()) || run_.num_heads != heads ||
+             run_.user_patterns != patterns) {
+    throw std::invalid_argument("analyze_attention: a chunk of " + std::to_string(layers.size()) + " layers of " +
+                                std::to_string(heads) + " heads (" + std::to_string(patterns.size()) +
+                                " user patterns) after chunks of " + std::to_string(run_.num_layers) + " x " +
+                                std::to_string(run_.num_heads) + " (" + std::to_string(run_.user_patterns.size()) + ")");
+  }
+  const int64_t batch = layers[0].dim() == 4 ? layers[0].size(0) : 0;
+  const bool has_example = example_ >= first && example_ < first + batch;
+  const int64_t row = example_ - first;  // the example's row in this chunk
   int64_t example_length = 0;  // the heatmaps' example's real positions
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const core::Tensor& a = layers[l];
-    if (a.dim() != 4 || a.size(1) != run.num_heads)
+    if (a.dim() != 4 || a.size(1) != run_.num_heads)
       throw std::invalid_argument("analyze_attention: layer " + std::to_string(l) + " has attention " +
-                                  core::to_string(a.shape()) + " but layer 0 has " + std::to_string(run.num_heads) +
-                                  " heads; every layer needs [B, " + std::to_string(run.num_heads) + ", T, T]");
-    if (example < 0 || example >= a.size(0))
-      throw std::invalid_argument("analyze_attention: example " + std::to_string(example) +
+                                  core::to_string(a.shape()) + " but layer 0 has " + std::to_string(run_.num_heads) +
+                                  " heads; every layer needs [B, " + std::to_string(run_.num_heads) + ", T, T]");
+    if (example_ < 0)
+      throw std::invalid_argument("analyze_attention: example " + std::to_string(example_) +
                                   " is outside the batch of " + std::to_string(a.size(0)));
-    const std::vector<HeadScores> scores = head_scores(a, tokens, causal, context.targets, context.lengths);
-    // (head_scores has checked the lengths)
-    example_length = context.lengths.empty() ? a.size(2) : context.lengths[static_cast<std::size_t>(example)];
+    scores_[l].add(a, tokens, causal_, context.targets, context.lengths);
+    for (std::size_t p = 0; p < context.attend.size(); ++p) user_[l][p].add(a, context.attend[p], causal_);
+    if (!has_example) continue;
+    // The example's maps over its real positions, copied so that the
+    // analysis outlives the tensors.
+    example_length = context.lengths.empty() ? a.size(2) : context.lengths[static_cast<std::size_t>(row)];
+    const core::Tensor ex = a.select(0, row).to(core::DType::f64).contiguous();
+    const int64_t T = ex.size(1), n = example_length;
+    const double* d = ex.data<double>();
+    std::vector<std::vector<double>> maps;
+    for (int64_t h = 0; h < run_.num_heads; ++h) {
+      std::vector<double> map;
+      for (int64_t q = 0; q < n; ++q) map.insert(map.end(), d + (h * T + q) * T, d + (h * T + q) * T + n);
+      maps.push_back(std::move(map));
+    }
+    run_.example.attention.push_back(std::move(maps));
+  }
+  js_.add(layers, causal_, context.lengths);
+  if (has_example) {
+    if (!tokens.empty()) {
+      const auto at = tokens.begin() + row * layers[0].size(2);
+      run_.example.tokens.assign(at, at + example_length);
+    } else {
+      for (int32_t t = 0; t < static_cast<int32_t>(example_length); ++t) run_.example.tokens.push_back(t);
+    }
+    has_example_ = true;
+  }
+  rows_ += batch;
+}
+
+RunAnalysis AttentionSums::value(const LabelOptions& options) const {
+  if (!has_example_)
+    throw std::invalid_argument("analyze_attention: example " + std::to_string(example_) +
+                                " is outside the batch of " + std::to_string(rows_));
+  RunAnalysis run = run_;
+  for (std::size_t l = 0; l < scores_.size(); ++l) {
+    const std::vector<HeadScores> scores = scores_[l].value();
     std::vector<std::vector<std::optional<double>>> user;  // [pattern][head]
-    for (const AttendPattern& p : context.attend) user.push_back(attend_scores(a, p, causal));
+    for (const AttendScoreSums& p : user_[l]) user.push_back(p.value());
     for (int64_t h = 0; h < run.num_heads; ++h) {
       HeadAnalysis head;
       head.layer = static_cast<int64_t>(l);
       head.head = h;
       head.scores = scores[static_cast<std::size_t>(h)];
       for (std::size_t p = 0; p < user.size(); ++p)
-        head.scores.user.push_back({context.attend[p].name, user[p][static_cast<std::size_t>(h)]});
+        head.scores.user.push_back({run.user_patterns[p].name, user[p][static_cast<std::size_t>(h)]});
       run.heads.push_back(head);
     }
-    // The example's maps over its real positions, copied so that the
-    // analysis outlives the tensors.
-    const core::Tensor ex = a.select(0, example).to(core::DType::f64).contiguous();
-    const int64_t T = ex.size(1), n = example_length;
-    const double* d = ex.data<double>();
-    std::vector<std::vector<double>> maps;
-    for (int64_t h = 0; h < run.num_heads; ++h) {
-      std::vector<double> map;
-      for (int64_t q = 0; q < n; ++q) map.insert(map.end(), d + (h * T + q) * T, d + (h * T + q) * T + n);
-      maps.push_back(std::move(map));
-    }
-    run.example.attention.push_back(std::move(maps));
   }
-  run.js = js_distance_matrix(layers, causal, context.lengths);
-  if (!tokens.empty()) {
-    const auto first = tokens.begin() + example * layers[0].size(2);
-    run.example.tokens.assign(first, first + example_length);
-  } else {
-    for (int32_t t = 0; t < static_cast<int32_t>(example_length); ++t) run.example.tokens.push_back(t);
-  }
+  run.js = js_.value();
   relabel(run, options);
   return run;
 }

@@ -75,6 +75,10 @@ struct RunAnalysis {
   bool causal = true;
   // What was analyzed: the task's name or "data:FILE" (empty: not recorded).
   std::string analyzed;
+  // The training step of the checkpoint analyzed (absent: not recorded, or
+  // not a checkpoint): a run folder's heads.json of its last step says the
+  // run is complete (train/trainer.h, analyzed_step).
+  std::optional<int64_t> step;
   std::vector<PatternInfo> user_patterns;   // every head's scores.user, in this order
   std::vector<ExpectedRole> expected_roles;  // what the verdict looks for
   std::optional<double> loss, accuracy;   // of the unablated model on the analysis batch
@@ -109,6 +113,31 @@ struct BatchContext {
 // the example for heatmaps is batch row `example`, its real positions only.
 RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, bool causal,
                               const LabelOptions& options = {}, int64_t example = 0, const BatchContext& context = {});
+
+// analyze_attention over a set read in chunks (analyze_model.h): add() each
+// chunk's attention of every layer, with its tokens and context, `first` being
+// its first row in the set; value() is what analyze_attention of one batch
+// holding every chunk gives (the same sums in the same order), the heatmaps'
+// example being row `example` of the set. The chunks must agree on the
+// layers, heads, positions and user patterns.
+class AttentionSums {
+ public:
+  AttentionSums(bool causal, int64_t example) : causal_(causal), example_(example) {}
+  void add(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, int64_t first,
+           const BatchContext& context = {});
+  RunAnalysis value(const LabelOptions& options = {}) const;
+
+ private:
+  bool causal_;
+  int64_t example_;
+  int64_t rows_ = 0;
+  // The record so far: sizes, patterns, roles and, once its chunk came, the example.
+  RunAnalysis run_;
+  bool has_example_ = false;
+  std::vector<HeadScoreSums> scores_;               // per layer
+  std::vector<std::vector<AttendScoreSums>> user_;  // per layer, per user pattern
+  JsSums js_;
+};
 
 // Recomputes every label and the verdict, e.g. after ablation was filled in.
 // A first-token head is a sink only if the set of its role (set_ablations)

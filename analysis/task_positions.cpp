@@ -11,16 +11,27 @@ namespace headlab::analysis {
 
 std::vector<TaskPositionScores> task_position_scores(const core::Tensor& attn, std::span<const int32_t> tokens,
                                                      std::span<const int32_t> targets, bool causal) {
+  TaskPositionSums sums;
+  sums.add(attn, tokens, targets, causal);
+  return sums.value();
+}
+
+void TaskPositionSums::add(const core::Tensor& attn, std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                           bool causal) {
   check_attention(attn, tokens, causal, "task_position_scores");
   const int64_t B = attn.size(0), H = attn.size(1), T = attn.size(2);
-  std::vector<TaskPositionScores> out(static_cast<std::size_t>(H));
-  if (tokens.empty() || targets.empty()) return out;
+  if (previous_.empty()) previous_.resize(static_cast<std::size_t>(H)), induction_.resize(static_cast<std::size_t>(H));
+  if (static_cast<int64_t>(previous_.size()) != H)
+    throw std::invalid_argument("task_position_scores: a chunk of attention " + core::to_string(attn.shape()) +
+                                " after chunks of " + std::to_string(previous_.size()) + " heads");
+  if (tokens.empty() || targets.empty()) return;
   if (targets.size() != tokens.size())
     throw std::invalid_argument("task_position_scores: " + std::to_string(targets.size()) + " targets for " +
                                 std::to_string(tokens.size()) + " tokens");
   const core::Tensor a = attn.to(core::DType::f64).contiguous();
   const double* p = a.data<double>();
-  std::vector<Mean> prev(static_cast<std::size_t>(H)), ind(static_cast<std::size_t>(H));
+  std::vector<Mean>& prev = previous_;
+  std::vector<Mean>& ind = induction_;
   for (int64_t b = 0; b < B; ++b) {
     const auto x = tokens.subspan(static_cast<std::size_t>(b * T), static_cast<std::size_t>(T));
     const auto y = targets.subspan(static_cast<std::size_t>(b * T), static_cast<std::size_t>(T));
@@ -48,7 +59,11 @@ std::vector<TaskPositionScores> task_position_scores(const core::Tensor& attn, s
       prev[static_cast<std::size_t>(h)].add(s_prev / static_cast<double>(sources.size()));
     }
   }
-  for (std::size_t h = 0; h < out.size(); ++h) out[h] = {prev[h].value(), ind[h].value()};
+}
+
+std::vector<TaskPositionScores> TaskPositionSums::value() const {
+  std::vector<TaskPositionScores> out(previous_.size());
+  for (std::size_t h = 0; h < out.size(); ++h) out[h] = {previous_[h].value(), induction_[h].value()};
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "analysis/mean.h"
 #include "core/tensor.h"
 
 namespace headlab::analysis {
@@ -32,5 +33,16 @@ struct TaskPositionScores {
 // tokens and targets are row-major [B, T] (empty targets: every score absent).
 std::vector<TaskPositionScores> task_position_scores(const core::Tensor& attn, std::span<const int32_t> tokens,
                                                      std::span<const int32_t> targets, bool causal);
+
+// task_position_scores over a set read in chunks: the same sums in the same
+// order as one batch holding them all.
+class TaskPositionSums {
+ public:
+  void add(const core::Tensor& attn, std::span<const int32_t> tokens, std::span<const int32_t> targets, bool causal);
+  std::vector<TaskPositionScores> value() const;
+
+ private:
+  std::vector<Mean> previous_, induction_;  // per head
+};
 
 }  // namespace headlab::analysis

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "core/interrupt.h"
 
 namespace headlab::layers {
 
@@ -69,9 +70,13 @@ Variable Transformer::forward(std::span<const int32_t> tokens, int64_t batch, in
     pos = hooks.visit_wanted("hook_pos_embed", autograd::expand(pos, {batch, seq_len, spec_.d_model}));
   // [B, T, d] + [T, d] broadcast over the batch.
   Variable x = tok + pos;
-  for (std::size_t l = 0; l < blocks_.size(); ++l)
+  for (std::size_t l = 0; l < blocks_.size(); ++l) {
+    // A stop request (Ctrl-C) ends a long pass between its blocks (core/interrupt.h).
+    core::check_interrupt();
     x = blocks_[l]->forward(x, padding_mask, per_layer ? &probe->layers[l] : nullptr,
                             hooks.inner("blocks." + std::to_string(l) + "."));
+  }
+  core::check_interrupt();
   if (ln_f_) x = hooks.visit("ln_final.hook_normalized", ln_f_->forward(x));
   return head_->forward(x);
 }

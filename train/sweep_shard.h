@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "train/sweep.h"
 
@@ -32,6 +34,23 @@ std::optional<Shard> shard_from_slurm(const char* (*getenv)(const char*));
 
 // "shard-2-of-4.json": the file a shard writes into the sweep folder.
 std::string shard_file_name(const Shard& shard);
+// The shard a file of that name is from; nullopt for any other name.
+std::optional<Shard> shard_of_file_name(const std::string& name);
+
+// The shard files in DIR by their split, the number of shards (N -> the
+// files' names in the order of K). One folder holds one split of a sweep:
+// --collect merges the files of one N.
+std::map<int, std::vector<std::string>> shard_files(const std::string& dir);
+
+// A UsageError, after `where`, when DIR holds shard files of another split
+// than `shard`'s: a shard joins only the shards of its own N. It names those
+// files and what to do.
+void check_same_split(const std::string& dir, const Shard& shard, const std::string& where);
+
+// A UsageError, after `where`, when DIR holds shard files of more than one
+// split: it lists each split's files and shards missing, and which files to
+// remove (those of every split but the one with the most shards done).
+void check_one_split(const std::string& dir, const std::string& where);
 
 // The status run_json wrote ("done", "failed", "interrupted").
 RunStatus status_from_name(const std::string& name);

@@ -140,9 +140,11 @@ int Trainer::run() {
   // A run that finished off the --log-every grid logged its last step early
   // and kept that window's sums in its checkpoint: extending it drops that
   // line and goes on with the sums, as if it had never stopped.
+  // A resume with no step to train (only the final analysis was missing)
+  // keeps that last line: no step would log it again.
   const bool on_grid = config.log_every > 0 && start_step_ % config.log_every == 0;
-  if (world.is_root())
-    truncate_metrics(folder_.metrics(), on_grid || start_step_ == 0 ? start_step_ : start_step_ - 1);
+  const bool keep_last = on_grid || start_step_ == 0 || start_step_ == options_.target_steps;
+  if (world.is_root()) truncate_metrics(folder_.metrics(), keep_last ? start_step_ : start_step_ - 1);
   if (on_grid) window_loss_ = window_acc_ = 0, window_steps_ = window_tokens_ = 0;
   const auto start = Clock::now();
   auto window_start = start;
@@ -209,10 +211,20 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   write_file_atomic(folder.heads(), heads.dump(2) + "\n");
 }
 
+std::optional<int64_t> analyzed_step(const RunFolder& folder) {
+  std::ifstream in(folder.heads(), std::ios::binary);
+  if (!in) return std::nullopt;
+  const nlohmann::json heads = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const auto step = heads.is_object() ? heads.find("step") : heads.end();
+  if (step == heads.end() || !step->is_number_integer()) return std::nullopt;
+  return step->get<int64_t>();
+}
+
 analysis::RunAnalysis Trainer::finish_report() {
   analysis::RunAnalysis run =
       analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
   run.analyzed = session_.task().name();
+  run.step = session_.steps_done();
   write_analysis_files(folder_, run, to_json(session_.config()),
                        snapshot_views(folder_.dir, session_.eval_batch(), options_.analysis.example));
   return run;

@@ -95,10 +95,19 @@ class Trainer {
 
 // Writes heads.json and report.html for an analysis into `folder`; the
 // report's slider steps through `snapshots` (snapshot_views). heads.json goes
-// last, once report.html is written (an older one is removed first): its
-// presence tells --resume that the final analysis is done, so a report that
-// could not be written (a full disk) is written again by the next --resume.
+// last, once report.html is written (an older one is removed first): a
+// heads.json of the checkpoint's step (analyzed_step) tells --resume that the
+// final analysis is done, so a report that could not be written (a full disk)
+// is written again by the next --resume.
 void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& analysis, const nlohmann::json& config,
                           std::vector<analysis::SnapshotView> snapshots = {});
+
+// The step of the checkpoint the folder's heads.json analyzed ("step"): the
+// run is complete once it is the last step's. nullopt when heads.json is
+// missing, unreadable, or from before heads.json recorded the step -- then
+// `train --resume` writes the final analysis again rather than trusting it
+// (an older run's extension stopped before its own final analysis keeps the
+// older step's heads.json).
+std::optional<int64_t> analyzed_step(const RunFolder& folder);
 
 }  // namespace headlab::train

@@ -10,6 +10,7 @@
 #include "analysis/heads_json.h"
 #include "arrays.h"
 #include "attend.h"
+#include "interrupt.h"
 #include "model.h"
 
 namespace headlab::python {
@@ -71,6 +72,7 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
       throw std::invalid_argument("corrupted: expected shape " + shape_text({t.batch, t.seq_len}) + " (the tokens'), got " +
                                   shape_text({c->batch, c->seq_len}));
   }
+  const Interruptible interruptible;  // Ctrl-C stops the analysis between two forward passes
   py::gil_scoped_release release;
   analysis::AnalysisOptions options;
   options.labels.score_threshold = labels.threshold;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "arrays.h"
+#include "interrupt.h"
 #include "autograd/variable.h"
 #include "layers/hook_set.h"
 #include "layers/hooks.h"
@@ -102,6 +103,7 @@ py::tuple run(const Model& model, const IntArray& tokens, const std::vector<std:
   core::Tensor logits;
   bool failed = false;
   {
+    const Interruptible interruptible;  // Ctrl-C stops the pass between two blocks
     py::gil_scoped_release release;
     autograd::NoGradGuard no_grad;
     layers::Probe probe;
@@ -132,6 +134,7 @@ py::dict gradients(const Model& model, const IntArray& tokens, const IntArray& t
   const core::Tensor mask = padding_mask_of(lengths, t);
   std::map<std::string, core::Tensor> grads;
   {
+    const Interruptible interruptible;
     py::gil_scoped_release release;
     grads = layers::activation_gradients(*model.transformer, t.ids, t.batch, t.seq_len, y.ids, names, &mask);
   }

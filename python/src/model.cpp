@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "arrays.h"
+#include "interrupt.h"
 #include "autograd/variable.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -42,6 +43,7 @@ py::array forward(const Model& model, const IntArray& tokens, const std::optiona
   const core::Tensor mask = padding_mask_of(lengths, t);
   core::Tensor logits;
   {
+    const Interruptible interruptible;  // Ctrl-C stops the pass between two blocks
     py::gil_scoped_release release;
     autograd::NoGradGuard no_grad;
     logits = model.transformer->forward(t.ids, t.batch, t.seq_len, &mask).value();

@@ -1,12 +1,16 @@
 """headlab.analyze with the caller's own patterns, roles and sequences of
 different lengths, and Model.task_batch (the run's own analysis batch)."""
 import json
+import os
+import signal
+import threading
+import time
 
 import numpy as np
 import pytest
 
 import headlab
-from conftest import cli
+from conftest import cli, random_tokens
 
 FAST = dict(pruning=False, importance_examples=1)
 
@@ -180,3 +184,24 @@ def test_a_padded_position_is_no_query_of_a_pattern(mlp_model):
     # Per-sequence lists follow each sequence's own length.
     records = headlab.analyze(mlp_model, rows, targets, patterns={"p": [[None, 0, 1], [None, 0, 1, 2, 3, 4]]}, **FAST)
     assert all(h["scores"]["user"]["p"] is not None for h in records["heads"])
+
+
+def test_ctrl_c_stops_an_analysis_at_once(attn_model):
+    # The C++ analysis runs with the GIL released; Ctrl-C must not wait for its
+    # end (several seconds here). Python's own handler first: a suite started in
+    # the background (`cmd &` without job control) inherits SIGINT ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    tokens = random_tokens(attn_model, batch=1024)
+    ctrl_c = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        start = time.monotonic()
+        ctrl_c.start()
+        with pytest.raises(KeyboardInterrupt):
+            headlab.analyze(attn_model, tokens, corrupted=tokens[::-1].copy())
+        assert time.monotonic() - start < 1.5
+    finally:
+        ctrl_c.cancel()
+        ctrl_c.join()
+        signal.signal(signal.SIGINT, previous)
+    # Nothing of the stop is left behind: the next analysis runs to its end.
+    assert len(headlab.analyze(attn_model, tokens[:4], **FAST)["heads"]) == 4

@@ -134,5 +134,49 @@ TEST(Activations, AnalyzeDataWritesIntoItsOwnFolderOnly) {
   EXPECT_EQ(snapshot(shared_run()), before);
 }
 
+// Every number of `a` within 1e-6 of `b`'s, everything else equal.
+void expect_close(const nlohmann::json& a, const nlohmann::json& b, const std::string& at) {
+  if (a.is_number() && b.is_number()) {
+    EXPECT_NEAR(a.get<double>(), b.get<double>(), 1e-6 * std::max(1.0, std::abs(a.get<double>()))) << at;
+  } else if (a.is_structured() && a.type() == b.type() && a.size() == b.size()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      const std::string key = a.is_object() ? it.key() : std::to_string(std::distance(a.begin(), it));
+      expect_close(*it, a.is_object() ? b.at(it.key()) : b.at(std::stoul(key)), at + "." + key);
+    }
+  } else {
+    EXPECT_EQ(a, b) << at;
+  }
+}
+
+// analyze --data reads the file --batch sequences at a time (by default the
+// run's eval batch), all of it: memory is a chunk's, the numbers those of one
+// batch holding the whole file (within 1e-6, docs/head-metrics.md).
+TEST(Activations, AnalyzeDataReadsTheWholeFileAChunkAtATime) {
+  TempDir tmp;
+  std::string rows;
+  for (int i = 0; i < 2500; ++i)
+    rows += "{\"tokens\": [" + std::to_string(i % 8) + ", " + std::to_string(i / 8 % 8) + ", 2, " +
+            std::to_string(i * 7 % 8) + ", 4, 5]}\n";
+  write_bytes(tmp / "rows.jsonl", rows);
+  const RunResult whole = run_headlab({"analyze", shared_run(), "--data", "rows.jsonl", "--batch", "2500", "--out",
+                                       "whole", "--example", "2499", "--patch", "--threads", "1"},
+                                      tmp.path());
+  ASSERT_EQ(whole.exit_code, 0) << whole.describe();
+  const RunResult chunked = run_headlab(
+      {"analyze", shared_run(), "--data", "rows.jsonl", "--out", "chunked", "--example", "2499", "--patch", "--threads", "1"},
+      tmp.path());
+  ASSERT_EQ(chunked.exit_code, 0) << chunked.describe();
+  const nlohmann::json a = nlohmann::json::parse(read_bytes(tmp / "whole/heads.json"));
+  const nlohmann::json b = nlohmann::json::parse(read_bytes(tmp / "chunked/heads.json"));
+  ASSERT_FALSE(a.at("patching").is_null());
+  expect_close(a, b, "heads.json");
+#if !defined(__SANITIZE_ADDRESS__)
+  // The whole file's attention, logits and head outputs at once: some 40 MB
+  // more than 32 sequences at a time, which stay near the process's own size.
+  EXPECT_GT(whole.peak_rss_kib, chunked.peak_rss_kib + 20 * 1024) << "the comparison proves nothing";
+  EXPECT_LT(chunked.peak_rss_kib, 40 * 1024) << "the analysis is not bounded by the chunk";
+#endif
+}
+
 }  // namespace
 }  // namespace headlab::cli_test

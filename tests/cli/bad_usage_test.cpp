@@ -340,6 +340,9 @@ const std::vector<BadCase>& cases() {
     c.push_back({"analyze_task_of_another_model", {"analyze", "{run}", "--task", "induction"}, 2, {"induction"}});
     c.push_back({"analyze_patch_with_one_sequence", {"analyze", "{run}", "--patch", "--batch", "1"}, 2,
                  {"--patch needs at least 2 sequences", "--batch 2"}});
+    c.push_back({"analyze_data_patch_with_one_sequence",
+                 {"analyze", "{run}", "--data", "{cfg:{\"tokens\": [1, 2, 3, 4]}}", "--out", "{out}", "--patch"}, 2,
+                 {"--patch needs at least 2 sequences", "holds 1"}});
     c.push_back({"analyze_patch_given_a_value", {"analyze", "{run}", "--patch=maybe"}, 2, {"maybe"}});
     c.push_back({"analyze_patch_typo", {"analyze", "{run}", "--pach"}, 2, {"unknown flag --pach (did you mean --patch?)"}});
     c.push_back({"analyze_negative_threads", {"analyze", "{run}", "--threads", "-1"}, 2, {"--threads"}});

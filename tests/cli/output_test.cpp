@@ -113,6 +113,62 @@ TEST(Analyze, AnotherTaskWritesBesideTheRunAndRecordsWhatItAnalyzed) {
   EXPECT_EQ(j["expected_roles"][0]["pattern"], "first-token");
 }
 
+// analyze RUN with another --batch than the run's eval batch is not the
+// run's own analysis: it goes beside it (RUN/analysis-batch-N), and the run's
+// heads.json and report.html stay as they were; --out RUN replaces them.
+TEST(Analyze, AnotherBatchWritesBesideTheRunNeverOverItsOwnAnalysis) {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  copy_dir(shared_run(), run);
+  const std::string heads = read_bytes(run + "/heads.json"), report = read_bytes(run + "/report.html");
+  const RunResult r = run_headlab({"analyze", run, "--batch", "4", "--no-color"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.err.find("eval batch of 32 sequences; this one of 4 sequences goes to " + run + "/analysis-batch-4"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(read_bytes(run + "/heads.json"), heads) << "the run's own analysis was replaced by one of 4 sequences";
+  EXPECT_EQ(read_bytes(run + "/report.html"), report);
+  const nlohmann::json beside = nlohmann::json::parse(read_bytes(run + "/analysis-batch-4/heads.json"));
+  EXPECT_EQ(beside.at("step"), 20) << "heads.json says which checkpoint it analyzed";
+  const RunResult replaced = run_headlab({"analyze", run, "--batch", "4", "--out", run}, tmp.path());
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.describe();
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(run + "/heads.json")).at("loss"), beside.at("loss"));
+}
+
+// A run is complete when its heads.json is the analysis of its last step
+// ("step"): one of an earlier step -- an extension killed between its last
+// checkpoint and its final analysis keeps it -- or one without the step gets
+// the final analysis on --resume, and metrics.jsonl keeps its last line.
+TEST(Resume, AHeadsJsonOfAnEarlierStepIsNoFinalAnalysis) {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--steps", "7"}, {"--log-every", "5"}}), tmp.path()).exit_code, 0);
+  const std::string earlier = read_bytes(run + "/heads.json");
+  ASSERT_EQ(run_headlab({"train", "--resume", run, "--steps", "9"}, tmp.path()).exit_code, 0);
+  const std::vector<nlohmann::json> metrics = metrics_without_timing(run);
+  const auto analyzed_step = [&] { return nlohmann::json::parse(read_bytes(run + "/heads.json")).value("step", -1); };
+  ASSERT_EQ(analyzed_step(), 9);
+
+  write_bytes(run + "/heads.json", earlier);  // of step 7
+  const RunResult stale = run_headlab({"train", "--resume", run}, tmp.path());
+  ASSERT_EQ(stale.exit_code, 0) << stale.describe();
+  EXPECT_EQ(stale.out.find("is complete"), std::string::npos) << stale.out;
+  EXPECT_EQ(analyzed_step(), 9);
+  EXPECT_EQ(metrics_without_timing(run), metrics) << "the final analysis alone must not drop the last line";
+
+  nlohmann::json unmarked = nlohmann::json::parse(read_bytes(run + "/heads.json"));
+  unmarked.erase("step");  // as written before heads.json recorded it
+  write_bytes(run + "/heads.json", unmarked.dump(2));
+  const RunResult legacy = run_headlab({"train", "--resume", run}, tmp.path());
+  ASSERT_EQ(legacy.exit_code, 0) << legacy.describe();
+  EXPECT_EQ(legacy.out.find("is complete"), std::string::npos) << legacy.out;
+  EXPECT_EQ(analyzed_step(), 9);
+
+  const RunResult done = run_headlab({"train", "--resume", run}, tmp.path());
+  EXPECT_NE(done.out.find(run + " is complete at step 9"), std::string::npos) << done.describe();
+  EXPECT_EQ(metrics_without_timing(run), metrics);
+}
+
 // A finished run resumed without a higher --steps has nothing to train: it
 // says so, and how to extend it, and leaves the folder as it was.
 TEST(Resume, AFinishedRunSaysItIsCompleteAndHowToExtendIt) {

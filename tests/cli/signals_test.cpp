@@ -151,5 +151,24 @@ TEST(Signals, SigintDuringAnEvalsDumpsLeavesNothingBehind) {
   EXPECT_FALSE(fs::exists(dir / "acts.safetensors"));
 }
 
+// SIGINT during analyze --data ends it between two forward passes, exit 130
+// with one line saying so, and nothing written.
+TEST(Signals, SigintDuringAnAnalysisEndsItAndWritesNothing) {
+  TempDir dir;
+  std::string rows;
+  for (int i = 0; i < 20000; ++i) rows += "{\"tokens\": [" + std::to_string(i % 8) + ", 1, 2, 3, 4, 5]}\n";
+  write_bytes(dir / "rows.jsonl", rows);
+  Child child(headlab_path(), {"analyze", shared_run(), "--data", "rows.jsonl", "--batch", "4", "--out", "mine"},
+              dir.path(), dir.path());
+  // The file is some seconds' work; the signal comes while it runs.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  child.signal(SIGINT);
+  const auto signalled = std::chrono::steady_clock::now();
+  const RunResult r = child.wait(30);
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(5)) << "not stopped promptly";
+  EXPECT_TRUE(clean_failure(r, 130, {"stopped by SIGINT", "nothing was written"}));
+  EXPECT_FALSE(fs::exists(dir / "mine"));
+}
+
 }  // namespace
 }  // namespace headlab::cli_test

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `headlab sweep` over a grid of any training flags, end to end, on a tiny
 # model trained 2 steps: --lr 1e-3,1e-2 --layers 1,2 --seeds 0-2 gives 12 runs
-# grouped into 4 configurations in sweep.json and sweep.html; --redraw;
-# --resume keeps the plan and --jobs; shards with other settings are refused
-# (when they start and by --collect), as are plan files no sweep could have
-# written; a folder of user files is never written; a run's stdout.log is not
+# grouped into 4 configurations in sweep.json and sweep.html; --redraw (of a
+# sweep.json a sweep could have written only); --resume keeps the plan and
+# --jobs and runs a run with a damaged heads.json again; shards with other
+# settings, or of another split, are refused (when they start and by
+# --collect), as are plan files no sweep could have written; a folder of user files is never written; a run's stdout.log is not
 # opened through a link; two sweeps never write one folder at once.
 #
 #   tests/cli/sweep_grid_test.sh [HEADLAB]     (default: $HEADLAB_BUILD_DIR/headlab, else build/headlab)
@@ -74,15 +75,30 @@ rm "$tmp/grid/sweep.html"
 "$headlab" sweep --redraw "$tmp/grid" >/dev/null 2>"$tmp/err.txt" || fail "--redraw failed: $(cat "$tmp/err.txt")"
 grep -q '<li>layers 2, lr 0.01, h2: ' "$tmp/grid/sweep.html" 2>/dev/null || fail "--redraw wrote no page of the grid"
 refused "not a sweep folder" sweep --redraw "$tmp"
+# As strictly as --resume reads the plan and --collect the runs: no page of a file no sweep wrote.
+cp "$tmp/grid/sweep.json" "$tmp/grid.json"
+for change in 'j["runs"] = "x"' 'j["seeds"] = [5, 5]' 'j["runs"][0]["loss"] = "high"' 'j["runs"][0]["dir"] = "elsewhere"' \
+              'j["runs"] = j["runs"] * 2' 'j["config"]["steps"] = -1' 'del j["format"]'; do
+  edit "$tmp/grid/sweep.json" "$change"
+  "$headlab" sweep --redraw "$tmp/grid" >/dev/null 2>"$tmp/err.txt"
+  [[ $? -eq 2 && $(wc -l <"$tmp/err.txt") -eq 1 ]] && grep -qF -- "--redraw $tmp/grid: $tmp/grid/sweep.json" "$tmp/err.txt" ||
+    fail "--redraw of a sweep.json with $change: $(cat "$tmp/err.txt")"
+  cp "$tmp/grid.json" "$tmp/grid/sweep.json"
+done
 
-echo "== --resume keeps the grid, the finished runs and --jobs"
+echo "== --resume keeps the grid, the finished runs and --jobs; a damaged heads.json is analyzed again"
 rm "$tmp/grid/layers2-lr0.01-h2-s2/heads.json"
 rm -r "$tmp/grid/layers1-lr0.001-h2-s1"
+echo '{"format": "headlab-heads/1", ' >"$tmp/grid/layers2-lr0.001-h2-s0/heads.json"
 refused "--lr cannot be given with it" sweep --resume "$tmp/grid" --lr 0.1
 "$headlab" sweep --resume "$tmp/grid" >"$tmp/out.txt" 2>"$tmp/err.txt" || fail "--resume failed: $(cat "$tmp/err.txt")"
 grep -q '^sweep: 12 runs of first-prev-pair (layers 1,2 x lr 0.001,0.01 x heads 2 x seeds 0,1,2, 2 steps each), 3 at a time' \
   "$tmp/err.txt" || fail "--resume did not keep the plan and --jobs 3: $(head -1 "$tmp/err.txt")"
-[[ $(grep -c 'finished earlier' "$tmp/err.txt") -eq 10 ]] || fail "not 10 runs kept: $(cat "$tmp/err.txt")"
+[[ $(grep -c 'finished earlier' "$tmp/err.txt") -eq 9 ]] || fail "not 9 runs kept: $(cat "$tmp/err.txt")"
+grep -qF "sweep: cannot read $tmp/grid/layers2-lr0.001-h2-s0/heads.json: " "$tmp/err.txt" &&
+  grep -q "running layers2-lr0.001-h2-s0 again" "$tmp/err.txt" || fail "the damaged heads.json is not named: $(cat "$tmp/err.txt")"
+python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if all(r['status'] == 'done' for r in s['runs']) else 1)" \
+  "$tmp/grid/sweep.json" || fail "a run of the resumed sweep is not done"
 [[ $(ls -d "$tmp"/grid/*-s* | wc -l) -eq 12 ]] || fail "--resume made other run folders"
 
 echo "== bad lists exit 2 and create nothing"
@@ -129,6 +145,20 @@ cp "$tmp/shard2.json" "$shard2"
 edit "$shard2" 'j["shard"] = 3'
 refused '"shard" 3 is not a whole number from 1 to 2' sweep --collect "$tmp/shards"
 cp "$tmp/shard2.json" "$shard2"
+
+echo "== one folder holds one split of a sweep: another is refused when it starts and by --collect"
+refused "--out $tmp/shards holds shard-1-of-2.json, shard-2-of-2.json, of this sweep split into 2 shards" \
+  sweep --layers 1,2 --seeds 0 "${tiny[@]}" --shard 1/3 --out "$tmp/shards"
+grep -qF "(--shard K/2), or remove those files first (rm $tmp/shards/shard-1-of-2.json $tmp/shards/shard-2-of-2.json)" \
+  "$tmp/err.txt" || fail "the refusal does not say what to do: $(cat "$tmp/err.txt")"
+[[ ! -e $tmp/shards/shard-1-of-3.json ]] || fail "the refused shard wrote its file"
+cp "$shard2" "$tmp/shards/shard-3-of-3.json"
+edit "$tmp/shards/shard-3-of-3.json" 'j["shard"] = 3; j["shards"] = 3'
+refused "shard files of 2 splits of the sweep are mixed in one folder: 2 shards (shard-1-of-2.json, shard-2-of-2.json; all done) and 3 shards (shard-3-of-3.json; shards 1, 2 missing)" \
+  sweep --collect "$tmp/shards"
+grep -qF "(rm $tmp/shards/shard-3-of-3.json), then --collect again" "$tmp/err.txt" || fail "--collect does not name the file to remove: $(cat "$tmp/err.txt")"
+rm "$tmp/shards/shard-3-of-3.json"
+"$headlab" sweep --collect "$tmp/shards" >/dev/null 2>"$tmp/err.txt" || fail "--collect of one split failed: $(cat "$tmp/err.txt")"
 
 echo "== a folder of user files is never written, with --shard or --force"
 mkdir -p "$tmp/user/h2-s0"

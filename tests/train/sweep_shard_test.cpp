@@ -78,5 +78,15 @@ TEST(SweepShard, FileNameAndStatus) {
   EXPECT_THROW(status_from_name("nope"), std::invalid_argument);
 }
 
+TEST(SweepShard, AFileNameIsReadBackOnlyAsShardFileNameWritesIt) {
+  const std::optional<Shard> s = shard_of_file_name("shard-2-of-4.json");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->index, 2);
+  EXPECT_EQ(s->count, 4);
+  for (const char* other : {"shard-02-of-4.json", "shard-5-of-4.json", "shard-0-of-4.json", "shard-1-of-4.json.tmp",
+                            "shard-1of4.json", "shard--of-4.json", "shard-1-of-10001.json", "sweep.json"})
+    EXPECT_FALSE(shard_of_file_name(other).has_value()) << other;
+}
+
 }  // namespace
 }  // namespace headlab::train

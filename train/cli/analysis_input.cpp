@@ -1,5 +1,6 @@
 #include "train/cli/analysis_input.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 
@@ -12,14 +13,16 @@ AnalysisInput AnalysisInput::of_run(const train::Checkpoint& ck) {
   AnalysisInput in;
   in.session_ = std::make_unique<train::Session>(ck);
   train::check_analysable(in.batch(), in.task().name());
+  in.rows_ = in.chunk_rows_ = in.batch().batch;
+  in.source_ = "the batch";
   return in;
 }
 
 AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::string& ck_path, const std::string& data,
-                                     int64_t rows) {
+                                     int64_t chunk_rows) {
   AnalysisInput in;
-  // None of the run's training or held-out sets: the file, all of it (or
-  // its first `rows` sequences), with the model's own sizes and classes.
+  // None of the run's training or held-out sets: the file, all of it, with
+  // the model's own sizes and classes.
   in.config_ = ck.info.config;
   in.config_.train_size = 0;
   in.config_.train_fraction = 0;
@@ -27,18 +30,50 @@ AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::str
   in.config_.eval_data.clear();
   in.config_.data = std::filesystem::absolute(data).lexically_normal().string();
   in.config_.model = ck.model;
-  in.config_.eval_batch = rows > 0 ? rows : std::numeric_limits<int64_t>::max();
   in.task_ = train::make_task_for(in.config_);
   train::check_task_fits(*in.task_, ck.model);
-  const int64_t n = in.task_->eval_rows(in.config_.eval_batch);
-  train::check_sizes(ck.model, {{"--data", n}});
-  in.config_.eval_batch = n;
-  in.batch_ = in.task_->eval_batch(n, in.config_.seed);
-  // The file's own lengths, not the model's seq-len, decide what can be analyzed.
-  train::check_analysable(in.batch_, "--data " + data);
+  in.rows_ = in.task_->eval_rows(std::numeric_limits<int64_t>::max());
+  in.config_.eval_batch = in.rows_;
+  in.source_ = "--data " + data;
+  // A chunk at a time, as eval --data scores the file: memory is the
+  // chunk's, whatever the file's length.
+  in.chunk_rows_ = std::min(in.rows_, chunk_rows > 0 ? chunk_rows : ck.info.config.eval_batch);
+  try {
+    train::check_sizes(ck.model, {{chunk_rows > 0 ? "--batch" : "the checkpoint's eval-batch", in.chunk_rows_}});
+  } catch (const train::UsageError& e) {
+    if (chunk_rows > 0) throw;
+    throw train::UsageError(std::string(e.what()) + "; give --batch N to analyze fewer sequences at a time");
+  }
+  // The file's own lengths, not the model's seq-len, decide what can be
+  // analyzed: the lengths of all of it, a chunk at a time.
+  train::Batch lengths{0, 0, {}, {}, {}};
+  for (int64_t first = 0; first < in.rows_; first += in.chunk_rows_) {
+    const train::Batch chunk = in.read(first, std::min(in.chunk_rows_, in.rows_ - first));
+    lengths.lengths.insert(lengths.lengths.end(), chunk.lengths.begin(), chunk.lengths.end());
+    lengths.batch += chunk.batch;
+  }
+  train::check_analysable(lengths, in.source_);
   in.model_ = train::load_model(ck, ck_path);
   in.model_->eval();
   return in;
+}
+
+train::Batch AnalysisInput::read(int64_t first, int64_t count) const {
+  if (!session_) return task_->eval_slice(first, count, config_.seed);
+  const train::Batch& all = session_->eval_batch();
+  if (first == 0 && count == all.batch) return all;
+  if (first < 0 || count < 1 || first + count > all.batch)
+    throw std::invalid_argument("AnalysisInput::read: rows " + std::to_string(first) + " .. " +
+                                std::to_string(first + count - 1) + " of a batch of " + std::to_string(all.batch));
+  const auto at = [&](const std::vector<int32_t>& v, int64_t per_row) {
+    return std::vector<int32_t>(v.begin() + first * per_row, v.begin() + (first + count) * per_row);
+  };
+  train::Batch out{count, all.seq_len, at(all.tokens, all.seq_len), at(all.targets, all.seq_len),
+                   all.lengths.empty() ? std::vector<int32_t>{} : at(all.lengths, 1)};
+  for (const analysis::AttendPattern& p : all.attend) out.attend.push_back(analysis::attend_rows(p, first, count));
+  out.roles = all.roles;
+  out.sources = all.sources;
+  return out;
 }
 
 void check_data_out(const std::string& data, const std::string& out) {

@@ -1,6 +1,6 @@
 // What `headlab analyze` analyzes: the run's own session (its task and
 // evaluation batch), or with --data the checkpoint's model on the sequences
-// of a data file of the user's own.
+// of a data file of the user's own, read a chunk of rows at a time.
 #pragma once
 
 #include <cstdint>
@@ -16,25 +16,35 @@ namespace headlab::cli {
 
 class AnalysisInput {
  public:
-  // The run's session, as the checkpoint's config describes it.
+  // The run's session, as the checkpoint's config describes it: one chunk,
+  // its evaluation batch.
   static AnalysisInput of_run(const train::Checkpoint& ck);
-  // The checkpoint's model on the first `rows` sequences of `data` (0: all),
-  // the file read with the model's own sizes and classes, as eval --data
-  // reads it. UsageError when the file does not fit the model.
+  // The checkpoint's model on every sequence of `data`, the file read with
+  // the model's own sizes and classes, as eval --data reads it, and analyzed
+  // `chunk_rows` sequences at a time (0: the checkpoint's eval batch).
+  // UsageError when the file does not fit the model, or a chunk its memory.
   static AnalysisInput of_file(const train::Checkpoint& ck, const std::string& ck_path, const std::string& data,
-                               int64_t rows);
+                               int64_t chunk_rows);
 
-  const train::Batch& batch() const { return session_ ? session_->eval_batch() : batch_; }
+  int64_t rows() const { return rows_; }              // sequences analyzed
+  int64_t chunk_rows() const { return chunk_rows_; }  // at a time
+  // Sequences [first, first + count) of them.
+  train::Batch read(int64_t first, int64_t count) const;
+  // The run's evaluation batch (of_run only).
+  const train::Batch& batch() const { return session_->eval_batch(); }
   train::Task& task() { return session_ ? session_->task() : *task_; }
   layers::Transformer& model() { return session_ ? session_->model() : *model_; }
   const train::TrainConfig& config() const { return session_ ? session_->config() : config_; }
+  // "data:FILE" or the task's name, and how messages name the rows ("the batch", "--data FILE").
+  std::string source() const { return source_; }
 
  private:
   std::unique_ptr<train::Session> session_;
   train::TrainConfig config_;
   std::unique_ptr<train::Task> task_;
   std::unique_ptr<layers::Transformer> model_;
-  train::Batch batch_;
+  int64_t rows_ = 0, chunk_rows_ = 0;
+  std::string source_;
 };
 
 // With --data the analysis must not land on the run's own heads.json by

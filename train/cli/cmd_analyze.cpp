@@ -2,8 +2,12 @@
 // on its run's evaluation batch (or another task, or a data file's sequences): the terminal table and
 // heatmaps, heads.json and report.html. With --patch, also the interventions:
 // mean and resample ablation, and activation patching from the clean batch
-// into the task's corrupted one (Task::corrupt).
+// into the task's corrupted one (Task::corrupt). A data file is analyzed
+// --batch sequences at a time (analysis/analyze_model.h, analyze_chunks),
+// with a progress bar on a terminal; a stop signal ends it with nothing written.
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -12,14 +16,17 @@
 #include "analysis/heads_json.h"
 #include "analysis/intervention_text.h"
 #include "analysis/text_report.h"
+#include "core/interrupt.h"
 #include "core/shortest.h"
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/cli/analysis_input.h"
 #include "train/cli/cli.h"
+#include "train/cli/progress_bar.h"
 #include "train/errors.h"
 #include "train/run_folder.h"
 #include "train/session.h"
+#include "train/signals.h"
 #include "train/snapshots.h"
 #include "train/trainer.h"
 
@@ -72,6 +79,75 @@ void check_analysis_out(const std::string& out) {
                             "); give an empty or new folder");
 }
 
+// The rows of one chunk of the analysis, with what its views point into.
+struct Chunk {
+  train::Batch rows, next;  // next: the row after them, for resample ablation
+  std::vector<int32_t> corrupted;
+};
+
+// `rows` and then `next`'s one row: what a corruption that pairs each row
+// with the next one reads for the last row of a chunk.
+train::Batch followed_by(const train::Batch& rows, const train::Batch& next) {
+  train::Batch out = rows;
+  out.batch += next.batch;
+  out.tokens.insert(out.tokens.end(), next.tokens.begin(), next.tokens.end());
+  out.targets.insert(out.targets.end(), next.targets.begin(), next.targets.end());
+  if (!out.lengths.empty()) out.lengths.insert(out.lengths.end(), next.lengths.begin(), next.lengths.end());
+  return out;
+}
+
+// The chunks of `input` as the analysis reads them: each with the
+// positional `patterns` over its rows and, given `corruption`, the corrupted
+// tokens for patching.
+analysis::ReadChunk chunk_reader(AnalysisInput& input, const std::vector<std::string>& patterns,
+                                 core::Generator* corruption) {
+  return [&input, &patterns, corruption](int64_t first, int64_t count, bool with_next) {
+    auto chunk = std::make_shared<Chunk>();
+    chunk->rows = input.read(first, count);
+    train::Batch& rows = chunk->rows;
+    for (const std::string& spec : patterns)
+      rows.attend.push_back(analysis::positional_pattern(spec, rows.batch, rows.seq_len, input.model().spec().causal,
+                                                         rows.targets, rows.lengths));
+    if (with_next) chunk->next = input.read((first + count) % input.rows(), 1);
+    if (corruption != nullptr) {
+      // Rows that take the next row's tokens take the next of the whole set,
+      // across chunks, as a corruption of all of it at once would.
+      chunk->corrupted = input.task().corrupt(with_next ? followed_by(rows, chunk->next) : rows, *corruption);
+      chunk->corrupted.resize(rows.tokens.size());
+    }
+    analysis::ExampleChunk views;
+    views.examples = train::examples_of(chunk->rows);
+    if (with_next) views.next = train::examples_of(chunk->next);
+    views.corrupted = chunk->corrupted;
+    views.storage = chunk;
+    return views;
+  };
+}
+
+// The analysis's progress line on a terminal, in train's style.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool shown) : shown_(shown), start_(std::chrono::steady_clock::now()) {}
+  void show(const analysis::AnalysisProgress& p) {
+    if (!shown_) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double eta = p.fraction > 0 ? seconds * (1 - p.fraction) / p.fraction : 0;
+    std::string what = "sequence " + std::to_string(p.rows_done) + "/" + std::to_string(p.rows);
+    if (p.passes > 1) what = "pass " + std::to_string(p.pass) + " of " + std::to_string(p.passes) + ", " + what;
+    std::fprintf(stderr, "\r%s   ", progress_line(p.fraction, what, eta).c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+  void clear() {
+    if (drawn_) std::fprintf(stderr, "\r\033[K");
+    drawn_ = false;
+  }
+
+ private:
+  bool shown_, drawn_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
 int run_analyze(const AnalyzeArgs& args) {
   const bool is_dir = fs::is_directory(args.target);
   if (args.step_given && args.step < 0)
@@ -100,16 +176,23 @@ int run_analyze(const AnalyzeArgs& args) {
   const std::string trained_on =
       ck.info.config.data.empty() ? ck.info.config.task : "data:" + ck.info.config.data;
   const bool other_task = !args.task.empty() && args.task != trained_on;
+  // So is another batch than the run's evaluation batch: the run's own
+  // analysis (of all of it) is never replaced by one of fewer sequences.
+  const int64_t run_batch = ck.info.config.eval_batch;
+  const bool other_batch = args.batch_given && args.data.empty() && args.batch != run_batch;
   if (!args.task.empty()) {
     ck.info.config.task = args.task;
     ck.info.config.data.clear();
   }
   if (args.batch_given) ck.info.config.eval_batch = args.batch;
+  // Their folder beside the run's files: RUN/analysis-TASK, RUN/analysis-batch-N, RUN/analysis-TASK-batch-N.
+  std::string beside = other_task ? "analysis-" + args.task : "";
+  if (other_batch) beside += (beside.empty() ? "analysis-batch-" : "-batch-") + std::to_string(args.batch);
   const std::string home = is_dir ? args.target : fs::path(ck_path).parent_path().string();
   const std::string chosen = !args.out.empty() ? args.out
                              : snapshot        ? (fs::path(ck_path).parent_path() / fs::path(ck_path).stem()).string()
-                             : other_task ? (fs::path(home.empty() ? "." : home) / ("analysis-" + args.task)).string()
-                                          : home;
+                             : !beside.empty() ? (fs::path(home.empty() ? "." : home) / beside).string()
+                                               : home;
   const std::string out = chosen.empty() ? "." : chosen;
   std::error_code same_ec;
   const bool own_folder = fs::equivalent(out, home.empty() ? "." : home, same_ec);
@@ -119,44 +202,68 @@ int run_analyze(const AnalyzeArgs& args) {
   // trainer holds it (its heads.json would be overwritten by the next one).
   std::unique_ptr<train::RunLock> lock;
   if (own_folder && train::folder_marker(out) == "run") lock = std::make_unique<train::RunLock>(out);
-  AnalysisInput input = args.data.empty()
-                            ? AnalysisInput::of_run(ck)
-                            : AnalysisInput::of_file(ck, ck_path, args.data, args.batch_given ? args.batch : 0);
-  if (args.example >= input.batch().batch)
+  AnalysisInput input = args.data.empty() ? AnalysisInput::of_run(ck)
+                                           : AnalysisInput::of_file(ck, ck_path, args.data, args.batch_given ? args.batch : 0);
+  const std::string sequences =
+      args.data.empty() ? "sequences of the batch" : "sequences of --data " + args.data;
+  if (args.example >= input.rows())
     throw train::UsageError("--example " + std::to_string(args.example) + " is beyond the " +
-                            std::to_string(input.batch().batch) + " sequences of the batch");
-  analysis::AnalysisOptions options;
-  options.labels = args.labels;
-  options.example = args.example;
-  std::vector<int32_t> corrupted;
-  if (args.patch) {
-    if (input.batch().batch < 2)
-      throw train::UsageError("--patch needs at least 2 sequences in the batch (resample ablation takes another "
-                              "sequence's head outputs); give --batch 2 or more");
-    // Its own stream, so the corruption never depends on the training batches.
-    core::Generator gen(input.config().seed ^ 0x7061746368000000ULL);  // "patch"
-    corrupted = input.task().corrupt(input.batch(), gen);
-    options.interventions = true;
-    options.corruption.tokens = corrupted;
-    options.corruption_text = input.task().corruption();
-  }
-  train::Batch batch = input.batch();
-  for (const std::string& spec : args.patterns) {
+                            std::to_string(input.rows()) + " " + sequences);
+  if (args.patch && input.rows() < 2)
+    throw train::UsageError("--patch needs at least 2 sequences (resample ablation takes another sequence's head "
+                            "outputs); " + (args.data.empty() ? std::string("give --batch 2 or more")
+                                                              : "--data " + args.data + " holds 1"));
+  // Every positional pattern over one row, to refuse a bad one before any work.
+  const train::Batch first_row = input.read(0, 1);
+  for (std::size_t i = 0; i < args.patterns.size(); ++i) {
     try {
-      batch.attend.push_back(analysis::positional_pattern(spec, batch.batch, batch.seq_len,
-                                                          input.model().spec().causal, batch.targets, batch.lengths));
+      (void)analysis::positional_pattern(args.patterns[i], 1, first_row.seq_len, input.model().spec().causal,
+                                         first_row.targets, first_row.lengths);
     } catch (const std::invalid_argument& e) {
       throw train::UsageError(e.what());
     }
-    for (std::size_t i = 0; i + 1 < batch.attend.size(); ++i)
-      if (batch.attend[i].name == spec) throw train::UsageError("--pattern " + spec + " is given twice");
+    for (std::size_t j = 0; j < i; ++j)
+      if (args.patterns[j] == args.patterns[i]) throw train::UsageError("--pattern " + args.patterns[i] + " is given twice");
+    for (const analysis::AttendPattern& p : first_row.attend)
+      if (p.name == args.patterns[i])
+        throw train::UsageError("--pattern " + args.patterns[i] + " is also an \"attend\" pattern of " +
+                                input.source() + "; drop one of them");
   }
-  analysis::RunAnalysis run = analysis::analyze_model(input.model(), train::examples_of(batch), options);
+  analysis::AnalysisOptions options;
+  options.labels = args.labels;
+  options.example = args.example;
+  options.interventions = args.patch;
+  if (args.patch) options.corruption_text = input.task().corruption();
+  options.chunk_rows = input.chunk_rows();
+  ProgressBar bar(stderr_is_terminal());
+  options.progress = [&bar](const analysis::AnalysisProgress& p) { bar.show(p); };
+  // Its own stream, so the corruption never depends on the training batches.
+  core::Generator corruption_gen(input.config().seed ^ 0x7061746368000000ULL);  // "patch"
+  const analysis::ReadChunk read = chunk_reader(input, args.patterns, args.patch ? &corruption_gen : nullptr);
+  // Ctrl-C ends the analysis between two forward passes; nothing is written.
+  train::install_stop_handlers();
+  const core::InterruptScope stoppable(train::throw_if_stopped);
+  analysis::RunAnalysis run = [&] {
+    try {
+      return analysis::analyze_chunks(input.model(), input.rows(), read, options);
+    } catch (...) {
+      bar.clear();
+      throw;
+    }
+  }();
+  bar.clear();
   run.analyzed = input.task().name();
+  run.step = ck.info.step;
 
-  if (other_task && args.out.empty())
-    std::cerr << "analyze: the run trained on " << trained_on << "; its analysis on " << args.task << " goes to "
-              << out << " (its own heads.json and report.html are kept)\n";
+  if (!beside.empty() && args.out.empty() && !snapshot) {
+    const std::string of_batch = other_batch ? " of " + std::to_string(args.batch) + " sequences" : "";
+    std::cerr << "analyze: "
+              << (other_task ? "the run trained on " + trained_on + "; its analysis on " + args.task + of_batch
+                             : "the run's own analysis reads its eval batch of " + std::to_string(run_batch) +
+                                   " sequences; this one" + of_batch)
+              << " goes to " << out << " (its own heads.json and report.html are kept; --out "
+              << (home.empty() ? "." : home) << " replaces them)\n";
+  }
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
@@ -195,12 +302,15 @@ Command add_analyze(CLI::App& app) {
                  "analyze on this task's batch (default: the run's task); another task than the run's writes into "
                  "RUN/analysis-TASK/ unless --out says where");
   app.add_option("--data", args->data,
-                 "analyze on the sequences of this JSONL file (as eval --data reads it) instead; needs --out");
+                 "analyze on every sequence of this JSONL file (as eval --data reads it), --batch at a time, "
+                 "instead; needs --out");
   app.add_option("--pattern", args->patterns,
                  "also score every head on a positional pattern: offset:K (attention on q - K) or position:K "
                  "(attention on position K), at the queries with a target; repeatable");
   app.add_option("--batch", args->batch,
-                 "sequences in the analysis batch (default: the run's eval batch; with --data the whole file)")
+                 "sequences in the analysis batch (default: the run's eval batch; another size writes into "
+                 "RUN/analysis-batch-N/ unless --out says where); with --data, sequences analyzed at a time (the "
+                 "whole file is, a chunk at a time; the same default)")
       ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
   app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");

@@ -32,6 +32,7 @@
 #include "train/session.h"
 #include "train/signals.h"
 #include "train/sweep.h"
+#include "train/sweep_document.h"
 #include "train/sweep_folder.h"
 #include "train/sweep_grid.h"
 #include "train/sweep_shard.h"
@@ -160,18 +161,18 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int exit_code) {
   const std::string folder = sweep.dir + "/" + run.dir;
   run.exit_code = exit_code;
   if (run.exit_code == 0) {
+    std::string file = folder + "/heads.json";  // the one being read
     try {
-      std::ifstream in(folder + "/heads.json");
-      if (!in) throw std::runtime_error("no heads.json");
+      std::ifstream in(file);
+      if (!in) throw std::runtime_error("it is missing");
       const auto result = nlohmann::json::parse(in).get<analysis::RunAnalysis>();
       train::record_analysis(run, result);
       // The emergence steps: from the analyses logged during training, if any.
-      train::record_history(run, train::read_metrics(folder + "/metrics.jsonl"),
-                            analysis::LabelOptions{}.score_threshold);
+      file = folder + "/metrics.jsonl";
+      train::record_history(run, train::read_metrics(file), analysis::LabelOptions{}.score_threshold);
     } catch (const std::exception& e) {
       run.status = train::RunStatus::failed;
-      run.error = "cannot read the results in " + folder + " (heads.json, metrics.jsonl): " +
-                  train::without_json_prefix(e.what());
+      run.error = "cannot read " + file + ": " + train::without_json_prefix(e.what());
     }
   } else if (run.exit_code == 128 + SIGINT || run.exit_code == 128 + SIGTERM || run.exit_code == 128 + SIGHUP) {
     run.status = train::RunStatus::interrupted;
@@ -192,11 +193,17 @@ int run_all(const Sweep& sweep, std::vector<train::SweepRun>& plan, std::vector<
     const std::string folder = sweep.dir + "/" + run.dir;
     started[i] = true;
     // A run finished by an earlier sweep (--resume): its heads.json is
-    // written last, after its final checkpoint.
+    // written last, after its final checkpoint. One whose results cannot be
+    // read (a damaged heads.json) is run again: `train --resume` writes its
+    // final analysis again, or trains it anew without a checkpoint.
     if (resume && fs::exists(folder + "/heads.json")) {
       finish_run(sweep, run, 0);
-      std::fprintf(stderr, "[%zu/%zu] %s (finished earlier)\n", ++finished, plan.size(), train::run_line(run).c_str());
-      return std::nullopt;
+      if (run.status == train::RunStatus::done) {
+        std::fprintf(stderr, "[%zu/%zu] %s (finished earlier)\n", ++finished, plan.size(), train::run_line(run).c_str());
+        return std::nullopt;
+      }
+      std::fprintf(stderr, "sweep: %s; running %s again\n", run.error.c_str(), run.dir.c_str());
+      run.error.clear();
     }
     train::prepare_run_folder(folder);
     std::error_code ec;
@@ -284,53 +291,23 @@ int report(const Sweep& sweep, const std::vector<train::SweepRun>& runs, std::si
   std::size_t failed = 0;
   for (const train::SweepRun& r : runs) failed += r.status == train::RunStatus::done ? 0 : 1;
   if (failed > 0) {
-    std::fprintf(stderr, "headlab sweep: %zu of %zu runs failed; their stdout.log says why\n", failed, runs.size());
+    std::fprintf(stderr, "headlab sweep: %zu of %zu runs failed; their lines above (and their stdout.log) say why\n",
+                 failed, runs.size());
     return 1;
   }
   return 0;
 }
 
-// A whole number of a sweep's file in [lo, hi]; UsageError naming `where`.
-int64_t file_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, const std::string& where) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX) ||
-      it->get<int64_t>() < lo || it->get<int64_t>() > hi)
-    throw train::UsageError(where + ": \"" + key + "\" " + (it == j.end() ? std::string("is missing") : train::brief_json(*it)) +
-                            " is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
-  return it->get<int64_t>();
-}
-
-// A run of a shard's file, checked: its folder in the plan, in this shard, once.
+// A run of a shard's file, checked (train::run_entry) and in this shard; a
+// finished one's results read again, at full precision, from its heads.json.
 train::SweepRun shard_run(const Sweep& sweep, const nlohmann::json& r, const std::vector<train::SweepRun>& plan,
                           const train::Shard& shard, const std::string& where) {
-  if (!r.is_object() || !r.contains("dir") || !r.at("dir").is_string())
-    throw train::UsageError(where + ": a run without its \"dir\"");
-  const std::string dir = r.at("dir").get<std::string>();
-  const auto it = std::find_if(plan.begin(), plan.end(), [&](const train::SweepRun& p) { return p.dir == dir; });
-  if (it == plan.end()) throw train::UsageError(where + ": the run " + train::brief_text(dir) + " is not in the plan");
-  if (!shard.holds(static_cast<std::size_t>(it - plan.begin())))
-    throw train::UsageError(where + ": the run " + dir + " is not one of shard " + std::to_string(shard.index) + "'s");
-  train::SweepRun run = *it;
-  const auto seconds = r.find("seconds");
-  if (seconds == r.end() || !seconds->is_number() || !(seconds->get<double>() >= 0) || !std::isfinite(seconds->get<double>()))
-    throw train::UsageError(where + ": the run " + dir + " has no \"seconds\" >= 0");
-  run.seconds = seconds->get<double>();
-  const auto status = r.find("status");
-  train::RunStatus s = train::RunStatus::failed;
-  try {
-    s = train::status_from_name(status != r.end() && status->is_string() ? status->get<std::string>() : "");
-  } catch (const std::invalid_argument&) {
-    throw train::UsageError(where + ": the run " + dir + " has no \"status\" done, failed or interrupted");
-  }
-  if (s == train::RunStatus::done) {
-    finish_run(sweep, run, 0);  // the results, at full precision, from its heads.json
-  } else {
-    run.status = s;
-    run.exit_code = static_cast<int>(file_int(r, "exit_code", 0, 255, where + ": the run " + dir));
-    const auto error = r.find("error");
-    run.error = error != r.end() && error->is_string() ? train::brief_text(error->get<std::string>(), 400) : "";
-  }
-  return run;
+  train::RunEntry entry = train::run_entry(r, plan, where);
+  if (!shard.holds(entry.index))
+    throw train::UsageError(where + ": the run " + entry.run.dir + " is not one of shard " +
+                            std::to_string(shard.index) + "'s");
+  if (entry.run.status == train::RunStatus::done) finish_run(sweep, entry.run, 0);
+  return entry.run;
 }
 
 // `headlab sweep --collect DIR`: the shards' files of DIR merged into
@@ -346,6 +323,7 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
   if (!train::is_sweep_folder(dir)) throw train::UsageError(where + ": not a sweep folder (a run's, or the user's)");
   std::unique_ptr<train::SweepLock> lock;
   if (!locked) lock = std::make_unique<train::SweepLock>(dir, std::nullopt);
+  train::check_one_split(dir, where);
   std::map<int, std::pair<std::string, nlohmann::json>> shards;  // by K: the file's name and content
   int count = 0;
   std::error_code ec;
@@ -354,11 +332,12 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
     if (!name.starts_with("shard-") || !name.ends_with(".json")) continue;
     const nlohmann::json j = read_plan_file(entry.path().string(), where);
     if (!j.is_object()) throw train::UsageError(where + ": " + name + " is not a shard's file");
-    const int n = static_cast<int>(file_int(j, "shards", 1, train::kMaxShards, where + ": " + name));
-    const int k = static_cast<int>(file_int(j, "shard", 1, n, where + ": " + name));
+    const int n = static_cast<int>(train::file_int(j, "shards", 1, train::kMaxShards, where + ": " + name));
+    const int k = static_cast<int>(train::file_int(j, "shard", 1, n, where + ": " + name));
     if (name != train::shard_file_name({k, n}))
       throw train::UsageError(where + ": " + name + " says it is shard " + std::to_string(k) + " of " +
                               std::to_string(n) + " (" + train::shard_file_name({k, n}) + ")");
+    (void)train::check_sweep_file(j, where + ": " + name);
     if (count != 0 && n != count)
       throw train::UsageError(where + ": shards of " + std::to_string(count) + " and of " + std::to_string(n) +
                               " sweeps are mixed in one folder");
@@ -409,7 +388,7 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
   for (const auto& [k, shard] : shards) {
     const std::string shard_where = where + ": " + shard.first;
     const nlohmann::json& j = shard.second;
-    jobs += file_int(j, "jobs", 1, static_cast<int64_t>(train::kMaxSweepRuns), shard_where);
+    jobs += train::file_int(j, "jobs", 1, static_cast<int64_t>(train::kMaxSweepRuns), shard_where);
     const auto s = j.find("seconds");
     if (s != j.end() && s->is_number() && std::isfinite(s->get<double>())) seconds = std::max(seconds, s->get<double>());
     const auto stopped = j.find("interrupted");
@@ -437,8 +416,9 @@ int redraw_sweep(const std::string& dir_arg) {
   if (!fs::is_regular_file(path)) throw train::UsageError("--redraw " + dir + ": not a sweep folder (no sweep.json)");
   const train::SweepLock lock(dir, std::nullopt);
   const nlohmann::json document = read_plan_file(path, "--redraw " + dir);
-  if (!document.is_object() || document.value("format", "") != "headlab-sweep/1")
-    throw train::UsageError("--redraw " + dir + ": " + path + " is not a sweep's sweep.json (no \"format\": \"headlab-sweep/1\")");
+  // As --resume reads its plan and --collect the shards' runs: the page
+  // draws nothing a sweep could not have written.
+  (void)train::check_sweep_file(document, "--redraw " + dir + ": " + path);
   const auto task = document.find("task");
   const std::string title = "headlab sweep: " + (task != document.end() && task->is_string()
                                                      ? train::brief_text(task->get<std::string>()) : std::string("?"));
@@ -472,7 +452,7 @@ void read_resumed_plan(Sweep& sweep, const SweepArgs& args, bool jobs_given) {
   // The --jobs of the first sweep, unless given again (a sweep.json of an older headlab has none: one per core).
   sweep.jobs_flag = jobs_given || !saved.contains("jobs_flag")
                         ? args.jobs
-                        : static_cast<int>(file_int(saved, "jobs_flag", 0, static_cast<int64_t>(train::kMaxSweepRuns),
+                        : static_cast<int>(train::file_int(saved, "jobs_flag", 0, static_cast<int64_t>(train::kMaxSweepRuns),
                                                     "--resume " + sweep.dir + ": " + plan_path));
 }
 
@@ -596,7 +576,10 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags, bool jobs_given) 
       // The shards share the folder (each overwrites only its own runs).
       lock = train::prepare_sweep_folder(sweep.dir, args.force, shard);
       if (shard) {
-        lock->exclusively([&] { write_shard_config(sweep); });
+        lock->exclusively([&] {
+          train::check_same_split(sweep.dir, *shard, "--out " + sweep.dir);
+          write_shard_config(sweep);
+        });
       } else {
         write_config(sweep);
       }

@@ -127,9 +127,9 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       // After every usage check: a refused command leaves the folder untouched.
       if (world.is_root()) train::check_run_paths(folder, session->config().snapshot_every > 0 ? target : -1);
       // A run stopped between its last step and its final analysis, or whose
-      // report.html could not be written, has no heads.json (written last,
-      // write_analysis_files): it still gets that analysis.
-      complete = target == session->steps_done() && std::filesystem::exists(folder.heads());
+      // report.html could not be written, has no heads.json of its last step
+      // (written last, write_analysis_files): it still gets that analysis.
+      complete = target == session->steps_done() && train::analyzed_step(folder) == session->steps_done();
     } else {
       train::TrainConfig config;
       std::vector<std::string> given = flags.given();

@@ -6,24 +6,9 @@
 #include <iostream>
 
 #include "analysis/text_report.h"
+#include "train/cli/progress_bar.h"
 
 namespace headlab::cli {
-namespace {
-
-std::string format_duration(double seconds) {
-  const auto s = static_cast<int64_t>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60));
-  else if (s >= 60)
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
-  else
-    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
-  return buf;
-}
-
-}  // namespace
-
 TrainView::TrainView(std::shared_ptr<spdlog::logger> log, train::RunFolder folder, int64_t start_step,
                      int64_t target_steps, bool progress_bar)
     : log_(std::move(log)),
@@ -40,14 +25,10 @@ void TrainView::stepped(int64_t step, double seconds) {
   if (!progress_bar_) return;
   const int64_t total = target_steps_;
   const double frac = total > 0 ? static_cast<double>(step) / static_cast<double>(total) : 1.0;
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(frac * kWidth);
-  std::string bar(static_cast<std::size_t>(filled), '#');
-  bar.resize(kWidth, '.');
   const int64_t since_start = step - start_step_;
   const double eta = since_start > 0 ? seconds / static_cast<double>(since_start) * static_cast<double>(total - step) : 0;
-  std::fprintf(stderr, "\r[%s] %3.0f%%  step %lld/%lld  ETA %s   ", bar.c_str(), frac * 100,
-               static_cast<long long>(step), static_cast<long long>(total), format_duration(eta).c_str());
+  const std::string what = "step " + std::to_string(step) + "/" + std::to_string(total);
+  std::fprintf(stderr, "\r%s   ", progress_line(frac, what, eta).c_str());
   std::fflush(stderr);
 }
 
