@@ -35,6 +35,18 @@ void require_non_negative(const char* flag, int64_t value) {
   require(value >= 0, "--" + std::string(flag) + " must be 0 or more, got " + std::to_string(value));
 }
 
+// The optimizer computes in float32: a setting below its smallest normal
+// number underflows (an --eps of 0 divides 0 by 0 for a weight without a
+// gradient yet), and one beyond its largest is infinite.
+void require_float32(const char* flag, double value) {
+  constexpr double lowest = std::numeric_limits<float>::min(), highest = std::numeric_limits<float>::max();
+  require(value >= lowest && value <= highest,
+          "--" + std::string(flag) + " " + core::shortest(value) + " is " +
+              (value < lowest ? "below 1.18e-38, float32's smallest normal number"
+                              : "beyond 3.4e38, float32's largest number") +
+              ", and the optimizer computes in float32");
+}
+
 // Whether a JSON value can be assigned to a field of type T.
 template <class T>
 bool fits(const nlohmann::json& value) {
@@ -109,6 +121,7 @@ void TrainConfig::validate() const {
   for (const double b : betas)
     require(std::isfinite(b) && b >= 0 && b < 1, "--betas: each must be in [0, 1), got " + core::shortest(b));
   require(std::isfinite(eps) && eps > 0, "--eps must be a positive number, got " + core::shortest(eps));
+  require_float32("eps", eps);
   // Above kMaxEps the eps in Adam's denominator outweighs sqrt(v) for any
   // gradient smaller than it, and the update becomes lr * m / eps: SGD with a
   // learning rate of lr / eps (1e30 never moves at all).
@@ -130,11 +143,22 @@ void TrainConfig::validate() const {
   require_non_negative("micro-batches", micro_batches);
   require_non_negative("steps", steps);
   require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + core::shortest(lr));
-  require(std::isfinite(weight_decay), "--weight-decay must be a number");
+  require_float32("lr", lr);
+  require(std::isfinite(weight_decay), "--weight-decay must be a number (negative for the optimizer's default), got " +
+                                           core::shortest(weight_decay));
+  // Each step takes lr * weight-decay * w off every weight w (AdamW and SGD
+  // exactly; Adam through the gradient): at 1 or more that removes the whole
+  // weight or more, and the weights are zeroed, flip sign or grow.
+  require(weight_decay * lr < 1, "--weight-decay " + core::shortest(weight_decay) + " is too large for --lr " +
+                                     core::shortest(lr) + ": lr x weight-decay must be below 1 (--weight-decay below " +
+                                     core::shortest(1 / lr) + " here), or each step removes the whole weight or more; "
+                                     "typical values are 0 to 1");
   require_non_negative("warmup", warmup);
   require(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr,
           "--min-lr must be between 0 and --lr (" + core::shortest(lr) + "), got " + core::shortest(min_lr));
   require(std::isfinite(clip) && clip >= 0, "--clip must be 0 (off) or positive, got " + core::shortest(clip));
+  // A --clip above every gradient's norm is no clipping; one that underflows clips every gradient to 0.
+  if (clip > 0 && clip < 1) require_float32("clip", clip);
   require(threads >= 0 && threads <= 1024, "--threads must be between 0 (picked from the model's size) and 1024, got " +
                                                std::to_string(threads));
   require(gemm == "onednn" || gemm == "openblas",

@@ -77,7 +77,13 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_infinite_lr", train_tiny({{"--lr", "inf"}}), 2, {"--lr", "inf"}});
     c.push_back({"train_nan_lr", train_tiny({{"--lr", "nan"}}), 2, {"--lr", "nan"}});
     c.push_back({"train_nan_clip", train_tiny({{"--clip", "nan"}}), 2, {"--clip", "nan"}});
-    c.push_back({"train_nan_weight_decay", train_tiny({{"--weight-decay", "nan"}}), 2, {"--weight-decay"}});
+    c.push_back({"train_nan_weight_decay", train_tiny({{"--weight-decay", "nan"}}), 2, {"--weight-decay", "got nan"}});
+    // Values training cannot survive: refused naming them, not blamed on --lr later.
+    c.push_back({"train_huge_weight_decay", train_tiny({{"--weight-decay", "1e308"}}), 2,
+                 {"--weight-decay 1e+308 is too large for --lr 0.001"}});
+    c.push_back({"train_huge_init_std", train_tiny({{"--init-std", "1e308"}}), 2, {"--init-std 1e308 is above 100"}});
+    c.push_back({"train_eps_below_float32", train_tiny({{"--eps", "1e-300"}}), 2, {"--eps 1e-300", "1.18e-38"}});
+    c.push_back({"train_lr_beyond_float32", train_tiny({{"--lr", "1e308"}}), 2, {"--lr 1e+308", "3.4e38"}});
     c.push_back({"train_min_lr_above_lr", train_tiny({{"--min-lr", "1"}}), 2, {"--min-lr"}});
     c.push_back({"train_unknown_optimizer", train_tiny({{"--optimizer", "adagrad"}}), 2, {"--optimizer", "adagrad"}});
     c.push_back({"train_unknown_schedule", train_tiny({{"--schedule", "wavy"}}), 2, {"--schedule", "wavy"}});
