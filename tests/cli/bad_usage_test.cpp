@@ -462,6 +462,40 @@ TEST(Bf16Refusal, WithoutBf16UnitsEveryCommandRefusesBf16NamingF32) {
   EXPECT_EQ(f32.exit_code, 0) << f32.describe();
 }
 
+// Under mpirun only rank 0 says a usage error. A launcher's variable left in
+// the environment (exported by hand, inherited from a job) must not silence
+// one in a process that is alone: the error is said, once, with exit 2.
+TEST(StaleLauncherVariables, UsageErrorsAreStillSaid) {
+  TempDir cwd;
+  struct Case {
+    std::vector<std::pair<const char*, const char*>> env;
+    std::vector<std::string> args;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Case> cases = {
+      {{{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}},
+       {"train", "--d_model", "5"},
+       {"headlab train: error: unknown flag --d_model (did you mean --d-model?)"}},
+      {{{"PMI_RANK", "1"}}, {"trian"}, {"headlab: error: unknown command 'trian'"}},
+      {{{"PMIX_RANK", "1"}}, {"--verison"}, {"unknown option --verison"}},
+  };
+  // Open MPI keeps allocations until exit that LeakSanitizer cannot attribute.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string saved_asan = asan ? asan : "";
+  ::setenv("ASAN_OPTIONS", (saved_asan.empty() ? "detect_leaks=0" : saved_asan + ":detect_leaks=0").c_str(), 1);
+  for (const Case& c : cases) {
+    for (const auto& [name, value] : c.env) ::setenv(name, value, 1);
+    const RunResult r = run_headlab(c.args, cwd.path(), 60);
+    for (const auto& [name, value] : c.env) ::unsetenv(name);
+    EXPECT_TRUE(clean_failure(r, 2, c.mentions)) << c.args[0];
+  }
+  if (asan)
+    ::setenv("ASAN_OPTIONS", saved_asan.c_str(), 1);
+  else
+    ::unsetenv("ASAN_OPTIONS");
+  EXPECT_TRUE(is_empty_dir(cwd.path()));
+}
+
 TEST(Help, EverySubcommandHasHelpThatExitsZero) {
   TempDir cwd;
   for (const char* command : {"train", "eval", "analyze", "sweep", "bench", "tasks", "gradcheck"}) {

@@ -127,6 +127,22 @@ bool stdout_written(const char* command) {
   return ok;
 }
 
+// Under mpirun every rank parses the same command line and meets the same
+// usage error: rank 0 says it, the others stay quiet. Which rank this is, is
+// MPI's to say: the launcher's variables alone (OMPI_COMM_WORLD_RANK,
+// PMI_RANK, ...) may be stale, exported by hand or inherited from another
+// job, and a process they call rank 1 is then the only one and must speak.
+// So, as a valid command does, MPI starts when they are set, and a process
+// the launcher did not start is a world of one.
+bool another_rank_says_it() {
+  if (!headlab::train::dist::launched_by_mpi()) return false;
+  try {
+    return !headlab::train::dist::world().is_root();
+  } catch (const std::exception&) {
+    return false;  // MPI did not start: this process is alone
+  }
+}
+
 // Prints a command's failure as one line and returns its exit status. In a
 // job of several processes (mpirun), rank 0 speaks for a failure every rank
 // knows of; any other rank names itself, and a failure only it knows of
@@ -187,7 +203,7 @@ int run_command_line(int argc, char** argv, bool print_error) {
       names += (names.empty() ? "" : ", ") + sub->get_name();
     }
     if (!known) {
-      if (train::dist::launcher_rank() != 0) return 2;  // rank 0 says it
+      if (another_rank_says_it()) return 2;
       say(std::string("headlab: error: unknown command '") + argv[1] + "' (commands: " + names + "; see --help)");
       return 2;
     }
@@ -196,7 +212,7 @@ int run_command_line(int argc, char** argv, bool print_error) {
   if (argc > 1 && std::string(argv[1]).starts_with("--")) {
     const std::string flag = std::string(argv[1]).substr(0, std::string(argv[1]).find('='));
     if (app.get_option_no_throw(flag) == nullptr) {
-      if (train::dist::launcher_rank() != 0) return 2;
+      if (another_rank_says_it()) return 2;
       std::vector<std::string> own;
       for (const CLI::Option* o : app.get_options())
         for (const std::string& name : o->get_lnames()) own.push_back(name);
@@ -219,8 +235,7 @@ int run_command_line(int argc, char** argv, bool print_error) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // Under mpirun every rank parses the same command line: one speaks.
-    if (train::dist::launcher_rank() != 0) return 2;
+    if (another_rank_says_it()) return 2;
     if (const CLI::App* sub = argc > 1 && argv[1][0] != '-' ? app.get_subcommand(argv[1]) : nullptr) {
       const std::string message = usage_message(*sub, std::vector<std::string>(argv + 2, argv + argc), e);
       if (!message.empty()) {
