@@ -184,6 +184,18 @@ void TrainConfig::validate() const {
     throw UsageError("--schedule must be " + valid + ", got '" + schedule + "'" +
                      (near.empty() ? "" : " (did you mean " + near + "?)"));
   }
+  // A cosine or linear decay runs from the end of the warmup to its horizon:
+  // a warmup that reaches the horizon leaves no decay, and the learning rate
+  // would drop from its peak straight to --min-lr where the warmup ends.
+  if (schedule == "cosine" || schedule == "linear") {
+    const int64_t horizon = schedule_steps > 0 ? schedule_steps : steps;
+    require(warmup == 0 || warmup < horizon,
+            "--warmup " + std::to_string(warmup) + " leaves no room for the " + schedule +
+                " decay, which ends at step " + std::to_string(horizon) +
+                (schedule_steps > 0 ? " (--schedule-steps)" : " (--steps)") + ": give a --warmup below " +
+                std::to_string(horizon) +
+                (schedule_steps > 0 ? ", or a later --schedule-steps" : ", or more --steps"));
+  }
   // Guards against absurd sizes that would only fail later, deep in an allocation.
   const double params = static_cast<double>(model.layers) * 12.0 * static_cast<double>(model.d_model) *
                         static_cast<double>(model.d_model);
@@ -191,6 +203,23 @@ void TrainConfig::validate() const {
   std::snprintf(about, sizeof about, "%.3g", params);  // beyond int64 for the largest sizes
   require(params < 2e9, std::string("the model would have about ") + about +
                             " parameters; headlab trains toy models (reduce --layers or --d-model)");
+}
+
+std::vector<std::string> TrainConfig::inert_settings() const {
+  std::vector<std::string> out;
+  if (keep_snapshots > 0 && snapshot_every == 0)
+    out.push_back("--keep-snapshots " + std::to_string(keep_snapshots) +
+                  " does nothing without --snapshot-every N: no snapshot is taken");
+  if (snapshot_every > steps)
+    out.push_back("--snapshot-every " + std::to_string(snapshot_every) + " takes no snapshot in a run of --steps " +
+                  std::to_string(steps) + ": the first would be at step " + std::to_string(snapshot_every));
+  // A decaying schedule's warmup beyond its horizon is refused (validate).
+  if (warmup > steps && steps > 0)
+    out.push_back("--warmup " + std::to_string(warmup) + " outlasts the run's --steps " + std::to_string(steps) +
+                  ": the learning rate rises only to " +
+                  core::shortest(optim::Schedule(schedule_options()).lr_at(steps - 1)) + ", short of --lr " +
+                  core::shortest(lr));
+  return out;
 }
 
 std::string model_flag(const std::string& field) {

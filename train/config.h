@@ -175,6 +175,11 @@ struct TrainConfig {
 
   // Throws UsageError naming the first bad value and what would fit.
   void validate() const;
+  // Settings of a valid config that do nothing in this run (--keep-snapshots
+  // without --snapshot-every, a --snapshot-every or --warmup beyond --steps),
+  // each as one sentence naming the flag and its value: the command line
+  // warns of them. They may be meant for a later --resume --steps.
+  std::vector<std::string> inert_settings() const;
   optim::ScheduleOptions schedule_options() const;
 };
 

@@ -122,6 +122,17 @@ const std::vector<BadCase>& cases() {
                  {"--seed", "18446744073709551616"}});
     c.push_back({"train_unknown_task", train_tiny({{"--task", "nope"}}), 2, {"nope"}});
     c.push_back({"train_empty_task", train_tiny({{"--task", "''"}}), 2, {"task"}});
+    // An empty value would fall back to the flag's default without a word.
+    c.push_back({"train_empty_data", train_tiny({{"--data", "''"}}), 2, {"--data is given an empty value"}});
+    c.push_back({"train_empty_data_after_equals", train_tiny({{"--data=", ""}}), 2,
+                 {"--data is given an empty value"}});
+    c.push_back({"eval_empty_dump_logits", {"eval", "{ck}", "--dump-logits", "''"}, 2,
+                 {"headlab eval: error: --dump-logits is given an empty value"}});
+    c.push_back({"eval_empty_checkpoint", {"eval", "''"}, 2, {"the checkpoint argument is empty"}});
+    // A warmup as long as the decay's horizon leaves no decay.
+    c.push_back({"train_warmup_beyond_cosine_horizon",
+                 train_tiny({{"--schedule", "cosine"}, {"--warmup", "100"}, {"--steps", "5"}}), 2,
+                 {"--warmup 100 leaves no room for the cosine decay, which ends at step 5 (--steps)"}});
     // Files.
     c.push_back({"train_config_missing", with(train_tiny({}), {"--config", "{missing}"}), 2, {"--config", "{missing}"}});
     c.push_back({"train_config_is_a_folder", with(train_tiny({}), {"--config", "{dir}"}), 2, {"--config"}});

@@ -152,6 +152,43 @@ TEST(TrainConfig, FloatSettingsThatCannotWorkNameTheFlagAndValue) {
   for (std::size_t i = 0; i < good.size(); ++i) EXPECT_EQ(error_with(good[i]), "") << "case " << i;
 }
 
+TEST(TrainConfig, InertSettingsAreListedOnlyWhenTheyDoNothing) {
+  TrainConfig c;
+  EXPECT_TRUE(c.inert_settings().empty());
+  c.steps = 5;
+  c.keep_snapshots = 3;
+  c.snapshot_every = 100;
+  c.warmup = 100;
+  const std::vector<std::string> inert = c.inert_settings();
+  ASSERT_EQ(inert.size(), 2u);
+  EXPECT_NE(inert[0].find("--snapshot-every 100 takes no snapshot"), std::string::npos) << inert[0];
+  EXPECT_NE(inert[1].find("--warmup 100 outlasts the run's --steps 5"), std::string::npos) << inert[1];
+  c.steps = 100;  // a snapshot at step 100, and a warmup that ends with the run
+  c.snapshot_every = 100;
+  EXPECT_TRUE(c.inert_settings().empty());
+  c.snapshot_every = 0;
+  ASSERT_EQ(c.inert_settings().size(), 1u);
+  EXPECT_NE(c.inert_settings()[0].find("--keep-snapshots 3 does nothing"), std::string::npos);
+}
+
+// A decaying schedule's warmup must end before its horizon.
+TEST(TrainConfig, WarmupReachingADecaysHorizonIsRefused) {
+  TrainConfig c;
+  c.schedule = "linear";
+  c.steps = 10;
+  c.warmup = 10;
+  EXPECT_NE(error_of(c).find("--warmup 10 leaves no room for the linear decay, which ends at step 10 (--steps)"),
+            std::string::npos)
+      << error_of(c);
+  c.warmup = 9;
+  EXPECT_EQ(error_of(c), "");
+  c.schedule_steps = 5;
+  EXPECT_NE(error_of(c).find("ends at step 5 (--schedule-steps)"), std::string::npos) << error_of(c);
+  c.schedule = "constant";  // no decay to leave room for: a warmup beyond the run is only inert
+  c.warmup = 50;
+  EXPECT_EQ(error_of(c), "");
+}
+
 // A flag whose default is an environment variable's value: `value` there
 // becomes the default, `fallback` without it, and "bogus" is refused naming
 // the flag, the value and the variable.

@@ -63,6 +63,10 @@ CLI::Validator in_range() {
       "INRANGE");
 }
 
+// Prints a warning line on stderr for each setting of `config` that does
+// nothing in its run (TrainConfig::inert_settings); rank 0 only.
+void warn_inert_settings(const train::TrainConfig& config);
+
 // Selects the GEMM backend by name (UsageError naming --gemm if unknown).
 void use_gemm_backend(const std::string& name);
 // Sets the float32 GEMMs' precision by name ("f32" or "bf16"). A UsageError

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -91,6 +92,25 @@ std::string value_message(const CLI::App& sub, const CLI::ParseError& e) {
   return "";
 }
 
+// An empty value (--data '', --dump-logits=) is never what a flag wants:
+// CLI11 takes it, and the command would fall back to the flag's default
+// without a word (train on the default task, write no dump). The message
+// for the first one given, or "".
+std::string empty_value(const std::string& flag) {
+  return flag + " is given an empty value (''); give one, or drop the flag for its default";
+}
+
+std::string empty_value_message(const CLI::App& sub) {
+  for (const CLI::Option* o : sub.get_options()) {
+    if (o->get_items_expected_max() == 0) continue;  // a flag without a value
+    const CLI::results_t& values = o->results();
+    if (std::find(values.begin(), values.end(), std::string()) == values.end()) continue;
+    if (o->get_lnames().empty()) return "the " + o->get_name() + " argument is empty; give one (see --help)";
+    return empty_value("--" + o->get_lnames().front());
+  }
+  return "";
+}
+
 // CLI11 calls an unknown flag "The following arguments were not expected: 64
 // --d_model" and a repeated one "At Most 1 required but received 2". Say
 // which flag and how to fix it; "" leaves CLI11's message (a stray argument).
@@ -102,6 +122,9 @@ std::string usage_message(const CLI::App& sub, const std::vector<std::string>& a
     const std::string flag = long_flag(arg);
     if (flag.empty()) continue;
     const CLI::Option* opt = sub.get_option_no_throw(flag);
+    // --data= : CLI11 says "1 required TEXT missing".
+    if (opt != nullptr && arg == flag + "=" && dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr)
+      return empty_value(flag);
     if (opt == nullptr && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
       std::vector<std::string> names;
       for (const CLI::Option* o : sub.get_options())
@@ -249,6 +272,11 @@ int run_command_line(int argc, char** argv, bool print_error) {
   for (auto& [sub, run] : commands) {
     if (!sub->parsed()) continue;
     const std::string name = sub->get_name();
+    if (const std::string message = empty_value_message(*sub); !message.empty()) {
+      if (another_rank_says_it()) return 2;
+      say("headlab " + name + ": error: " + message);
+      return 2;
+    }
     try {
       const int status = run();
       return stdout_written(name.c_str()) || status != 0 ? status : 1;

@@ -113,6 +113,12 @@ int use_threads(int requested, double flops_per_step) {
   return requested;
 }
 
+void warn_inert_settings(const train::TrainConfig& config) {
+  if (!train::dist::current_world().is_root()) return;  // under mpirun, once
+  for (const std::string& warning : config.inert_settings())
+    std::fprintf(stderr, "headlab train: warning: %s\n", warning.c_str());
+}
+
 namespace {
 
 // The JSON of a config file, read with the limits of user input; messages
