@@ -86,20 +86,21 @@ void TrainConfig::validate() const {
   require_non_negative("seq-len", model.max_seq_len);
   require_non_negative("classes", model.classes);
   require_non_negative("d-ff", model.d_ff);
-  // The task fixes vocab and seq-len left at 0 once it is built; the rest of
-  // the model can be checked now.
-  layers::ModelSpec known = model;
-  if (known.vocab == 0) known.vocab = 1;
-  if (known.max_seq_len == 0) known.max_seq_len = 1;
-  validate_model(known);
-  // Bounds before any arithmetic below (or in a message) can overflow; the
-  // model check above computes nothing that could.
+  // Bounds first: a size beyond them is the problem to name, before whether
+  // it divides (--d-model 9223372036854775807 is not "try --heads 7"), and
+  // before any arithmetic below (or in a message) can overflow.
   for (const auto& [flag, value] :
        {std::pair<const char*, int64_t>{"vocab", model.vocab}, {"seq-len", model.max_seq_len},
         {"classes", model.classes}, {"layers", model.layers}, {"heads", model.heads}, {"d-model", model.d_model},
         {"d-ff", model.d_ff}})
     require(value <= kMaxSize, "--" + std::string(flag) + " " + std::to_string(value) + " is beyond the " +
                                    std::to_string(kMaxSize) + " headlab supports (it trains toy models)");
+  // The task fixes vocab and seq-len left at 0 once it is built; the rest of
+  // the model can be checked now.
+  layers::ModelSpec known = model;
+  if (known.vocab == 0) known.vocab = 1;
+  if (known.max_seq_len == 0) known.max_seq_len = 1;
+  validate_model(known);
   require_non_negative("batch", batch);
   require_non_negative("train-size", train_size);
   require(std::isfinite(train_fraction) && train_fraction >= 0 && train_fraction < 1,

@@ -153,6 +153,21 @@ TEST(MicroBatches, UnevenSplitsAreUsageErrorsNamingBothNumbers) {
   EXPECT_THROW(c.validate(), UsageError);
 }
 
+// More slices than sequences: the counts that divide the batch (over the
+// processes), not a multiple of the slices.
+TEST(MicroBatches, MoreSlicesThanSequencesNameTheCountsThatDivide) {
+  TrainConfig c = sgd_config();
+  c.batch = 12;
+  c.micro_batches = 20;
+  EXPECT_TRUE(usage_error_naming(c, 1, {"--micro-batches 20 is more slices than the 12 sequences of --batch 12",
+                                        "give --micro-batches 12"}));
+  c.micro_batches = 14;
+  EXPECT_TRUE(usage_error_naming(c, 2, {"give --micro-batches 12"}));
+  c.batch = 7;  // prime, over 2 processes: no count fits
+  c.micro_batches = 8;
+  EXPECT_TRUE(usage_error_naming(c, 2, {"give --micro-batches a divisor of 7"}));
+}
+
 TEST(MicroBatches, AStopBetweenSlicesAbandonsTheStepAndLeavesNothingOfIt) {
   TrainConfig c = sgd_config();
   c.micro_batches = 4;

@@ -18,6 +18,7 @@
 #include "train/cli/analysis_input.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
+#include "train/run_builder.h"
 #include "train/run_folder.h"
 #include "train/session.h"
 #include "train/snapshots.h"
@@ -104,7 +105,11 @@ int run_analyze(const AnalyzeArgs& args) {
     ck.info.config.task = args.task;
     ck.info.config.data.clear();
   }
-  if (args.batch_given) ck.info.config.eval_batch = args.batch;
+  if (args.batch_given) {
+    // Named as analyze's flag here: the run's session below would call it --eval-batch.
+    train::check_token_count("--batch", args.batch, ck.model.max_seq_len);
+    ck.info.config.eval_batch = args.batch;
+  }
   const std::string home = is_dir ? args.target : fs::path(ck_path).parent_path().string();
   const std::string chosen = !args.out.empty() ? args.out
                              : snapshot        ? (fs::path(ck_path).parent_path() / fs::path(ck_path).stem()).string()

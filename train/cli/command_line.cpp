@@ -85,9 +85,12 @@ std::string value_message(const CLI::App& sub, const CLI::ParseError& e) {
     return flag + " '" + one_line(value) + "' is not " + (kind.empty() ? "a value it takes (see --help)" : kind);
   }
   if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) {
-    const auto colon = what.find(": File does not exist: ");
-    if (colon != std::string::npos)
-      return what.substr(0, colon) + " " + one_line(what.substr(colon + 23)) + ": no such file";
+    for (const auto& [said, meant] : {std::pair<std::string, std::string>{": File does not exist: ", ": no such file"},
+                                      {": File is actually a directory: ", " is a folder; give a file"}}) {
+      const auto colon = what.find(said);
+      if (colon != std::string::npos)
+        return what.substr(0, colon) + " " + one_line(what.substr(colon + said.size())) + meant;
+    }
   }
   return "";
 }
@@ -259,12 +262,12 @@ int run_command_line(int argc, char** argv, bool print_error) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     if (another_rank_says_it()) return 2;
+    // The command's own errors carry its name, as its failures do.
     if (const CLI::App* sub = argc > 1 && argv[1][0] != '-' ? app.get_subcommand(argv[1]) : nullptr) {
       const std::string message = usage_message(*sub, std::vector<std::string>(argv + 2, argv + argc), e);
-      if (!message.empty()) {
-        say(std::string("headlab ") + argv[1] + ": error: " + message);
-        return 2;
-      }
+      say(std::string("headlab ") + argv[1] + ": error: " +
+          (message.empty() ? one_line(e.what()) + " (see headlab " + argv[1] + " --help)" : message));
+      return 2;
     }
     say("headlab: error: " + one_line(e.what()) + " (see --help)");
     return 2;
