@@ -123,6 +123,27 @@ void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::st
   }
 }
 
+std::string slow_analysis_warning(const layers::ModelSpec& m, int64_t rows, int64_t seq_len) {
+  const int64_t positions = rows * seq_len;  // both bounded by check_sizes: no overflow
+  const double logits = static_cast<double>(positions) * static_cast<double>(m.classes);
+  if (logits < kSlowAnalysisLogits) return "";
+  // The flag the classes follow from: a task's --vocab (squared for a pair
+  // of tokens), or --classes.
+  const std::string v = std::to_string(m.vocab);
+  const std::string from = m.classes == m.vocab * m.vocab ? "--vocab " + v + " squared"
+                           : m.classes == m.vocab        ? "--vocab " + v
+                                                          : "--classes";
+  char bytes[32];  // float32 logits
+  if (4 * logits < 1e9)
+    std::snprintf(bytes, sizeof bytes, "%.0f MB", 4 * logits / 1e6);
+  else
+    std::snprintf(bytes, sizeof bytes, "%.3g GB", 4 * logits / 1e9);
+  return "every head analysis (at the end, and at --analyze-every) runs dozens of forward passes over " +
+         std::to_string(rows) + " x " + std::to_string(seq_len) + " positions x " + std::to_string(m.classes) +
+         " output classes (" + from + "): " + bytes + " of logits each, slow and memory-hungry; a smaller " +
+         (from == "--classes" ? "--classes" : "--vocab") + ", --eval-batch or --seq-len shrinks it";
+}
+
 void check_analysable(const Batch& rows, const std::string& source) {
   if (rows.lengths.empty()) return;  // full rows of seq-len >= kMinSeqLen (model_spec_for)
   const auto longest = std::max_element(rows.lengths.begin(), rows.lengths.end());
