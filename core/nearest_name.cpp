@@ -38,6 +38,14 @@ std::string nearest_name(const std::string& name, const std::vector<std::string>
       best_distance = d;
     }
   }
+  if (!best.empty() || name.size() < 3) return best;
+  // A name cut short (--vers for --version) is many edits away, yet plain
+  // when it begins one candidate alone.
+  for (const std::string& c : candidates) {
+    if (c.size() <= name.size() || !std::equal(name.begin(), name.end(), c.begin(), same)) continue;
+    if (!best.empty()) return "";  // the beginning of several
+    best = c;
+  }
   return best;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 #include "core/ops.h"
@@ -27,9 +28,16 @@ bool ends_with(const std::string& s, const std::string& tail) {
 std::string init_rule_error(const std::string& rule) {
   if (rule == "fan-in" || rule == "nanda") return {};
   const double v = number_of(rule);
-  if (std::isfinite(v) && v > 0) return {};
-  return "--init-std must be a positive standard deviation (such as 0.02, the default), fan-in or nanda, got '" +
-         rule + "'";
+  if (!(std::isfinite(v) && v > 0))
+    return "--init-std must be a positive standard deviation (such as 0.02, the default), fan-in or nanda, got '" +
+           rule + "'";
+  if (v > kMaxInitStd)
+    return "--init-std " + rule + " is above " + std::to_string(static_cast<int>(kMaxInitStd)) +
+           ": weights that large saturate every softmax and overflow float32; typical values are 0.02 (the default) "
+           "to 1, or fan-in or nanda";
+  if (v < std::numeric_limits<float>::min())
+    return "--init-std " + rule + " is below 1.18e-38, float32's smallest normal number: the weights would underflow";
+  return {};
 }
 
 double init_std_for(const std::string& rule, const std::string& name, const core::Shape& shape,

@@ -22,6 +22,12 @@
 namespace headlab::layers {
 
 inline constexpr const char* kDefaultInitStd = "0.02";
+// A number S is at least float32's smallest normal number (below it the
+// weights round to 0 or lose their precision) and at most kMaxInitStd: a
+// weight of that scale saturates every softmax (the default model's first
+// loss is about 2000 at S = 100), and beyond about 1e9 LayerNorm's variance
+// overflows float32.
+inline constexpr double kMaxInitStd = 100;
 
 // An empty string if `rule` is one of the above, else why not.
 std::string init_rule_error(const std::string& rule);

@@ -35,6 +35,18 @@ void require_non_negative(const char* flag, int64_t value) {
   require(value >= 0, "--" + std::string(flag) + " must be 0 or more, got " + std::to_string(value));
 }
 
+// The optimizer computes in float32: a setting below its smallest normal
+// number underflows (an --eps of 0 divides 0 by 0 for a weight without a
+// gradient yet), and one beyond its largest is infinite.
+void require_float32(const char* flag, double value) {
+  constexpr double lowest = std::numeric_limits<float>::min(), highest = std::numeric_limits<float>::max();
+  require(value >= lowest && value <= highest,
+          "--" + std::string(flag) + " " + core::shortest(value) + " is " +
+              (value < lowest ? "below 1.18e-38, float32's smallest normal number"
+                              : "beyond 3.4e38, float32's largest number") +
+              ", and the optimizer computes in float32");
+}
+
 // Whether a JSON value can be assigned to a field of type T.
 template <class T>
 bool fits(const nlohmann::json& value) {
@@ -74,20 +86,21 @@ void TrainConfig::validate() const {
   require_non_negative("seq-len", model.max_seq_len);
   require_non_negative("classes", model.classes);
   require_non_negative("d-ff", model.d_ff);
-  // The task fixes vocab and seq-len left at 0 once it is built; the rest of
-  // the model can be checked now.
-  layers::ModelSpec known = model;
-  if (known.vocab == 0) known.vocab = 1;
-  if (known.max_seq_len == 0) known.max_seq_len = 1;
-  validate_model(known);
-  // Bounds before any arithmetic below (or in a message) can overflow; the
-  // model check above computes nothing that could.
+  // Bounds first: a size beyond them is the problem to name, before whether
+  // it divides (--d-model 9223372036854775807 is not "try --heads 7"), and
+  // before any arithmetic below (or in a message) can overflow.
   for (const auto& [flag, value] :
        {std::pair<const char*, int64_t>{"vocab", model.vocab}, {"seq-len", model.max_seq_len},
         {"classes", model.classes}, {"layers", model.layers}, {"heads", model.heads}, {"d-model", model.d_model},
         {"d-ff", model.d_ff}})
     require(value <= kMaxSize, "--" + std::string(flag) + " " + std::to_string(value) + " is beyond the " +
                                    std::to_string(kMaxSize) + " headlab supports (it trains toy models)");
+  // The task fixes vocab and seq-len left at 0 once it is built; the rest of
+  // the model can be checked now.
+  layers::ModelSpec known = model;
+  if (known.vocab == 0) known.vocab = 1;
+  if (known.max_seq_len == 0) known.max_seq_len = 1;
+  validate_model(known);
   require_non_negative("batch", batch);
   require_non_negative("train-size", train_size);
   require(std::isfinite(train_fraction) && train_fraction >= 0 && train_fraction < 1,
@@ -109,6 +122,7 @@ void TrainConfig::validate() const {
   for (const double b : betas)
     require(std::isfinite(b) && b >= 0 && b < 1, "--betas: each must be in [0, 1), got " + core::shortest(b));
   require(std::isfinite(eps) && eps > 0, "--eps must be a positive number, got " + core::shortest(eps));
+  require_float32("eps", eps);
   // Above kMaxEps the eps in Adam's denominator outweighs sqrt(v) for any
   // gradient smaller than it, and the update becomes lr * m / eps: SGD with a
   // learning rate of lr / eps (1e30 never moves at all).
@@ -130,11 +144,22 @@ void TrainConfig::validate() const {
   require_non_negative("micro-batches", micro_batches);
   require_non_negative("steps", steps);
   require(std::isfinite(lr) && lr > 0, "--lr must be a positive number, got " + core::shortest(lr));
-  require(std::isfinite(weight_decay), "--weight-decay must be a number");
+  require_float32("lr", lr);
+  require(std::isfinite(weight_decay), "--weight-decay must be a number (negative for the optimizer's default), got " +
+                                           core::shortest(weight_decay));
+  // Each step takes lr * weight-decay * w off every weight w (AdamW and SGD
+  // exactly; Adam through the gradient): at 1 or more that removes the whole
+  // weight or more, and the weights are zeroed, flip sign or grow.
+  require(weight_decay * lr < 1, "--weight-decay " + core::shortest(weight_decay) + " is too large for --lr " +
+                                     core::shortest(lr) + ": lr x weight-decay must be below 1 (--weight-decay below " +
+                                     core::shortest(1 / lr) + " here), or each step removes the whole weight or more; "
+                                     "typical values are 0 to 1");
   require_non_negative("warmup", warmup);
   require(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr,
           "--min-lr must be between 0 and --lr (" + core::shortest(lr) + "), got " + core::shortest(min_lr));
   require(std::isfinite(clip) && clip >= 0, "--clip must be 0 (off) or positive, got " + core::shortest(clip));
+  // A --clip above every gradient's norm is no clipping; one that underflows clips every gradient to 0.
+  if (clip > 0 && clip < 1) require_float32("clip", clip);
   require(threads >= 0 && threads <= 1024, "--threads must be between 0 (picked from the model's size) and 1024, got " +
                                                std::to_string(threads));
   require(gemm == "onednn" || gemm == "openblas",
@@ -160,6 +185,18 @@ void TrainConfig::validate() const {
     throw UsageError("--schedule must be " + valid + ", got '" + schedule + "'" +
                      (near.empty() ? "" : " (did you mean " + near + "?)"));
   }
+  // A cosine or linear decay runs from the end of the warmup to its horizon:
+  // a warmup that reaches the horizon leaves no decay, and the learning rate
+  // would drop from its peak straight to --min-lr where the warmup ends.
+  if (schedule == "cosine" || schedule == "linear") {
+    const int64_t horizon = schedule_steps > 0 ? schedule_steps : steps;
+    require(warmup == 0 || warmup < horizon,
+            "--warmup " + std::to_string(warmup) + " leaves no room for the " + schedule +
+                " decay, which ends at step " + std::to_string(horizon) +
+                (schedule_steps > 0 ? " (--schedule-steps)" : " (--steps)") + ": give a --warmup below " +
+                std::to_string(horizon) +
+                (schedule_steps > 0 ? ", or a later --schedule-steps" : ", or more --steps"));
+  }
   // Guards against absurd sizes that would only fail later, deep in an allocation.
   const double params = static_cast<double>(model.layers) * 12.0 * static_cast<double>(model.d_model) *
                         static_cast<double>(model.d_model);
@@ -167,6 +204,23 @@ void TrainConfig::validate() const {
   std::snprintf(about, sizeof about, "%.3g", params);  // beyond int64 for the largest sizes
   require(params < 2e9, std::string("the model would have about ") + about +
                             " parameters; headlab trains toy models (reduce --layers or --d-model)");
+}
+
+std::vector<std::string> TrainConfig::inert_settings() const {
+  std::vector<std::string> out;
+  if (keep_snapshots > 0 && snapshot_every == 0)
+    out.push_back("--keep-snapshots " + std::to_string(keep_snapshots) +
+                  " does nothing without --snapshot-every N: no snapshot is taken");
+  if (snapshot_every > steps)
+    out.push_back("--snapshot-every " + std::to_string(snapshot_every) + " takes no snapshot in a run of --steps " +
+                  std::to_string(steps) + ": the first would be at step " + std::to_string(snapshot_every));
+  // A decaying schedule's warmup beyond its horizon is refused (validate).
+  if (warmup > steps && steps > 0)
+    out.push_back("--warmup " + std::to_string(warmup) + " outlasts the run's --steps " + std::to_string(steps) +
+                  ": the learning rate rises only to " +
+                  core::shortest(optim::Schedule(schedule_options()).lr_at(steps - 1)) + ", short of --lr " +
+                  core::shortest(lr));
+  return out;
 }
 
 std::string model_flag(const std::string& field) {

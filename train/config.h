@@ -121,9 +121,9 @@ struct TrainConfig {
       "start from this checkpoint's model and weights: a checkpoint, a snapshot or a run folder (model flags must "
       "agree with it)");
     f("init-std", c.init_std,
-      "initial weight scale: a standard deviation for every Linear and Embedding weight, fan-in (1/sqrt(in) per "
-      "matrix, 1/sqrt(d-model) for the embeddings) or nanda (Nanda et al.'s: 1/sqrt(d-model), the unembedding "
-      "1/sqrt(vocab))");
+      "initial weight scale: a standard deviation (at most 100) for every Linear and Embedding weight, fan-in "
+      "(1/sqrt(in) per matrix, 1/sqrt(d-model) for the embeddings) or nanda (Nanda et al.'s: 1/sqrt(d-model), the "
+      "unembedding 1/sqrt(vocab))");
     f("vocab", c.model.vocab, "input vocabulary size (0: the task's default)");
     f("seq-len", c.model.max_seq_len, "sequence length (0: the task's default)");
     f("classes", c.model.classes, "output classes (0: the task's; with --data, --vocab)");
@@ -143,7 +143,8 @@ struct TrainConfig {
     f("lr", c.lr, "peak learning rate");
     f("optimizer", c.optimizer, "adamw, adam or sgd");
     f("weight-decay", c.weight_decay,
-      "weight decay, decoupled for adamw (negative: the optimizer's default, 0.01 for adamw)");
+      "weight decay, decoupled for adamw (negative: the optimizer's default, 0.01 for adamw); lr x weight-decay "
+      "must be below 1");
     f("betas", c.betas, "adam/adamw: B1,B2, the moments' decay rates");
     f("eps", c.eps, "adam/adamw: added to the denominator's square root (at most 0.01)");
     f("warmup", c.warmup, "linear warmup steps");
@@ -174,6 +175,11 @@ struct TrainConfig {
 
   // Throws UsageError naming the first bad value and what would fit.
   void validate() const;
+  // Settings of a valid config that do nothing in this run (--keep-snapshots
+  // without --snapshot-every, a --snapshot-every or --warmup beyond --steps),
+  // each as one sentence naming the flag and its value: the command line
+  // warns of them. They may be meant for a later --resume --steps.
+  std::vector<std::string> inert_settings() const;
   optim::ScheduleOptions schedule_options() const;
 };
 

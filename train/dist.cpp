@@ -85,12 +85,6 @@ bool launched_by_mpi() {
   return false;
 }
 
-int launcher_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* value = std::getenv(name)) return std::atoi(value);
-  return 0;
-}
-
 bool is_launcher_variable(const std::string& name_and_value) {
   for (const char* prefix : {"OMPI_", "PMIX_", "PMI_", "OPAL_", "ORTE_"})
     if (name_and_value.starts_with(prefix)) return true;

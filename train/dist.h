@@ -65,9 +65,6 @@ const World& current_world();
 
 // Whether this process was started by an MPI launcher (its environment says so).
 bool launched_by_mpi();
-// The rank the launcher gave this process (0 without one), before MPI starts:
-// the command line's own errors are printed by rank 0 only.
-int launcher_rank();
 // The environment variables an MPI launcher gives its processes (prefixes);
 // a child that must run on its own (a sweep's run) gets none of them.
 bool is_launcher_variable(const std::string& name_and_value);

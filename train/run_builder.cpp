@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "core/shortest.h"
 #include "train/data_file.h"
 #include "train/errors.h"
 #include "train/fixed_sets.h"
@@ -86,15 +87,19 @@ double memory_limit_bytes() {
   return limit;
 }
 
+void check_token_count(const std::string& flag, int64_t rows, int64_t seq_len) {
+  const int64_t max_rows = std::numeric_limits<int32_t>::max() / seq_len;
+  if (rows > max_rows)
+    throw UsageError(flag + " " + std::to_string(rows) + ": that many sequences of " + std::to_string(seq_len) +
+                     " tokens exceed 2^31-1 tokens (at most " + std::to_string(max_rows) + ")");
+}
+
 void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::string, int64_t>>& batches) {
   const int64_t t = m.max_seq_len;
-  const int64_t max_rows = std::numeric_limits<int32_t>::max() / t;
   int64_t most_rows = 0;
   std::string flags;
   for (const auto& [flag, rows] : batches) {
-    if (rows > max_rows)
-      throw UsageError(flag + " " + std::to_string(rows) + ": that many sequences of " + std::to_string(t) +
-                       " tokens exceed 2^31-1 tokens (at most " + std::to_string(max_rows) + ")");
+    check_token_count(flag, rows, t);
     most_rows = std::max(most_rows, rows);
     flags += flag + ", ";
   }
@@ -118,6 +123,27 @@ void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::st
   }
 }
 
+std::string slow_analysis_warning(const layers::ModelSpec& m, int64_t rows, int64_t seq_len) {
+  const int64_t positions = rows * seq_len;  // both bounded by check_sizes: no overflow
+  const double logits = static_cast<double>(positions) * static_cast<double>(m.classes);
+  if (logits < kSlowAnalysisLogits) return "";
+  // The flag the classes follow from: a task's --vocab (squared for a pair
+  // of tokens), or --classes.
+  const std::string v = std::to_string(m.vocab);
+  const std::string from = m.classes == m.vocab * m.vocab ? "--vocab " + v + " squared"
+                           : m.classes == m.vocab        ? "--vocab " + v
+                                                          : "--classes";
+  char bytes[32];  // float32 logits
+  if (4 * logits < 1e9)
+    std::snprintf(bytes, sizeof bytes, "%.0f MB", 4 * logits / 1e6);
+  else
+    std::snprintf(bytes, sizeof bytes, "%.3g GB", 4 * logits / 1e9);
+  return "every head analysis (at the end, and at --analyze-every) runs dozens of forward passes over " +
+         std::to_string(rows) + " x " + std::to_string(seq_len) + " positions x " + std::to_string(m.classes) +
+         " output classes (" + from + "): " + bytes + " of logits each, slow and memory-hungry; a smaller " +
+         (from == "--classes" ? "--classes" : "--vocab") + ", --eval-batch or --seq-len shrinks it";
+}
+
 void check_analysable(const Batch& rows, const std::string& source) {
   if (rows.lengths.empty()) return;  // full rows of seq-len >= kMinSeqLen (model_spec_for)
   const auto longest = std::max_element(rows.lengths.begin(), rows.lengths.end());
@@ -138,6 +164,31 @@ void check_task_fits(const Task& task, const layers::ModelSpec& model) {
                      std::to_string(model.classes) + ", max seq-len " + std::to_string(model.max_seq_len) + ")");
 }
 
+namespace {
+
+// The slice counts nearest to `k` that split `rows` sequences evenly over
+// `processes`: divisors of `rows` that are multiples of `processes`, the
+// nearest below `k` and above it, as "4 or 8" ("" if there is none, or if
+// `rows` is too large to search quickly).
+std::string slice_counts_near(int64_t rows, int64_t k, int64_t processes) {
+  if (rows < 1 || rows > (int64_t{1} << 40)) return "";
+  int64_t below = 0, above = 0;
+  const auto consider = [&](int64_t d) {
+    if (d % processes != 0 || d == k) return;
+    if (d < k) below = std::max(below, d);
+    if (d > k && (above == 0 || d < above)) above = d;
+  };
+  for (int64_t i = 1; i <= rows / i; ++i)
+    if (rows % i == 0) {
+      consider(i);
+      consider(rows / i);
+    }
+  if (below > 0 && above > 0) return std::to_string(below) + " or " + std::to_string(above);
+  return below > 0 ? std::to_string(below) : above > 0 ? std::to_string(above) : "";
+}
+
+}  // namespace
+
 int64_t micro_batches_for(const TrainConfig& config, int processes) {
   const int64_t n = processes;
   const int64_t k = config.micro_batches > 0 ? config.micro_batches : n;
@@ -145,6 +196,13 @@ int64_t micro_batches_for(const TrainConfig& config, int processes) {
   if (k % n != 0)
     throw UsageError("--micro-batches " + std::to_string(k) + " does not spread over " + std::to_string(n) +
                      " processes: give a multiple of " + std::to_string(n) + " (or 0, one slice per process)");
+  // More slices than sequences: no multiple of k is the batch that was meant.
+  if (config.micro_batches > 0 && config.batch > 0 && k > config.batch) {
+    const std::string near = slice_counts_near(config.batch, k, n);
+    throw UsageError("--micro-batches " + std::to_string(k) + " is more slices than the " + b +
+                     " sequences of --batch " + b + ", and each slice needs at least one: give --micro-batches " +
+                     (near.empty() ? "a divisor of " + b : near));
+  }
   if (config.batch % k != 0) {
     const int64_t lower = config.batch / k * k, higher = lower + k;
     const std::string fix = "use a multiple of " + std::to_string(k) + ", such as " +
@@ -156,6 +214,31 @@ int64_t micro_batches_for(const TrainConfig& config, int processes) {
                      (n > 1 ? " over " + std::to_string(n) + " processes" : std::string()) + ": " + fix);
   }
   return k;
+}
+
+void check_full_batch_splits(const TrainConfig& config, int64_t rows, int processes) {
+  const int64_t k = config.micro_batches;
+  if (rows % k == 0) return;
+  const std::string n = std::to_string(rows), slices = std::to_string(k);
+  // Where the rows come from, and the flag that sets their number.
+  std::string source, resize;
+  if (config.train_size > 0) {
+    source = "--train-size " + n;
+    const int64_t lower = rows / k * k;
+    resize = ", or --train-size a multiple of " + slices + ", such as " +
+             (lower > 0 ? std::to_string(lower) + " or " : std::string()) + std::to_string(lower + k);
+  } else if (config.train_fraction > 0) {
+    source = "the examples --train-fraction " + core::shortest(config.train_fraction) + " keeps";
+    resize = ", or in place of --train-fraction a --train-size that is a multiple of " + slices;
+  } else {
+    source = "the sequences of --data " + config.data +
+             (config.eval_fraction > 0 ? " less --eval-fraction " + core::shortest(config.eval_fraction) : "");
+  }
+  if (k > rows) resize.clear();  // no training set of more sequences is the one meant
+  const std::string near = slice_counts_near(rows, k, processes);
+  throw UsageError("--batch full (" + n + " sequences: " + source + ") does not split into " + slices +
+                   " slices (--micro-batches, or one per process): give --micro-batches " +
+                   (near.empty() ? "a divisor of " + n : near) + resize);
 }
 
 void check_data_unchanged(const CheckpointInfo& info, const Task& task) {

@@ -51,6 +51,19 @@ double memory_limit_bytes();
 // would otherwise fail deep inside an allocation. `batches`: each batch's
 // flag (for the message) and its number of sequences of max_seq_len tokens.
 void check_sizes(const layers::ModelSpec& model, const std::vector<std::pair<std::string, int64_t>>& batches);
+// The size of the head analysis's logits, positions x classes, from which
+// train warns that it will be slow: each analysis runs dozens of forward
+// passes (ablations, importance, the pruning curve), each scoring every
+// position against every class (2^25, 128 MB of float32 logits: measured,
+// about 10 s an analysis of a 2-head model on one core).
+inline constexpr double kSlowAnalysisLogits = double(int64_t{1} << 25);
+// A warning naming the numbers and the flags to change when the analysis of
+// `rows` sequences of `seq_len` positions by `model` reaches that size; "".
+std::string slow_analysis_warning(const layers::ModelSpec& model, int64_t rows, int64_t seq_len);
+
+// The first half of check_sizes for one batch: a UsageError naming `flag`
+// unless `rows` sequences of `seq_len` tokens fit in 32-bit token indices.
+void check_token_count(const std::string& flag, int64_t rows, int64_t seq_len);
 
 // Throws UsageError unless `task` can feed `model`: tokens within its
 // vocabulary, the same classes, sequences no longer than its max_seq_len.
@@ -60,6 +73,11 @@ void check_task_fits(const Task& task, const layers::ModelSpec& model);
 // per process) for a job of `processes`. A UsageError naming the numbers
 // unless every process gets the same number of slices of the same size.
 int64_t micro_batches_for(const TrainConfig& config, int processes);
+// For --batch full (0): a UsageError unless the `rows` of the whole training
+// set split into the config's (resolved) micro-batches, naming where the
+// rows come from (--train-size, --train-fraction, --data) and the numbers
+// that would split them over `processes`.
+void check_full_batch_splits(const TrainConfig& config, int64_t rows, int processes);
 
 // Throws UsageError if `task` reads a file whose size or hash differ from
 // those the checkpoint recorded (a resume would no longer be exact).

@@ -198,10 +198,7 @@ void Session::build(const layers::ModelSpec& spec) {
     throw UsageError("--batch 0 (full) trains on the whole training set, but task " + task_->name() +
                      " draws fresh examples: give --train-size N (or --train-fraction F, or --data FILE), or a --batch "
                      "of 1 or more");
-  if (batch_rows_ % config_.micro_batches != 0)
-    throw UsageError("--batch full (" + std::to_string(batch_rows_) + " sequences) does not split into " +
-                     std::to_string(config_.micro_batches) + " slices (--micro-batches, or one per process): " +
-                     "give --train-size a multiple of " + std::to_string(config_.micro_batches));
+  if (config_.batch == 0) check_full_batch_splits(config_, batch_rows_, world_->size());
   const int64_t train_eval_rows = has_fixed_sets(config_) ? std::min(config_.eval_batch, task_->size()) : 0;
   check_sizes(spec, {{"--batch", batch_rows_},
                      {"--eval-batch", std::max(task_->eval_rows(config_.eval_batch), train_eval_rows)}});

@@ -77,7 +77,13 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_infinite_lr", train_tiny({{"--lr", "inf"}}), 2, {"--lr", "inf"}});
     c.push_back({"train_nan_lr", train_tiny({{"--lr", "nan"}}), 2, {"--lr", "nan"}});
     c.push_back({"train_nan_clip", train_tiny({{"--clip", "nan"}}), 2, {"--clip", "nan"}});
-    c.push_back({"train_nan_weight_decay", train_tiny({{"--weight-decay", "nan"}}), 2, {"--weight-decay"}});
+    c.push_back({"train_nan_weight_decay", train_tiny({{"--weight-decay", "nan"}}), 2, {"--weight-decay", "got nan"}});
+    // Values training cannot survive: refused naming them, not blamed on --lr later.
+    c.push_back({"train_huge_weight_decay", train_tiny({{"--weight-decay", "1e308"}}), 2,
+                 {"--weight-decay 1e+308 is too large for --lr 0.001"}});
+    c.push_back({"train_huge_init_std", train_tiny({{"--init-std", "1e308"}}), 2, {"--init-std 1e308 is above 100"}});
+    c.push_back({"train_eps_below_float32", train_tiny({{"--eps", "1e-300"}}), 2, {"--eps 1e-300", "1.18e-38"}});
+    c.push_back({"train_lr_beyond_float32", train_tiny({{"--lr", "1e308"}}), 2, {"--lr 1e+308", "3.4e38"}});
     c.push_back({"train_min_lr_above_lr", train_tiny({{"--min-lr", "1"}}), 2, {"--min-lr"}});
     c.push_back({"train_unknown_optimizer", train_tiny({{"--optimizer", "adagrad"}}), 2, {"--optimizer", "adagrad"}});
     c.push_back({"train_unknown_schedule", train_tiny({{"--schedule", "wavy"}}), 2, {"--schedule", "wavy"}});
@@ -94,11 +100,10 @@ const std::vector<BadCase>& cases() {
     // Model structure and task limits.
     c.push_back({"train_d_model_not_divisible_by_heads", train_tiny({{"--heads", "3"}}), 2,
                  {"--d-model 16", "--heads 3"}});
-    // The suggestion of a head count that divides must not overflow (UBSan).
-    c.push_back({"train_heads_at_int64_max", train_tiny({{"--heads", "9223372036854775807"}}), 2,
-                 {"--heads 9223372036854775807", "try --heads 16"}});
+    // A size beyond headlab's bound is named as that, not as a head count
+    // that does not divide it ("try --heads 1 or 7").
     c.push_back({"train_d_model_at_int64_max", train_tiny({{"--d-model", "9223372036854775807"}, {"--heads", "2"}}), 2,
-                 {"--d-model 9223372036854775807", "try --heads 1"}});
+                 {"--d-model 9223372036854775807 is beyond the 1073741824 headlab supports"}});
     c.push_back({"train_seq_len_beyond_modular_addition", train_tiny({{"--task", "modular-addition"}, {"--seq-len", "5"}}),
                  2, {"modular-addition", "seq-len 5"}});
     c.push_back({"train_even_seq_len_for_sort", train_tiny({{"--task", "sort"}, {"--seq-len", "4"}}), 2,
@@ -116,9 +121,21 @@ const std::vector<BadCase>& cases() {
                  {"--seed", "18446744073709551616"}});
     c.push_back({"train_unknown_task", train_tiny({{"--task", "nope"}}), 2, {"nope"}});
     c.push_back({"train_empty_task", train_tiny({{"--task", "''"}}), 2, {"task"}});
+    // An empty value would fall back to the flag's default without a word.
+    c.push_back({"train_empty_data", train_tiny({{"--data", "''"}}), 2, {"--data is given an empty value"}});
+    c.push_back({"train_empty_data_after_equals", train_tiny({{"--data=", ""}}), 2,
+                 {"--data is given an empty value"}});
+    c.push_back({"eval_empty_dump_logits", {"eval", "{ck}", "--dump-logits", "''"}, 2,
+                 {"headlab eval: error: --dump-logits is given an empty value"}});
+    c.push_back({"eval_empty_checkpoint", {"eval", "''"}, 2, {"the checkpoint argument is empty"}});
+    // A warmup as long as the decay's horizon leaves no decay.
+    c.push_back({"train_warmup_beyond_cosine_horizon",
+                 train_tiny({{"--schedule", "cosine"}, {"--warmup", "100"}, {"--steps", "5"}}), 2,
+                 {"--warmup 100 leaves no room for the cosine decay, which ends at step 5 (--steps)"}});
     // Files.
     c.push_back({"train_config_missing", with(train_tiny({}), {"--config", "{missing}"}), 2, {"--config", "{missing}"}});
-    c.push_back({"train_config_is_a_folder", with(train_tiny({}), {"--config", "{dir}"}), 2, {"--config"}});
+    c.push_back({"train_config_is_a_folder", with(train_tiny({}), {"--config", "{dir}"}), 2,
+                 {"headlab train: error: --config {dir} is a folder; give a file"}});
     c.push_back({"train_config_not_json", with(train_tiny({}), {"--config", "{file}"}), 2, {"--config", "JSON"}});
     c.push_back({"train_config_unknown_key", with(train_tiny({}), {"--config", "{cfg:{\"bogus\": 1}}"}), 2,
                  {"bogus"}});
@@ -156,14 +173,13 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_huge_task_name", train_tiny({{"--task", std::string(100000, 'y')}}), 2, {"yyy"}});
     // The largest int64: no overflow (UBSan) in checks or messages.
     const std::string max64 = "9223372036854775807";
-    for (const char* flag : {"--layers", "--d-ff", "--vocab", "--seq-len"})
+    for (const char* flag : {"--layers", "--d-ff", "--vocab", "--seq-len", "--d-model", "--heads"})
       c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2,
                    {std::string(flag) + " " + max64, "beyond"}});
-    // These first fail the divisibility check, whose suggestion must not
-    // overflow either (the two cases above).
-    for (const char* flag : {"--d-model", "--heads"})
-      c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2,
-                   {std::string(flag) + " " + max64, "divisible"}});
+    // More slices than sequences: no multiple of the slices is the batch meant.
+    c.push_back({"train_micro_batches_int64_max", train_tiny({{"--micro-batches", max64}}), 2,
+                 {"--micro-batches " + max64 + " is more slices than the 16 sequences of --batch 16",
+                  "give --micro-batches 16"}});
     for (const char* flag : {"--batch", "--eval-batch"})
       c.push_back({std::string("train_int64_max_") + (flag + 2), train_tiny({{flag, max64}}), 2, {flag}});
     c.push_back({"train_seq_len_too_short_for_analysis", train_tiny({{"--seq-len", "2"}}), 2, {"seq-len 2", "3"}});
@@ -182,6 +198,7 @@ const std::vector<BadCase>& cases() {
                  {"--data", "--task previous", "give one of them"}});
     c.push_back({"top_level_option_typo", {"--verison"}, 2, {"unknown option --verison", "did you mean --version?"}});
     c.push_back({"top_level_training_flag_without_command", {"--steps", "5"}, 2, {"--steps comes after a command"}});
+    c.push_back({"top_level_option_cut_short", {"--vers"}, 2, {"unknown option --vers", "did you mean --version?"}});
     c.push_back({"train_init_missing", with(train_tiny({}), {"--init", "{missing}"}), 2, {"{missing}"}});
     c.push_back({"train_init_is_a_folder", with(train_tiny({}), {"--init", "{dir}"}), 2, {"{dir}"}});
     c.push_back({"train_init_not_a_checkpoint", with(train_tiny({}), {"--init", "{file}"}), 2, {"notes.txt"}});
@@ -219,6 +236,18 @@ const std::vector<BadCase>& cases() {
                  2, {"--data", "--train-size"}});
     c.push_back({"train_size_beyond_32_bit_tokens", train_tiny({{"--train-size", "999999999999"}}), 2,
                  {"--train-size 999999999999", "2^31"}});
+    // The whole set does not split: the hint names the flag given.
+    c.push_back({"train_full_batch_of_a_fraction_in_slices",
+                 mod_with({{"--train-fraction", "0.6"}, {"--batch", "full"}, {"--micro-batches", "4"}}), 2,
+                 {"--batch full (15 sequences: the examples --train-fraction 0.6 keeps) does not split into 4 slices",
+                  "give --micro-batches 3 or 5", "in place of --train-fraction a --train-size"}});
+    c.push_back({"train_full_batch_of_a_size_in_slices",
+                 mod_with({{"--train-size", "10"}, {"--batch", "full"}, {"--micro-batches", "4"}}), 2,
+                 {"give --micro-batches 2 or 5, or --train-size a multiple of 4, such as 8 or 12"}});
+    c.push_back({"train_full_batch_in_more_slices_than_sequences",
+                 mod_with({{"--train-size", "10"}, {"--batch", "full"}, {"--micro-batches", "9223372036854775807"}}), 2,
+                 {"does not split into 9223372036854775807 slices (--micro-batches, or one per process): give "
+                  "--micro-batches 10"}});
     c.push_back({"train_full_batch_of_a_stream", train_tiny({{"--batch", "full"}}), 2,
                  {"--batch 0 (full)", "--train-size"}});
     c.push_back({"train_batch_neither_number_nor_full", train_tiny({{"--batch", "half"}}), 2, {"--batch", "half"}});
@@ -271,11 +300,15 @@ const std::vector<BadCase>& cases() {
     c.push_back({"no_command", {}, 2, {"subcommand"}});
     c.push_back({"unknown_command", {"trian"}, 2, {"trian"}});
     c.push_back({"train_unknown_flag", with(train_tiny({}), {"--bogus"}), 2, {"--bogus"}});
-    c.push_back({"train_stray_argument", with(train_tiny({}), {"stray"}), 2, {"stray"}});
+    c.push_back({"train_stray_argument", with(train_tiny({}), {"stray"}), 2, {"headlab train: error:", "stray"}});
     c.push_back({"tasks_unknown_flag", {"tasks", "--bogus"}, 2, {"--bogus"}});
     c.push_back({"gradcheck_unknown_flag", {"gradcheck", "--bogus"}, 2, {"--bogus"}});
     c.push_back({"sweep_unknown_flag", {"sweep", "--bogus"}, 2, {"--bogus"}});
     c.push_back({"bench_unknown_flag", {"bench", "--bogus"}, 2, {"--bogus"}});
+    c.push_back({"bench_zero_runs", {"bench", "--runs", "0"}, 2, {"--runs must be at least 1, got 0"}});
+    c.push_back({"bench_zero_steps", {"bench", "--bench-steps", "0"}, 2, {"--bench-steps must be at least 1, got 0"}});
+    c.push_back({"bench_negative_warmup", {"bench", "--warmup-steps", "-2"}, 2,
+                 {"--warmup-steps must be 0 or more, got -2"}});
     // eval.
     c.push_back({"eval_without_checkpoint", {"eval"}, 2, {"checkpoint"}});
     c.push_back({"eval_missing_checkpoint", {"eval", "{missing}"}, 2, {"{missing}"}});
@@ -292,7 +325,8 @@ const std::vector<BadCase>& cases() {
     c.push_back({"eval_batch_beyond_32_bit_tokens", {"eval", "{ck}", "--batch", "1000000000"}, 2, {"--batch"}});
     c.push_back({"eval_batch_beyond_memory", {"eval", "{ck}", "--batch", "300000000"}, 2, {"memory", "--batch"}});
     c.push_back({"eval_batch_int64_max", {"eval", "{ck}", "--batch", "9223372036854775807"}, 2, {"--batch"}});
-    c.push_back({"analyze_batch_int64_max", {"analyze", "{run}", "--batch", "9223372036854775807"}, 2, {"batch 9223372036854775807"}});
+    c.push_back({"analyze_batch_int64_max", {"analyze", "{run}", "--batch", "9223372036854775807"}, 2,
+                 {"headlab analyze: error: --batch 9223372036854775807"}});
     c.push_back({"eval_big_file_that_is_no_checkpoint", {"eval", "{cfg:" + std::string(1 << 20, 'x') + "}"}, 2,
                  {"header length"}});
     c.push_back({"eval_missing_batch_value", {"eval", "{ck}", "--batch"}, 2, {"--batch"}});
@@ -457,6 +491,40 @@ TEST(Bf16Refusal, WithoutBf16UnitsEveryCommandRefusesBf16NamingF32) {
   const RunResult f32 = run_headlab(train_command(cwd / "out", {{"--precision", "f32"}, {"--steps", "2"}}), cwd.path());
   ::unsetenv("HEADLAB_NO_CPU_BF16");
   EXPECT_EQ(f32.exit_code, 0) << f32.describe();
+}
+
+// Under mpirun only rank 0 says a usage error. A launcher's variable left in
+// the environment (exported by hand, inherited from a job) must not silence
+// one in a process that is alone: the error is said, once, with exit 2.
+TEST(StaleLauncherVariables, UsageErrorsAreStillSaid) {
+  TempDir cwd;
+  struct Case {
+    std::vector<std::pair<const char*, const char*>> env;
+    std::vector<std::string> args;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Case> cases = {
+      {{{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}},
+       {"train", "--d_model", "5"},
+       {"headlab train: error: unknown flag --d_model (did you mean --d-model?)"}},
+      {{{"PMI_RANK", "1"}}, {"trian"}, {"headlab: error: unknown command 'trian'"}},
+      {{{"PMIX_RANK", "1"}}, {"--verison"}, {"unknown option --verison"}},
+  };
+  // Open MPI keeps allocations until exit that LeakSanitizer cannot attribute.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string saved_asan = asan ? asan : "";
+  ::setenv("ASAN_OPTIONS", (saved_asan.empty() ? "detect_leaks=0" : saved_asan + ":detect_leaks=0").c_str(), 1);
+  for (const Case& c : cases) {
+    for (const auto& [name, value] : c.env) ::setenv(name, value, 1);
+    const RunResult r = run_headlab(c.args, cwd.path(), 60);
+    for (const auto& [name, value] : c.env) ::unsetenv(name);
+    EXPECT_TRUE(clean_failure(r, 2, c.mentions)) << c.args[0];
+  }
+  if (asan)
+    ::setenv("ASAN_OPTIONS", saved_asan.c_str(), 1);
+  else
+    ::unsetenv("ASAN_OPTIONS");
+  EXPECT_TRUE(is_empty_dir(cwd.path()));
 }
 
 TEST(Help, EverySubcommandHasHelpThatExitsZero) {

@@ -4,8 +4,9 @@
 #    process give byte-identical metrics.jsonl (but tokens_per_s), heads.json,
 #    config.json and checkpoints, run after run; a resumed run equals them;
 #  - only rank 0 writes and prints;
-#  - a batch 2 processes cannot share, or a failure on rank 0 alone, exits 2
-#    with one line; a NaN loss exits 1 naming the step on every rank;
+#  - a batch 2 processes cannot share, a usage error (said by rank 0 only),
+#    or a failure on rank 0 alone, exits 2 with one line; a NaN loss exits 1
+#    naming the step on every rank;
 #  - ranks given other flags (an MPMD line) or resuming checkpoints of other
 #    steps exit 2 before step 1, naming the difference;
 #  - SIGTERM to rank 0 alone stops both ranks after the same step (exit 143)
@@ -138,6 +139,16 @@ grep -q -- '--batch 15 does not divide among the 2 processes (mpirun -np 2)' "$t
   fail "no message naming both numbers: $(cat "$tmp/err.txt")"
 [[ $(grep -c '^headlab train: error' "$tmp/err.txt") -eq 1 ]] || fail "not exactly one error line: $(cat "$tmp/err.txt")"
 [[ ! -e $tmp/bad ]] || fail "the failed run created its folder"
+
+echo "== a usage error is said once, by rank 0, and every rank exits 2 (no hang)"
+for args in "train --d_model 5" "trian"; do
+  # shellcheck disable=SC2086  # the words of $args are the command line
+  "${mpi[@]}" "$headlab" $args >/dev/null 2>"$tmp/err.txt" &
+  wait_for $! 60
+  [[ $status -eq 2 ]] || fail "headlab $args exited $status, not 2: $(cat "$tmp/err.txt")"
+  [[ $(grep -c '^headlab.*: error: unknown' "$tmp/err.txt") -eq 1 ]] ||
+    fail "headlab $args: not exactly one error line: $(cat "$tmp/err.txt")"
+done
 
 echo "== a failure on rank 0 alone stops both ranks (exit 2, no hang)"
 "${mpi[@]}" "$headlab" train "${tiny[@]}" "${std[@]}" --out "$tmp/mpi" >/dev/null 2>"$tmp/err.txt" &

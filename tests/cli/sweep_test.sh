@@ -152,7 +152,8 @@ bad() {  # expected message, then arguments
   [[ ! -e $tmp/bad ]] || { fail "sweep $* created --out"; rm -rf "$tmp/bad"; }
 }
 bad "--seeds '5-3': the range 5-3 runs backwards" --seeds 5-3
-bad "--seeds '': the list is empty" --seeds ""
+bad "--seeds is given an empty value ('')" --seeds ""
+bad "--seeds '  ': the list is empty" --seeds "  "
 bad "--seeds '-1': -1 is negative" --seeds=-1
 bad "--seeds '1,x': 'x' is not a whole number" --seeds 1,x
 bad "--seeds '0-2,1': 1 is listed twice" --seeds 0-2,1

@@ -69,5 +69,15 @@ TEST(InitScale, BadRulesAreRefusedNamingTheValue) {
   EXPECT_THROW(init_std_for("x", "head.weight", {2, 2}, kSpec), std::invalid_argument);
 }
 
+// A scale float32 weights cannot hold, or one that saturates every softmax,
+// is refused up front, not met as an infinite loss blamed on --lr.
+TEST(InitScale, ScalesBeyondFloat32OrSaturatingAreRefused) {
+  EXPECT_EQ(init_rule_error("100"), "");
+  EXPECT_EQ(init_rule_error("1e-30"), "");
+  EXPECT_NE(init_rule_error("1e308").find("--init-std 1e308 is above 100"), std::string::npos);
+  EXPECT_NE(init_rule_error("100.5").find("--init-std 100.5 is above 100"), std::string::npos);
+  EXPECT_NE(init_rule_error("1e-300").find("--init-std 1e-300 is below 1.18e-38"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace headlab::layers

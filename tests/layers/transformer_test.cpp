@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -182,6 +184,22 @@ TEST(Transformer, IndivisibleHeadsSuggestTheNearestFits) {
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--d_model 10 is not divisible by --heads 4"), std::string::npos) << e.what();
+  }
+}
+
+// At the largest int64 the suggestion must not overflow (UBSan): a
+// checkpoint's spec can hold any size (the CLI refuses such flags first).
+TEST(Transformer, IndivisibleHeadsAtTheLargestSizesSuggestWithoutOverflow) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  using Case = std::tuple<int64_t, int64_t, std::string>;
+  for (const auto& [d_model, heads, suggestion] : {Case{kMax, 2, "try heads 1 or 7"}, Case{16, kMax, "try heads 16"}}) {
+    const ModelSpec spec = small_spec([&](ModelSpec& s) { s.d_model = d_model; s.heads = heads; });
+    try {
+      spec.validate();
+      FAIL() << "expected std::invalid_argument";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(suggestion), std::string::npos) << e.what();
+    }
   }
 }
 

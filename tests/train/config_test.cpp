@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "train/errors.h"
@@ -118,6 +120,73 @@ TEST(TrainConfig, EpsAboveTheLimitIsRefusedSayingWhy) {
   const std::string m = error_of(c);
   EXPECT_NE(m.find("--eps 1e+30 is above 0.01"), std::string::npos) << m;
   EXPECT_NE(m.find("lr * m / eps"), std::string::npos) << m;
+}
+
+// A float setting that cannot work is refused naming its flag and value, not
+// met later as an infinite loss blamed on --lr or --clip.
+TEST(TrainConfig, FloatSettingsThatCannotWorkNameTheFlagAndValue) {
+  const auto error_with = [](const std::function<void(TrainConfig&)>& set) {
+    TrainConfig c;
+    set(c);
+    return error_of(c);
+  };
+  const std::vector<std::pair<std::function<void(TrainConfig&)>, std::string>> bad = {
+      {[](TrainConfig& c) { c.weight_decay = 1e308; }, "--weight-decay 1e+308 is too large for --lr 0.001"},
+      {[](TrainConfig& c) { c.weight_decay = 1000; }, "--weight-decay below 1000 here"},
+      {[](TrainConfig& c) { c.lr = 0.5, c.weight_decay = 2; }, "--weight-decay 2 is too large for --lr 0.5"},
+      {[](TrainConfig& c) { c.weight_decay = std::nan(""); }, "--weight-decay must be a number"},
+      {[](TrainConfig& c) { c.weight_decay = std::nan(""); }, "got nan"},
+      {[](TrainConfig& c) { c.init_std = "1e308"; }, "--init-std 1e308 is above 100"},
+      {[](TrainConfig& c) { c.eps = 1e-300; }, "--eps 1e-300 is below 1.18e-38"},
+      {[](TrainConfig& c) { c.lr = 1e-320; }, "--lr 1e-320 is below 1.18e-38"},
+      {[](TrainConfig& c) { c.lr = 1e39; }, "--lr 1e+39 is beyond 3.4e38"},
+      {[](TrainConfig& c) { c.clip = 1e-320; }, "--clip 1e-320 is below 1.18e-38"},
+  };
+  for (const auto& [set, message] : bad) EXPECT_NE(error_with(set).find(message), std::string::npos) << error_with(set);
+  // The edges that work, and a --clip above every norm (no clipping).
+  const std::vector<std::function<void(TrainConfig&)>> good = {
+      [](TrainConfig& c) { c.weight_decay = 999; }, [](TrainConfig& c) { c.init_std = "100"; },
+      [](TrainConfig& c) { c.eps = 1e-30; },        [](TrainConfig& c) { c.lr = 1e30; },
+      [](TrainConfig& c) { c.clip = 1e308; },       [](TrainConfig& c) { c.weight_decay = -5; },
+  };
+  for (std::size_t i = 0; i < good.size(); ++i) EXPECT_EQ(error_with(good[i]), "") << "case " << i;
+}
+
+TEST(TrainConfig, InertSettingsAreListedOnlyWhenTheyDoNothing) {
+  TrainConfig c;
+  EXPECT_TRUE(c.inert_settings().empty());
+  c.steps = 5;
+  c.keep_snapshots = 3;
+  c.snapshot_every = 100;
+  c.warmup = 100;
+  const std::vector<std::string> inert = c.inert_settings();
+  ASSERT_EQ(inert.size(), 2u);
+  EXPECT_NE(inert[0].find("--snapshot-every 100 takes no snapshot"), std::string::npos) << inert[0];
+  EXPECT_NE(inert[1].find("--warmup 100 outlasts the run's --steps 5"), std::string::npos) << inert[1];
+  c.steps = 100;  // a snapshot at step 100, and a warmup that ends with the run
+  c.snapshot_every = 100;
+  EXPECT_TRUE(c.inert_settings().empty());
+  c.snapshot_every = 0;
+  ASSERT_EQ(c.inert_settings().size(), 1u);
+  EXPECT_NE(c.inert_settings()[0].find("--keep-snapshots 3 does nothing"), std::string::npos);
+}
+
+// A decaying schedule's warmup must end before its horizon.
+TEST(TrainConfig, WarmupReachingADecaysHorizonIsRefused) {
+  TrainConfig c;
+  c.schedule = "linear";
+  c.steps = 10;
+  c.warmup = 10;
+  EXPECT_NE(error_of(c).find("--warmup 10 leaves no room for the linear decay, which ends at step 10 (--steps)"),
+            std::string::npos)
+      << error_of(c);
+  c.warmup = 9;
+  EXPECT_EQ(error_of(c), "");
+  c.schedule_steps = 5;
+  EXPECT_NE(error_of(c).find("ends at step 5 (--schedule-steps)"), std::string::npos) << error_of(c);
+  c.schedule = "constant";  // no decay to leave room for: a warmup beyond the run is only inert
+  c.warmup = 50;
+  EXPECT_EQ(error_of(c), "");
 }
 
 // A flag whose default is an environment variable's value: `value` there

@@ -153,6 +153,37 @@ TEST(MicroBatches, UnevenSplitsAreUsageErrorsNamingBothNumbers) {
   EXPECT_THROW(c.validate(), UsageError);
 }
 
+// More slices than sequences: the counts that divide the batch (over the
+// processes), not a multiple of the slices.
+TEST(MicroBatches, MoreSlicesThanSequencesNameTheCountsThatDivide) {
+  TrainConfig c = sgd_config();
+  c.batch = 12;
+  c.micro_batches = 20;
+  EXPECT_TRUE(usage_error_naming(c, 1, {"--micro-batches 20 is more slices than the 12 sequences of --batch 12",
+                                        "give --micro-batches 12"}));
+  c.micro_batches = 14;
+  EXPECT_TRUE(usage_error_naming(c, 2, {"give --micro-batches 12"}));
+  c.batch = 7;  // prime, over 2 processes: no count fits
+  c.micro_batches = 8;
+  EXPECT_TRUE(usage_error_naming(c, 2, {"give --micro-batches a divisor of 7"}));
+}
+
+// The analysis of many classes is warned of, naming the flag the classes follow from.
+TEST(SlowAnalysis, TheWarningNamesTheSizesAndTheFlagOfTheClasses) {
+  layers::ModelSpec m;
+  m.vocab = 200;
+  m.classes = 40000;
+  EXPECT_NE(slow_analysis_warning(m, 16, 200).find("16 x 200 positions x 40000 output classes (--vocab 200 squared)"),
+            std::string::npos);
+  EXPECT_EQ(slow_analysis_warning(m, 4, 200), "");  // 32 million logits: below the bound
+  m.vocab = m.classes = 50000;
+  EXPECT_NE(slow_analysis_warning(m, 16, 128).find("(--vocab 50000)"), std::string::npos);
+  m.vocab = 100;
+  const std::string by_classes = slow_analysis_warning(m, 16, 128);
+  EXPECT_NE(by_classes.find("(--classes)"), std::string::npos) << by_classes;
+  EXPECT_NE(by_classes.find("a smaller --classes, --eval-batch or --seq-len"), std::string::npos) << by_classes;
+}
+
 TEST(MicroBatches, AStopBetweenSlicesAbandonsTheStepAndLeavesNothingOfIt) {
   TrainConfig c = sgd_config();
   c.micro_batches = 4;

@@ -15,6 +15,13 @@ TEST(NearestName, SuggestsTheClosestTypo) {
   EXPECT_EQ(nearest_name("min_lr", flags), "min-lr");
 }
 
+TEST(NearestName, AnAbbreviationOfOneCandidateNamesIt) {
+  EXPECT_EQ(nearest_name("vers", {"help", "version"}), "version");
+  EXPECT_EQ(nearest_name("seq_", flags), "seq-len");  // '_' still counts as '-'
+  EXPECT_EQ(nearest_name("se", flags), "");          // too short to tell
+  EXPECT_EQ(nearest_name("sched", {"schedule", "schedule-steps"}), "");  // the beginning of two
+}
+
 TEST(NearestName, NothingWhenFarOrShort) {
   EXPECT_EQ(nearest_name("bogus", flags), "");
   EXPECT_EQ(nearest_name("xy", flags), "");  // 2 edits from "lr" is half the name

@@ -16,6 +16,10 @@
 
 #include "train/config.h"
 
+namespace headlab::train {
+class Session;
+}  // namespace headlab::train
+
 namespace headlab::cli {
 
 using Command = std::function<int()>;
@@ -62,6 +66,11 @@ CLI::Validator in_range() {
       },
       "INRANGE");
 }
+
+// Prints a warning line on stderr, rank 0 only, for each setting of the
+// session's config that does nothing in its run (TrainConfig::inert_settings)
+// and for a head analysis so large it will be slow (slow_analysis_warning).
+void warn_of_settings(train::Session& session);
 
 // Selects the GEMM backend by name (UsageError naming --gemm if unknown).
 void use_gemm_backend(const std::string& name);

@@ -24,6 +24,7 @@
 #include "train/cli/cli.h"
 #include "train/cli/progress_bar.h"
 #include "train/errors.h"
+#include "train/run_builder.h"
 #include "train/run_folder.h"
 #include "train/session.h"
 #include "train/signals.h"
@@ -184,7 +185,11 @@ int run_analyze(const AnalyzeArgs& args) {
     ck.info.config.task = args.task;
     ck.info.config.data.clear();
   }
-  if (args.batch_given) ck.info.config.eval_batch = args.batch;
+  if (args.batch_given) {
+    // Named as analyze's flag here: the run's session below would call it --eval-batch.
+    train::check_token_count("--batch", args.batch, ck.model.max_seq_len);
+    ck.info.config.eval_batch = args.batch;
+  }
   // Their folder beside the run's files: RUN/analysis-TASK, RUN/analysis-batch-N, RUN/analysis-TASK-batch-N.
   std::string beside = other_task ? "analysis-" + args.task : "";
   if (other_batch) beside += (beside.empty() ? "analysis-batch-" : "-batch-") + std::to_string(args.batch);

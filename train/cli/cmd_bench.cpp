@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <utility>
 
 #include "core/gemm.h"
 #include "core/gemm_kernels.h"
@@ -141,8 +142,10 @@ double peak_rss_mib() {
 }
 
 int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
-  if (args.warmup < 0 || args.steps < 1 || args.runs < 1)
-    throw train::UsageError("--warmup-steps must be >= 0, --bench-steps and --runs >= 1");
+  if (args.warmup < 0) throw train::UsageError("--warmup-steps must be 0 or more, got " + std::to_string(args.warmup));
+  using Flag = std::pair<const char*, int64_t>;
+  for (const auto& [flag, value] : {Flag{"--bench-steps", args.steps}, Flag{"--runs", args.runs}})
+    if (value < 1) throw train::UsageError(std::string(flag) + " must be at least 1, got " + std::to_string(value));
   train::TrainConfig config = preset_config(args.preset);
   flags.apply(config);
   config.validate();

@@ -200,6 +200,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
                   static_cast<long long>(2 * std::max<int64_t>(target, 1)));
     return 0;
   }
+  warn_of_settings(*session);  // after every check: a refused command's error stays its one line
   if (!world.is_root()) {
     static train::TrainerEvents silent;  // the other ranks report nothing
     train::Trainer trainer(*session, folder, silent, {.target_steps = target, .analysis = {}});

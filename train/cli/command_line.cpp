@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -84,9 +85,31 @@ std::string value_message(const CLI::App& sub, const CLI::ParseError& e) {
     return flag + " '" + one_line(value) + "' is not " + (kind.empty() ? "a value it takes (see --help)" : kind);
   }
   if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) {
-    const auto colon = what.find(": File does not exist: ");
-    if (colon != std::string::npos)
-      return what.substr(0, colon) + " " + one_line(what.substr(colon + 23)) + ": no such file";
+    for (const auto& [said, meant] : {std::pair<std::string, std::string>{": File does not exist: ", ": no such file"},
+                                      {": File is actually a directory: ", " is a folder; give a file"}}) {
+      const auto colon = what.find(said);
+      if (colon != std::string::npos)
+        return what.substr(0, colon) + " " + one_line(what.substr(colon + said.size())) + meant;
+    }
+  }
+  return "";
+}
+
+// An empty value (--data '', --dump-logits=) is never what a flag wants:
+// CLI11 takes it, and the command would fall back to the flag's default
+// without a word (train on the default task, write no dump). The message
+// for the first one given, or "".
+std::string empty_value(const std::string& flag) {
+  return flag + " is given an empty value (''); give one, or drop the flag for its default";
+}
+
+std::string empty_value_message(const CLI::App& sub) {
+  for (const CLI::Option* o : sub.get_options()) {
+    if (o->get_items_expected_max() == 0) continue;  // a flag without a value
+    const CLI::results_t& values = o->results();
+    if (std::find(values.begin(), values.end(), std::string()) == values.end()) continue;
+    if (o->get_lnames().empty()) return "the " + o->get_name() + " argument is empty; give one (see --help)";
+    return empty_value("--" + o->get_lnames().front());
   }
   return "";
 }
@@ -102,6 +125,9 @@ std::string usage_message(const CLI::App& sub, const std::vector<std::string>& a
     const std::string flag = long_flag(arg);
     if (flag.empty()) continue;
     const CLI::Option* opt = sub.get_option_no_throw(flag);
+    // --data= : CLI11 says "1 required TEXT missing".
+    if (opt != nullptr && arg == flag + "=" && dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr)
+      return empty_value(flag);
     if (opt == nullptr && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
       std::vector<std::string> names;
       for (const CLI::Option* o : sub.get_options())
@@ -125,6 +151,22 @@ bool stdout_written(const char* command) {
   const bool ok = std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout);
   if (!ok) say(std::string("headlab ") + command + ": error: cannot write to standard output: " + std::strerror(errno));
   return ok;
+}
+
+// Under mpirun every rank parses the same command line and meets the same
+// usage error: rank 0 says it, the others stay quiet. Which rank this is, is
+// MPI's to say: the launcher's variables alone (OMPI_COMM_WORLD_RANK,
+// PMI_RANK, ...) may be stale, exported by hand or inherited from another
+// job, and a process they call rank 1 is then the only one and must speak.
+// So, as a valid command does, MPI starts when they are set, and a process
+// the launcher did not start is a world of one.
+bool another_rank_says_it() {
+  if (!headlab::train::dist::launched_by_mpi()) return false;
+  try {
+    return !headlab::train::dist::world().is_root();
+  } catch (const std::exception&) {
+    return false;  // MPI did not start: this process is alone
+  }
 }
 
 // Prints a command's failure as one line and returns its exit status. In a
@@ -187,7 +229,7 @@ int run_command_line(int argc, char** argv, bool print_error) {
       names += (names.empty() ? "" : ", ") + sub->get_name();
     }
     if (!known) {
-      if (train::dist::launcher_rank() != 0) return 2;  // rank 0 says it
+      if (another_rank_says_it()) return 2;
       say(std::string("headlab: error: unknown command '") + argv[1] + "' (commands: " + names + "; see --help)");
       return 2;
     }
@@ -196,7 +238,7 @@ int run_command_line(int argc, char** argv, bool print_error) {
   if (argc > 1 && std::string(argv[1]).starts_with("--")) {
     const std::string flag = std::string(argv[1]).substr(0, std::string(argv[1]).find('='));
     if (app.get_option_no_throw(flag) == nullptr) {
-      if (train::dist::launcher_rank() != 0) return 2;
+      if (another_rank_says_it()) return 2;
       std::vector<std::string> own;
       for (const CLI::Option* o : app.get_options())
         for (const std::string& name : o->get_lnames()) own.push_back(name);
@@ -219,14 +261,13 @@ int run_command_line(int argc, char** argv, bool print_error) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // Under mpirun every rank parses the same command line: one speaks.
-    if (train::dist::launcher_rank() != 0) return 2;
+    if (another_rank_says_it()) return 2;
+    // The command's own errors carry its name, as its failures do.
     if (const CLI::App* sub = argc > 1 && argv[1][0] != '-' ? app.get_subcommand(argv[1]) : nullptr) {
       const std::string message = usage_message(*sub, std::vector<std::string>(argv + 2, argv + argc), e);
-      if (!message.empty()) {
-        say(std::string("headlab ") + argv[1] + ": error: " + message);
-        return 2;
-      }
+      say(std::string("headlab ") + argv[1] + ": error: " +
+          (message.empty() ? one_line(e.what()) + " (see headlab " + argv[1] + " --help)" : message));
+      return 2;
     }
     say("headlab: error: " + one_line(e.what()) + " (see --help)");
     return 2;
@@ -234,6 +275,11 @@ int run_command_line(int argc, char** argv, bool print_error) {
   for (auto& [sub, run] : commands) {
     if (!sub->parsed()) continue;
     const std::string name = sub->get_name();
+    if (const std::string message = empty_value_message(*sub); !message.empty()) {
+      if (another_rank_says_it()) return 2;
+      say("headlab " + name + ": error: " + message);
+      return 2;
+    }
     try {
       const int status = run();
       return stdout_written(name.c_str()) || status != 0 ? status : 1;

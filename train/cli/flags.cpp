@@ -12,6 +12,8 @@
 #include "train/dist.h"
 #include "train/errors.h"
 #include "train/json_input.h"
+#include "train/run_builder.h"
+#include "train/session.h"
 
 namespace headlab::cli {
 
@@ -111,6 +113,16 @@ int use_threads(int requested, double flops_per_step) {
   }
   core::set_num_threads(requested);
   return requested;
+}
+
+void warn_of_settings(train::Session& session) {
+  if (!train::dist::current_world().is_root()) return;  // under mpirun, once
+  std::vector<std::string> warnings = session.config().inert_settings();
+  const train::Batch& analyzed = session.eval_batch();
+  if (std::string slow = train::slow_analysis_warning(session.model().spec(), analyzed.batch, analyzed.seq_len);
+      !slow.empty())
+    warnings.push_back(std::move(slow));
+  for (const std::string& warning : warnings) std::fprintf(stderr, "headlab train: warning: %s\n", warning.c_str());
 }
 
 namespace {
