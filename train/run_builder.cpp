@@ -12,6 +12,7 @@
 #include "train/data_file.h"
 #include "train/errors.h"
 #include "train/fixed_sets.h"
+#include "train/input_file.h"
 
 namespace headlab::train {
 
@@ -26,13 +27,10 @@ std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
     int64_t vocab = m.vocab, seq_len = m.max_seq_len;
     if (vocab <= 0 || seq_len <= 0) {
       // Read twice (its sizes, then its rows): a pipe would be empty the second time.
-      std::error_code ec;
-      if (std::filesystem::exists(config.data, ec) && !std::filesystem::is_regular_file(config.data, ec) &&
-          !std::filesystem::is_directory(config.data, ec))
-        throw UsageError("--data " + config.data + " is not a regular file (a pipe or a device), and the vocabulary and "
-                         "length it needs are read from it before its rows: save it to a file, or give --vocab "
-                         "and --seq-len");
-      const DataFile::Needs needs = DataFile::needs(config.data);
+      require_regular_file(config.data, "--data " + config.data,
+                           "the vocabulary and length it needs are read from it before its rows; save it to a file, "
+                           "or give --vocab and --seq-len");
+      const DataFile::Needs needs = DataFile::needs(config.data, seq_len);
       if (vocab <= 0) vocab = std::max(needs.vocab, m.classes > 0 ? int64_t{1} : needs.classes);
       if (seq_len <= 0) seq_len = std::max(needs.seq_len, kMinSeqLen);
     }

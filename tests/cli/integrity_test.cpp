@@ -288,8 +288,9 @@ TEST(Outputs, CollectRefusesARunsFolderAndLeavesItAsItWas) {
   EXPECT_EQ(snapshot(dir / "run"), before);
 }
 
-// A FIFO given as a checkpoint, or as the data file train reads twice, is
-// refused at once rather than waited on for a writer that never comes.
+// A FIFO given as a checkpoint, or as a run's data file (read again by
+// --resume, eval and analyze), is refused at once rather than waited on for a
+// writer that never comes.
 TEST(Inputs, AFifoIsRefusedNotWaitedOn) {
   TempDir dir;
   fs::create_directory(dir / "run");
@@ -297,7 +298,7 @@ TEST(Inputs, AFifoIsRefusedNotWaitedOn) {
   ASSERT_EQ(::mkfifo((dir / "data.jsonl").c_str(), 0644), 0);
   EXPECT_TRUE(clean_failure(run_headlab({"eval", dir / "run"}, dir.path(), 20), 2, {"not a regular file"}));
   EXPECT_TRUE(clean_failure(run_headlab(train_command(dir / "out", {{"--data", dir / "data.jsonl"}}), dir.path(), 20),
-                            2, {"--data", "not a regular file", "--vocab"}));
+                            2, {"--data", "not a regular file", "resumed"}));
 }
 
 // train.log is appended to by spdlog, which would follow a link.
