@@ -156,17 +156,33 @@ int64_t micro_batches_for(const TrainConfig& config, int processes) {
   return k;
 }
 
-void check_data_unchanged(const CheckpointInfo& info, const Task& task) {
-  const std::optional<Task::Fingerprint> now = task.fingerprint();
-  if (!now || !info.data_file || *now == *info.data_file) return;
+namespace {
+
+// `file`: "the data file X".
+void refuse_changed_data(const std::string& file, const Task::Fingerprint& then, const Task::Fingerprint& now) {
   const auto describe = [](const Task::Fingerprint& f) {
     char hash[24];
     std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(f.hash));
     return std::to_string(f.size) + " bytes, hash " + hash;
   };
-  throw UsageError("the data file of " + task.name() + " has changed since the checkpoint was written (then " +
-                   describe(*info.data_file) + "; now " + describe(*now) +
-                   "): restore it, or train a new run on the new file");
+  throw UsageError(file + " has changed since the checkpoint was written (then " +
+                   describe(then) + "; now " + describe(now) + "): restore it, or train a new run on the new file");
+}
+
+}  // namespace
+
+void check_data_unchanged(const CheckpointInfo& info, const TrainConfig& config) {
+  if (!info.data_file || config.data.empty()) return;
+  const ByteHash now = hash_file(config.data, "the run's --data " + config.data,
+                                 "its hash is checked against the checkpoint's before it is read; save it to a file");
+  if (Task::Fingerprint{now.size, now.hash} != *info.data_file)
+    refuse_changed_data("the data file " + config.data, *info.data_file, {now.size, now.hash});
+}
+
+void check_data_unchanged(const CheckpointInfo& info, const Task& task) {
+  const std::optional<Task::Fingerprint> now = task.fingerprint();
+  if (!now || !info.data_file || *now == *info.data_file) return;
+  refuse_changed_data("the data file of " + task.name(), *info.data_file, *now);
 }
 
 std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source) {

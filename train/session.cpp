@@ -175,6 +175,9 @@ Session::Session(const Checkpoint& checkpoint, const dist::World& world)
     : config_(checkpoint.info.config), world_(&world) {
   config_.validate();
   config_.micro_batches = micro_batches_for(config_, world.size());
+  // Before the file is parsed: a changed file is reported as changed, not as
+  // a line that no longer parses or a model that no longer fits.
+  check_data_unchanged(checkpoint.info, config_);
   task_ = make_task_for(config_);
   const layers::ModelSpec spec = model_spec_for(config_, *task_);
   check_config_describes(*task_, spec, checkpoint.model);

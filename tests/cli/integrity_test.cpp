@@ -389,13 +389,20 @@ TEST(DataFile, ARunWorksFromAnotherFolderAndRefusesItsFileOnceChanged) {
     EXPECT_EQ(r.exit_code, 0) << args[0] << " from another folder: " << r.describe();
   }
   const std::string before = read_bytes(run + "/checkpoint.safetensors");
-  // Edited (same length), grown and shrunk: each is refused with exit 2.
-  for (const std::string& edited : {data_lines(60, 1), data_lines(61, 0), data_lines(3, 0)}) {
+  // Edited (same length), grown and shrunk, no longer JSON, and with tokens
+  // and sequences the model cannot take: each is refused with exit 2 as
+  // changed (the hash is checked before the file is parsed), not as a line
+  // that no longer parses or a model that no longer fits.
+  for (const std::string& edited :
+       {data_lines(60, 1), data_lines(61, 0), data_lines(3, 0), std::string("\0\0\0", 3),
+        std::string("{\"tokens\": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}\n")}) {
     write_bytes(dir / "data.jsonl", edited);
     const RunResult resume = run_headlab({"train", "--resume", run, "--steps", "20"}, elsewhere.path());
     EXPECT_TRUE(clean_failure(resume, 2, {dir / "data.jsonl", "has changed since the checkpoint"}));
     const RunResult eval = run_headlab({"eval", run}, elsewhere.path());
     EXPECT_TRUE(clean_failure(eval, 2, {"has changed since the checkpoint"}));
+    const RunResult analyze = run_headlab({"analyze", run, "--out", elsewhere / "changed"}, elsewhere.path());
+    EXPECT_TRUE(clean_failure(analyze, 2, {"has changed since the checkpoint"}));
   }
   EXPECT_EQ(read_bytes(run + "/checkpoint.safetensors"), before);
 }
