@@ -173,6 +173,13 @@ void check_trainer(const nlohmann::json& j, int64_t step, const std::string& pat
   const uint64_t steps = count("steps", static_cast<uint64_t>(step));
   constexpr uint64_t kMaxCount = std::numeric_limits<int64_t>::max();
   count("tokens", steps > (kMaxCount >> 31) ? kMaxCount : steps << 31);
+  // The last log line, of a step the checkpoint has done (checkpoints from
+  // before it have none).
+  if (const auto logged = j.find("logged"); logged != j.end())
+    if (!logged->is_object() || !logged->contains("step") || !(*logged)["step"].is_number_unsigned() ||
+        (*logged)["step"].get<uint64_t>() > static_cast<uint64_t>(step) || !logged->contains("loss") ||
+        !(*logged)["loss"].is_number() || !std::isfinite((*logged)["loss"].get<double>()))
+      throw bad("\"logged\" must be {\"step\": a step up to the checkpoint's, \"loss\": a finite number}");
 }
 
 std::string shape_text(const core::Shape& shape) { return core::to_string(shape); }

@@ -12,7 +12,9 @@
 //   data.position   JSON {epoch_seed, next} when training on a data file
 //   data.file       JSON {path, size, hash} of that file (absolute path, FNV-1a
 //                   hash of its bytes): a file changed since is refused
-//   trainer         JSON of the trainer's sums since its last log line
+//   trainer         JSON of the trainer's sums since its last log line, and
+//                   that line's {step, loss} ("logged"): --resume checks it
+//                   against the folder's metrics.jsonl (run_identity.h)
 //   optimizer.*     the optimizer's own metadata (kind, step counts, lr)
 #pragma once
 

@@ -15,6 +15,7 @@
 #include "train/errors.h"
 #include "train/rank_agreement.h"
 #include "train/run_builder.h"
+#include "train/run_identity.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
@@ -120,6 +121,8 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       use_gemm_backend(ck.info.config.gemm);
       use_precision(ck.info.config.precision);  // the run's: --precision cannot change on resume
       session = std::make_unique<train::Session>(ck, world);
+      // A checkpoint that is whole (the session took it) but another run's.
+      if (world.is_root()) train::check_checkpoint_is_the_folders(folder, ck, kResumeFlags);
       target = session->config().steps;
       if (target < session->steps_done())
         throw train::UsageError("--steps " + std::to_string(target) + " is below the " +
