@@ -202,6 +202,7 @@ Session::Session(const Checkpoint& checkpoint, const dist::World& world)
   data_gen_.set_state(checkpoint.info.data_rng);
   step_ = checkpoint.info.step;
   trainer_state_ = checkpoint.info.trainer;
+  init_ = checkpoint.info.init;
 }
 
 void Session::build(const layers::ModelSpec& spec) {
@@ -312,6 +313,7 @@ CheckpointInfo Session::checkpoint_info() const {
   info.task = task_->name();
   info.step = step_;
   info.trainer = trainer_state_;
+  info.init = init_;
   info.data_rng = data_gen_.state();
   info.data_position = task_->position();
   info.data_file = task_->fingerprint();
