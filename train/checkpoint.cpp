@@ -11,6 +11,7 @@
 
 #include "core/shortest.h"
 #include "train/errors.h"
+#include "train/input_file.h"
 #include "train/json_input.h"
 
 namespace headlab::train {
@@ -106,6 +107,7 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
     meta["data.file"] =
         nlohmann::json{{"path", info.config.data}, {"size", info.data_file->size}, {"hash", info.data_file->hash}}.dump();
   if (!info.trainer.is_null()) meta["trainer"] = info.trainer.dump();
+  if (!info.init.is_null()) meta["init"] = info.init.dump();
   core::save_safetensors(path, tensors, meta);
 }
 
@@ -173,6 +175,13 @@ void check_trainer(const nlohmann::json& j, int64_t step, const std::string& pat
   const uint64_t steps = count("steps", static_cast<uint64_t>(step));
   constexpr uint64_t kMaxCount = std::numeric_limits<int64_t>::max();
   count("tokens", steps > (kMaxCount >> 31) ? kMaxCount : steps << 31);
+  // The last log line, of a step the checkpoint has done (checkpoints from
+  // before it have none).
+  if (const auto logged = j.find("logged"); logged != j.end())
+    if (!logged->is_object() || !logged->contains("step") || !(*logged)["step"].is_number_unsigned() ||
+        (*logged)["step"].get<uint64_t>() > static_cast<uint64_t>(step) || !logged->contains("loss") ||
+        !(*logged)["loss"].is_number() || !std::isfinite((*logged)["loss"].get<double>()))
+      throw bad("\"logged\" must be {\"step\": a step up to the checkpoint's, \"loss\": a finite number}");
 }
 
 std::string shape_text(const core::Shape& shape) { return core::to_string(shape); }
@@ -254,6 +263,12 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
     ck.info.trainer = parse_meta_json(meta, "trainer", path);
     check_trainer(ck.info.trainer, ck.info.step, path);
   }
+  if (meta.count("init")) {
+    // Provenance only, never used to train: any object.
+    ck.info.init = parse_meta_json(meta, "init", path);
+    if (!ck.info.init.is_object())
+      throw UsageError(path + ": metadata \"init\" must be a JSON object, got " + brief_json(ck.info.init, 80));
+  }
   if (meta.count("data.position")) {
     const nlohmann::json p = parse_meta_json(meta, "data.position", path);
     if (!p.is_object() || !p.contains("epoch_seed") || !p.contains("next") || !p["epoch_seed"].is_number_unsigned() ||
@@ -303,6 +318,19 @@ Checkpoint read_checkpoint(std::span<const uint8_t> bytes, const std::string& pa
                      kWhatIsACheckpoint + ")");
   }
   return checkpoint_of(std::move(file), path);
+}
+
+nlohmann::json init_identity(const std::string& path, const Checkpoint& checkpoint) {
+  const ByteHash file = hash_file(path, "--init " + path, "a checkpoint is read whole");
+  nlohmann::json identity{{"path", path},
+                          {"size", file.size},
+                          {"hash", file.hash},
+                          {"step", checkpoint.info.step},
+                          {"task", checkpoint.info.task},
+                          {"config", to_json(checkpoint.info.config)}};
+  // A chain of --init runs keeps every link.
+  if (!checkpoint.info.init.is_null()) identity["init"] = checkpoint.info.init;
+  return identity;
 }
 
 void load_weights(layers::Transformer& model, const core::SafetensorsFile& file, const std::string& source) {

@@ -12,7 +12,11 @@
 //   data.position   JSON {epoch_seed, next} when training on a data file
 //   data.file       JSON {path, size, hash} of that file (absolute path, FNV-1a
 //                   hash of its bytes): a file changed since is refused
-//   trainer         JSON of the trainer's sums since its last log line
+//   init            JSON {path, size, hash, step, task, config} of the
+//                   checkpoint a run started from with --init (init_identity)
+//   trainer         JSON of the trainer's sums since its last log line, and
+//                   that line's {step, loss} ("logged"): --resume checks it
+//                   against the folder's metrics.jsonl (run_identity.h)
 //   optimizer.*     the optimizer's own metadata (kind, step counts, lr)
 #pragma once
 
@@ -47,6 +51,10 @@ struct CheckpointInfo {
   // The trainer's running sums since its last log line, so that a run resumed
   // between two log lines logs the same averages as an uninterrupted one.
   nlohmann::json trainer;
+  // A run started with --init: the checkpoint it started from, as it was
+  // then (init_identity), so that the run's origin is known after that file
+  // has changed or gone; null otherwise.
+  nlohmann::json init;
 };
 
 // The "model" metadata: every ModelSpec field under its name, resolved.
@@ -80,6 +88,11 @@ struct Checkpoint {
 Checkpoint read_checkpoint(const std::string& path);
 // The same for a file's bytes already in memory; `path` names it in messages.
 Checkpoint read_checkpoint(std::span<const uint8_t> bytes, const std::string& path);
+
+// What `--init` records of its checkpoint at `path` (absolute): the path,
+// the file's size and 64-bit FNV-1a hash, and the checkpoint's step, task
+// and config.
+nlohmann::json init_identity(const std::string& path, const Checkpoint& checkpoint);
 
 // Copies the weights into `model`: every parameter must be present with its
 // exact shape; a missing or unexpected parameter tensor is a UsageError.

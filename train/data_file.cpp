@@ -1,18 +1,17 @@
 #include "train/data_file.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include "train/errors.h"
+#include "train/input_file.h"
 #include "train/json_input.h"
 
 namespace headlab::train {
@@ -35,9 +34,35 @@ std::optional<int64_t> integer_of(const json& value) {
 
 bool is_blank(const std::string& line) { return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos; }
 
+// Whether the line so far shows that it is no JSON object: its first byte
+// after blanks and a UTF-8 byte order mark (which the parser skips) is not
+// '{'. Throws UsageError if so; false while the line is too short to tell.
+bool check_line_start(const std::string& line, const std::string& where) {
+  constexpr std::string_view kBom = "\xef\xbb\xbf";
+  std::size_t at = line.find_first_not_of(" \t\r\f\v");
+  if (at == std::string::npos) return false;
+  const std::string_view rest = std::string_view(line).substr(at);
+  if (rest.size() < kBom.size() && kBom.starts_with(rest)) return false;
+  if (rest.starts_with(kBom)) {
+    at = line.find_first_not_of(" \t\r\f\v", at + kBom.size());
+    if (at == std::string::npos) return false;
+  }
+  const auto c = static_cast<unsigned char>(line[at]);
+  if (c == '{') return true;
+  static const char* digits = "0123456789abcdef";
+  const std::string shown = c > 0x20 && c < 0x7f ? std::string("'") + static_cast<char>(c) + "'"
+                                                 : std::string("byte 0x") + digits[c >> 4] + digits[c & 15];
+  throw UsageError(where + "expected a JSON object {\"tokens\": [...]} on each line, but the line starts with " + shown +
+                   " (is this a JSONL file, one sequence per line?)");
+}
+
 }  // namespace
 
 DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle, bool causal)
+    : DataFile(std::move(path), vocab, num_classes, seq_len, shuffle, causal, seq_len) {}
+
+DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle, bool causal,
+                   int64_t line_positions)
     : path_(std::move(path)), vocab_(vocab), num_classes_(num_classes), seq_len_(seq_len), causal_(causal) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   if (vocab < 1 || vocab > kMax || num_classes < 1 || num_classes > kMax || seq_len < 1) {
@@ -45,45 +70,44 @@ DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t
                                 std::to_string(num_classes) + " and seq_len " + std::to_string(seq_len) +
                                 " must be positive (vocab and num_classes at most 2^31-1)");
   }
-  std::error_code error;
-  if (std::filesystem::is_directory(path_, error)) {
-    throw UsageError("cannot read data file '" + path_ + "': it is a directory");
-  }
-  std::ifstream in(path_, std::ios::binary);
-  if (!in) throw UsageError("cannot read data file '" + path_ + "': " + std::strerror(errno));
-
   // Lines are cut from raw chunks, so that the fingerprint hashes the exact
   // bytes and no line grows past its bound.
-  const std::size_t max_line = (std::size_t{1} << 20) + 64 * static_cast<std::size_t>(std::min<int64_t>(seq_len, 1 << 24));
-  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a 64
-  uint64_t bytes = 0;
+  const std::size_t max_line = max_line_bytes(line_positions);
+  const bool inferred = line_positions == kInferredPositions && seq_len != line_positions;  // needs() without a seq-len
+  ByteHash hash;
   std::string line;
   int64_t line_number = 0;
   std::vector<char> chunk(1 << 16);
+  bool line_started = false;  // the line's first bytes are those of a JSON object
   auto end_line = [&] {
     ++line_number;
     if (!is_blank(line)) parse_line(line, line_number);
     line.clear();
+    line_started = false;
   };
-  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
-    const auto got = static_cast<std::size_t>(in.gcount());
-    for (std::size_t i = 0; i < got; ++i) hash = (hash ^ static_cast<unsigned char>(chunk[i])) * 0x100000001b3ULL;
-    bytes += got;
+  InputFile in(path_, "data file '" + path_ + "'");
+  while (const std::size_t got = in.read(chunk.data(), chunk.size())) {
+    hash.add(chunk.data(), got);
     for (std::size_t begin = 0; begin < got;) {
       const char* newline = static_cast<const char*>(std::memchr(chunk.data() + begin, '\n', got - begin));
       const std::size_t end = newline ? static_cast<std::size_t>(newline - chunk.data()) : got;
       line.append(chunk.data() + begin, end - begin);
+      // A line is refused at its first byte that cannot start a JSON object:
+      // a binary file (a checkpoint given by mistake, /dev/zero) costs
+      // nothing, however long its first "line".
+      if (!line_started) line_started = check_line_start(line, path_ + ":" + std::to_string(line_number + 1) + ": ");
       if (line.size() > max_line)
         throw UsageError(path_ + ":" + std::to_string(line_number + 1) + ": the line is longer than " +
-                         std::to_string(max_line) + " bytes (is this a JSONL file, one sequence per line?)");
+                         std::to_string(max_line) + " bytes, the most a sequence of " +
+                         std::to_string(line_positions) + " tokens takes" +
+                         " (is this a JSONL file, one sequence per line?" +
+                         (inferred ? " --seq-len N bounds the lines for longer sequences)" : ")"));
       if (newline) end_line();
       begin = end + 1;
     }
   }
-  if (in.bad())
-    throw UsageError("cannot read data file '" + path_ + "': read error after line " + std::to_string(line_number));
   if (!line.empty()) end_line();
-  fingerprint_ = {bytes, hash};
+  fingerprint_ = {hash.size, hash.hash};
   if (sequences_.empty()) {
     throw UsageError(path_ + ": no sequences (the file is empty or holds only blank lines)");
   }
@@ -98,9 +122,15 @@ DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t
   order_ = EpochOrder(size(), shuffle);
 }
 
-DataFile::Needs DataFile::needs(const std::string& path) {
+std::size_t DataFile::max_line_bytes(int64_t positions) {
+  return (std::size_t{1} << 20) + 64 * static_cast<std::size_t>(std::clamp<int64_t>(positions, 1, kMaxLinePositions));
+}
+
+DataFile::Needs DataFile::needs(const std::string& path, int64_t seq_len) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  const DataFile file(path, kMax, kMax, int64_t{1} << 24);
+  // Any token, target and length passes; the lines are bounded as for
+  // seq_len, if given, else for kInferredPositions.
+  const DataFile file(path, kMax, kMax, kMaxLinePositions, false, true, seq_len > 0 ? seq_len : kInferredPositions);
   Needs n;
   for (const Sequence& s : file.sequences_) {
     n.seq_len = std::max(n.seq_len, static_cast<int64_t>(s.tokens.size()));

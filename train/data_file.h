@@ -14,7 +14,13 @@
 //   - No other keys (a misspelt "target" would otherwise silently mean
 //     next-token). Blank lines are skipped.
 //   - A line is at most 1 MiB plus 64 bytes per position of seq-len (a file
-//     without newlines, /dev/zero, cannot grow memory without bound).
+//     without newlines cannot grow memory without bound; when seq-len is
+//     inferred from the file, 65536 positions, 5 MiB). A line whose first
+//     byte (after blanks and a byte order mark) is not '{' is refused at that
+//     byte: a binary file given by mistake (/dev/zero, a checkpoint) costs
+//     nothing.
+//   - The file is read once: it may be a pipe (`eval --data <(cmd)`), whose
+//     reads stay stoppable (train/input_file.h).
 // Every problem is a UsageError naming FILE:LINE and what is wrong.
 //
 // Batches: sequences in file order, wrapping around after the last one; with
@@ -48,10 +54,17 @@ class DataFile final : public Task {
 
   // The sizes a file needs: one more than its largest token and target, and
   // its longest sequence (what --vocab, --classes and --seq-len default to).
+  // `seq_len` (0: not known) bounds the lines as the constructor does; a file
+  // whose seq-len is to be inferred has lines of at most kInferredPositions
+  // positions' bytes.
   struct Needs {
     int64_t vocab = 0, classes = 0, seq_len = 0;
   };
-  static Needs needs(const std::string& path);
+  static Needs needs(const std::string& path, int64_t seq_len = 0);
+  static constexpr int64_t kInferredPositions = int64_t{1} << 16;
+
+  // The longest line a file read for `positions` tokens per sequence may have.
+  static std::size_t max_line_bytes(int64_t positions);
 
   std::string name() const override { return "data:" + path_; }
   int64_t vocab() const override { return vocab_; }
@@ -84,6 +97,12 @@ class DataFile final : public Task {
   const std::string& path() const { return path_; }
 
  private:
+  // The longest sequence any line may be read for (needs()).
+  static constexpr int64_t kMaxLinePositions = int64_t{1} << 24;
+  // Lines bounded as for `line_positions` tokens.
+  DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle, bool causal,
+           int64_t line_positions);
+
   struct Sequence {
     std::vector<int32_t> tokens, targets;
     // "attend": pattern index (into pattern_names_) -> keys per position.

@@ -13,6 +13,7 @@
 #include "train/data_file.h"
 #include "train/errors.h"
 #include "train/fixed_sets.h"
+#include "train/input_file.h"
 
 namespace headlab::train {
 
@@ -27,13 +28,10 @@ std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
     int64_t vocab = m.vocab, seq_len = m.max_seq_len;
     if (vocab <= 0 || seq_len <= 0) {
       // Read twice (its sizes, then its rows): a pipe would be empty the second time.
-      std::error_code ec;
-      if (std::filesystem::exists(config.data, ec) && !std::filesystem::is_regular_file(config.data, ec) &&
-          !std::filesystem::is_directory(config.data, ec))
-        throw UsageError("--data " + config.data + " is not a regular file (a pipe or a device), and the vocabulary and "
-                         "length it needs are read from it before its rows: save it to a file, or give --vocab "
-                         "and --seq-len");
-      const DataFile::Needs needs = DataFile::needs(config.data);
+      require_regular_file(config.data, "--data " + config.data,
+                           "the vocabulary and length it needs are read from it before its rows; save it to a file, "
+                           "or give --vocab and --seq-len");
+      const DataFile::Needs needs = DataFile::needs(config.data, seq_len);
       if (vocab <= 0) vocab = std::max(needs.vocab, m.classes > 0 ? int64_t{1} : needs.classes);
       if (seq_len <= 0) seq_len = std::max(needs.seq_len, kMinSeqLen);
     }
@@ -241,17 +239,33 @@ void check_full_batch_splits(const TrainConfig& config, int64_t rows, int proces
                    (near.empty() ? "a divisor of " + n : near) + resize);
 }
 
-void check_data_unchanged(const CheckpointInfo& info, const Task& task) {
-  const std::optional<Task::Fingerprint> now = task.fingerprint();
-  if (!now || !info.data_file || *now == *info.data_file) return;
+namespace {
+
+// `file`: "the data file X".
+void refuse_changed_data(const std::string& file, const Task::Fingerprint& then, const Task::Fingerprint& now) {
   const auto describe = [](const Task::Fingerprint& f) {
     char hash[24];
     std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(f.hash));
     return std::to_string(f.size) + " bytes, hash " + hash;
   };
-  throw UsageError("the data file of " + task.name() + " has changed since the checkpoint was written (then " +
-                   describe(*info.data_file) + "; now " + describe(*now) +
-                   "): restore it, or train a new run on the new file");
+  throw UsageError(file + " has changed since the checkpoint was written (then " +
+                   describe(then) + "; now " + describe(now) + "): restore it, or train a new run on the new file");
+}
+
+}  // namespace
+
+void check_data_unchanged(const CheckpointInfo& info, const TrainConfig& config) {
+  if (!info.data_file || config.data.empty()) return;
+  const ByteHash now = hash_file(config.data, "the run's --data " + config.data,
+                                 "its hash is checked against the checkpoint's before it is read; save it to a file");
+  if (Task::Fingerprint{now.size, now.hash} != *info.data_file)
+    refuse_changed_data("the data file " + config.data, *info.data_file, {now.size, now.hash});
+}
+
+void check_data_unchanged(const CheckpointInfo& info, const Task& task) {
+  const std::optional<Task::Fingerprint> now = task.fingerprint();
+  if (!now || !info.data_file || *now == *info.data_file) return;
+  refuse_changed_data("the data file of " + task.name(), *info.data_file, *now);
 }
 
 std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source) {

@@ -11,10 +11,12 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "core/atomic_file.h"
 #include "train/errors.h"
+#include "train/input_file.h"
 #include "train/snapshots.h"
 
 namespace headlab::train {
@@ -265,7 +267,11 @@ void write_file_atomic(const std::string& path, const std::string& text) { core:
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return lines;
+  // Never a FIFO left in its place, which would block the read (input_file.h).
+  std::istringstream in(read_input(path, "the run's metrics " + path, std::numeric_limits<std::size_t>::max() - 1,
+                                   "a run's metrics.jsonl is the file its trainer appends to"));
   std::string line;
   int64_t malformed = 0;  // the line number of a malformed line, if any
   for (int64_t n = 1; std::getline(in, line); ++n) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "autograd/ops.h"
 #include "core/bf16_operands.h"
@@ -19,6 +20,7 @@
 #include "optim/param_groups.h"
 #include "train/errors.h"
 #include "train/fixed_sets.h"
+#include "train/input_file.h"
 #include "train/signals.h"
 
 namespace headlab::train {
@@ -149,6 +151,13 @@ EvalResult evaluate(const layers::Transformer& model, const Batch& batch) {
 
 Session::Session(const TrainConfig& config, const dist::World& world) : config_(config), world_(&world) {
   config_.validate();
+  // A run's files are read again (by --resume, eval and analyze of the run;
+  // by each run of a sweep): a pipe would by then be empty, or another stream.
+  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--data", config_.data}, {"--eval-data", config_.eval_data}})
+    if (!path.empty())
+      require_regular_file(path, flag + " " + path,
+                           "a run reads its " + flag + " again when it is resumed, evaluated or analyzed; save it to a "
+                           "file (eval --data reads a pipe, once)");
   // The checkpoint and config.json name the data file absolutely, so that
   // eval, analyze and --resume find it from any folder.
   if (!config_.data.empty()) config_.data = std::filesystem::absolute(config_.data).lexically_normal().string();
@@ -166,6 +175,9 @@ Session::Session(const Checkpoint& checkpoint, const dist::World& world)
     : config_(checkpoint.info.config), world_(&world) {
   config_.validate();
   config_.micro_batches = micro_batches_for(config_, world.size());
+  // Before the file is parsed: a changed file is reported as changed, not as
+  // a line that no longer parses or a model that no longer fits.
+  check_data_unchanged(checkpoint.info, config_);
   task_ = make_task_for(config_);
   const layers::ModelSpec spec = model_spec_for(config_, *task_);
   check_config_describes(*task_, spec, checkpoint.model);
@@ -190,6 +202,7 @@ Session::Session(const Checkpoint& checkpoint, const dist::World& world)
   data_gen_.set_state(checkpoint.info.data_rng);
   step_ = checkpoint.info.step;
   trainer_state_ = checkpoint.info.trainer;
+  init_ = checkpoint.info.init;
 }
 
 void Session::build(const layers::ModelSpec& spec) {
@@ -297,6 +310,7 @@ CheckpointInfo Session::checkpoint_info() const {
   info.task = task_->name();
   info.step = step_;
   info.trainer = trainer_state_;
+  info.init = init_;
   info.data_rng = data_gen_.state();
   info.data_position = task_->position();
   info.data_file = task_->fingerprint();

@@ -82,6 +82,10 @@ class Session {
   // What the trainer keeps across a resume (see CheckpointInfo::trainer).
   const nlohmann::json& trainer_state() const { return trainer_state_; }
   void set_trainer_state(nlohmann::json state) { trainer_state_ = std::move(state); }
+  // What the run's weights started from (see CheckpointInfo::init): null, or
+  // set once by `train --init`, then kept by every checkpoint.
+  const nlohmann::json& init() const { return init_; }
+  void set_init(nlohmann::json init) { init_ = std::move(init); }
   // Writes a checkpoint; throws NonFiniteState (writing nothing) if a
   // parameter, an optimizer tensor or the held-out loss is not finite.
   void save(const std::string& path) const;
@@ -105,6 +109,7 @@ class Session {
   int64_t batch_rows_ = 0;
   int64_t step_ = 0;
   nlohmann::json trainer_state_;
+  nlohmann::json init_;
   const dist::World* world_;
 };
 

@@ -5,6 +5,7 @@
 // reported with request_stop(SIGPIPE) and stops the run the same way.
 #pragma once
 
+#include <csignal>
 #include <stdexcept>
 
 namespace headlab::train {
@@ -25,5 +26,29 @@ int stop_signal();
 void request_stop(int sig);
 // Forgets a received signal (tests).
 void reset_stop_signal();
+
+// stop_signal(), or else a stop signal that waits blocked (a sweep blocks
+// them for its whole life, sweep_supervisor.h): for a wait that only a
+// signal can end.
+int pending_stop_signal();
+
+// While it lives, SIGINT, SIGTERM and SIGHUP reach the stop flag (unless
+// ignored): for a wait on a pipe, which another handler would not end. A
+// flag-only handler of the embedding program (Python's) is never seen from
+// here, and with SA_RESTART a blocking call would not even return to look.
+// Restores the previous handlers, unless install_stop_handlers ran meanwhile
+// (a trainer on another thread needs its own).
+class StopSignalsCaught {
+ public:
+  StopSignalsCaught();
+  ~StopSignalsCaught();
+  StopSignalsCaught(const StopSignalsCaught&) = delete;
+  StopSignalsCaught& operator=(const StopSignalsCaught&) = delete;
+
+ private:
+  struct sigaction previous_[3];
+  bool replaced_[3] = {false, false, false};
+  unsigned installs_;  // install_stop_handlers' count when this one installed them
+};
 
 }  // namespace headlab::train

@@ -86,6 +86,7 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
                  {"grad_norm", l.grad_norm},
                  {"tokens_per_s", l.tokens_per_s}});
     events_.logged(l);
+    logged_ = {{"step", step}, {"loss", l.loss}};
     window_loss_ = window_acc_ = 0;
     window_steps_ = window_tokens_ = 0;
   }
@@ -101,8 +102,10 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
 }
 
 void Trainer::save(const std::string& path) {
-  session_.set_trainer_state({{"loss", window_loss_}, {"accuracy", window_acc_}, {"steps", window_steps_},
-                              {"tokens", window_tokens_}});
+  nlohmann::json state{{"loss", window_loss_}, {"accuracy", window_acc_}, {"steps", window_steps_},
+                       {"tokens", window_tokens_}};
+  if (!logged_.is_null()) state["logged"] = logged_;
+  session_.set_trainer_state(std::move(state));
   try {
     session_.save(path);
   } catch (const NonFiniteState& e) {
@@ -135,6 +138,7 @@ int Trainer::run() {
     window_acc_ = w.value("accuracy", 0.0);
     window_steps_ = w.value("steps", int64_t{0});
     window_tokens_ = w.value("tokens", int64_t{0});
+    logged_ = w.value("logged", nlohmann::json());
   }
   const dist::World& world = session_.world();
   // A run that finished off the --log-every grid logged its last step early
@@ -171,9 +175,10 @@ int Trainer::run() {
       // checkpoint: extending the run goes on with them.
       const double loss = window_loss_, accuracy = window_acc_;
       const int64_t steps = window_steps_, tokens = window_tokens_;
+      const nlohmann::json logged = logged_;
       record(r, log, analyze, seconds_since(window_start));
       if (log && !on_log_grid)
-        window_loss_ = loss, window_acc_ = accuracy, window_steps_ = steps, window_tokens_ = tokens;
+        window_loss_ = loss, window_acc_ = accuracy, window_steps_ = steps, window_tokens_ = tokens, logged_ = logged;
     }
     if (log) window_start = Clock::now();
     if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && !last) checkpoint();

@@ -89,6 +89,10 @@ class Trainer {
   // Sums over the steps since the last log line.
   double window_loss_ = 0, window_acc_ = 0;
   int64_t window_steps_ = 0, window_tokens_ = 0;
+  // The last log line on the --log-every grid: {"step", "loss"}, or null. A
+  // checkpoint keeps it, so that --resume can tell its own run's
+  // metrics.jsonl from another's (run_identity.h).
+  nlohmann::json logged_;
   int64_t start_step_ = 0;
   int64_t last_checkpoint_step_ = -1;
 };

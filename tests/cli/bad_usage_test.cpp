@@ -166,10 +166,10 @@ const std::vector<BadCase>& cases() {
                  {"layers", "xxx..."}});
     c.push_back({"train_config_endless", with(train_tiny({}), {"--config", "/dev/zero"}), 2, {"--config", "bytes"}});
     c.push_back({"train_data_nested_deep",
-                 train_tiny({{"--data", "{cfg:" + deep + "}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
+                 train_tiny({{"--data", "{cfg:{\"tokens\": " + deep + "}}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
                  {"config0.json:1", "nesting"}});
     c.push_back({"train_data_endless_line", train_tiny({{"--data", "/dev/zero"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
-                 {"/dev/zero:1", "longer than"}});
+                 {"/dev/zero", "not a regular file"}});
     c.push_back({"train_huge_task_name", train_tiny({{"--task", std::string(100000, 'y')}}), 2, {"yyy"}});
     // The largest int64: no overflow (UBSan) in checks or messages.
     const std::string max64 = "9223372036854775807";
@@ -192,7 +192,8 @@ const std::vector<BadCase>& cases() {
                              {"--vocab", "8"}, {"--seq-len", "6"}}),
                  2, {"shorter than 3 tokens", "sequence 2 of 2, has 2", "at least 3"}});
     // Without --vocab and --seq-len the file is read for its sizes: a file that is not JSONL says so.
-    c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2, {"invalid JSON"}});
+    c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2,
+                 {"notes.txt:1", "expected a JSON object", "JSONL"}});
     c.push_back({"train_data_with_task",
                  train_tiny({{"--data", "{file}"}, {"--task", "previous"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
                  {"--data", "--task previous", "give one of them"}});

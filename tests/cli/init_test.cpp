@@ -4,6 +4,7 @@
 // (tensors of the same shapes, which were once silently reinterpreted).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "tests/cli/fixtures.h"
@@ -36,6 +37,52 @@ TEST(Init, TakesTheModelFromTheCheckpoint) {
   const RunResult agreeing =
       run_headlab(train_command(cwd / "agree", {{"--steps", "0"}, {"--heads", "4"}, {"--init", ck}}), cwd.path());
   EXPECT_EQ(agreeing.exit_code, 0) << agreeing.describe();
+}
+
+// --init R --out R --force would start from R's checkpoint and then remove
+// it (--force clears the old run's files): config.json's "init" would name a
+// file that no longer holds the weights the run started from. Refused, R as
+// it was; a file of R that --force leaves alone may be the init.
+TEST(Init, FromAFileThatForceRemovesIsRefused) {
+  TempDir cwd;
+  const std::string run = cwd / "run";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--snapshot-every", "10"}}), cwd.path()).exit_code, 0);
+  const auto before = snapshot(run);
+  for (const std::string& init : {run, run + "/checkpoint.safetensors", run + "/snapshots/step-000010.safetensors"}) {
+    const RunResult r = run_headlab(train_command(run, {{"--init", init}, {"--force", ""}}), cwd.path());
+    EXPECT_TRUE(clean_failure(r, 2, {"--init " + init, "--force removes", "Copy it out"}));
+    EXPECT_EQ(snapshot(run), before) << init;
+  }
+  std::filesystem::copy_file(run + "/checkpoint.safetensors", run + "/kept.safetensors");
+  const RunResult kept =
+      run_headlab(train_command(run, {{"--init", run + "/kept.safetensors"}, {"--force", ""}, {"--steps", "2"}}), cwd.path());
+  EXPECT_EQ(kept.exit_code, 0) << kept.describe();
+}
+
+// Every checkpoint of a run started with --init records what it started from
+// -- the file's path, size and hash, and the checkpoint's step, task and
+// settings -- so that the origin is known after that file changed.
+TEST(Init, EveryCheckpointRecordsWhatTheRunStartedFrom) {
+  TempDir cwd;
+  const std::string source = cwd / "source", run = cwd / "run";
+  ASSERT_EQ(run_headlab(train_command(source, {{"--seed", "7"}}), cwd.path()).exit_code, 0);
+  const std::string ck = source + "/checkpoint.safetensors";
+  const auto size = std::filesystem::file_size(ck);
+  ASSERT_EQ(run_headlab(train_command(run, {{"--init", source}, {"--steps", "2"}}), cwd.path()).exit_code, 0);
+  const nlohmann::json init = RawSafetensors::read(run + "/checkpoint.safetensors").meta_json("init");
+  EXPECT_EQ(init.at("path"), std::filesystem::absolute(ck).lexically_normal().string());
+  EXPECT_EQ(init.at("size"), size);
+  EXPECT_TRUE(init.at("hash").is_number_unsigned());
+  EXPECT_EQ(init.at("step"), 20);
+  EXPECT_EQ(init.at("task"), "first-prev-pair");
+  EXPECT_EQ(init.at("config").at("seed"), 7);
+  EXPECT_NE(read_bytes(run + "/train.log").find("step 20 of first-prev-pair, " + std::to_string(size) + " bytes"),
+            std::string::npos);
+
+  // The source replaced by another run; a resume keeps the record as it was.
+  ASSERT_EQ(run_headlab(train_command(source, {{"--seed", "8"}, {"--force", ""}}), cwd.path()).exit_code, 0);
+  ASSERT_EQ(run_headlab({"train", "--resume", run, "--steps", "4"}, cwd.path()).exit_code, 0);
+  EXPECT_EQ(RawSafetensors::read(run + "/checkpoint.safetensors").meta_json("init"), init);
 }
 
 }  // namespace

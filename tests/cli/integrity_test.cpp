@@ -288,8 +288,9 @@ TEST(Outputs, CollectRefusesARunsFolderAndLeavesItAsItWas) {
   EXPECT_EQ(snapshot(dir / "run"), before);
 }
 
-// A FIFO given as a checkpoint, or as the data file train reads twice, is
-// refused at once rather than waited on for a writer that never comes.
+// A FIFO given as a checkpoint, or as a run's data file (read again by
+// --resume, eval and analyze), is refused at once rather than waited on for a
+// writer that never comes.
 TEST(Inputs, AFifoIsRefusedNotWaitedOn) {
   TempDir dir;
   fs::create_directory(dir / "run");
@@ -297,7 +298,7 @@ TEST(Inputs, AFifoIsRefusedNotWaitedOn) {
   ASSERT_EQ(::mkfifo((dir / "data.jsonl").c_str(), 0644), 0);
   EXPECT_TRUE(clean_failure(run_headlab({"eval", dir / "run"}, dir.path(), 20), 2, {"not a regular file"}));
   EXPECT_TRUE(clean_failure(run_headlab(train_command(dir / "out", {{"--data", dir / "data.jsonl"}}), dir.path(), 20),
-                            2, {"--data", "not a regular file", "--vocab"}));
+                            2, {"--data", "not a regular file", "resumed"}));
 }
 
 // train.log is appended to by spdlog, which would follow a link.
@@ -388,13 +389,20 @@ TEST(DataFile, ARunWorksFromAnotherFolderAndRefusesItsFileOnceChanged) {
     EXPECT_EQ(r.exit_code, 0) << args[0] << " from another folder: " << r.describe();
   }
   const std::string before = read_bytes(run + "/checkpoint.safetensors");
-  // Edited (same length), grown and shrunk: each is refused with exit 2.
-  for (const std::string& edited : {data_lines(60, 1), data_lines(61, 0), data_lines(3, 0)}) {
+  // Edited (same length), grown and shrunk, no longer JSON, and with tokens
+  // and sequences the model cannot take: each is refused with exit 2 as
+  // changed (the hash is checked before the file is parsed), not as a line
+  // that no longer parses or a model that no longer fits.
+  for (const std::string& edited :
+       {data_lines(60, 1), data_lines(61, 0), data_lines(3, 0), std::string("\0\0\0", 3),
+        std::string("{\"tokens\": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}\n")}) {
     write_bytes(dir / "data.jsonl", edited);
     const RunResult resume = run_headlab({"train", "--resume", run, "--steps", "20"}, elsewhere.path());
     EXPECT_TRUE(clean_failure(resume, 2, {dir / "data.jsonl", "has changed since the checkpoint"}));
     const RunResult eval = run_headlab({"eval", run}, elsewhere.path());
     EXPECT_TRUE(clean_failure(eval, 2, {"has changed since the checkpoint"}));
+    const RunResult analyze = run_headlab({"analyze", run, "--out", elsewhere / "changed"}, elsewhere.path());
+    EXPECT_TRUE(clean_failure(analyze, 2, {"has changed since the checkpoint"}));
   }
   EXPECT_EQ(read_bytes(run + "/checkpoint.safetensors"), before);
 }

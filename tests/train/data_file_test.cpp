@@ -254,6 +254,36 @@ TEST_F(DataFileTest, ALineThatIsNotAnObjectIsAUsageError) {
   EXPECT_TRUE(contains(error_of("7\n"), "expected a JSON object"));
 }
 
+// A binary file given by mistake (a checkpoint, /dev/zero) is refused at its
+// first byte, not read up to the line bound (1 MiB and more) first.
+TEST_F(DataFileTest, ALineIsRefusedAtAFirstByteThatCannotStartAnObject) {
+  const std::string binary = std::string("{\"tokens\": [1, 2]}\n") + std::string(3 << 20, '\0');
+  const std::string message = error_of(binary);
+  EXPECT_TRUE(contains(message, "data.jsonl:2: expected a JSON object")) << message;
+  EXPECT_TRUE(contains(message, "starts with byte 0x00")) << message;
+  EXPECT_TRUE(contains(error_of("  [1, 2]\n"), "starts with '['")) << error_of("  [1, 2]\n");
+  // Blanks and a byte order mark (which the parser skips) may come first.
+  const DataFile data(write("\xef\xbb\xbf{\"tokens\": [1, 2]}\n \t{\"tokens\": [3]}\n"), 8, 8, 6);
+  EXPECT_EQ(data.size(), 2);
+}
+
+// Without a seq-len the lines are bounded as for 65536 tokens (5 MiB), not
+// for 2^24 (1 GiB): a file of one endless line costs little memory.
+TEST_F(DataFileTest, NeedsBoundsTheLinesOfAFileWhoseSeqLenIsInferred) {
+  const std::string path = write("{\"tokens\": [1, 2" + std::string(6 << 20, ' ') + "]}\n");
+  try {
+    DataFile::needs(path);
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(contains(e.what(), "data.jsonl:1: the line is longer than " +
+                                       std::to_string(DataFile::max_line_bytes(DataFile::kInferredPositions))))
+        << e.what();
+    EXPECT_TRUE(contains(e.what(), "--seq-len")) << e.what();
+  }
+  // A seq-len given bounds them as the model's.
+  EXPECT_EQ(DataFile::needs(path, 1 << 17).seq_len, 2);
+}
+
 TEST_F(DataFileTest, MissingOrMalformedTokensAreUsageErrors) {
   EXPECT_TRUE(contains(error_of("{\"targets\": [1]}"), ":1: missing \"tokens\"")) << error_of("{\"targets\": [1]}");
   EXPECT_TRUE(contains(error_of("{\"tokens\": 3}"), "\"tokens\" must be an array"));

@@ -97,9 +97,12 @@ int run_eval(const EvalArgs& args) {
     config.task = args.task;
     config.data.clear();
   }
+  // The run's own file, before it is parsed: a changed file is reported as
+  // changed, not as a line that no longer parses or no longer fits.
+  if (args.data.empty()) train::check_data_unchanged(ck.info, config);
   const auto task = train::make_task_for(config);
+  if (args.data.empty()) train::check_data_unchanged(ck.info, *task);
   train::check_task_fits(*task, ck.model);
-  if (args.data.empty()) train::check_data_unchanged(ck.info, *task);  // the run's own file
   const int64_t total = task->eval_rows(config.eval_batch);
   const bool want_grads = !args.dump_grads.empty();
   // A --data file is scored --batch sequences at a time, dumps included

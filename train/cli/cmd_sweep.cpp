@@ -27,6 +27,7 @@
 #include "train/cli/cli.h"
 #include "train/dist.h"
 #include "train/errors.h"
+#include "train/input_file.h"
 #include "train/json_input.h"
 #include "train/run_folder.h"
 #include "train/session.h"
@@ -98,12 +99,10 @@ std::string trimmed_dir(std::string dir) {
 // A JSON file of the sweep's own (sweep.json, a shard's file), read with the
 // limits of user input.
 nlohmann::json read_plan_file(const std::string& path, const std::string& flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw train::UsageError(flag + ": cannot read " + path);
   constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
-  std::string text(kMaxBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  // Never a FIFO: the sweep blocks its stop signals (input_file.h).
+  const std::string text =
+      train::read_input(path, flag + ": " + path, kMaxBytes, "a sweep's files are the ones headlab wrote");
   if (text.size() > kMaxBytes) throw train::UsageError(flag + ": " + path + " is larger than a sweep's file can be");
   try {
     return train::parse_user_json(text);

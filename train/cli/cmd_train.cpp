@@ -15,6 +15,7 @@
 #include "train/errors.h"
 #include "train/rank_agreement.h"
 #include "train/run_builder.h"
+#include "train/run_identity.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
@@ -43,6 +44,21 @@ std::string init_checkpoint(const std::string& init) {
     throw train::UsageError("--init " + init + (fs::is_directory(init) ? ": the run folder has no checkpoint.safetensors"
                                                                        : ": no such checkpoint, snapshot or run folder"));
   return fs::absolute(path).lexically_normal().string();
+}
+
+// --init's checkpoint (`path`, absolute) must not be a file of the run in
+// --out (its checkpoint, a snapshot): --force removes those before the new
+// run starts, and config.json's "init" would name a file that no longer holds
+// the weights the run started from. Any other file in --out is left alone.
+void check_init_outlives_out(const std::string& path, const std::string& source, const std::string& out) {
+  std::error_code ec;
+  const fs::path init = fs::weakly_canonical(path, ec), dir = fs::weakly_canonical(out, ec);
+  const fs::path folder = init.parent_path();
+  if ((folder == dir && init.filename() == "checkpoint.safetensors") || folder == dir / "snapshots")
+    throw train::UsageError("--init " + source + " is a checkpoint of the run in --out " + out +
+                            ", which --force removes before the new run starts: its config.json would name a file "
+                            "that no longer holds the weights it started from. Copy it out first (cp " + path +
+                            " init.safetensors; --init init.safetensors), or give another --out");
 }
 
 // What an extension does to a decaying schedule's learning rate: "" when
@@ -120,6 +136,8 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       use_gemm_backend(ck.info.config.gemm);
       use_precision(ck.info.config.precision);  // the run's: --precision cannot change on resume
       session = std::make_unique<train::Session>(ck, world);
+      // A checkpoint that is whole (the session took it) but another run's.
+      if (world.is_root()) train::check_checkpoint_is_the_folders(folder, ck, kResumeFlags);
       target = session->config().steps;
       if (target < session->steps_done())
         throw train::UsageError("--steps " + std::to_string(target) + " is below the " +
@@ -155,6 +173,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       if (!config.init.empty()) {
         init_source = config.init;
         config.init = init_checkpoint(config.init);
+        if (!args.out.empty()) check_init_outlives_out(config.init, init_source, args.out);
         init = train::read_checkpoint(config.init);
         train::take_model(config, init->model, given, init_source);  // the model is the checkpoint's
         // The task's sizes against the checkpoint's model, naming --init: the
@@ -169,7 +188,10 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       use_gemm_backend(config.gemm);
       use_precision(config.precision);
       session = std::make_unique<train::Session>(config, world);  // validates the task and model before anything is written
-      if (init) train::load_weights(session->model(), init->file, "--init " + init_source);
+      if (init) {
+        train::load_weights(session->model(), init->file, "--init " + init_source);
+        session->set_init(train::init_identity(config.init, *init));
+      }
       target = config.steps;
       new_dir = args.out.empty() ? train::default_run_dir(config.data.empty() ? config.task : "data") : args.out;
     }
@@ -224,8 +246,12 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
               "it also trains on: hold part of the file out with --eval-fraction F (such as 0.1), or give "
               "--eval-data FILE",
               session->eval_batch().batch);
-  if (!init_source.empty())
-    log->info("weights from --init {} ({})", init_source, config.init);
+  if (!init_source.empty()) {
+    const nlohmann::json& init = session->init();
+    log->info("weights from --init {} ({}: step {} of {}, {} bytes, FNV-1a hash {:016x})",
+              init_source, config.init, init.value("step", int64_t{0}), init.value("task", ""),
+              init.value("size", uint64_t{0}), init.value("hash", uint64_t{0}));
+  }
   if (!args.resume.empty() && train::to_json(config) != train::to_json(resumed)) {
     // config.json tells the settings the run goes on with; these log lines
     // keep the history.

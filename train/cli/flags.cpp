@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <stdexcept>
 
 #include "core/gemm.h"
@@ -11,6 +10,7 @@
 #include "train/cli/cli.h"
 #include "train/dist.h"
 #include "train/errors.h"
+#include "train/input_file.h"
 #include "train/json_input.h"
 #include "train/run_builder.h"
 #include "train/session.h"
@@ -130,13 +130,10 @@ namespace {
 // The JSON of a config file, read with the limits of user input; messages
 // start with `where`, which names the file.
 nlohmann::json read_config_json(const std::string& path, const std::string& where) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw train::UsageError(where + ": cannot read the file");
   // A config is a few hundred bytes; a bound keeps --config /dev/zero finite.
+  // Read once: it may be a pipe (--config <(...)), and never hangs (input_file.h).
   constexpr std::size_t kMaxBytes = 1 << 20;
-  std::string text(kMaxBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  const std::string text = train::read_input(path, where, kMaxBytes);
   if (text.size() > kMaxBytes)
     throw train::UsageError(where + ": the file is over " + std::to_string(kMaxBytes) +
                             " bytes, not a config of flag names and values");

@@ -1,0 +1,120 @@
+#include "train/input_file.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "train/errors.h"
+
+namespace headlab::train {
+namespace {
+
+// How long one wait lasts before the stop flag is looked at again: a signal
+// that reaches another thread, or one a sweep blocks, interrupts nothing here.
+constexpr int kPollMs = 100;
+// After this long with nothing to read from a pipe, stderr says why headlab waits.
+constexpr int kNoteAfterMs = 1000;
+
+std::string not_regular(const std::string& what, const std::string& because) {
+  return what + " is not a regular file (a pipe or a device): " + because;
+}
+
+}  // namespace
+
+InputFile::InputFile(const std::string& path, const std::string& what, const std::string& read_again_because)
+    : what_(what) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0) throw UsageError("cannot read " + what + ": " + std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd_, &info) != 0) {
+    const int error = errno;
+    ::close(fd_);
+    throw UsageError("cannot read " + what + ": " + std::strerror(error));
+  }
+  regular_ = S_ISREG(info.st_mode);
+  std::string refusal;
+  if (S_ISDIR(info.st_mode)) refusal = "cannot read " + what + ": it is a directory";
+  else if (!regular_ && !read_again_because.empty()) refusal = not_regular(what, read_again_because);
+  if (!refusal.empty()) {
+    ::close(fd_);
+    throw UsageError(refusal);
+  }
+  if (!regular_) caught_ = std::make_unique<StopSignalsCaught>();
+}
+
+InputFile::~InputFile() { ::close(fd_); }
+
+bool InputFile::wait_readable() {
+  pollfd p{fd_, POLLIN, 0};
+  const int ready = ::poll(&p, 1, kPollMs);
+  const int error = errno;
+  if (const int sig = pending_stop_signal()) throw Stopped(sig);
+  if (ready > 0) return true;
+  if (ready < 0 && error != EINTR) throw UsageError("cannot read " + what_ + ": " + std::strerror(error));
+  waited_ms_ += kPollMs;
+  if (!quiet_ && waited_ms_ >= kNoteAfterMs) {
+    quiet_ = true;
+    std::fprintf(stderr, "headlab: waiting for %s, a pipe with nothing to read yet (Ctrl-C stops)\n", what_.c_str());
+  }
+  return false;
+}
+
+std::size_t InputFile::read(char* data, std::size_t size) {
+  for (;;) {
+    // A pipe (named or not) is read only once poll says so: before its first
+    // writer opens it, read() would report the end of the file.
+    if (!regular_ && !wait_readable()) continue;
+    const ssize_t got = ::read(fd_, data, size);
+    if (got >= 0) {
+      if (got > 0) quiet_ = true;  // a stream under way: a slow writer gets no note
+      return static_cast<std::size_t>(got);
+    }
+    if (errno == EINTR || errno == EAGAIN) {
+      if (const int sig = pending_stop_signal(); sig != 0 && !regular_) throw Stopped(sig);
+      continue;
+    }
+    throw UsageError("cannot read " + what_ + ": " + std::strerror(errno));
+  }
+}
+
+void require_regular_file(const std::string& path, const std::string& what, const std::string& because) {
+  struct stat info {};
+  // stat, not open: it never waits on a FIFO.
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode) && !S_ISDIR(info.st_mode))
+    throw UsageError(not_regular(what, because));
+}
+
+void ByteHash::add(const char* data, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) hash = (hash ^ static_cast<unsigned char>(data[i])) * 0x100000001b3ULL;
+  size += n;
+}
+
+ByteHash hash_file(const std::string& path, const std::string& what, const std::string& read_again_because) {
+  InputFile in(path, what, read_again_because);
+  ByteHash out;
+  std::vector<char> chunk(1 << 16);
+  while (const std::size_t got = in.read(chunk.data(), chunk.size())) out.add(chunk.data(), got);
+  return out;
+}
+
+std::string read_input(const std::string& path, const std::string& what, std::size_t max_bytes,
+                       const std::string& read_again_because) {
+  InputFile in(path, what, read_again_because);
+  std::string text;
+  char chunk[1 << 16];
+  while (text.size() <= max_bytes) {
+    const std::size_t got = in.read(chunk, std::min(sizeof chunk, max_bytes + 1 - text.size()));
+    if (got == 0) break;
+    text.append(chunk, got);
+  }
+  return text;
+}
+
+}  // namespace headlab::train
