@@ -247,6 +247,14 @@ bool wait_until(const std::function<bool()>& ready, double timeout_s) {
   return true;
 }
 
+bool catches_signal(pid_t pid, int sig) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.starts_with("SigCgt:")) return (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1;
+  return false;
+}
+
 int64_t checkpoint_step(const std::string& checkpoint) {
   const RawSafetensors raw = RawSafetensors::read(checkpoint);
   return std::stoll(raw.header.at("__metadata__").at("step").get<std::string>());

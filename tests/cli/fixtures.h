@@ -2,6 +2,8 @@
 // test trains, a trained run to read from, and byte-level access to files.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -90,6 +92,11 @@ std::map<std::string, std::string> tensors_of(const std::string& checkpoint);
 
 // Polls `ready` every millisecond until it holds (true) or `timeout_s` pass (false).
 bool wait_until(const std::function<bool()>& ready, double timeout_s = 60);
+
+// Whether process `pid` has a handler of its own for `sig` (/proc's SigCgt):
+// a test that signals a child waits for this, not for a fixed time, which a
+// slow start (a sanitizer build) outlasts.
+bool catches_signal(pid_t pid, int sig);
 
 
 // The "step" stored in a checkpoint's metadata.

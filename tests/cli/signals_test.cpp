@@ -160,8 +160,10 @@ TEST(Signals, SigintDuringAnAnalysisEndsItAndWritesNothing) {
   write_bytes(dir / "rows.jsonl", rows);
   Child child(headlab_path(), {"analyze", shared_run(), "--data", "rows.jsonl", "--batch", "4", "--out", "mine"},
               dir.path(), dir.path());
-  // The file is some seconds' work; the signal comes while it runs.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The file is some seconds' work; the signal comes once the analysis has
+  // put its handler in place (just before its first chunk), while it runs.
+  ASSERT_TRUE(wait_until([&] { return catches_signal(child.pid(), SIGINT) || child.finished(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   child.signal(SIGINT);
   const auto signalled = std::chrono::steady_clock::now();
   const RunResult r = child.wait(30);
