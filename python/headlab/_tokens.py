@@ -92,10 +92,11 @@ def _with_a_target(targets):
 
 
 def padded(values, spec, lengths=None, what="tokens"):
-    """(ids [B, T], lengths [B] or None) for the analysis: rows of different
-    lengths (a list of lists) are padded at their end with token 0, as a data
-    file's are; `lengths` marks the real tokens of a rectangular array. None
-    when every row is full, so that an unpadded batch runs without a mask."""
+    """(ids [B, T], lengths [B] or None) for a forward pass or the analysis:
+    rows of different lengths (a list of lists) are padded at their end with
+    token 0, as a data file's are; `lengths` marks the real tokens of a
+    rectangular array. None when every row is full, so that an unpadded batch
+    runs without a mask, bit for bit as before."""
     if lengths is None and _ragged(values):
         rows = [_int_array(row, f"{what}[{i}]") for i, row in enumerate(values)]
         for i, row in enumerate(rows):
