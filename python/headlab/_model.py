@@ -47,11 +47,6 @@ class Model:
             self._params = params
         return self._params
 
-    def tokens(self, values):
-        """The checked [B, T] int32 array a call would run (a list of lists,
-        a 1-D sequence or an int array)."""
-        return _tokens.tokens(values, self.spec)
-
     def padded(self, tokens, lengths=None):
         """(ids [B, T], lengths [B] or None): the checked array a call runs;
         sequences of different lengths (a list of lists) are padded at their

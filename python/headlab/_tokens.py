@@ -72,10 +72,6 @@ def targets(values, ids, spec):
 
 def next_token_targets(ids, spec):
     """Each position's target is the next token (the last has none)."""
-    return _with_a_target(next_token_targets_raw(ids, spec))
-
-
-def next_token_targets_raw(ids, spec):
     if spec["classes"] != spec["vocab"]:
         raise ValueError(f"this model predicts {spec['classes']} classes, not its {spec['vocab']} tokens: "
                          "give targets (an int array of the tokens' shape, -1 for no target)")
@@ -128,7 +124,7 @@ def padded_targets(values, ids, lengths, spec):
     """Targets for `padded`'s ids: rows as ragged as the tokens' (or a [B, T]
     array), -1 at every padded position; by default the next real token."""
     if values is None:
-        out = next_token_targets_raw(ids, spec)
+        out = next_token_targets(ids, spec)
         if lengths is not None:
             out[np.arange(ids.shape[1]) >= (lengths[:, None] - 1)] = -1
         return _with_a_target(out)
