@@ -83,14 +83,15 @@ std::optional<std::string> first_non_finite(const core::NamedTensors& tensors) {
 
 void save_checkpoint(const std::string& path, const layers::Transformer& model, const optim::Optimizer* optimizer,
                      const CheckpointInfo& info) {
+  save_checkpoint(path, model, optimizer ? optimizer->export_state() : optim::OptimizerState{}, info);
+}
+
+void save_checkpoint(const std::string& path, const layers::Transformer& model,
+                     const optim::OptimizerState& optimizer_state, const CheckpointInfo& info) {
   core::NamedTensors tensors;
   for (const auto& [name, param] : model.named_parameters()) tensors.emplace_back(name, param.value());
-  core::Metadata meta;
-  if (optimizer) {
-    optim::OptimizerState state = optimizer->export_state();
-    for (auto& t : state.tensors) tensors.push_back(std::move(t));
-    meta = std::move(state.metadata);
-  }
+  for (const auto& t : optimizer_state.tensors) tensors.push_back(t);
+  core::Metadata meta = optimizer_state.metadata;
   if (const auto bad = first_non_finite(tensors))
     throw NonFiniteState("the model is not finite at step " + std::to_string(info.step) + ": " + *bad);
   meta["format"] = kCheckpointFormat;
@@ -108,6 +109,7 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model, 
         nlohmann::json{{"path", info.config.data}, {"size", info.data_file->size}, {"hash", info.data_file->hash}}.dump();
   if (!info.trainer.is_null()) meta["trainer"] = info.trainer.dump();
   if (!info.init.is_null()) meta["init"] = info.init.dump();
+  if (!info.edited.is_null()) meta["edited"] = info.edited.dump();
   core::save_safetensors(path, tensors, meta);
 }
 
@@ -269,6 +271,12 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
     if (!ck.info.init.is_object())
       throw UsageError(path + ": metadata \"init\" must be a JSON object, got " + brief_json(ck.info.init, 80));
   }
+  if (meta.count("edited")) {
+    // Provenance only, as "init".
+    ck.info.edited = parse_meta_json(meta, "edited", path);
+    if (!ck.info.edited.is_object())
+      throw UsageError(path + ": metadata \"edited\" must be a JSON object, got " + brief_json(ck.info.edited, 80));
+  }
   if (meta.count("data.position")) {
     const nlohmann::json p = parse_meta_json(meta, "data.position", path);
     if (!p.is_object() || !p.contains("epoch_seed") || !p.contains("next") || !p["epoch_seed"].is_number_unsigned() ||
@@ -330,6 +338,7 @@ nlohmann::json init_identity(const std::string& path, const Checkpoint& checkpoi
                           {"config", to_json(checkpoint.info.config)}};
   // A chain of --init runs keeps every link.
   if (!checkpoint.info.init.is_null()) identity["init"] = checkpoint.info.init;
+  if (!checkpoint.info.edited.is_null()) identity["edited"] = checkpoint.info.edited;
   return identity;
 }
 

@@ -14,6 +14,10 @@
 //                   hash of its bytes): a file changed since is refused
 //   init            JSON {path, size, hash, step, task, config} of the
 //                   checkpoint a run started from with --init (init_identity)
+//   edited          JSON {by, source {path, size, hash, step, task}, replaced}
+//                   of a checkpoint written from Python (Model.save,
+//                   docs/python.md): the checkpoint its weights came from and
+//                   the parameters replaced since; absent otherwise
 //   trainer         JSON of the trainer's sums since its last log line, and
 //                   that line's {step, loss} ("logged"): --resume checks it
 //                   against the folder's metrics.jsonl (run_identity.h)
@@ -55,6 +59,10 @@ struct CheckpointInfo {
   // then (init_identity), so that the run's origin is known after that file
   // has changed or gone; null otherwise.
   nlohmann::json init;
+  // A checkpoint written from Python after its parameters were replaced
+  // (python/src/weights.cpp): where they came from; provenance only, any
+  // object, null otherwise.
+  nlohmann::json edited;
 };
 
 // The "model" metadata: every ModelSpec field under its name, resolved.
@@ -77,6 +85,11 @@ struct NonFiniteState : std::runtime_error {
 // or an optimizer tensor is not finite.
 void save_checkpoint(const std::string& path, const layers::Transformer& model, const optim::Optimizer* optimizer,
                      const CheckpointInfo& info);
+// The same with an optimizer state as export_state() gave it (empty: none),
+// for a model whose optimizer is not at hand: one loaded from a checkpoint
+// that is saved again keeps that checkpoint's state.
+void save_checkpoint(const std::string& path, const layers::Transformer& model,
+                     const optim::OptimizerState& optimizer_state, const CheckpointInfo& info);
 
 struct Checkpoint {
   core::SafetensorsFile file;
@@ -91,7 +104,7 @@ Checkpoint read_checkpoint(std::span<const uint8_t> bytes, const std::string& pa
 
 // What `--init` records of its checkpoint at `path` (absolute): the path,
 // the file's size and 64-bit FNV-1a hash, and the checkpoint's step, task
-// and config.
+// and config (and what it records of its own origin: init, edited).
 nlohmann::json init_identity(const std::string& path, const Checkpoint& checkpoint);
 
 // Copies the weights into `model`: every parameter must be present with its

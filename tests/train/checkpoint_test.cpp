@@ -264,5 +264,27 @@ TEST(Checkpoint, AnOptimizerStepCountOtherThanTheCheckpointsIsRejected) {
   }
 }
 
+// A checkpoint written again from a model read from one (Python's Model.save):
+// the optimizer state as exported, so that a Session reads the file, and the
+// "edited" provenance, which reads back and which --init's record keeps.
+TEST(Checkpoint, AnExportedOptimizerStateAndTheEditedRecordRoundTrip) {
+  TempDir dir;
+  Session a(tiny_config());
+  a.step();
+  CheckpointInfo info = a.checkpoint_info();
+  info.edited = {{"source", {{"path", "/runs/x/checkpoint.safetensors"}}}, {"replaced", {"head.bias"}}};
+  const std::string path = (dir.path / "edited.safetensors").string();
+  save_checkpoint(path, a.model(), a.optimizer().export_state(), info);
+  const Checkpoint ck = read_checkpoint(path);
+  EXPECT_EQ(ck.info.edited, info.edited);
+  EXPECT_EQ(init_identity(path, ck)["edited"], info.edited);
+  Session b(ck);
+  EXPECT_EQ(b.optimizer().step_count(), 1);
+  EXPECT_NE(rejection_of_edited([](core::SafetensorsFile& f) { f.metadata["edited"] = "[1]"; })
+                .find("metadata \"edited\" must be a JSON object"),
+            std::string::npos);
+  EXPECT_EQ(rejection_of_edited([](core::SafetensorsFile& f) { f.metadata.erase("edited"); }), "");
+}
+
 }  // namespace
 }  // namespace headlab::train
