@@ -2,6 +2,7 @@
 TransformerLens's HookedTransformer is (docs/python.md)."""
 import json
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -16,7 +17,8 @@ def load(path):
 
 class Model:
     """The model of one checkpoint. Its weights never change: hooks and
-    patches act on one forward pass at a time."""
+    patches act on one forward pass at a time, and `with_params` makes
+    another Model with some of them replaced."""
 
     def __init__(self, core_model):
         if not isinstance(core_model, _core.Model):
@@ -25,15 +27,20 @@ class Model:
         self._core = core_model
         self.spec = json.loads(core_model.spec_json)
         self.config = json.loads(core_model.config_json)
-        self.path = core_model.path
+        # A model made by with_params is held by no file until it is saved.
+        self.path = None if core_model.edited else core_model.path
         self.task = core_model.task
         self.step = core_model.step
+        # Where the weights came from (what save records), for a model made by
+        # with_params or read from a checkpoint one was saved to; else None.
+        self.edited = json.loads(core_model.edited_json) if core_model.edited_json else None
         self._params = None
 
     def __repr__(self):
         s = self.spec
         kind = "attn-only " if s["attn_only"] else ""
-        return (f"<headlab.Model {self.path}: {kind}{s['layers']} layers x {s['heads']} heads, d_model {s['d_model']}, "
+        where = self.path or f"edited from {self.edited['source']['path']}"
+        return (f"<headlab.Model {where}: {kind}{s['layers']} layers x {s['heads']} heads, d_model {s['d_model']}, "
                 f"vocab {s['vocab']}, {s['max_seq_len']} positions, step {self.step}>")
 
     @property
@@ -135,10 +142,32 @@ class Model:
 
     def to_torch(self):
         """A torch.nn.Module with the checkpoint's parameter names that computes
-        the same logits (docs/model.md); needs torch."""
+        the same logits (docs/model.md); needs torch. Its state_dict() goes
+        back through with_params."""
         from ._torch import to_torch
 
         return to_torch(self.spec, self.params)
+
+    def with_params(self, params):
+        """A new Model whose parameters are this one's with those in `params`
+        (name -> numpy array or torch tensor, e.g. a dict from model.params
+        or module.state_dict()) replaced; this model is left as it was. Each
+        value is checked (a known name, the parameter's shape, a float dtype,
+        finite values) and copied: changing the array afterwards changes
+        nothing. float64 values are rounded to the model's float32."""
+        if not isinstance(params, Mapping):
+            raise TypeError(f"with_params takes a dict name -> array (model.params, module.state_dict()), "
+                            f"got {type(params).__name__}")
+        return Model(self._core.with_params({name: _as_array(name, value) for name, value in params.items()}))
+
+    def save(self, path, *, overwrite=False):
+        """Writes the model as a checkpoint that headlab.load, `headlab analyze`
+        and `headlab eval` read: its source checkpoint's config, task, step
+        and data file, and `edited` (where the weights came from, which
+        parameters were replaced). Refuses, writing nothing: the source
+        checkpoint itself, an existing file unless overwrite=True, anything
+        but a regular file, a path inside a run or sweep folder."""
+        self._core.save(os.fspath(path), bool(overwrite))
 
 
 def _writable_copy(out, like):
@@ -149,6 +178,23 @@ def _writable_copy(out, like):
     if isinstance(out, np.ndarray) and out.shape == like.shape and out.dtype.kind in "fiu":
         return np.array(out, dtype=like.dtype)
     return out
+
+
+def _as_array(name, value):
+    """A numpy array of `value`; a torch tensor through .numpy() (torch is
+    never imported here: a tensor's type says what it is)."""
+    if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
+        try:
+            return value.detach().cpu().numpy()
+        except TypeError as e:  # bfloat16 and other dtypes numpy lacks
+            raise TypeError(f"with_params: {name!r} is a torch tensor of dtype {value.dtype}, which numpy cannot hold "
+                            f"({e}); convert it with .float()") from None
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as e:  # a ragged list
+        raise TypeError(f"with_params: {name!r} is no array ({e}); give a numpy array of the parameter's shape") from None
 
 
 def _as_model(model):

@@ -3,34 +3,58 @@
 #include <pybind11/stl.h>
 
 #include <filesystem>
+#include <limits>
+#include <span>
 
 #include "arrays.h"
 #include "interrupt.h"
 #include "autograd/variable.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/input_file.h"
 #include "train/run_builder.h"
 
 namespace headlab::python {
 
 namespace fs = std::filesystem;
 
+void raise(PyObject* type, const std::string& what) {
+  PyErr_SetString(type, what.c_str());
+  throw py::error_already_set();
+}
+
 Model load_model(const std::string& path) {
   const std::string file = fs::is_directory(path) ? (fs::path(path) / "checkpoint.safetensors").string() : path;
   if (!fs::exists(file)) {
     const std::string what = fs::is_directory(path) ? path + " is a folder without checkpoint.safetensors (not a run folder)"
                                                     : path + ": no such run folder or checkpoint";
-    PyErr_SetString(PyExc_FileNotFoundError, what.c_str());
-    throw py::error_already_set();
+    raise(PyExc_FileNotFoundError, what);
   }
   Model m;
   {
     py::gil_scoped_release release;
-    const train::Checkpoint ck = train::read_checkpoint(file);
+    // Read once, hashed and parsed from the same bytes: the hash a saved
+    // edit records is of the file these weights came from, even if a
+    // training run replaces it meanwhile.
+    const std::string bytes = train::read_input(file, "checkpoint " + file, std::numeric_limits<std::size_t>::max() - 1);
+    train::ByteHash hash;
+    hash.add(bytes.data(), bytes.size());
+    train::Checkpoint ck = train::read_checkpoint(
+        std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), file);
     m.transformer = train::load_model(ck, file);
     m.config = train::to_json(ck.info.config);
     m.task = ck.info.task;
     m.step = ck.info.step;
+    auto source = std::make_shared<Source>();
+    source->path = fs::absolute(file).lexically_normal().string();
+    source->size = hash.size;
+    source->hash = hash.hash;
+    source->info = std::move(ck.info);
+    for (auto& [name, tensor] : ck.file.tensors)
+      if (name.starts_with("optimizer.")) source->optimizer.tensors.emplace_back(name, std::move(tensor));
+    for (auto& [key, value] : ck.file.metadata)
+      if (key.starts_with("optimizer.")) source->optimizer.metadata.emplace(key, value);
+    m.source = std::move(source);
   }
   m.path = file;
   return m;

@@ -33,6 +33,7 @@ PYBIND11_MODULE(_core, m) {
   auto model = python::bind_model(m);
   python::bind_hooks(model);
   python::bind_task_batch(model);
+  python::bind_weights(model);
   python::bind_analyze(m);
   python::bind_command(m);
   }

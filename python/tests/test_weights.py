@@ -1,0 +1,211 @@
+"""Weights from Python: Model.with_params (edit, import from torch),
+Model.save and what reads it back (headlab.load, `headlab analyze`,
+`headlab eval`), and the inputs they refuse."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import headlab
+from conftest import HEADLAB, cli, cross_entropy, random_tokens
+
+FAST = dict(pruning=False, importance_examples=1)
+O = "blocks.1.attn.o.weight"
+
+
+def zero_head_columns(model, layer, h):
+    """attn.o.weight with head h's columns (its d_k inputs) zeroed: docs/model.md's layout."""
+    d_k = model.spec["d_model"] // model.spec["heads"]
+    w = model.params[f"blocks.{layer}.attn.o.weight"].copy()
+    w[:, h * d_k:(h + 1) * d_k] = 0
+    return w
+
+
+def listing(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_identity_changes_no_bit(mlp_model):
+    same = mlp_model.with_params(mlp_model.params)
+    tokens = random_tokens(mlp_model, batch=4)
+    assert same(tokens).tobytes() == mlp_model(tokens).tobytes()
+    assert same.edited["replaced"] == []
+    assert same.path is None and mlp_model.path is not None
+
+
+def test_zeroing_a_heads_columns_of_o_is_zeroing_its_z(mlp_model):
+    tokens = random_tokens(mlp_model, batch=4, seed=2)
+    for h in range(mlp_model.spec["heads"]):
+        edited = mlp_model.with_params({O: zero_head_columns(mlp_model, 1, h)})
+
+        def zero(z, name, h=h):
+            z[:, :, h, :] = 0
+
+        hooked = mlp_model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", zero)])
+        np.testing.assert_allclose(edited(tokens), hooked, atol=1e-6)
+        assert not np.allclose(edited(tokens), mlp_model(tokens), atol=1e-4)  # the edit did something
+        assert edited.edited["replaced"] == [O]
+
+
+def test_zeroing_a_heads_columns_is_the_analysis_zero_ablation(attn_model):
+    tokens = random_tokens(attn_model, batch=8, seed=5)
+    targets = np.where(np.arange(tokens.shape[1]) % 2 == 1, np.roll(tokens, -1, axis=1), -1)
+    targets[:, -1] = -1
+    records = headlab.analyze(attn_model, tokens, targets, **FAST)
+    clean = cross_entropy(attn_model(tokens), targets)
+    for head in records["heads"]:
+        layer, h = head["layer"], head["head"]
+        edited = attn_model.with_params({f"blocks.{layer}.attn.o.weight": zero_head_columns(attn_model, layer, h)})
+        assert cross_entropy(edited(tokens), targets) - clean == pytest.approx(head["ablation_delta_loss"], abs=1e-5)
+
+
+def test_the_original_is_unchanged_and_the_callers_array_is_copied(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+    before = mlp_model(tokens).copy()
+    w = zero_head_columns(mlp_model, 1, 0)
+    edited = mlp_model.with_params({O: w})
+    after_edit = edited(tokens).copy()
+    np.testing.assert_array_equal(mlp_model(tokens), before)
+    assert not np.array_equal(mlp_model.params[O], w)
+    w[:] = 1.0  # the caller's array, changed afterwards
+    np.testing.assert_array_equal(edited(tokens), after_edit)
+    np.testing.assert_array_equal(edited.params[O], zero_head_columns(mlp_model, 1, 0))
+    assert not np.shares_memory(edited.params[O], w)
+
+
+def test_float64_is_rounded_to_float32(mlp_model):
+    w = mlp_model.params[O].astype(np.float64) + 1e-12  # below float32's resolution at these sizes
+    edited = mlp_model.with_params({O: w})
+    np.testing.assert_array_equal(edited.params[O], w.astype(np.float32))
+    assert edited.params[O].dtype == np.float32
+
+
+def test_everything_runs_on_an_edited_model(mlp_model):
+    edited = mlp_model.with_params({O: zero_head_columns(mlp_model, 1, 1)})
+    tokens = random_tokens(mlp_model, batch=2)
+    logits, cache = edited.run_with_cache(tokens, names=["blocks.1.hook_attn_out"])
+    np.testing.assert_array_equal(logits, edited(tokens))
+    batch = edited.task_batch()  # the source run's batch: the edit changes no task
+    grads = edited.gradients(batch["tokens"], batch["targets"], ["blocks.1.hook_resid_post"])
+    assert np.isfinite(grads["blocks.1.hook_resid_post"]).all()
+    records = headlab.analyze(edited, **batch, **FAST)
+    assert records["loss"] == pytest.approx(cross_entropy(edited(batch["tokens"]), batch["targets"]), abs=1e-5)
+    assert "edited from" in repr(edited)
+
+
+def test_torch_round_trip(mlp_model):
+    torch = pytest.importorskip("torch")
+    module = mlp_model.to_torch()
+    back = mlp_model.with_params(module.state_dict())
+    tokens = random_tokens(mlp_model, batch=3)
+    assert back(tokens).tobytes() == mlp_model(tokens).tobytes()  # bitwise, float32
+    with torch.no_grad():
+        module.blocks[0].attn.q.weight.mul_(0.5)
+        module.head.bias.add_(0.25)
+    edited = mlp_model.with_params(module.state_dict())
+    assert edited.edited["replaced"] == ["blocks.0.attn.q.weight", "head.bias"]
+    with torch.no_grad():
+        expected = module(torch.as_tensor(tokens)).numpy()
+    np.testing.assert_allclose(edited(tokens), expected, atol=1e-5)
+    with pytest.raises(TypeError, match=r"'head.bias' is a torch tensor of dtype torch.bfloat16.*\.float\(\)"):
+        mlp_model.with_params({"head.bias": module.head.bias.detach().to(torch.bfloat16)})
+
+
+def test_save_and_load_give_the_same_model_and_its_provenance(attn_model, attn_run, tmp_path):
+    edited = attn_model.with_params({O: zero_head_columns(attn_model, 1, 0)})
+    path = tmp_path / "edited.safetensors"
+    edited.save(path)
+    loaded = headlab.load(path)
+    assert loaded.path == str(path)
+    for name, value in edited.params.items():
+        assert loaded.params[name].tobytes() == value.tobytes(), name
+    tokens = random_tokens(attn_model, batch=3)
+    assert loaded(tokens).tobytes() == edited(tokens).tobytes()
+    source = os.fspath(attn_run / "checkpoint.safetensors")
+    record = loaded.edited
+    assert record == edited.edited
+    assert record["replaced"] == [O]
+    assert record["source"]["path"] == source and record["source"]["step"] == attn_model.step
+    assert record["source"]["size"] == os.path.getsize(source)
+    assert (loaded.step, loaded.task, loaded.config) == (attn_model.step, attn_model.task, attn_model.config)
+    # An edit of the saved edit keeps the chain.
+    again = loaded.with_params({"head.bias": np.zeros_like(loaded.params["head.bias"])})
+    assert again.edited["source"]["path"] == str(path)
+    assert again.edited["source"]["edited"] == record
+
+
+def test_the_cli_reads_a_saved_edit(attn_model, tmp_path):
+    # A bias towards class 0 too: this short run's heads move its loss by little.
+    bias = attn_model.params["head.bias"].copy()
+    bias[0] += 3
+    edited = attn_model.with_params({O: zero_head_columns(attn_model, 1, 1), "head.bias": bias})
+    path = tmp_path / "edit" / "edited.safetensors"
+    path.parent.mkdir()
+    edited.save(path)
+    batch = edited.task_batch()
+    records = headlab.analyze(edited, **batch)
+    heads = json.loads(cli("analyze", path, "--json", "--threads", "1"))
+    assert heads["loss"] == pytest.approx(records["loss"], abs=1e-5)
+    for mine, theirs in zip(records["heads"], heads["heads"]):
+        assert theirs["ablation_delta_loss"] == pytest.approx(mine["ablation_delta_loss"], abs=1e-5)
+        assert theirs["scores"]["previous_token"] == pytest.approx(mine["scores"]["previous_token"], abs=1e-6)
+    assert (path.parent / "heads.json").exists()  # beside the checkpoint, in the caller's own folder
+    scored = json.loads(cli("eval", path, "--json", "--threads", "1"))
+    assert scored["loss"] == pytest.approx(cross_entropy(edited(batch["tokens"]), batch["targets"]), abs=1e-5)
+    # ... and they are not the source's numbers.
+    assert scored["loss"] != pytest.approx(cross_entropy(attn_model(batch["tokens"]), batch["targets"]), abs=1e-2)
+
+
+def test_bad_params_are_refused_naming_the_parameter(mlp_model):
+    w = mlp_model.params[O]
+    with pytest.raises(KeyError, match=r"no parameter \"blocks.1.attn.o.weigth\" \(nearest: blocks.1.attn.o.weight"):
+        mlp_model.with_params({"blocks.1.attn.o.weigth": w})
+    with pytest.raises(KeyError, match=r"W_O\[h\] is columns h\*d_k"):
+        mlp_model.with_params({"blocks.1.attn.W_O": w})
+    with pytest.raises(ValueError, match=rf"\"{O}\" has shape \[16, 8\], the model's is \[16, 16\]"):
+        mlp_model.with_params({O: w[:, :8]})
+    for bad in (w.astype(np.int64), w > 0, w.astype(np.complex64), np.array([["x"] * 16] * 16)):
+        with pytest.raises(TypeError, match=rf"\"{O}\" has dtype {bad.dtype}.*float32 or float64"):
+            mlp_model.with_params({O: bad})
+    for value, text in ((np.nan, "NaN"), (np.inf, r"\+inf"), (1e39, r"1e\+39, beyond float32's range")):
+        nan = w.astype(np.float64)
+        nan[3, 5] = value
+        with pytest.raises(ValueError, match=rf"\"{O}\" holds {text}.* at \[3, 5\]"):
+            mlp_model.with_params({O: nan})
+    with pytest.raises(TypeError, match="dict name -> array"):
+        mlp_model.with_params([(O, w)])
+    with pytest.raises(TypeError, match="parameter names are strings"):
+        mlp_model.with_params({3: w})
+
+
+def test_save_refuses_what_it_must_not_replace(attn_model, attn_run, tmp_path):
+    edited = attn_model.with_params({O: zero_head_columns(attn_model, 1, 0)})
+    source = attn_run / "checkpoint.safetensors"
+    source_bytes = source.read_bytes()
+    run_files = listing(attn_run)
+    for model in (edited, attn_model):
+        with pytest.raises(ValueError, match="is the checkpoint this model was read from"):
+            model.save(source, overwrite=True)
+    with pytest.raises(ValueError, match=rf"inside the run folder {attn_run}, whose files are its own run's"):
+        edited.save(attn_run / "edited.safetensors")
+    assert source.read_bytes() == source_bytes and listing(attn_run) == run_files
+
+    existing = tmp_path / "existing.safetensors"
+    existing.write_bytes(b"mine")
+    with pytest.raises(FileExistsError, match=r"existing.safetensors exists; pass overwrite=True"):
+        edited.save(existing)
+    assert existing.read_bytes() == b"mine"
+    edited.save(existing, overwrite=True)
+    assert headlab.load(existing).edited["replaced"] == [O]
+
+    with pytest.raises(IsADirectoryError, match="is a folder; give a file name"):
+        edited.save(tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="fifo.*not a regular file"):
+        edited.save(fifo, overwrite=True)
+    with pytest.raises(FileNotFoundError, match="does not exist; create it first"):
+        edited.save(tmp_path / "missing" / "x.safetensors")
+    assert listing(tmp_path) == ["existing.safetensors", "fifo"]
