@@ -195,13 +195,34 @@ int Trainer::run() {
   return 0;
 }
 
+namespace {
+
+// One line for the report's settings: "blocks.1.attn.o.weight replaced from
+// Python; the rest as in /runs/x/checkpoint.safetensors (step 600)".
+std::string edited_text(const nlohmann::json& edited) {
+  std::string names;
+  if (edited.contains("replaced") && edited["replaced"].is_array())
+    for (const auto& name : edited["replaced"])
+      names += (names.empty() ? "" : ", ") + (name.is_string() ? name.get<std::string>() : name.dump());
+  const nlohmann::json source = edited.value("source", nlohmann::json::object());
+  return (names.empty() ? std::string("no parameter") : names) + " replaced from Python; the rest as in " +
+         (source.is_object() ? source.value("path", std::string("?")) + " (step " +
+                                   (source.contains("step") ? source["step"].dump() : std::string("?")) + ")"
+                             : std::string("?"));
+}
+
+}  // namespace
+
 void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& run, const nlohmann::json& config,
-                          std::vector<analysis::SnapshotView> snapshots) {
+                          std::vector<analysis::SnapshotView> snapshots, const nlohmann::json& edited) {
   nlohmann::json heads;
   analysis::to_json(heads, run);
   // What the heads were trained on: a data file's path, else the task.
   if (config.is_object() && config.value("data", std::string()).empty()) heads["task"] = config.value("task", "");
   else if (config.is_object()) heads["data"] = config.value("data", "");
+  if (!edited.is_null()) heads["edited"] = edited;
+  nlohmann::json shown = config;
+  if (edited.is_object() && shown.is_object()) shown["edited"] = edited_text(edited);
   // A link (or anything but a file) at heads.json is refused before anything
   // is written; a regular one goes first, so that no old heads.json outlives
   // a report that fails.
@@ -212,7 +233,7 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   analysis::ReportOptions options;
   options.run_name = folder.name();
   options.snapshots = std::move(snapshots);
-  write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), config, options));
+  write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), shown, options));
   write_file_atomic(folder.heads(), heads.dump(2) + "\n");
 }
 

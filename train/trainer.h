@@ -102,9 +102,12 @@ class Trainer {
 // last, once report.html is written (an older one is removed first): a
 // heads.json of the checkpoint's step (analyzed_step) tells --resume that the
 // final analysis is done, so a report that could not be written (a full disk)
-// is written again by the next --resume.
+// is written again by the next --resume. `edited`: the provenance of a
+// checkpoint saved from Python (CheckpointInfo::edited), which heads.json
+// carries as "edited" and the report's settings name, so that neither is
+// taken for the source run's analysis.
 void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& analysis, const nlohmann::json& config,
-                          std::vector<analysis::SnapshotView> snapshots = {});
+                          std::vector<analysis::SnapshotView> snapshots = {}, const nlohmann::json& edited = nullptr);
 
 // The step of the checkpoint the folder's heads.json analyzed ("step"): the
 // run is complete once it is the last step's. nullopt when heads.json is

@@ -30,7 +30,8 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     averages over. corrupted: [B, T] tokens for activation patching (adds
     mean and resample ablation and patching). threshold, margin,
     diffuse_entropy, sink_delta_loss: the label rules (`headlab analyze
-    --threshold ...`). Needs seq_len >= 3."""
+    --threshold ...`). Needs seq_len >= 3. A model edited from Python
+    (Model.with_params) adds its provenance, "edited", as heads.json does."""
     model = _as_model(model)
     ids, lengths = _tokens.padded(tokens, model.spec, lengths)
     if ids.shape[1] < 3:
@@ -49,8 +50,11 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     if bad is not None and bad.shape != ids.shape:
         raise ValueError(f"corrupted: expected shape {list(ids.shape)} (the tokens'), got {list(bad.shape)}")
     user = _patterns.patterns(patterns, ids.shape[0], ids.shape[1], lengths)
-    return json.loads(_core.analyze(model._core, ids, ys, lengths, user, _patterns.roles(roles), bool(sources), labels,
-                                    example, bool(pruning), importance_examples, bad, corruption))
+    records = json.loads(_core.analyze(model._core, ids, ys, lengths, user, _patterns.roles(roles), bool(sources),
+                                       labels, example, bool(pruning), importance_examples, bad, corruption))
+    if model.edited is not None:  # as heads.json of `headlab analyze` on the saved edit: not the source's heads
+        records["edited"] = model.edited
+    return records
 
 
 def _fraction(name, value):

@@ -151,7 +151,10 @@ def test_the_cli_reads_a_saved_edit(attn_model, tmp_path):
     for mine, theirs in zip(records["heads"], heads["heads"]):
         assert theirs["ablation_delta_loss"] == pytest.approx(mine["ablation_delta_loss"], abs=1e-5)
         assert theirs["scores"]["previous_token"] == pytest.approx(mine["scores"]["previous_token"], abs=1e-6)
-    assert (path.parent / "heads.json").exists()  # beside the checkpoint, in the caller's own folder
+    # Beside the checkpoint, in the caller's own folder, and saying it is an edit.
+    saved = json.loads((path.parent / "heads.json").read_text())
+    assert saved["edited"] == heads["edited"] == records["edited"] == edited.edited
+    assert f"{O}, head.bias replaced from Python" in (path.parent / "report.html").read_text()
     scored = json.loads(cli("eval", path, "--json", "--threads", "1"))
     assert scored["loss"] == pytest.approx(cross_entropy(edited(batch["tokens"]), batch["targets"]), abs=1e-5)
     # ... and they are not the source's numbers.

@@ -279,10 +279,12 @@ int run_analyze(const AnalyzeArgs& args) {
   const bool with_snapshots = is_dir && !args.step_given && args.data.empty();
   train::write_analysis_files(folder, run, train::to_json(input.config()),
                               with_snapshots ? train::snapshot_views(args.target, input.batch(), args.example)
-                                             : std::vector<analysis::SnapshotView>{});
+                                             : std::vector<analysis::SnapshotView>{},
+                              ck.info.edited);
   if (args.json) {
     nlohmann::json j;
     analysis::to_json(j, run);
+    if (!ck.info.edited.is_null()) j["edited"] = ck.info.edited;  // as heads.json
     std::cout << j.dump(2) << '\n';
   } else {
     analysis::TextOptions text;
