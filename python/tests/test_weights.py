@@ -76,10 +76,13 @@ def test_the_original_is_unchanged_and_the_callers_array_is_copied(mlp_model):
 
 
 def test_float64_is_rounded_to_float32(mlp_model):
-    w = mlp_model.params[O].astype(np.float64) + 1e-12  # below float32's resolution at these sizes
+    w = np.random.default_rng(0).normal(0, 0.02, mlp_model.params[O].shape)  # float64, most not float32 values
+    assert (w.astype(np.float32).astype(np.float64) != w).all()
     edited = mlp_model.with_params({O: w})
-    np.testing.assert_array_equal(edited.params[O], w.astype(np.float32))
     assert edited.params[O].dtype == np.float32
+    np.testing.assert_array_equal(edited.params[O], w.astype(np.float32))  # to nearest, as numpy rounds
+    f16 = mlp_model.with_params({O: w.astype(np.float16)})
+    np.testing.assert_array_equal(f16.params[O], w.astype(np.float16).astype(np.float32))
 
 
 def test_everything_runs_on_an_edited_model(mlp_model):
@@ -211,4 +214,23 @@ def test_save_refuses_what_it_must_not_replace(attn_model, attn_run, tmp_path):
         edited.save(fifo, overwrite=True)
     with pytest.raises(FileNotFoundError, match="does not exist; create it first"):
         edited.save(tmp_path / "missing" / "x.safetensors")
-    assert listing(tmp_path) == ["existing.safetensors", "fifo"]
+    link = tmp_path / "link.safetensors"
+    link.symlink_to(existing)
+    with pytest.raises(ValueError, match="link.safetensors.*a symbolic link"):
+        edited.save(link, overwrite=True)
+    assert listing(tmp_path) == ["existing.safetensors", "fifo", "link.safetensors"]
+
+
+def test_save_refuses_a_runs_snapshots_and_a_sweeps_folder(attn_model, attn_run, tmp_path):
+    edited = attn_model.with_params({O: zero_head_columns(attn_model, 1, 0)})
+    run = tmp_path / "run"
+    (run / "snapshots").mkdir(parents=True)
+    (run / "checkpoint.safetensors").write_bytes((attn_run / "checkpoint.safetensors").read_bytes())
+    with pytest.raises(ValueError, match=rf"inside the run folder {run}, whose files"):
+        edited.save(run / "snapshots" / "step-000003.safetensors")
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text("{}")
+    with pytest.raises(ValueError, match=rf"inside the sweep folder {sweep}"):
+        edited.save(sweep / "edited.safetensors")
+    assert listing(run / "snapshots") == [] and listing(sweep) == ["sweep.json"]
