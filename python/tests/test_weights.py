@@ -23,6 +23,13 @@ def zero_head_columns(model, layer, h):
     return w
 
 
+def fnv1a(data):
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def listing(folder):
     return sorted(p.name for p in folder.iterdir())
 
@@ -95,7 +102,18 @@ def test_everything_runs_on_an_edited_model(mlp_model):
     assert np.isfinite(grads["blocks.1.hook_resid_post"]).all()
     records = headlab.analyze(edited, **batch, **FAST)
     assert records["loss"] == pytest.approx(cross_entropy(edited(batch["tokens"]), batch["targets"]), abs=1e-5)
+    def zero(z, name):
+        z[:, :, 0, :] = 0
+
+    both = edited.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", zero)])  # head 0 too, by a hook
+    np.testing.assert_allclose(both, mlp_model.with_params({O: np.zeros_like(mlp_model.params[O])})(tokens), atol=1e-6)
     assert "edited from" in repr(edited)
+    try:
+        import torch
+    except ImportError:
+        return
+    with torch.no_grad():
+        np.testing.assert_allclose(edited.to_torch()(torch.as_tensor(tokens)).numpy(), edited(tokens), atol=1e-5)
 
 
 def test_torch_round_trip(mlp_model):
@@ -132,6 +150,7 @@ def test_save_and_load_give_the_same_model_and_its_provenance(attn_model, attn_r
     assert record["replaced"] == [O]
     assert record["source"]["path"] == source and record["source"]["step"] == attn_model.step
     assert record["source"]["size"] == os.path.getsize(source)
+    assert record["source"]["hash"] == fnv1a(open(source, "rb").read())  # as --init records
     assert (loaded.step, loaded.task, loaded.config) == (attn_model.step, attn_model.task, attn_model.config)
     # An edit of the saved edit keeps the chain.
     again = loaded.with_params({"head.bias": np.zeros_like(loaded.params["head.bias"])})
