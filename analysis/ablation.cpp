@@ -4,20 +4,50 @@
 #include <stdexcept>
 #include <string>
 
+#include "analysis/donors.h"
 #include "core/ops.h"
 
 namespace headlab::analysis {
 namespace {
 
-// The replacement of `kind` on `examples` alone (empty for zero ablation).
-std::vector<core::Tensor> replacement_for(const layers::Transformer& model, const Examples& examples,
-                                          AblationKind kind) {
-  if (kind == AblationKind::zero) return {};
+// What an ablation of `kind` evaluates on one batch: the replacement (empty
+// for zero ablation), the examples scored and the base loss over them.
+// Resample ablation scores only the rows that have a donor, against the base
+// over those rows: a row left out compares nothing with nothing.
+struct Prepared {
+  std::vector<core::Tensor> replacement;
+  std::vector<int32_t> targets;  // the rows with a donor's, when some have none
+  Examples examples;
+  EvalResult base;
+};
+
+Prepared prepare(const layers::Transformer& model, const Examples& examples, const EvalResult& base,
+                 AblationKind kind) {
+  Prepared p{{}, {}, examples, base};
+  if (kind == AblationKind::zero) return p;
   const std::vector<core::Tensor> clean = record_head_outputs(model, examples);
-  if (kind == AblationKind::resample) return resample_outputs(clean);
-  MeanOutputSums mean;
-  mean.add(clean, examples.lengths);
-  return mean.replacement(examples.batch);
+  if (kind == AblationKind::mean) {
+    MeanOutputSums mean;
+    mean.add(clean, examples.lengths);
+    p.replacement = mean.replacement(examples.batch);
+    return p;
+  }
+  const std::vector<int64_t> donors =
+      next_donors(examples.lengths, examples.batch, resample_rule(model.spec().causal));
+  std::vector<int64_t> from(donors.size());
+  for (std::size_t b = 0; b < donors.size(); ++b) from[b] = donors[b] >= 0 ? donors[b] : static_cast<int64_t>(b);
+  p.replacement = resample_outputs(clean, from);
+  const int64_t reached = rows_with_donor(donors);
+  if (reached == 0)
+    throw std::invalid_argument("resample ablation: none of the " + std::to_string(examples.batch) +
+                                " examples has a donor (another example at least as long, or as long when "
+                                "bidirectional); give examples that share lengths");
+  if (reached < examples.batch) {
+    p.targets = targets_with_donor(examples.targets, examples.seq_len, donors);
+    p.examples.targets = p.targets;
+    p.base = evaluate(model, p.examples);
+  }
+  return p;
 }
 
 // `rows` copies of `row` [T, d]: [rows, T, d].
@@ -25,6 +55,11 @@ core::Tensor repeated(const core::Tensor& row, int64_t rows) {
   core::Tensor out = core::Tensor::zeros({rows, row.size(0), row.size(1)}, row.dtype());
   for (int64_t b = 0; b < rows; ++b) out.select(0, b).copy_(row);
   return out;
+}
+
+Ablation delta(const EvalSums& ablated, const EvalResult& base) {
+  const EvalResult r = ablated.result();
+  return {r.loss - base.loss, r.accuracy - base.accuracy};
 }
 
 }  // namespace
@@ -64,22 +99,21 @@ void add_ablated(EvalSums& sums, const layers::Transformer& model, const Example
 
 Ablation ablate_set(const layers::Transformer& model, const Examples& examples, const EvalResult& base,
                     const std::vector<std::size_t>& heads, AblationKind kind) {
+  const Prepared p = prepare(model, examples, base, kind);
   EvalSums sums;
-  add_ablated(sums, model, examples, heads, replacement_for(model, examples, kind));
-  const EvalResult ablated = sums.result();
-  return {ablated.loss - base.loss, ablated.accuracy - base.accuracy};
+  add_ablated(sums, model, p.examples, heads, p.replacement);
+  return delta(sums, p.base);
 }
 
 std::vector<Ablation> ablate_heads(const layers::Transformer& model, const Examples& examples, const EvalResult& base,
                                    AblationKind kind) {
   const auto n = static_cast<std::size_t>(model.num_layers() * model.spec().heads);
-  const std::vector<core::Tensor> replacement = replacement_for(model, examples, kind);
+  const Prepared p = prepare(model, examples, base, kind);
   std::vector<Ablation> out;
   for (std::size_t i = 0; i < n; ++i) {
     EvalSums sums;
-    add_ablated(sums, model, examples, {i}, replacement);
-    const EvalResult ablated = sums.result();
-    out.push_back({ablated.loss - base.loss, ablated.accuracy - base.accuracy});
+    add_ablated(sums, model, p.examples, {i}, p.replacement);
+    out.push_back(delta(sums, p.base));
   }
   return out;
 }
@@ -135,13 +169,17 @@ std::vector<core::Tensor> MeanOutputSums::replacement(int64_t rows) const {
   return out;
 }
 
-std::vector<core::Tensor> resample_outputs(const std::vector<core::Tensor>& clean, const std::vector<core::Tensor>& next) {
+std::vector<core::Tensor> resample_outputs(const std::vector<core::Tensor>& outputs, std::span<const int64_t> from) {
   std::vector<core::Tensor> out;
-  for (std::size_t l = 0; l < clean.size(); ++l) {
-    const int64_t B = clean[l].size(0);
-    core::Tensor r = core::Tensor::zeros(clean[l].shape(), clean[l].dtype());
-    for (int64_t b = 0; b + 1 < B; ++b) r.select(0, b).copy_(clean[l].select(0, b + 1));
-    r.select(0, B - 1).copy_(next.empty() ? clean[l].select(0, 0) : next.at(l).select(0, 0));
+  for (const core::Tensor& layer : outputs) {
+    const int64_t rows = layer.size(0);
+    core::Tensor r = core::Tensor::zeros({static_cast<int64_t>(from.size()), layer.size(1), layer.size(2)}, layer.dtype());
+    for (std::size_t b = 0; b < from.size(); ++b) {
+      if (from[b] < 0 || from[b] >= rows)
+        throw std::invalid_argument("resample_outputs: row " + std::to_string(from[b]) + " of outputs of " +
+                                    std::to_string(rows) + " rows");
+      r.select(0, static_cast<int64_t>(b)).copy_(layer.select(0, from[b]));
+    }
     out.push_back(std::move(r));
   }
   return out;

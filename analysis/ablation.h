@@ -6,8 +6,10 @@
 //   mean      its output at each position is the mean over the batch's
 //             examples of its output at that position (over the examples
 //             where the position is real, when rows are padded)
-//   resample  example b gets the head's output on example (b + 1) mod B
-//             (another input of the same batch)
+//   resample  example b gets the head's output on its donor: example
+//             (b + 1) mod B when every row is full, else the next example
+//             (cyclically) that is real wherever b is (donors.h); an example
+//             without a donor is left out of the loss and of its base
 #pragma once
 
 #include <cstddef>
@@ -27,7 +29,9 @@ struct Ablation {
 enum class AblationKind { zero, mean, resample };
 
 // One entry per head, layer-major (index = layer * heads + head), against
-// `base` = evaluate(model, examples). Never changes the model.
+// `base` = evaluate(model, examples) (resample ablation with rows left out:
+// against the base over the rows it reaches; std::invalid_argument when it
+// reaches none). Never changes the model.
 std::vector<Ablation> ablate_heads(const layers::Transformer& model, const Examples& examples, const EvalResult& base,
                                    AblationKind kind = AblationKind::zero);
 
@@ -68,11 +72,10 @@ class MeanOutputSums {
   bool padded_ = false;  // some row is shorter than T
 };
 
-// Resample ablation's outputs for a chunk with clean outputs `clean`: row b
-// gets row b + 1's, the last row that of `next` (the clean outputs [1, T, d]
-// of the row after the chunk: row 0 after the set's last), or of the chunk's
-// first row when `next` is empty (the chunk is the whole set).
-std::vector<core::Tensor> resample_outputs(const std::vector<core::Tensor>& clean,
-                                           const std::vector<core::Tensor>& next = {});
+// Resample ablation's outputs: per layer, row r of the result [from.size(),
+// T, d] is row from[r] of `outputs` [R, T, d] (a chunk's clean outputs, then
+// those of the donors read beyond it). The whole row is copied: positions
+// past the receiver's length are its padding, which no real query reads.
+std::vector<core::Tensor> resample_outputs(const std::vector<core::Tensor>& outputs, std::span<const int64_t> from);
 
 }  // namespace headlab::analysis

@@ -11,6 +11,7 @@
 #include "analysis/importance.h"
 #include "analysis/position_loss.h"
 #include "analysis/pruning.h"
+#include "analysis/resample.h"
 #include "analysis/task_positions.h"
 #include "core/gemm.h"
 #include "core/interrupt.h"
@@ -53,7 +54,7 @@ RunAnalysis analyze_model(const layers::Transformer& model, const Examples& exam
     throw std::invalid_argument("patch_heads: " + std::to_string(options.corruption.tokens.size()) +
                                 " corrupted tokens for a clean batch of " + std::to_string(examples.tokens.size()));
   const auto T = static_cast<std::size_t>(examples.seq_len);
-  const ReadChunk read = [&](int64_t first, int64_t count, bool with_next) {
+  const ReadChunk read = [&](int64_t first, int64_t count, bool corrupted) {
     ExampleChunk chunk;
     if (first == 0 && count == examples.batch) {
       chunk.examples = examples;
@@ -66,17 +67,16 @@ RunAnalysis analyze_model(const layers::Transformer& model, const Examples& exam
       chunk.examples.sources = examples.sources;
       chunk.storage = patterns;
     }
-    if (with_next) chunk.next = examples.rows((first + count) % examples.batch, 1);
-    if (!options.corruption.tokens.empty())
+    if (corrupted && !options.corruption.tokens.empty())
       chunk.corrupted = options.corruption.tokens.subspan(static_cast<std::size_t>(first) * T,
                                                           static_cast<std::size_t>(count) * T);
     return chunk;
   };
-  return analyze_chunks(model, examples.batch, read, options);
+  return analyze_chunks(model, examples.batch, examples.lengths, read, options);
 }
 
-RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, const ReadChunk& read,
-                           const AnalysisOptions& options) {
+RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::span<const int32_t> lengths,
+                           const ReadChunk& read, const AnalysisOptions& options) {
   // Head metrics describe the model, not the arithmetic it trained with: the
   // same weights give the same report under --precision f32 or bf16.
   const core::F32Gemms f32_gemms;
@@ -88,26 +88,30 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, const
     throw std::invalid_argument("analyze_attention: example " + std::to_string(options.example) +
                                 " is outside the batch of " + std::to_string(rows));
   const int64_t chunk = options.chunk_rows > 0 ? std::min(options.chunk_rows, rows) : rows;
-  // One chunk holds every row's resample partner; several fetch the next row.
-  const bool with_next = options.interventions && chunk < rows;
   Progress progress(options, rows, static_cast<int64_t>(heads));
 
   // First pass: what each chunk adds to on its own.
   EvalSums base;
   AttentionSums attention(causal, options.example);
   PositionLossSums positions;
-  std::vector<EvalSums> zero(heads), resample(options.interventions ? heads : 0);
+  std::vector<EvalSums> zero(heads);
   ImportanceSums importance(ImportanceObjective::loss), margin(ImportanceObjective::margin);
   DirectLogitSums dla;
   std::vector<TaskPositionSums> task(static_cast<std::size_t>(L));
   bool sources = false;
   MeanOutputSums means;
+  std::optional<ResampleSums> resample;
+  if (options.interventions) resample.emplace(model, rows, lengths);
+  // A donor beyond the chunk, read and run on its own.
+  const ResampleSums::RowOutputs beyond = [&](int64_t row) {
+    return record_head_outputs(model, read(row, 1, false).examples);
+  };
   PatchingSums patching;
   bool patched = false;
   for (int64_t first = 0; first < rows; first += chunk) {
     core::check_interrupt();
     const int64_t n = std::min(chunk, rows - first);
-    const ExampleChunk c = read(first, n, with_next);
+    const ExampleChunk c = read(first, n, options.interventions);
     const Examples& ex = c.examples;
     if (ex.batch != n)
       throw std::invalid_argument("analyze_chunks: rows " + std::to_string(first) + " .. " +
@@ -142,9 +146,7 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, const
     dla.add(model, ex);
     if (options.interventions) {
       means.add(clean, ex.lengths);
-      const std::vector<core::Tensor> replacement =
-          resample_outputs(clean, with_next ? record_head_outputs(model, c.next) : std::vector<core::Tensor>{});
-      for (std::size_t i = 0; i < heads; ++i) add_ablated(resample[i], model, ex, {i}, replacement);
+      resample->add(ex, first, logits, clean, beyond);
       if (!c.corrupted.empty()) {
         patching.add(model, ex, {c.corrupted, options.corruption.gates});
         patched = true;
@@ -217,13 +219,15 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, const
     run.set_ablations[s].delta_accuracy = a.delta_accuracy;
   }
   if (options.interventions) {
+    const std::vector<std::optional<double>> resampled = resample->delta_loss();
     for (std::size_t i = 0; i < heads; ++i) {
       run.heads[i].mean_ablation_delta_loss = deltas(mean[i]).delta_loss;
-      run.heads[i].resample_ablation_delta_loss = deltas(resample[i]).delta_loss;
+      run.heads[i].resample_ablation_delta_loss = resampled[i];
     }
+    run.resample = ResampleCoverage{resample->rows(), resample->covered()};
     if (patched) {
       const Patching p = patching.value();
-      run.patching = PatchingSummary{options.corruption_text, p.clean_loss, p.corrupted_loss};
+      run.patching = PatchingSummary{options.corruption_text, p.clean_loss, p.corrupted_loss, p.rows, p.corrupted_rows};
       for (std::size_t i = 0; i < heads; ++i) run.heads[i].patch_restored = p.restored[i];
     }
   }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "analysis/evaluate.h"
@@ -63,22 +64,22 @@ RunAnalysis analyze_model(const layers::Transformer& model, const Examples& exam
 // One chunk of the set analyze_chunks reads.
 struct ExampleChunk {
   Examples examples;                        // its rows, with their patterns, the roles and sources
-  Examples next = {};                       // the row after them (row 0 after the set's last), when asked for
   std::span<const int32_t> corrupted = {};  // its rows' corrupted tokens for patching [rows * T], or none
   std::shared_ptr<const void> storage;      // keeps what the views point into
 };
 
-// Rows [first, first + count) of the set, and with `with_next` the row after
-// them: resample ablation gives each row the next row's head outputs across
-// chunks as within one. For patching, row b's corrupted tokens are row b's
-// (a corruption that takes another row's tokens takes the set's next row, as
-// corrupting the whole set at once would).
-using ReadChunk = std::function<ExampleChunk(int64_t first, int64_t count, bool with_next)>;
+// Rows [first, first + count) of the set, and with `corrupted` their
+// corrupted tokens for patching: row b's are row b's (a corruption that
+// takes another row's tokens takes them from the whole set, across chunks,
+// as corrupting the whole set at once would). Resample ablation reads a
+// chunk's donors beyond it one row at a time, without `corrupted`.
+using ReadChunk = std::function<ExampleChunk(int64_t first, int64_t count, bool corrupted)>;
 
-// analyze_model over a set of `rows` rows read `options.chunk_rows` at a
-// time through `read` (options.corruption.tokens unused: each chunk brings
-// its own).
-RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, const ReadChunk& read,
-                           const AnalysisOptions& options = {});
+// analyze_model over a set of `rows` rows of `lengths` ([rows], or empty:
+// every row is full; resample ablation pairs rows by them, donors.h) read
+// `options.chunk_rows` at a time through `read` (options.corruption.tokens
+// unused: each chunk brings its own).
+RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::span<const int32_t> lengths,
+                           const ReadChunk& read, const AnalysisOptions& options = {});
 
 }  // namespace headlab::analysis

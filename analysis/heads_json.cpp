@@ -226,7 +226,11 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
        {"icl_score", optional_json(run.icl_score)},
        {"patching", run.patching ? nlohmann::json{{"corruption", run.patching->corruption},
                                                   {"clean_loss", run.patching->clean_loss},
-                                                  {"corrupted_loss", run.patching->corrupted_loss}}
+                                                  {"corrupted_loss", run.patching->corrupted_loss},
+                                                  {"rows", run.patching->rows},
+                                                  {"corrupted_rows", run.patching->corrupted_rows}}
+                                 : nlohmann::json()},
+       {"resample", run.resample ? nlohmann::json{{"rows", run.resample->rows}, {"with_donor", run.resample->with_donor}}
                                  : nlohmann::json()}};
 }
 
@@ -337,8 +341,12 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
   if (j.contains("patching") && j.at("patching").is_object()) {
     const nlohmann::json& p = j.at("patching");
     r.patching = PatchingSummary{p.at("corruption").get<std::string>(), p.at("clean_loss").get<double>(),
-                                 p.at("corrupted_loss").get<double>()};
+                                 p.at("corrupted_loss").get<double>(), p.value("rows", int64_t{0}),
+                                 p.value("corrupted_rows", int64_t{0})};
   }
+  if (j.contains("resample") && j.at("resample").is_object())
+    r.resample = ResampleCoverage{j.at("resample").at("rows").get<int64_t>(),
+                                  j.at("resample").at("with_donor").get<int64_t>()};
   run = std::move(r);
 }
 

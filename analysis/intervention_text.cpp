@@ -13,6 +13,26 @@ std::string cell(const std::optional<double>& v, int digits, int width, bool per
   return text;
 }
 
+// What the rows behind the resample and patching columns were, when not
+// every row: a reader must not take them for the whole set's.
+std::string coverage_notes(const RunAnalysis& run) {
+  std::string out;
+  if (run.resample && run.resample->with_donor < run.resample->rows) {
+    const auto& r = *run.resample;
+    out += "resample ablation: " + std::to_string(r.with_donor) + " of " + std::to_string(r.rows) +
+           " sequences have a donor (a later sequence, cyclically, " +
+           (run.causal ? "at least as long" : "as long") + "); the column is over " +
+           (r.with_donor == 0 ? "none: it is empty\n" : "those " + std::to_string(r.with_donor) + " alone\n");
+  }
+  if (run.patching && run.patching->corrupted_rows < run.patching->rows) {
+    const auto& p = *run.patching;
+    out += "patching: the corruption changed " + std::to_string(p.corrupted_rows) + " of " + std::to_string(p.rows) +
+           " sequences (the others keep their tokens and add nothing to the gap); the shares are the changed "
+           "sequences'\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string intervention_table(const RunAnalysis& run) {
@@ -20,7 +40,7 @@ std::string intervention_table(const RunAnalysis& run) {
   if (run.patching)
     out += " (corrupted run: " + run.patching->corruption + " clean loss " + fixed(run.patching->clean_loss, 4) +
            ", corrupted " + fixed(run.patching->corrupted_loss, 4) + ")";
-  out += "\n";
+  out += "\n" + coverage_notes(run);
   out += "head  label              prev@src  ind@tgt  dir.logit  Δloss zero  Δloss mean  Δloss resample  patch restores\n";
   for (const HeadAnalysis& h : run.heads) {
     std::string label = label_name(h.label);

@@ -1,5 +1,6 @@
 #include "analysis/patching.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -24,6 +25,16 @@ void PatchingSums::add(const layers::Transformer& model, const Examples& clean, 
                                 " layers, the model has " + std::to_string(L));
   // The clean rows' lengths: the positions scored are the clean rows'.
   const Examples corrupted{clean.batch, clean.seq_len, corruption.tokens, clean.targets, clean.lengths};
+  const bool gated = std::any_of(corruption.gates.begin(), corruption.gates.end(),
+                                 [](const core::Tensor& g) { return g.defined(); });
+  for (int64_t b = 0; b < clean.batch; ++b) {
+    const auto row = static_cast<std::size_t>(b * clean.seq_len);
+    const auto n = static_cast<std::size_t>(clean.lengths.empty() ? clean.seq_len : clean.lengths[static_cast<std::size_t>(b)]);
+    corrupted_rows_ += gated || !std::equal(clean.tokens.begin() + static_cast<std::ptrdiff_t>(row),
+                                            clean.tokens.begin() + static_cast<std::ptrdiff_t>(row + n),
+                                            corruption.tokens.begin() + static_cast<std::ptrdiff_t>(row));
+  }
+  rows_ += clean.batch;
   auto corrupted_probe = [&] {
     layers::Probe probe(L);
     for (std::size_t l = 0; l < corruption.gates.size(); ++l)
@@ -50,6 +61,8 @@ Patching PatchingSums::value() const {
   Patching p;
   p.clean_loss = clean_.result().loss;
   p.corrupted_loss = corrupted_.result().loss;
+  p.rows = rows_;
+  p.corrupted_rows = corrupted_rows_;
   const double gap = p.corrupted_loss - p.clean_loss;
   for (const EvalSums& patched : patched_) {
     const double loss = patched.result().loss;

@@ -21,7 +21,9 @@ namespace headlab::analysis {
 
 // The corrupted run: other tokens [B * T] (same B and T as the clean
 // examples), and optionally per-layer gates [h] (empty = all ones), e.g. to
-// corrupt by ablating a head.
+// corrupt by ablating a head. It runs with the clean rows' lengths: row b's
+// corrupted tokens count at its first n_b positions, the rest is padding
+// (what it holds changes nothing).
 struct Corruption {
   std::span<const int32_t> tokens;
   std::vector<core::Tensor> gates;
@@ -29,6 +31,11 @@ struct Corruption {
 
 struct Patching {
   double clean_loss = 0, corrupted_loss = 0;
+  // Rows, and those the corruption changed (a real token, or gates). A row
+  // it leaves as it is adds the same terms to the clean, corrupted and
+  // patched losses: it changes no difference, so `restored` is the changed
+  // rows' ratio, while the losses are means over every row.
+  int64_t rows = 0, corrupted_rows = 0;
   std::vector<double> patched_loss;             // per head, layer-major
   std::vector<std::optional<double>> restored;  // per head; absent when the runs' losses differ by < 1e-9
 };
@@ -47,6 +54,7 @@ class PatchingSums {
 
  private:
   EvalSums clean_, corrupted_;
+  int64_t rows_ = 0, corrupted_rows_ = 0;
   std::vector<EvalSums> patched_;  // per head, layer-major
 };
 

@@ -57,6 +57,15 @@ struct SetAblation {
 struct PatchingSummary {
   std::string corruption;  // how the input was corrupted, one sentence
   double clean_loss = 0, corrupted_loss = 0;
+  // Rows analyzed, and those whose real tokens the corruption changed (a
+  // next-row corruption leaves a row without a donor as it is); 0 and 0:
+  // not recorded (a file written before they were).
+  int64_t rows = 0, corrupted_rows = 0;
+};
+
+// The rows resample ablation reached: those with a donor (analysis/donors.h).
+struct ResampleCoverage {
+  int64_t rows = 0, with_donor = 0;
 };
 
 std::string head_name(int64_t layer, int64_t head);  // "L0H1"
@@ -95,6 +104,7 @@ struct RunAnalysis {
   std::vector<std::optional<double>> position_loss;   // [T], absent where no target
   std::optional<double> icl_score;                    // late minus early position loss
   std::optional<PatchingSummary> patching;            // with analyze --patch
+  std::optional<ResampleCoverage> resample;           // with analyze --patch
 
   const HeadAnalysis& at(int64_t layer, int64_t head) const;
   HeadAnalysis& at(int64_t layer, int64_t head);

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/donors.h"
 #include "train/errors.h"
 
 namespace headlab::train {
@@ -435,16 +436,25 @@ Batch Task::eval_slice(int64_t first, int64_t count, uint64_t seed) {
 }
 
 std::vector<int32_t> Task::corrupt(const Batch& batch, core::Generator&) const {
-  std::vector<int32_t> x(batch.tokens.size());
-  const auto t = static_cast<std::size_t>(batch.seq_len), rows = static_cast<std::size_t>(batch.batch);
-  for (std::size_t b = 0; b < rows; ++b)
-    std::copy_n(batch.tokens.begin() + static_cast<std::ptrdiff_t>(((b + 1) % rows) * t), t,
-                x.begin() + static_cast<std::ptrdiff_t>(b * t));
+  // Row b's donor is real wherever b is (analysis/donors.h): b runs with its
+  // own padding mask, so only the donor's first n_b tokens count, and the
+  // rest is padding. A row without one (the longest) keeps its tokens.
+  const std::vector<int64_t> donors = analysis::next_donors(batch.lengths, batch.batch, analysis::DonorRule::at_least_as_long);
+  std::vector<int32_t> x = batch.tokens;
+  const auto t = static_cast<std::size_t>(batch.seq_len);
+  for (std::size_t b = 0; b < donors.size(); ++b) {
+    if (donors[b] < 0) continue;
+    const std::size_t n = batch.lengths.empty() ? t : static_cast<std::size_t>(batch.lengths[b]);
+    const auto row = x.begin() + static_cast<std::ptrdiff_t>(b * t);
+    std::copy_n(batch.tokens.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(donors[b]) * t), n, row);
+    std::fill(row + static_cast<std::ptrdiff_t>(n), row + static_cast<std::ptrdiff_t>(t), 0);
+  }
   return x;
 }
 
 std::string Task::next_row_corruption() {
-  return "each sequence takes the tokens of the next sequence of the batch (row b gets row (b + 1) mod B).";
+  return "each sequence takes the tokens of the next sequence of the batch (row b gets row (b + 1) mod B; with "
+         "sequences of different lengths, of the next one at least as long, as many as it has).";
 }
 
 void Task::describe(Batch& batch) const {

@@ -104,7 +104,9 @@ class Task {
   // the tokens of `batch` changed so that what the task needs is gone, the
   // targets kept. Deterministic given `gen`. The default, for every task
   // without its own: each sequence takes the tokens of the next one of the
-  // batch (row b gets row (b + 1) mod B).
+  // batch (row b gets row (b + 1) mod B); with rows of different lengths, of
+  // the next one at least as long (analysis/donors.h), its first n_b tokens.
+  // A row without such a donor keeps its tokens.
   virtual std::vector<int32_t> corrupt(const Batch& batch, core::Generator& gen) const;
   // The roles the task needs heads to take, as the patterns that show them
   // (the catalog's, see task_catalog); none for a control task.

@@ -621,7 +621,16 @@
       ? 'Corrupted run: ' + p.corruption + ' Clean loss ' + fmt(p.clean_loss, 4) + ', corrupted ' + fmt(p.corrupted_loss, 4) +
         '; a head’s patching share is how much of that gap putting back its clean output closes.'
       : 'Mean and resample ablation and activation patching: run headlab analyze RUN --patch.';
-    const card = section('Interventions', 'Heads ablated together (a role or a circuit), direct logit attribution on the correct class, and what each head’s output restores when patched from the clean run into a corrupted one. ' + about, ...kids);
+    // Which rows the resample and patching columns are over, when not all of them.
+    const r = run.resample;
+    const covered = (r && r.with_donor < r.rows
+      ? ' Resample ablation: ' + r.with_donor + ' of ' + r.rows + ' sequences have a donor (a later sequence, cyclically, ' +
+        (run.causal ? 'at least as long' : 'as long') + '); its column is over ' + (r.with_donor ? 'those alone.' : 'none: it is empty.')
+      : '') +
+      (p && p.rows && p.corrupted_rows < p.rows
+        ? ' The corruption changed ' + p.corrupted_rows + ' of ' + p.rows + ' sequences; the others keep their tokens and add nothing to the gap.'
+        : '');
+    const card = section('Interventions', 'Heads ablated together (a role or a circuit), direct logit attribution on the correct class, and what each head’s output restores when patched from the clean run into a corrupted one. ' + about + covered, ...kids);
     card.id = 'interventions';
     return card;
   }

@@ -27,8 +27,10 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     scores. `model.task_batch()` gives all of these for the run's own task.
     example: which sequence the example attention shows.
     importance_examples (>= 1): how many sequences the gradient importance
-    averages over. corrupted: [B, T] tokens for activation patching (adds
-    mean and resample ablation and patching). threshold, margin,
+    averages over. corrupted: tokens for activation patching (adds mean and
+    resample ablation and patching), read with the clean sequences' lengths:
+    a list of sequences, each as long as its clean one, or a [B, T] array
+    whose positions past a clean sequence's length are padding. threshold, margin,
     diffuse_entropy, sink_delta_loss: the label rules (`headlab analyze
     --threshold ...`). Needs seq_len >= 3. A model edited from Python
     (Model.with_params) adds its provenance, "edited", as heads.json does."""
@@ -46,15 +48,46 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     labels = (_fraction("threshold", threshold), _fraction("margin", margin),
               _fraction("diffuse_entropy", diffuse_entropy), _number("sink_delta_loss", sink_delta_loss))
     ys = _tokens.padded_targets(targets, ids, lengths, model.spec)
-    bad = None if corrupted is None else _tokens.tokens(corrupted, model.spec, "corrupted")
-    if bad is not None and bad.shape != ids.shape:
-        raise ValueError(f"corrupted: expected shape {list(ids.shape)} (the tokens'), got {list(bad.shape)}")
+    bad = None if corrupted is None else _corrupted(corrupted, ids, lengths, model.spec)
     user = _patterns.patterns(patterns, ids.shape[0], ids.shape[1], lengths)
     records = json.loads(_core.analyze(model._core, ids, ys, lengths, user, _patterns.roles(roles), bool(sources),
                                        labels, example, bool(pruning), importance_examples, bad, corruption))
     if model.edited is not None:  # as heads.json of `headlab analyze` on the saved edit: not the source's heads
         records["edited"] = model.edited
     return records
+
+
+def _corrupted(values, ids, lengths, spec):
+    """[B, T] corrupted ids for `padded`'s ids: the corrupted run uses the clean
+    rows' lengths, so a corrupted row must be real wherever its clean row is.
+    Rows of other lengths than T must each have their clean row's length
+    (a longer one would be cut, a shorter one read past its end); a [B, T]
+    array (rows of T) is read as padded, its padding set to 0 as the clean
+    rows' is."""
+    B, T = ids.shape
+    clean = [T] * B if lengths is None else [int(n) for n in lengths]
+    if isinstance(values, (list, tuple)) and values and all(isinstance(r, (list, tuple, np.ndarray)) for r in values):
+        if len(values) != B:
+            raise ValueError(f"corrupted: {len(values)} sequences for {B} clean ones; give one per sequence")
+        if any(len(row) != T for row in values):
+            array = np.zeros((B, T), dtype=np.int64)
+            for i, row in enumerate(values):
+                if len(row) != clean[i]:
+                    raise ValueError(f"corrupted[{i}]: {len(row)} tokens, but its clean sequence tokens[{i}] has {clean[i]}; "
+                                     "a corrupted sequence must be as long as its clean one (the corrupted run "
+                                     "reads the clean sequence's positions)")
+                ids_i = _tokens._int_array(row, f"corrupted[{i}]")
+                if ids_i.shape[0] != 1:
+                    raise ValueError(f"corrupted[{i}]: expected a sequence of ids, got shape {list(ids_i.shape)}")
+                array[i, :len(row)] = ids_i[0]
+            values = array
+    bad = _tokens.tokens(values, spec, "corrupted")
+    if bad.shape != ids.shape:
+        raise ValueError(f"corrupted: expected shape {list(ids.shape)} (the tokens'), got {list(bad.shape)}")
+    if lengths is not None:
+        bad = bad.copy()
+        bad[np.arange(T) >= lengths[:, None]] = 0  # what the clean rows are padded with
+    return bad
 
 
 def _fraction(name, value):

@@ -150,6 +150,59 @@ def test_sequences_of_different_lengths_are_padded_and_masked_as_a_data_files(ml
     assert again["loss"] == records["loss"]
 
 
+def next_row_corruption(rows):
+    """The CLI's corruption of a data file (Task::corrupt): each row takes the
+    first tokens of the next row (cyclically) at least as long; the longest
+    row, with none, keeps its own."""
+    out = []
+    for b, row in enumerate(rows):
+        later = [rows[(b + k) % len(rows)] for k in range(1, len(rows))]
+        donor = next((r for r in later if len(r) >= len(row)), row)
+        out.append(list(donor[:len(row)]))
+    return out
+
+
+def test_ragged_corrupted_rows_give_the_clis_patching_of_the_same_data_file(mlp_model, tmp_path):
+    rng = np.random.default_rng(11)
+    T, V = mlp_model.spec["max_seq_len"], mlp_model.spec["vocab"]
+    rows = [rng.integers(0, V, size=n).tolist() for n in (4, T, 3, T - 1, 5, 3, T - 1)]  # one longest
+    targets = [rng.integers(0, mlp_model.spec["classes"], size=len(r)).tolist() for r in rows]
+    corrupted = next_row_corruption(rows)
+    records = headlab.analyze(mlp_model, rows, targets, corrupted=corrupted, **FAST)
+    # The same rows through analyze --data --patch, 3 at a time: donors across chunks.
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"tokens": r, "targets": y}) + "\n" for r, y in zip(rows, targets)))
+    cli("analyze", mlp_model.path, "--data", data, "--out", tmp_path / "out", "--patch", "--batch", "3",
+        "--threads", "1")
+    from_cli = json.loads((tmp_path / "out" / "heads.json").read_text())
+    assert records["resample"] == from_cli["resample"] == {"rows": 7, "with_donor": 6}
+    assert records["patching"]["corrupted_rows"] == from_cli["patching"]["corrupted_rows"] == 6
+    for key in ("clean_loss", "corrupted_loss"):
+        assert records["patching"][key] == pytest.approx(from_cli["patching"][key], abs=1e-6), key
+    for ours, theirs in zip(records["heads"], from_cli["heads"]):
+        for key in ("resample_ablation_delta_loss", "mean_ablation_delta_loss", "patch_restored"):
+            assert ours[key] is not None
+            assert ours[key] == pytest.approx(theirs[key], abs=1e-6), (ours["name"], key)
+    # A padded array gives the same: what its padding holds changes nothing.
+    grid = rng.integers(0, V, size=(len(rows), T))
+    for b, row in enumerate(corrupted):
+        grid[b, :len(row)] = row
+    again = headlab.analyze(mlp_model, rows, targets, corrupted=grid, **FAST)
+    assert [h["patch_restored"] for h in again["heads"]] == [h["patch_restored"] for h in records["heads"]]
+    assert again["patching"] == records["patching"]
+
+
+def test_a_corrupted_row_must_be_as_long_as_its_clean_row(mlp_model):
+    rows = [[1, 2, 3], [1, 2, 3, 4, 5, 6], [2, 3, 4, 5]]
+    targets = [[1] * len(r) for r in rows]
+    with pytest.raises(ValueError, match=r"corrupted\[2\]: 3 tokens, but its clean sequence tokens\[2\] has 4"):
+        headlab.analyze(mlp_model, rows, targets, corrupted=[[3, 2, 1], [6, 5, 4, 3, 2, 1], [5, 4, 3]], **FAST)
+    with pytest.raises(ValueError, match=r"corrupted: 2 sequences for 3 clean ones"):
+        headlab.analyze(mlp_model, rows, targets, corrupted=[[3, 2, 1], [6, 5, 4, 3, 2, 1]], **FAST)
+    with pytest.raises(ValueError, match=r"corrupted\[0\]: 5 tokens, but its clean sequence tokens\[0\] has 6"):
+        headlab.analyze(mlp_model, [[1] * 6, [2] * 6], [[1] * 6] * 2, corrupted=[[1] * 5, [2] * 6], **FAST)
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(patterns={"p": np.ones((2, 2), bool)}), ValueError, r"a mask has shape \[B, T, T\]"),
     (dict(patterns={"p": "offset:99"}), ValueError, r"patterns\['p'\]: 'offset:99': offset 99 is beyond"),

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/analyze_model.h"
+#include "analysis/donors.h"
 #include "analysis/heads_json.h"
 #include "core/interrupt.h"
 
@@ -20,7 +21,7 @@ namespace {
 
 // An f32 model with LayerNorm, an MLP and random weights, and a set of rows
 // of mixed lengths with a user pattern, a role, sources and a corruption
-// that takes the next row's tokens (as a data file's does).
+// that takes the next longer-or-equal row's tokens (as a data file's does).
 struct ChunkedSet {
   static constexpr int64_t B = 11, T = 7, V = 5;
   core::Generator gen{3};
@@ -46,8 +47,13 @@ struct ChunkedSet {
       }
     }
     attend.push_back(std::move(back));
+    // Row b takes the first n_b tokens of the next row at least as long (donors.h).
+    const std::vector<int64_t> donors = next_donors(lengths, B, DonorRule::at_least_as_long);
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) corrupted.push_back(tokens[static_cast<std::size_t>(((b + 1) % B) * T + t)]);
+      for (int64_t t = 0; t < T; ++t)
+        corrupted.push_back(t < lengths[static_cast<std::size_t>(b)]
+                                ? tokens[static_cast<std::size_t>(donors[static_cast<std::size_t>(b)] * T + t)]
+                                : 0);
   }
 
   Examples examples() const {
@@ -122,23 +128,30 @@ TEST(ChunkedAnalysis, TheReaderIsAskedForAChunkAtATimeAndEveryRowTwice) {
   const ChunkedSet s;
   const Examples all = s.examples();
   std::vector<int64_t> reads(ChunkedSet::B, 0);
-  int64_t largest = 0, nexts = 0;
-  const ReadChunk read = [&](int64_t first, int64_t count, bool with_next) {
-    largest = std::max(largest, count);
-    for (int64_t r = first; r < first + count; ++r) ++reads[static_cast<std::size_t>(r)];
-    nexts += with_next;
+  int64_t largest = 0, single = 0, corrupted = 0;
+  const ReadChunk read = [&](int64_t first, int64_t count, bool with_corruption) {
+    if (count == 1 && !with_corruption) {
+      ++single;  // a resample donor beyond a chunk
+    } else {
+      largest = std::max(largest, count);
+      for (int64_t r = first; r < first + count; ++r) ++reads[static_cast<std::size_t>(r)];
+    }
+    corrupted += with_corruption;
     ExampleChunk c;
     c.examples = all.rows(first, count);
     c.examples.sources = true;
-    if (with_next) c.next = all.rows((first + count) % all.batch, 1);
     c.corrupted = std::span<const int32_t>(s.corrupted).subspan(static_cast<std::size_t>(first * ChunkedSet::T),
                                                                  static_cast<std::size_t>(count * ChunkedSet::T));
     return c;
   };
-  (void)analyze_chunks(s.model, ChunkedSet::B, read, s.options(4));
+  (void)analyze_chunks(s.model, ChunkedSet::B, s.lengths, read, s.options(4));
   EXPECT_EQ(largest, 4);
   EXPECT_EQ(reads, std::vector<int64_t>(ChunkedSet::B, 2)) << "each row once per pass";
-  EXPECT_EQ(nexts, 3) << "the first pass's chunks fetch the row after them, for resample ablation";
+  EXPECT_EQ(corrupted, 3) << "the first pass's chunks bring their corrupted tokens";
+  // Rows 0-3, 4-7, 8-10 of lengths 7 7 4 7 | 7 3 7 7 | 2 7 7: row 3's donor
+  // (row 4), row 7's (row 9, past the shorter row 8) and row 10's (row 0)
+  // lie beyond their chunk.
+  EXPECT_EQ(single, 3) << "each donor beyond its chunk is read once";
 }
 
 TEST(ChunkedAnalysis, ProgressIsReportedAfterEachChunkOfEachPassAndEndsAtOne) {

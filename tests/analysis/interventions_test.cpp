@@ -141,6 +141,33 @@ TEST(Ablation, ResampleGivesEachExampleTheNextExamplesHeadOutput) {
   EXPECT_EQ(ablate_set(m.model, m.examples(), base, {0, 1}, AblationKind::resample).delta_loss, by_hand.loss - base.loss);
 }
 
+TEST(Ablation, FullLengthRowsKeepTheirResampleAndPatchingNumbers) {
+  // Every row full: row b's donor is row (b + 1) mod B, in one batch and in
+  // chunks, as before lengths counted. The numbers of the next-row rule,
+  // computed before the length-aware one replaced it (this machine gave them
+  // to the last bit; another CPU's GEMM may round differently).
+  RandomModel m(2, /*layernorm=*/true, /*attn_only=*/false);
+  std::vector<int32_t> other = m.tokens;
+  for (auto& t : other) t = (t + 1) % 6;
+  const double resample[] = {0.023506724976437354, -0.0083893695253403067, 0.0027045444283717579,
+                             0.012847750419623161};
+  const double restored[] = {-2.6388753800436611, 1.3754198760542864, 0.44874109531240097, 0.63916819149338511};
+  for (const int64_t chunk : {0, 4}) {
+    AnalysisOptions o;
+    o.interventions = true;
+    o.corruption = {other, {}};
+    o.chunk_rows = chunk;
+    const RunAnalysis run = analyze_model(m.model, m.examples(), o);
+    ASSERT_TRUE(run.resample.has_value());
+    EXPECT_EQ(run.resample->with_donor, RandomModel::B);
+    EXPECT_EQ(run.patching->corrupted_rows, RandomModel::B);
+    for (std::size_t i = 0; i < 4; ++i) {
+      EXPECT_NEAR(*run.heads[i].resample_ablation_delta_loss, resample[i], 1e-12) << "chunks of " << chunk << ", head " << i;
+      EXPECT_NEAR(*run.heads[i].patch_restored, restored[i], 1e-12) << "chunks of " << chunk << ", head " << i;
+    }
+  }
+}
+
 TEST(DirectLogit, OneLayerWithoutLayerNormSumsToWhatZeroingTheHeadsRemoves) {
   RandomModel m(1);
   const std::vector<double> dla = direct_logit_attribution(m.model, m.examples());
@@ -185,3 +212,4 @@ TEST(AnalyzeModel, InterventionsFillEveryHeadAndTheVerdictWithoutChangingTheRest
 
 }  // namespace
 }  // namespace headlab::analysis
+

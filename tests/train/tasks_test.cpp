@@ -241,6 +241,24 @@ TEST(Tasks, DefaultCorruptionGivesEachSequenceTheNextOnesTokens) {
   EXPECT_EQ(make_task("sort", 10, 11)->corruption(), Task::next_row_corruption());
 }
 
+TEST(Tasks, DefaultCorruptionOfPaddedRowsTakesTheNextRowAtLeastAsLong) {
+  // Lengths 3 6 2 5 4 padded to 6 with 99 (a value no row holds): row b
+  // takes the first n_b tokens of the next row at least as long, and pads
+  // the rest with 0; row 1, the longest, has none and keeps its tokens.
+  Batch clean{5, 6, {}, std::vector<int32_t>(30, -1), {3, 6, 2, 5, 4}};
+  for (int32_t b = 0; b < 5; ++b)
+    for (int32_t t = 0; t < 6; ++t) clean.tokens.push_back(t < clean.lengths[static_cast<std::size_t>(b)] ? 10 * b + t : 99);
+  core::Generator gen(5);
+  const std::vector<int32_t> x = make_task("sort", 10, 11)->corrupt(clean, gen);  // the default: any task without its own
+  const std::vector<int32_t> expected{
+      10, 11, 12, 0,  0,  0,   // row 1's first 3
+      10, 11, 12, 13, 14, 15,  // its own: no other row has 6 tokens
+      30, 31, 0,  0,  0,  0,   // row 3's first 2
+      10, 11, 12, 13, 14, 0,   // row 1's: rows 4 and 0 are shorter
+      10, 11, 12, 13, 0,  0};  // row 1's: row 0 is shorter
+  EXPECT_EQ(x, expected);
+}
+
 TEST(Tasks, SortListsTokensThenSeparatorThenTheSortedTokensAsNextTokenTargets) {
   const int64_t v = 10, t = 11, n = 5;
   for (const Seq& s : rows_of(sample("sort", v, t))) {

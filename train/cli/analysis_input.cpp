@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <utility>
 
 #include "train/errors.h"
 #include "train/run_builder.h"
@@ -14,6 +15,7 @@ AnalysisInput AnalysisInput::of_run(const train::Checkpoint& ck) {
   in.session_ = std::make_unique<train::Session>(ck);
   train::check_analysable(in.batch(), in.task().name());
   in.rows_ = in.chunk_rows_ = in.batch().batch;
+  in.lengths_ = in.batch().lengths;
   in.source_ = "the batch";
   return in;
 }
@@ -53,6 +55,7 @@ AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::str
     lengths.batch += chunk.batch;
   }
   train::check_analysable(lengths, in.source_);
+  in.lengths_ = std::move(lengths.lengths);
   in.model_ = train::load_model(ck, ck_path);
   in.model_->eval();
   return in;

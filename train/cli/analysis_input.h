@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "layers/transformer.h"
 #include "train/checkpoint.h"
@@ -30,6 +31,8 @@ class AnalysisInput {
   int64_t chunk_rows() const { return chunk_rows_; }  // at a time
   // Sequences [first, first + count) of them.
   train::Batch read(int64_t first, int64_t count) const;
+  // Every sequence's length ([rows]), or empty: every one is full.
+  const std::vector<int32_t>& lengths() const { return lengths_; }
   // The run's evaluation batch (of_run only).
   const train::Batch& batch() const { return session_->eval_batch(); }
   train::Task& task() { return session_ ? session_->task() : *task_; }
@@ -44,6 +47,7 @@ class AnalysisInput {
   std::unique_ptr<train::Task> task_;
   std::unique_ptr<layers::Transformer> model_;
   int64_t rows_ = 0, chunk_rows_ = 0;
+  std::vector<int32_t> lengths_;
   std::string source_;
 };
 

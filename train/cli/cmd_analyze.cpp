@@ -5,6 +5,7 @@
 // into the task's corrupted one (Task::corrupt). A data file is analyzed
 // --batch sequences at a time (analysis/analyze_model.h, analyze_chunks),
 // with a progress bar on a terminal; a stop signal ends it with nothing written.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <memory>
 
 #include "analysis/attend.h"
+#include "analysis/donors.h"
 #include "analysis/heads_json.h"
 #include "analysis/intervention_text.h"
 #include "analysis/text_report.h"
@@ -82,18 +84,33 @@ void check_analysis_out(const std::string& out) {
 
 // The rows of one chunk of the analysis, with what its views point into.
 struct Chunk {
-  train::Batch rows, next;  // next: the row after them, for resample ablation
+  train::Batch rows;
   std::vector<int32_t> corrupted;
 };
 
-// `rows` and then `next`'s one row: what a corruption that pairs each row
-// with the next one reads for the last row of a chunk.
-train::Batch followed_by(const train::Batch& rows, const train::Batch& next) {
-  train::Batch out = rows;
-  out.batch += next.batch;
-  out.tokens.insert(out.tokens.end(), next.tokens.begin(), next.tokens.end());
-  out.targets.insert(out.targets.end(), next.targets.begin(), next.targets.end());
-  if (!out.lengths.empty()) out.lengths.insert(out.lengths.end(), next.lengths.begin(), next.lengths.end());
+// Appends `more`'s rows to `rows`: what a corruption that pairs each row
+// with another one reads for the rows whose partner is beyond the chunk.
+void append(train::Batch& rows, const train::Batch& more) {
+  rows.batch += more.batch;
+  rows.tokens.insert(rows.tokens.end(), more.tokens.begin(), more.tokens.end());
+  rows.targets.insert(rows.targets.end(), more.targets.begin(), more.targets.end());
+  if (!rows.lengths.empty()) rows.lengths.insert(rows.lengths.end(), more.lengths.begin(), more.lengths.end());
+}
+
+// The next-row corruption's donors (analysis/donors.h) of rows [first, first +
+// count) that lie beyond them, in the set's order after them. Followed by
+// these, the rows' donors within the batch are their donors in the set: a row
+// between a row and its donor is shorter, wherever it is.
+std::vector<int64_t> donors_beyond(const std::vector<int64_t>& donors, int64_t first, int64_t count) {
+  const auto rows = static_cast<int64_t>(donors.size());
+  std::vector<int64_t> out;
+  for (int64_t b = first; b < first + count; ++b) {
+    const int64_t d = donors[static_cast<std::size_t>(b)];
+    if (d >= 0 && (d < first || d >= first + count)) out.push_back(d);
+  }
+  const auto after = [&](int64_t d) { return (d - first - count + rows) % rows; };
+  std::sort(out.begin(), out.end(), [&](int64_t a, int64_t b) { return after(a) < after(b); });
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
@@ -102,23 +119,25 @@ train::Batch followed_by(const train::Batch& rows, const train::Batch& next) {
 // tokens for patching.
 analysis::ReadChunk chunk_reader(AnalysisInput& input, const std::vector<std::string>& patterns,
                                  core::Generator* corruption) {
-  return [&input, &patterns, corruption](int64_t first, int64_t count, bool with_next) {
+  const std::vector<int64_t> donors =
+      analysis::next_donors(input.lengths(), input.rows(), analysis::DonorRule::at_least_as_long);
+  return [&input, &patterns, corruption, donors](int64_t first, int64_t count, bool corrupted) {
     auto chunk = std::make_shared<Chunk>();
     chunk->rows = input.read(first, count);
     train::Batch& rows = chunk->rows;
     for (const std::string& spec : patterns)
       rows.attend.push_back(analysis::positional_pattern(spec, rows.batch, rows.seq_len, input.model().spec().causal,
                                                          rows.targets, rows.lengths));
-    if (with_next) chunk->next = input.read((first + count) % input.rows(), 1);
-    if (corruption != nullptr) {
-      // Rows that take the next row's tokens take the next of the whole set,
-      // across chunks, as a corruption of all of it at once would.
-      chunk->corrupted = input.task().corrupt(with_next ? followed_by(rows, chunk->next) : rows, *corruption);
+    if (corrupted && corruption != nullptr) {
+      // Rows that take another row's tokens take the set's, across chunks,
+      // as a corruption of all of it at once would.
+      train::Batch with = rows;
+      for (int64_t d : donors_beyond(donors, first, count)) append(with, input.read(d, 1));
+      chunk->corrupted = input.task().corrupt(with, *corruption);
       chunk->corrupted.resize(rows.tokens.size());
     }
     analysis::ExampleChunk views;
     views.examples = train::examples_of(chunk->rows);
-    if (with_next) views.next = train::examples_of(chunk->next);
     views.corrupted = chunk->corrupted;
     views.storage = chunk;
     return views;
@@ -250,7 +269,7 @@ int run_analyze(const AnalyzeArgs& args) {
   const core::InterruptScope stoppable(train::throw_if_stopped);
   analysis::RunAnalysis run = [&] {
     try {
-      return analysis::analyze_chunks(input.model(), input.rows(), read, options);
+      return analysis::analyze_chunks(input.model(), input.rows(), input.lengths(), read, options);
     } catch (...) {
       bar.clear();
       throw;
