@@ -26,6 +26,7 @@
 #include "train/errors.h"
 #include "train/run_builder.h"
 #include "train/run_folder.h"
+#include "train/run_identity.h"
 #include "train/session.h"
 #include "train/signals.h"
 #include "train/snapshots.h"
@@ -78,6 +79,18 @@ void check_analysis_out(const std::string& out) {
     throw train::UsageError("--out " + out + " holds files that are not a headlab analysis's (" +
                             fs::directory_iterator(out, ec)->path().filename().string() +
                             "); give an empty or new folder");
+}
+
+// `run_dir`'s checkpoint (at `ck_path`) must be the run's own: another run's
+// is refused before anything is written. The file itself, analyzed into a
+// folder of its own (--out), is still analyzed. No check without a run_dir.
+void check_run_checkpoint(const train::Checkpoint& ck, const std::string& ck_path, const std::string& run_dir) {
+  if (run_dir.empty()) return;
+  train::check_checkpoint_is_the_folders(
+      {run_dir, nullptr}, ck,
+      {"", ck_path,
+       "Its analysis is not the run's: put back the run's own checkpoint, or analyze the file into a folder of its "
+       "own: headlab analyze " + ck_path + " --out NEW_FOLDER"});
 }
 
 // The rows of one chunk of the analysis, with what its views point into.
@@ -201,6 +214,13 @@ int run_analyze(const AnalyzeArgs& args) {
   const std::string out = chosen.empty() ? "." : chosen;
   std::error_code same_ec;
   const bool own_folder = fs::equivalent(out, home.empty() ? "." : home, same_ec);
+  // The run folder this analysis takes the checkpoint for the run's of: the
+  // folder given as the run (its snapshots in the report), or the one whose
+  // heads.json and report.html it replaces (beside the run's metrics).
+  check_run_checkpoint(ck, ck_path,
+                       is_dir && !args.step_given                                          ? args.target
+                       : own_folder && !snapshot && train::folder_marker(out) == "run" ? out
+                                                                                           : "");
   // The folders analyze picks itself (a snapshot's, another task's) are its own.
   if (!own_folder && !args.out.empty()) check_analysis_out(out);
   // The run's own folder is written as its trainer writes it: not while a
