@@ -19,6 +19,7 @@
 #include "core/interrupt.h"
 #include "core/shortest.h"
 #include "core/threads.h"
+#include "train/analysis_chunk.h"
 #include "train/checkpoint.h"
 #include "train/cli/analysis_input.h"
 #include "train/cli/cli.h"
@@ -335,7 +336,10 @@ Command add_analyze(CLI::App& app) {
   app.add_option("--batch", args->batch,
                  "sequences in the analysis batch (default: the run's eval batch; another size writes into "
                  "RUN/analysis-batch-N/ unless --out says where); with --data, sequences analyzed at a time (the "
-                 "whole file is, a chunk at a time; the same default)")
+                 "whole file is, a chunk at a time; default: as many as fit " +
+                     std::to_string(static_cast<int>(train::kAnalysisChunkBytes / (1 << 20))) +
+                     " MiB by an estimate of what a row holds -- the model's attention, logits and head outputs -- "
+                     "at least 1)")
       ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
   app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");
