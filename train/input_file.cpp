@@ -117,4 +117,28 @@ std::string read_input(const std::string& path, const std::string& what, std::si
   return text;
 }
 
+std::optional<std::string> read_regular_file_head(const std::string& path, std::size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat info {};
+  std::optional<std::string> text;
+  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) {
+    text.emplace(max_bytes, '\0');
+    std::size_t got = 0;
+    while (got < max_bytes) {
+      const ssize_t n = ::read(fd, text->data() + got, max_bytes - got);
+      if (n == 0) break;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        text.reset();
+        break;
+      }
+      got += static_cast<std::size_t>(n);
+    }
+    if (text) text->resize(got);
+  }
+  ::close(fd);
+  return text;
+}
+
 }  // namespace headlab::train

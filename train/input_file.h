@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "train/signals.h"
@@ -71,5 +72,13 @@ void require_regular_file(const std::string& path, const std::string& what, cons
 // /dev/zero by mistake) without reading all of it.
 std::string read_input(const std::string& path, const std::string& what, std::size_t max_bytes,
                        const std::string& read_again_because = "");
+
+// The first `max_bytes` bytes of the regular file at `path`, or nothing when
+// there is none (missing, a link, a folder, a FIFO, a device, unreadable):
+// for the small files that tell what a folder is (its .headlab marker, the
+// start of a sweep.json). Opened first (O_NOFOLLOW, O_NONBLOCK), then the
+// open descriptor is looked at (fstat) and read: a FIFO swapped in after a
+// check of the path could not block the read, nor a link lead elsewhere.
+std::optional<std::string> read_regular_file_head(const std::string& path, std::size_t max_bytes);
 
 }  // namespace headlab::train

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "core/atomic_file.h"
@@ -173,13 +173,12 @@ void write_folder_marker(const std::string& dir, const std::string& kind) {
 }
 
 std::string folder_marker(const std::string& dir) {
-  const fs::path path = fs::path(dir) / kFolderMarker;
-  std::error_code ec;
-  if (!fs::is_regular_file(fs::symlink_status(path, ec)) || fs::file_size(path, ec) > 256) return "";
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  // A marker is some 20 bytes: a larger file is not one headlab wrote.
+  constexpr std::size_t kMaxBytes = 256;
+  const std::optional<std::string> text =
+      read_regular_file_head((fs::path(dir) / kFolderMarker).string(), kMaxBytes + 1);
+  if (!text || text->size() > kMaxBytes) return "";
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   return j.is_object() && j.size() == 1 && j.contains("headlab") && j["headlab"].is_string()
              ? j["headlab"].get<std::string>()
              : "";

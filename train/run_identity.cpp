@@ -14,13 +14,12 @@ namespace {
 
 // The keys config.json and the checkpoint's config give different values,
 // as "KEY X in the checkpoint, Y in config.json".
-std::vector<std::string> differing_settings(const nlohmann::json& checkpoint, const nlohmann::json& file,
-                                            const std::vector<std::string>& may_change) {
+std::vector<std::string> differing_settings(const nlohmann::json& checkpoint, const nlohmann::json& file) {
   std::vector<std::string> out;
   for (const auto& item : checkpoint.items()) {
     const auto there = file.find(item.key());
     if (there == file.end() || *there == item.value()) continue;
-    if (std::find(may_change.begin(), may_change.end(), item.key()) != may_change.end()) continue;
+    if (std::find(kResumeFlags.begin(), kResumeFlags.end(), item.key()) != kResumeFlags.end()) continue;
     out.push_back(item.key() + " " + brief_json(item.value()) + " in the checkpoint, " + brief_json(*there) +
                   " in config.json");
   }
@@ -28,7 +27,7 @@ std::vector<std::string> differing_settings(const nlohmann::json& checkpoint, co
 }
 
 // config.json as JSON, or nothing when the folder has none.
-std::optional<nlohmann::json> folder_config(const RunFolder& folder) {
+std::optional<nlohmann::json> folder_config(const RunFolder& folder, const CheckpointUse& use) {
   std::error_code ec;
   if (!std::filesystem::exists(folder.config(), ec)) return std::nullopt;
   constexpr std::size_t kMaxBytes = 1 << 20;  // as a --config file
@@ -39,21 +38,20 @@ std::optional<nlohmann::json> folder_config(const RunFolder& folder) {
     if (!j.is_object()) throw std::invalid_argument("not a JSON object");
     return j;
   } catch (const std::invalid_argument& e) {
-    throw UsageError("--resume " + folder.dir + ": " + folder.config() + " is not the run's settings (" + e.what() +
+    throw UsageError(use.prefix() + folder.config() + " is not the run's settings (" + e.what() +
                      "); it is needed to check that the checkpoint is this run's: restore it");
   }
 }
 
 }  // namespace
 
-void check_checkpoint_is_the_folders(const RunFolder& folder, const Checkpoint& checkpoint,
-                                     const std::vector<std::string>& may_change) {
+void check_checkpoint_is_the_folders(const RunFolder& folder, const Checkpoint& checkpoint, const CheckpointUse& use) {
   std::vector<std::string> problems;
-  if (const std::optional<nlohmann::json> file = folder_config(folder)) {
+  if (const std::optional<nlohmann::json> file = folder_config(folder, use)) {
     // The raw metadata, as config.json: keys a newer or older headlab added
     // are in one only, and are skipped.
     const nlohmann::json ours = parse_user_json(checkpoint.file.metadata.at("config"));
-    for (const std::string& d : differing_settings(ours, *file, may_change)) problems.push_back(d);
+    for (const std::string& d : differing_settings(ours, *file)) problems.push_back(d);
     const auto steps = file->find("steps");
     if (steps != file->end() && steps->is_number_unsigned() && steps->get<uint64_t>() < static_cast<uint64_t>(checkpoint.info.step))
       problems.push_back("the checkpoint is at step " + std::to_string(checkpoint.info.step) + ", beyond the " +
@@ -75,10 +73,8 @@ void check_checkpoint_is_the_folders(const RunFolder& folder, const Checkpoint& 
   std::string listed;
   for (std::size_t i = 0; i < problems.size() && i < 6; ++i) listed += (i ? "; " : "") + problems[i];
   if (problems.size() > 6) listed += "; and " + std::to_string(problems.size() - 6) + " more";
-  throw UsageError("--resume " + folder.dir + ": " + folder.checkpoint() + " is not the checkpoint of the run in " +
-                   folder.dir + " (was it copied from another run?): " + listed +
-                   ". Put back the run's own checkpoint (or one of its snapshots), or resume the other run in its "
-                   "own folder");
+  throw UsageError(use.prefix() + use.path + " is not the checkpoint of the run in " + folder.dir +
+                   " (was it copied from another run?): " + listed + ". " + use.fix);
 }
 
 }  // namespace headlab::train

@@ -4,7 +4,7 @@
 // steps appended to this folder's metrics.jsonl, its settings written over
 // config.json. The witnesses (README.md, "The run folder"):
 //   - config.json and the checkpoint's "config" metadata agree on every key
-//     both hold, except those a resume may change (`may_change`: config.json
+//     both hold, except those a resume may change (kResumeFlags: config.json
 //     is rewritten when a resume starts, the checkpoint only at its next
 //     save), and the checkpoint's step is within config.json's --steps;
 //   - the loss of metrics.jsonl's line at the step of the checkpoint's last
@@ -13,6 +13,10 @@
 //     another --log-every drops a line that is off its grid.
 // A witness the folder or an older checkpoint does not have (no config.json,
 // no metrics.jsonl, a checkpoint from before "logged") is skipped.
+//
+// --resume checks before it continues the run; eval and analyze before they
+// take a run folder's checkpoint for the run's (eval RUN, analyze RUN, and
+// an analysis written over a run folder's heads.json and report.html).
 #pragma once
 
 #include <string>
@@ -23,9 +27,26 @@
 
 namespace headlab::train {
 
+// Flags a resumed run may change: how long and how it reports, never what it
+// trains -- except the learning rate and its schedule's horizon, so that a
+// run that diverged can go on from its last good checkpoint with a smaller
+// one, and an extended run can decay over its new steps. config.json and
+// the checkpoint may disagree on these (above).
+inline const std::vector<std::string> kResumeFlags = {
+    "steps",     "lr",            "schedule-steps",   "threads",        "micro-batches",
+    "log-every", "analyze-every", "checkpoint-every", "snapshot-every", "keep-snapshots"};
+
+// How a refusal names what was asked and the way out:
+// "[FLAG: ]PATH is not the checkpoint of the run in DIR (...): WHAT. FIX".
+struct CheckpointUse {
+  std::string flag;  // "--resume RUN", or "" when the command's name says it (eval RUN)
+  std::string path;  // the checkpoint as read
+  std::string fix;   // what to do instead: a sentence, without its full stop
+  std::string prefix() const { return flag.empty() ? "" : flag + ": "; }
+};
+
 // Throws UsageError naming the folder, each file that disagrees and how
-// (the differing keys with both values, the step, the loss).
-void check_checkpoint_is_the_folders(const RunFolder& folder, const Checkpoint& checkpoint,
-                                     const std::vector<std::string>& may_change);
+// (the differing keys with both values, the step, the loss), and `use`'s fix.
+void check_checkpoint_is_the_folders(const RunFolder& folder, const Checkpoint& checkpoint, const CheckpointUse& use);
 
 }  // namespace headlab::train

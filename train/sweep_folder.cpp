@@ -7,11 +7,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "train/errors.h"
+#include "train/input_file.h"
 #include "train/run_folder.h"
 
 namespace headlab::train {
@@ -22,10 +21,6 @@ namespace fs = std::filesystem;
 // The bytes of sweep.lock whose record locks mean: 0 the folder (shared by
 // shards, exclusive for a whole sweep), 1 the shards' shared files, 2 + K shard K.
 constexpr off_t kFolderByte = 0, kSetupByte = 1, kFirstShardByte = 2;
-
-// The marker of a folder headlab made, as train/run_folder writes it for runs:
-// DIR/.headlab holding {"headlab": KIND}, "sweep" or "run".
-constexpr const char* kMarker = ".headlab";
 
 std::string lock_path(const std::string& dir) { return (fs::path(dir) / "sweep.lock").string(); }
 
@@ -78,36 +73,15 @@ SweepLock::~SweepLock() {
 
 void SweepLock::setup(bool lock) { try_lock(fd_, lock ? F_WRLCK : F_UNLCK, kSetupByte, true); }
 
-std::string marker_kind(const std::string& dir) {
-  const std::string path = (fs::path(dir) / kMarker).string();
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 256) return "";
-  std::ifstream in(path, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  return j.is_object() && j.size() == 1 && j.contains("headlab") && j["headlab"].is_string()
-             ? j["headlab"].get<std::string>()
-             : "";
-}
-
-void write_marker(const std::string& dir, const std::string& kind) {
-  write_file_atomic((fs::path(dir) / kMarker).string(), nlohmann::json{{"headlab", kind}}.dump() + "\n");
-}
-
 bool is_sweep_folder(const std::string& dir) {
   struct stat st {};
-  const std::string kind = marker_kind(dir);
+  const std::string kind = folder_marker(dir);
   if (kind == "sweep") return true;
   if (!kind.empty()) return false;  // a run's folder, whatever else lies in it
   if (::lstat(lock_path(dir).c_str(), &st) == 0) return S_ISREG(st.st_mode);
   // A sweep of a headlab before sweep.lock: its sweep.json, a regular file, says so at its start.
-  const std::string json = (fs::path(dir) / "sweep.json").string();
-  if (::lstat(json.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  std::ifstream in(json, std::ios::binary);
-  std::string head(64, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<std::size_t>(in.gcount()));
-  return head.starts_with("{\n  \"format\": \"headlab-sweep/1\"");
+  const std::optional<std::string> head = read_regular_file_head((fs::path(dir) / "sweep.json").string(), 64);
+  return head && head->starts_with("{\n  \"format\": \"headlab-sweep/1\"");
 }
 
 std::unique_ptr<SweepLock> prepare_sweep_folder(const std::string& dir, bool force, std::optional<Shard> shard) {
@@ -127,7 +101,7 @@ std::unique_ptr<SweepLock> prepare_sweep_folder(const std::string& dir, bool for
   if (ec) throw UsageError("cannot create --out " + dir + ": " + ec.message());
   if (access(dir.c_str(), W_OK) != 0) throw UsageError("cannot write to --out " + dir + ": " + std::strerror(errno));
   auto lock = std::make_unique<SweepLock>(dir, shard);
-  if (marker_kind(dir) != "sweep") write_marker(dir, "sweep");
+  if (folder_marker(dir) != "sweep") write_folder_marker(dir, "sweep");
   return lock;
 }
 
@@ -136,7 +110,7 @@ void prepare_run_folder(const std::string& dir) {
   const bool fresh = !fs::exists(fs::symlink_status(dir, ec)) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec));
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("sweep: cannot create " + dir + ": " + ec.message());
-  if (fresh) write_marker(dir, "run");
+  if (fresh) write_folder_marker(dir, "run");
 }
 
 }  // namespace headlab::train

@@ -148,9 +148,11 @@ void expect_close(const nlohmann::json& a, const nlohmann::json& b, const std::s
   }
 }
 
-// analyze --data reads the file --batch sequences at a time (by default the
-// run's eval batch), all of it: memory is a chunk's, the numbers those of one
-// batch holding the whole file (within 1e-6, docs/head-metrics.md).
+// analyze --data reads the file --batch sequences at a time, all of it:
+// memory is a chunk's, the numbers those of one batch holding the whole file
+// (within 1e-6, docs/head-metrics.md). Without --batch a chunk is as many
+// rows as fit its memory budget (train/analysis_chunk.h): the tiny model's
+// 2500 rows are one chunk, the one-batch analysis bit for bit.
 TEST(Activations, AnalyzeDataReadsTheWholeFileAChunkAtATime) {
   TempDir tmp;
   std::string rows;
@@ -158,18 +160,24 @@ TEST(Activations, AnalyzeDataReadsTheWholeFileAChunkAtATime) {
     rows += "{\"tokens\": [" + std::to_string(i % 8) + ", " + std::to_string(i / 8 % 8) + ", 2, " +
             std::to_string(i * 7 % 8) + ", 4, 5]}\n";
   write_bytes(tmp / "rows.jsonl", rows);
-  const RunResult whole = run_headlab({"analyze", shared_run(), "--data", "rows.jsonl", "--batch", "2500", "--out",
-                                       "whole", "--example", "2499", "--patch", "--threads", "1"},
-                                      tmp.path());
+  const auto analyze = [&](const std::string& out, const std::vector<std::string>& batch) {
+    std::vector<std::string> args = {"analyze", shared_run(), "--data", "rows.jsonl", "--out", out,
+                                     "--example", "2499", "--patch", "--threads", "1"};
+    args.insert(args.end(), batch.begin(), batch.end());
+    return run_headlab(args, tmp.path());
+  };
+  const RunResult whole = analyze("whole", {"--batch", "2500"});
   ASSERT_EQ(whole.exit_code, 0) << whole.describe();
-  const RunResult chunked = run_headlab(
-      {"analyze", shared_run(), "--data", "rows.jsonl", "--out", "chunked", "--example", "2499", "--patch", "--threads", "1"},
-      tmp.path());
+  const RunResult chunked = analyze("chunked", {"--batch", "32"});
   ASSERT_EQ(chunked.exit_code, 0) << chunked.describe();
+  const RunResult by_default = analyze("default", {});
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.describe();
   const nlohmann::json a = nlohmann::json::parse(read_bytes(tmp / "whole/heads.json"));
   const nlohmann::json b = nlohmann::json::parse(read_bytes(tmp / "chunked/heads.json"));
   ASSERT_FALSE(a.at("patching").is_null());
   expect_close(a, b, "heads.json");
+  EXPECT_EQ(read_bytes(tmp / "default/heads.json"), read_bytes(tmp / "whole/heads.json"))
+      << "the default chunk holds the tiny model's 2500 rows at once";
 #if !defined(__SANITIZE_ADDRESS__)
   // The whole file's attention, logits and head outputs at once: some 40 MB
   // more than 32 sequences at a time, which stay near the process's own size.

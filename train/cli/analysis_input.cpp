@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "train/analysis_chunk.h"
 #include "train/errors.h"
 #include "train/run_builder.h"
 
@@ -37,11 +38,12 @@ AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::str
   in.rows_ = in.task_->eval_rows(std::numeric_limits<int64_t>::max());
   in.config_.eval_batch = in.rows_;
   in.source_ = "--data " + data;
-  // A chunk at a time, as eval --data scores the file: memory is the
-  // chunk's, whatever the file's length.
-  in.chunk_rows_ = std::min(in.rows_, chunk_rows > 0 ? chunk_rows : ck.info.config.eval_batch);
+  // A chunk at a time: memory is the chunk's, whatever the file's length.
+  // By default as many rows as fit the chunk's memory budget: small models
+  // get large chunks, whose fixed cost per chunk is then paid rarely.
+  in.chunk_rows_ = std::min(in.rows_, chunk_rows > 0 ? chunk_rows : train::default_analysis_chunk(ck.model));
   try {
-    train::check_sizes(ck.model, {{chunk_rows > 0 ? "--batch" : "the checkpoint's eval-batch", in.chunk_rows_}});
+    train::check_sizes(ck.model, {{chunk_rows > 0 ? "--batch" : "the default chunk", in.chunk_rows_}});
   } catch (const train::UsageError& e) {
     if (chunk_rows > 0) throw;
     throw train::UsageError(std::string(e.what()) + "; give --batch N to analyze fewer sequences at a time");

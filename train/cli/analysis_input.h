@@ -22,7 +22,8 @@ class AnalysisInput {
   static AnalysisInput of_run(const train::Checkpoint& ck);
   // The checkpoint's model on every sequence of `data`, the file read with
   // the model's own sizes and classes, as eval --data reads it, and analyzed
-  // `chunk_rows` sequences at a time (0: the checkpoint's eval batch).
+  // `chunk_rows` sequences at a time (0: as many as fit the memory budget of
+  // one chunk, train/analysis_chunk.h).
   // UsageError when the file does not fit the model, or a chunk its memory.
   static AnalysisInput of_file(const train::Checkpoint& ck, const std::string& ck_path, const std::string& data,
                                int64_t chunk_rows);

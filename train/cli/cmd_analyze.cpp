@@ -21,6 +21,7 @@
 #include "core/interrupt.h"
 #include "core/shortest.h"
 #include "core/threads.h"
+#include "train/analysis_chunk.h"
 #include "train/checkpoint.h"
 #include "train/cli/analysis_input.h"
 #include "train/cli/cli.h"
@@ -28,6 +29,7 @@
 #include "train/errors.h"
 #include "train/run_builder.h"
 #include "train/run_folder.h"
+#include "train/run_identity.h"
 #include "train/session.h"
 #include "train/signals.h"
 #include "train/snapshots.h"
@@ -80,6 +82,18 @@ void check_analysis_out(const std::string& out) {
     throw train::UsageError("--out " + out + " holds files that are not a headlab analysis's (" +
                             fs::directory_iterator(out, ec)->path().filename().string() +
                             "); give an empty or new folder");
+}
+
+// `run_dir`'s checkpoint (at `ck_path`) must be the run's own: another run's
+// is refused before anything is written. The file itself, analyzed into a
+// folder of its own (--out), is still analyzed. No check without a run_dir.
+void check_run_checkpoint(const train::Checkpoint& ck, const std::string& ck_path, const std::string& run_dir) {
+  if (run_dir.empty()) return;
+  train::check_checkpoint_is_the_folders(
+      {run_dir, nullptr}, ck,
+      {"", ck_path,
+       "Its analysis is not the run's: put back the run's own checkpoint, or analyze the file into a folder of its "
+       "own: headlab analyze " + ck_path + " --out NEW_FOLDER"});
 }
 
 // The rows of one chunk of the analysis, with what its views point into.
@@ -220,6 +234,13 @@ int run_analyze(const AnalyzeArgs& args) {
   const std::string out = chosen.empty() ? "." : chosen;
   std::error_code same_ec;
   const bool own_folder = fs::equivalent(out, home.empty() ? "." : home, same_ec);
+  // The run folder this analysis takes the checkpoint for the run's of: the
+  // folder given as the run (its snapshots in the report), or the one whose
+  // heads.json and report.html it replaces (beside the run's metrics).
+  check_run_checkpoint(ck, ck_path,
+                       is_dir && !args.step_given                                          ? args.target
+                       : own_folder && !snapshot && train::folder_marker(out) == "run" ? out
+                                                                                           : "");
   // The folders analyze picks itself (a snapshot's, another task's) are its own.
   if (!own_folder && !args.out.empty()) check_analysis_out(out);
   // The run's own folder is written as its trainer writes it: not while a
@@ -336,7 +357,10 @@ Command add_analyze(CLI::App& app) {
   app.add_option("--batch", args->batch,
                  "sequences in the analysis batch (default: the run's eval batch; another size writes into "
                  "RUN/analysis-batch-N/ unless --out says where); with --data, sequences analyzed at a time (the "
-                 "whole file is, a chunk at a time; the same default)")
+                 "whole file is, a chunk at a time; default: as many as fit " +
+                     std::to_string(static_cast<int>(train::kAnalysisChunkBytes / (1 << 20))) +
+                     " MiB by an estimate of what a row holds -- the model's attention, logits and head outputs -- "
+                     "at least 1)")
       ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
   app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");

@@ -20,6 +20,7 @@
 #include "train/errors.h"
 #include "train/run_builder.h"
 #include "train/run_folder.h"
+#include "train/run_identity.h"
 #include "train/session.h"
 #include "train/signals.h"
 
@@ -28,6 +29,7 @@ namespace {
 
 struct EvalArgs {
   std::string checkpoint, task, data, dump_logits, dump_grads, dump_activations;
+  std::string run_dir;  // the run folder given instead of its checkpoint, if one was
   std::vector<std::string> hooks;  // empty: every hook point
   int64_t batch = 0;
   uint64_t seed = 0;
@@ -72,6 +74,13 @@ int run_eval(const EvalArgs& args) {
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (picked from the model's size) or more");
   const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
+  // `eval RUN` evaluates the run: not another run's checkpoint copied into its folder.
+  if (!args.run_dir.empty())
+    train::check_checkpoint_is_the_folders(
+        {args.run_dir, nullptr}, ck,
+        {"", args.checkpoint,
+         "Put back the run's own checkpoint, or evaluate the file as a checkpoint of its own: headlab eval " +
+             args.checkpoint});
   check_dumps(args, ck.info.config);
   use_threads(args.threads, train_flops_per_step(ck.info.config));  // 0: as the run's training would
   // The run's own task and evaluation batch unless told otherwise; the model
@@ -269,7 +278,10 @@ Command add_eval(CLI::App& app) {
   app.add_flag("--json", args->json, "print one JSON object");
   return [args] {
     EvalArgs a = *args;
-    if (std::filesystem::is_directory(a.checkpoint)) a.checkpoint += "/checkpoint.safetensors";
+    if (std::filesystem::is_directory(a.checkpoint)) {
+      a.run_dir = a.checkpoint;
+      a.checkpoint += "/checkpoint.safetensors";
+    }
     return run_eval(a);
   };
 }

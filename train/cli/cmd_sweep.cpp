@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -111,13 +110,32 @@ nlohmann::json read_plan_file(const std::string& path, const std::string& flag) 
   }
 }
 
+// Why a sweep reads a run's files only if they are regular files: it blocks
+// its stop signals, so a FIFO planted in a run folder would hang it for good.
+constexpr const char* kRunFileIsHeadlabs = "a run folder holds the files the sweep and its run wrote";
+
 // The last non-empty line of a run's log: `headlab train` reports a failure
-// there as one line.
+// there as one line. Read a block at a time, never waited on (input_file.h).
 std::string last_line(const std::string& path) {
-  std::ifstream in(path);
   std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  try {
+    train::InputFile in(path, path, kRunFileIsHeadlabs);
+    char block[1 << 16];
+    while (const std::size_t got = in.read(block, sizeof block)) {
+      for (std::size_t i = 0; i < got; ++i) {
+        if (block[i] != '\n') {
+          if (line.size() <= 300) line += block[i];  // enough to show
+          continue;
+        }
+        if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+        line.clear();
+      }
+    }
+  } catch (const train::UsageError& e) {
+    std::error_code ec;
+    return fs::exists(fs::symlink_status(path, ec)) ? e.what() : "";  // not a file: said instead of the line
+  }
+  if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   if (last.size() > 300) last = last.substr(0, 300) + "...";
   return last;
 }
@@ -162,9 +180,12 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int exit_code) {
   if (run.exit_code == 0) {
     std::string file = folder + "/heads.json";  // the one being read
     try {
-      std::ifstream in(file);
-      if (!in) throw std::runtime_error("it is missing");
-      const auto result = nlohmann::json::parse(in).get<analysis::RunAnalysis>();
+      constexpr std::size_t kMaxBytes = std::size_t{256} << 20;  // a heads.json is some kilobytes per head
+      std::error_code ec;
+      if (!fs::exists(fs::symlink_status(file, ec))) throw std::runtime_error("it is missing");
+      const std::string text = train::read_input(file, "it", kMaxBytes, kRunFileIsHeadlabs);
+      if (text.size() > kMaxBytes) throw std::runtime_error("it is larger than a heads.json can be");
+      const auto result = nlohmann::json::parse(text).get<analysis::RunAnalysis>();
       train::record_analysis(run, result);
       // The emergence steps: from the analyses logged during training, if any.
       file = folder + "/metrics.jsonl";

@@ -29,14 +29,6 @@ struct TrainArgs {
   bool force = false;
 };
 
-// Flags a resumed run may change: how long and how it reports, never what it
-// trains -- except the learning rate and its schedule's horizon, so that a
-// run that diverged can go on from its last good checkpoint with a smaller
-// one, and an extended run can decay over its new steps.
-const std::vector<std::string> kResumeFlags = {"steps",         "lr",           "schedule-steps",   "threads",
-                                               "micro-batches", "log-every",    "analyze-every",    "checkpoint-every",
-                                               "snapshot-every", "keep-snapshots"};
-
 // --init's checkpoint: a file (a checkpoint or a snapshot) or a run folder's.
 std::string init_checkpoint(const std::string& init) {
   const std::string path = fs::is_directory(init) ? (fs::path(init) / "checkpoint.safetensors").string() : init;
@@ -118,7 +110,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
           !args.config_file.empty() || args.force)
         throw train::UsageError("--resume continues a run in its own folder: it takes no --out, --init, --config or --force");
       for (const std::string& flag : flags.given())
-        if (std::find(kResumeFlags.begin(), kResumeFlags.end(), flag) == kResumeFlags.end())
+        if (std::find(train::kResumeFlags.begin(), train::kResumeFlags.end(), flag) == train::kResumeFlags.end())
           throw train::UsageError("--" + flag + " cannot change when resuming (the run's config.json fixes it); "
                                   "only --steps, --lr, --schedule-steps, --threads, --micro-batches, --log-every, "
                                   "--analyze-every, --checkpoint-every, --snapshot-every and --keep-snapshots can");
@@ -137,7 +129,11 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       use_precision(ck.info.config.precision);  // the run's: --precision cannot change on resume
       session = std::make_unique<train::Session>(ck, world);
       // A checkpoint that is whole (the session took it) but another run's.
-      if (world.is_root()) train::check_checkpoint_is_the_folders(folder, ck, kResumeFlags);
+      if (world.is_root())
+        train::check_checkpoint_is_the_folders(
+            folder, ck,
+            {"--resume " + folder.dir, folder.checkpoint(),
+             "Put back the run's own checkpoint (or one of its snapshots), or resume the other run in its own folder"});
       target = session->config().steps;
       if (target < session->steps_done())
         throw train::UsageError("--steps " + std::to_string(target) + " is below the " +
