@@ -123,10 +123,12 @@ std::optional<std::string> read_regular_file_head(const std::string& path, std::
   struct stat info {};
   std::optional<std::string> text;
   if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) {
-    text.emplace(max_bytes, '\0');
+    // Sized from the file, not the cap: a generous cap costs nothing on a small file.
+    text.emplace(std::min(max_bytes, static_cast<std::size_t>(info.st_size) + 1), '\0');
     std::size_t got = 0;
     while (got < max_bytes) {
-      const ssize_t n = ::read(fd, text->data() + got, max_bytes - got);
+      if (got == text->size()) text->resize(std::min(max_bytes, 2 * got + 4096));  // it grew since fstat
+      const ssize_t n = ::read(fd, text->data() + got, text->size() - got);
       if (n == 0) break;
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "analysis/heads_json.h"
 #include "analysis/html_report.h"
@@ -14,6 +13,7 @@
 #include "train/analysis_steps.h"
 #include "train/errors.h"
 #include "train/fixed_sets.h"
+#include "train/input_file.h"
 #include "train/signals.h"
 #include "train/snapshots.h"
 
@@ -238,9 +238,11 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
 }
 
 std::optional<int64_t> analyzed_step(const RunFolder& folder) {
-  std::ifstream in(folder.heads(), std::ios::binary);
-  if (!in) return std::nullopt;
-  const nlohmann::json heads = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // Through the regular-file reader: a FIFO planted as heads.json reads as
+  // no analysis (the run is analyzed again) instead of blocking the resume.
+  const std::optional<std::string> text = read_regular_file_head(folder.heads(), std::size_t{1} << 30);
+  if (!text) return std::nullopt;
+  const nlohmann::json heads = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   const auto step = heads.is_object() ? heads.find("step") : heads.end();
   if (step == heads.end() || !step->is_number_integer()) return std::nullopt;
   return step->get<int64_t>();

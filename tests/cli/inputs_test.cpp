@@ -78,6 +78,22 @@ TEST(Inputs, ARunsFilesMustBeRegularFiles) {
   EXPECT_FALSE(fs::exists(dir / "out"));
 }
 
+// --resume of a finished run reads its heads.json to see whether the final
+// analysis was written: a FIFO planted there is no analysis, read at once,
+// never waited on; writing the analysis then refuses to replace the FIFO.
+TEST(Inputs, AFifoAtAFinishedRunsHeadsJsonIsNotWaitedOnByResume) {
+  TempDir dir;
+  const RunResult first = run_headlab(train_command(dir / "run", {{"--steps", "2"}}), dir.path(), 60);
+  ASSERT_EQ(first.exit_code, 0) << first.describe();
+  const std::string heads = dir / "run/heads.json";
+  fs::remove(heads);
+  ASSERT_EQ(::mkfifo(heads.c_str(), 0644), 0);
+  const RunResult resumed = run_headlab({"train", "--resume", dir / "run"}, dir.path(), 60);
+  ASSERT_FALSE(resumed.timed_out) << "--resume waited on the FIFO at " << heads;
+  EXPECT_TRUE(clean_failure(resumed, 1, {heads, "FIFO"}));
+  EXPECT_NE(resumed.out.find("no steps left to train (at step 2 of --steps 2)"), std::string::npos) << resumed.out;
+}
+
 // The files that hold the wait's note.
 bool any_file_mentions(const std::string& dir, const std::string& text) {
   for (const auto& entry : fs::directory_iterator(dir))

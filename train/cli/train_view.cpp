@@ -69,6 +69,11 @@ void TrainView::stopped(int signal, int64_t step) {
 
 void TrainView::finished(int64_t steps, double seconds) {
   clear_progress();
+  if (steps == 0 && start_step_ > 0) {  // a resume at its last step: only its final analysis was missing
+    log_->info("no steps left to train (at step {} of --steps {}); writing the final analysis; checkpoint: {}",
+               start_step_, target_steps_, folder_.checkpoint());
+    return;
+  }
   if (steps == 0) {
     log_->info("trained no steps (--steps 0): the model is as initialized; checkpoint: {}", folder_.checkpoint());
     return;
