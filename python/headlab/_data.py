@@ -340,6 +340,8 @@ def read_data(path, *, seq_len=None, bidirectional=False):
     path = os.fspath(path)
     if seq_len is not None and (not _is_int(seq_len) or seq_len < 1):
         raise ValueError(f"read_data: seq_len must be an int >= 1, got {seq_len!r}")
+    if not isinstance(bidirectional, (bool, np.bool_)):
+        raise TypeError(f"read_data: bidirectional must be True or False, got {bidirectional!r}")
     info = os.stat(path)  # FileNotFoundError names the path
     if not stat.S_ISREG(info.st_mode):
         raise ValueError(f"read_data: {path} is not a regular file; a data file is read from a file")

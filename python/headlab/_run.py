@@ -1,6 +1,7 @@
 """headlab.train and headlab.Run: a run folder, written by the CLI's own code."""
 import json
 import os
+import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,9 +64,12 @@ def train(out=None, **flags):
             raise ValueError(f"train: {name}= is empty; give a run folder")
     if out is None and resume is None:
         raise ValueError("train: give out=, the run folder to write (or resume=, a run folder to continue)")
-    undo = _put_rows(out, resume, flags)
+    undo, written = _put_rows(out, resume, flags)
     try:
         command("train", *([] if out is None else [f"--out={os.fspath(out)}"]), *_flag_args(flags))
+    except ValueError as e:
+        undo()
+        raise ValueError(_as_rows(str(e), written)) from None
     except BaseException:
         undo()
         raise
@@ -139,12 +143,24 @@ def _check_same_rows(folder, texts, what):
     return paths
 
 
+def _as_rows(message, written):
+    """The CLI's message on line N of a file written from rows names row N - 1
+    of the argument too (the file is gone once the refused run is undone)."""
+    for key, path in written.items():
+        line = re.search(re.escape(path) + r":(\d+): ", message)
+        if line:
+            return f"train: {key}= row {int(line[1]) - 1}: {message[line.start():]}"
+    return message
+
+
 def _put_rows(out, resume, flags):
     """Writes data= / eval_data= rows where the CLI reads them and points the
-    flags there; returns what undoes it when the CLI refuses to start."""
+    flags there; returns what undoes it when the CLI refuses to start, and
+    {flag: path} of the files written."""
     rows = {key: flags[key] for key in _DATA_FILES if _is_rows(flags.get(key))}
+    nothing = (lambda: None), {}
     if not rows:
-        return lambda: None
+        return nothing
     if resume is not None:
         config = _recorded(resume)
         texts = {key: _encode(key, value, not config.get("bidirectional", False)) for key, value in rows.items()}
@@ -152,7 +168,7 @@ def _put_rows(out, resume, flags):
                                         "train a new run (out=...)")
         for key in texts:
             del flags[key]
-        return lambda: None
+        return nothing
     # The model's attention is a flag, or a key of config=; the CLI checks the file again in any case.
     causal = not _truthy(flags.get("bidirectional", "config" in flags))
     texts = {key: _encode(key, value, causal) for key, value in rows.items()}
@@ -161,7 +177,7 @@ def _put_rows(out, resume, flags):
     if kind == "run" and not _truthy(flags.get("force", False)):
         # The CLI refuses the folder (it holds a run); nothing is written.
         flags.update(_check_same_rows(folder, texts, "pass force=True to replace that run, or choose another out="))
-        return lambda: None
+        return nothing
     created = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)
     folder.mkdir(parents=True, exist_ok=True)
     names = [_DATA_FILES[key] for key in texts]
@@ -190,7 +206,7 @@ def _put_rows(out, resume, flags):
                     (folder / name).unlink(missing_ok=True)
                 else:
                     _data.write_atomic(folder / name, old.decode())
-    return undo
+    return undo, {key: flags[key] for key in texts}
 
 
 def _folder_kind(folder):

@@ -108,8 +108,10 @@ def test_train_on_rows_equals_train_on_the_file(tmp_path):
     # its own batch from Python, and a resume given the same rows.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    done = subprocess.run([str(HEADLAB), "eval", str(a)], cwd=elsewhere, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    for command in ("eval", "analyze"):
+        done = subprocess.run([str(HEADLAB), command, str(a), "--threads", "1"], cwd=elsewhere, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
     batch = run.model().task_batch()
     assert batch["tokens"][0, :5].tolist() == held_out[0] and batch["lengths"].tolist() == [5, 6, 4, 6]
     resumed = headlab.train(resume=a, data=dict(tokens=rows, attend={"prev": previous(rows)}), eval_data=held_out,
@@ -131,6 +133,8 @@ def test_a_refused_train_leaves_no_folder_and_an_old_run_whole(tmp_path):
         headlab.train(out=tmp_path / "new" / "x", data=[[1, 2], [-1, 2]], steps=1)
     with pytest.raises(ValueError, match="unknown flag --d-modle"):  # refused by the CLI, after the rows were written
         headlab.train(out=tmp_path / "new" / "x", data=rows, d_modle=16)
+    with pytest.raises(ValueError, match=r"train: data= row 2: .*new/x/data.jsonl:3: token 7 \(tokens\[0\]\) is out of "):
+        headlab.train(out=tmp_path / "new" / "x", data=[[1, 2], [3, 4], [7, 1]], vocab=5, steps=1)
     assert listing(tmp_path) == []
     run = headlab.train(out=tmp_path / "run", data=rows, **keywords(TINY))
     before = {p: (run.path / p).read_bytes() for p in ("data.jsonl", "checkpoint.safetensors")}
