@@ -6,6 +6,8 @@ its heads on your own sequences, train through the CLI's code path.
     logits, cache = model.run_with_cache(tokens)     # TransformerLens names and layouts
     records = headlab.analyze(model, tokens)         # what heads.json holds
     run = headlab.train(out="runs/x", task="induction", layers=2, attn_only=True)
+    headlab.write_data("rows.jsonl", tokens, targets)  # a data file the CLI reads
+    run = headlab.train(out="runs/y", data=tokens)     # ... or written into the run
 
 docs/python.md is the reference. torch, pandas and matplotlib are imported
 only by the calls that need them, so importing headlab stays cheap.
@@ -13,5 +15,6 @@ only by the calls that need them, so importing headlab stays cheap.
 from ._model import Model, load
 from ._run import Run, train
 from ._analyze import analyze
+from ._data import read_data, write_data
 
-__all__ = ["Model", "Run", "analyze", "load", "train"]
+__all__ = ["Model", "Run", "analyze", "load", "read_data", "train", "write_data"]

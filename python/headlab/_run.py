@@ -1,11 +1,14 @@
 """headlab.train and headlab.Run: a run folder, written by the CLI's own code."""
 import json
 import os
+import re
+import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
-from . import _core
+from . import _core, _data
 
 
 def _flag_args(flags):
@@ -47,7 +50,11 @@ def train(out=None, **flags):
     checkpoint, byte for byte (timings aside). Flags are the CLI's, with _ for
     -: train(out="runs/x", task="induction", attn_only=True, steps=500).
     Returns the Run. train(resume="runs/x", steps=1000) continues a run in its
-    own folder (`headlab train --resume`, no out=); help=True prints the flags."""
+    own folder (`headlab train --resume`, no out=); help=True prints the flags.
+    data= and eval_data= take a file, or rows (an int array [B, T], a list of
+    sequences, or a dict of write_data's tokens, targets, lengths, attend):
+    these are written into the run folder as data.jsonl and eval-data.jsonl
+    and trained on from there; with resume=, rows must be the run's own."""
     if flags.pop("help", False):
         command("train", "--help")
         return None
@@ -57,8 +64,175 @@ def train(out=None, **flags):
             raise ValueError(f"train: {name}= is empty; give a run folder")
     if out is None and resume is None:
         raise ValueError("train: give out=, the run folder to write (or resume=, a run folder to continue)")
-    command("train", *([] if out is None else [f"--out={os.fspath(out)}"]), *_flag_args(flags))
+    undo, written = _put_rows(out, resume, flags)
+    try:
+        command("train", *([] if out is None else [f"--out={os.fspath(out)}"]), *_flag_args(flags))
+    except ValueError as e:
+        undo()
+        raise ValueError(_as_rows(str(e), written)) from None
+    except BaseException:
+        undo()
+        raise
     return Run(resume if out is None else out)
+
+
+# train(data=rows): the rows go into the run folder as its own data file, so
+# that the run is whole by itself. The checkpoint records the file's absolute
+# path and hash, which --resume, `headlab eval RUN`, `headlab analyze RUN` and
+# Run.model().task_batch() read and check. The folder gets its marker first,
+# as a sweep's run folder does (it holds stdout.log before its run starts),
+# and the CLI is told --force, which clears only a run's own files: the data
+# stays. Both paths are absolute: config.json keeps --eval-data as given.
+_DATA_FILES = {"data": "data.jsonl", "eval_data": "eval-data.jsonl"}
+_ROW_KEYS = ("tokens", "targets", "lengths", "attend")
+
+
+def _is_rows(value):
+    return value is not None and not isinstance(value, (str, bytes, os.PathLike))
+
+
+def _truthy(value):
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
+
+
+def _encode(key, value, causal):
+    """data= or eval_data= rows (an array, a list of sequences, or a dict of
+    write_data's arguments) as a data file's text, every value checked."""
+    try:
+        if isinstance(value, Mapping):
+            unknown = [k for k in value if k not in _ROW_KEYS]
+            if unknown or "tokens" not in value:
+                raise TypeError(f"a dict of rows has the keys {', '.join(_ROW_KEYS)} (tokens required), got "
+                                f"{', '.join(map(repr, value))}")
+            return _data.encode(**value, causal=causal)
+        return _data.encode(value, causal=causal)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"train: {key}=: {e}") from None
+
+
+def _regular_bytes(path):
+    """The bytes of a regular file, else None (a FIFO is never opened)."""
+    try:
+        if stat.S_ISREG(os.stat(path).st_mode):
+            return Path(path).read_bytes()
+    except OSError:
+        pass
+    return None
+
+
+def _recorded(folder):
+    """config.json of a run folder ({} when it has none)."""
+    try:
+        return json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _check_same_rows(folder, texts, what):
+    """Each text is the file the run in `folder` recorded for its flag, else a
+    ValueError: a run goes on with its own data. Returns those paths."""
+    config, paths = _recorded(folder), {}
+    for key, text in texts.items():
+        recorded = config.get(key.replace("_", "-")) or ""
+        if not recorded or _regular_bytes(recorded) != text.encode():
+            was = f"its --{key.replace('_', '-')} {recorded}" if recorded else f"no --{key.replace('_', '-')}"
+            raise ValueError(f"train: {key}= differs from the rows the run in {folder} trained on ({was}); {what}")
+        paths[key] = recorded
+    return paths
+
+
+def _as_rows(message, written):
+    """The CLI's message on line N of a file written from rows names row N - 1
+    of the argument too (the file is gone once the refused run is undone)."""
+    for key, path in written.items():
+        line = re.search(re.escape(path) + r":(\d+): ", message)
+        if line:
+            return f"train: {key}= row {int(line[1]) - 1}: {message[line.start():]}"
+    return message
+
+
+def _put_rows(out, resume, flags):
+    """Writes data= / eval_data= rows where the CLI reads them and points the
+    flags there; returns what undoes it when the CLI refuses to start, and
+    {flag: path} of the files written."""
+    rows = {key: flags[key] for key in _DATA_FILES if _is_rows(flags.get(key))}
+    nothing = (lambda: None), {}
+    if not rows:
+        return nothing
+    if resume is not None:
+        config = _recorded(resume)
+        texts = {key: _encode(key, value, not config.get("bidirectional", False)) for key, value in rows.items()}
+        _check_same_rows(resume, texts, f"a resumed run goes on with its own: drop {'= and '.join(texts)}=, or "
+                                        "train a new run (out=...)")
+        for key in texts:
+            del flags[key]
+        return nothing
+    # The model's attention is a flag, or a key of config=; the CLI checks the file again in any case.
+    causal = not _truthy(flags.get("bidirectional", "config" in flags))
+    texts = {key: _encode(key, value, causal) for key, value in rows.items()}
+    folder = Path(os.path.abspath(os.fspath(out)))
+    kind = _folder_kind(folder)
+    if kind == "run" and not _truthy(flags.get("force", False)):
+        # The CLI refuses the folder (it holds a run); nothing is written.
+        flags.update(_check_same_rows(folder, texts, "pass force=True to replace that run, or choose another out="))
+        return nothing
+    created = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)
+    folder.mkdir(parents=True, exist_ok=True)
+    names = [_DATA_FILES[key] for key in texts]
+    before = {name: _regular_bytes(folder / name) for name in names}
+    checkpoint = _identity(folder / "checkpoint.safetensors")
+    if kind is None:
+        _data.write_atomic(folder / ".headlab", '{"headlab":"run"}\n')  # as train/run_folder.cpp writes it
+    for key, text in texts.items():
+        path = _data.check_output(folder / _DATA_FILES[key], True, into_run=True, caller="train")
+        _data.write_atomic(path, text)
+        flags[key] = str(path)
+    flags["force"] = True
+
+    def undo():
+        if kind is None and set(os.listdir(folder)) <= {".headlab", *names}:
+            for name in (".headlab", *names):
+                (folder / name).unlink(missing_ok=True)
+            if created is not None:
+                for path in [folder, *folder.parents]:
+                    path.rmdir()
+                    if path == created:
+                        break
+        elif kind == "run" and checkpoint is not None and _identity(folder / "checkpoint.safetensors") == checkpoint:
+            for name, old in before.items():  # the old run is still whole: its data back
+                if old is None:
+                    (folder / name).unlink(missing_ok=True)
+                else:
+                    _data.write_atomic(folder / name, old.decode())
+    return undo, {key: flags[key] for key in texts}
+
+
+def _folder_kind(folder):
+    """None for a new or empty folder, "run" for a run's; else a ValueError as
+    the CLI's --out gives (a sweep's, a folder of other files, a file)."""
+    if not folder.exists():
+        return None
+    if not folder.is_dir():
+        raise ValueError(f"train: out={folder} exists and is not a folder")
+    if not any(folder.iterdir()):
+        return None
+    kind = _data.folder_kind(folder)
+    if kind == "run":
+        return kind
+    if kind == "sweep":
+        raise ValueError(f"train: out={folder} holds a sweep, not a run; choose another out=")
+    raise ValueError(f"train: out={folder} holds files that are not a headlab run; choose an empty or new folder "
+                     "(data= rows are written into the run's own folder)")
+
+
+def _identity(path):
+    try:
+        info = os.stat(path)
+        return info.st_ino, info.st_size, info.st_mtime_ns
+    except OSError:
+        return None
 
 
 class Run:

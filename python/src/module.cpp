@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/attend.h"
 #include "model.h"
 #include "train/errors.h"
 
@@ -36,4 +37,6 @@ PYBIND11_MODULE(_core, m) {
   python::bind_weights(model);
   python::bind_analyze(m);
   python::bind_command(m);
-  }
+  // headlab.write_data checks a pattern's name by the analysis's own rule, not a copy of it.
+  m.def("check_pattern_name", &analysis::check_pattern_name, py::arg("name"));
+}
