@@ -104,9 +104,11 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model,
   if (info.data_position)
     meta["data.position"] =
         nlohmann::json{{"epoch_seed", info.data_position->epoch_seed}, {"next", info.data_position->next}}.dump();
-  if (info.data_file)
-    meta["data.file"] =
-        nlohmann::json{{"path", info.config.data}, {"size", info.data_file->size}, {"hash", info.data_file->hash}}.dump();
+  const auto file_meta = [&meta](const char* key, const std::string& file, const std::optional<Task::Fingerprint>& f) {
+    if (f) meta[key] = nlohmann::json{{"path", file}, {"size", f->size}, {"hash", f->hash}}.dump();
+  };
+  file_meta("data.file", info.config.data, info.data_file);
+  file_meta("eval_data.file", info.config.eval_data, info.eval_data_file);
   if (!info.trainer.is_null()) meta["trainer"] = info.trainer.dump();
   if (!info.init.is_null()) meta["init"] = info.init.dump();
   if (!info.edited.is_null()) meta["edited"] = info.edited.dump();
@@ -130,6 +132,19 @@ nlohmann::json parse_meta_json(const core::Metadata& meta, const std::string& ke
   } catch (const std::invalid_argument& e) {
     throw UsageError(path + ": metadata \"" + key + "\" is not valid JSON (" + e.what() + ")");
   }
+}
+
+// A data file's record (data.file, eval_data.file), or none when the
+// checkpoint has none (an older one, or a run without that file).
+std::optional<Task::Fingerprint> file_fingerprint(const core::Metadata& meta, const std::string& key,
+                                                  const std::string& path) {
+  if (!meta.count(key)) return std::nullopt;
+  const nlohmann::json f = parse_meta_json(meta, key, path);
+  if (!f.is_object() || !f.contains("size") || !f.contains("hash") || !f["size"].is_number_unsigned() ||
+      !f["hash"].is_number_unsigned())
+    throw UsageError(path + ": metadata \"" + key +
+                     "\" must be {\"path\", \"size\": unsigned, \"hash\": unsigned}, got " + brief_json(f, 80));
+  return Task::Fingerprint{f["size"].get<uint64_t>(), f["hash"].get<uint64_t>()};
 }
 
 // A step count: decimal digits only, within int64 (std::stoll would accept
@@ -285,14 +300,8 @@ Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
                        brief_json(p, 80));
     ck.info.data_position = DataFile::Position{p["epoch_seed"].get<uint64_t>(), p["next"].get<int64_t>()};
   }
-  if (meta.count("data.file")) {
-    const nlohmann::json f = parse_meta_json(meta, "data.file", path);
-    if (!f.is_object() || !f.contains("size") || !f.contains("hash") || !f["size"].is_number_unsigned() ||
-        !f["hash"].is_number_unsigned())
-      throw UsageError(path + ": metadata \"data.file\" must be {\"path\", \"size\": unsigned, \"hash\": unsigned}, got " +
-                       brief_json(f, 80));
-    ck.info.data_file = Task::Fingerprint{f["size"].get<uint64_t>(), f["hash"].get<uint64_t>()};
-  }
+  ck.info.data_file = file_fingerprint(meta, "data.file", path);
+  ck.info.eval_data_file = file_fingerprint(meta, "eval_data.file", path);
   return ck;
 }
 

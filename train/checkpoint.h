@@ -12,6 +12,7 @@
 //   data.position   JSON {epoch_seed, next} when training on a data file
 //   data.file       JSON {path, size, hash} of that file (absolute path, FNV-1a
 //                   hash of its bytes): a file changed since is refused
+//   eval_data.file  the same of the --eval-data file, when there is one
 //   init            JSON {path, size, hash, step, task, config} of the
 //                   checkpoint a run started from with --init (init_identity)
 //   edited          JSON {by, source {path, size, hash, step, task}, replaced}
@@ -52,6 +53,8 @@ struct CheckpointInfo {
   core::Generator::State data_rng{};
   std::optional<DataFile::Position> data_position;
   std::optional<Task::Fingerprint> data_file;
+  // The same of --eval-data's file; none in a checkpoint from before it was recorded.
+  std::optional<Task::Fingerprint> eval_data_file;
   // The trainer's running sums since its last log line, so that a run resumed
   // between two log lines logs the same averages as an uninterrupted one.
   nlohmann::json trainer;

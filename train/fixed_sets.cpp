@@ -65,8 +65,9 @@ void check_batch(const Task& task, int64_t batch) {
 
 }  // namespace
 
-FixedSets::FixedSets(std::unique_ptr<Task> base, std::optional<Batch> train, std::optional<Batch> held_out)
-    : base_(std::move(base)), train_(std::move(train)), held_out_(std::move(held_out)) {
+FixedSets::FixedSets(std::unique_ptr<Task> base, std::optional<Batch> train, std::optional<Batch> held_out,
+                     std::optional<Fingerprint> eval_file)
+    : base_(std::move(base)), train_(std::move(train)), held_out_(std::move(held_out)), eval_file_(eval_file) {
   if (train_) {
     order_.emplace(train_->batch, true);
     for (int64_t row = 0; row < train_->batch; ++row) train_keys_.insert(row_key(*train_, row));
@@ -225,11 +226,15 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
     held_out = empty_like(all);
     for (int64_t i = 0; i < n; ++i) append_row(i < n_eval ? *held_out : *train, all, order[static_cast<std::size_t>(i)]);
   }
+  std::optional<Task::Fingerprint> eval_file;
   if (!config.eval_data.empty()) {
-    const DataFile file(config.eval_data, base->vocab(), base->num_classes(), base->seq_len());
+    // Its "attend" keys are checked against the model's attention, as --data's.
+    const DataFile file(config.eval_data, base->vocab(), base->num_classes(), base->seq_len(), false,
+                        config.model.causal);
     held_out = file.rows(0, file.size());
+    eval_file = file.fingerprint();
   }
-  return std::make_unique<FixedSets>(std::move(base), std::move(train), std::move(held_out));
+  return std::make_unique<FixedSets>(std::move(base), std::move(train), std::move(held_out), eval_file);
 }
 
 }  // namespace headlab::train

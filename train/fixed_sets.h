@@ -35,8 +35,10 @@ class FixedSets final : public Task {
  public:
   // `train`: the training set (none: the base task's fresh examples);
   // `held_out`: the evaluation set (none: the base's evaluation batch, minus
-  // the training set's sequences).
-  FixedSets(std::unique_ptr<Task> base, std::optional<Batch> train, std::optional<Batch> held_out);
+  // the training set's sequences); `eval_file`: the fingerprint of the
+  // --eval-data file it was read from, if it was.
+  FixedSets(std::unique_ptr<Task> base, std::optional<Batch> train, std::optional<Batch> held_out,
+            std::optional<Fingerprint> eval_file = std::nullopt);
 
   std::string name() const override { return base_->name(); }
   int64_t vocab() const override { return base_->vocab(); }
@@ -57,8 +59,9 @@ class FixedSets final : public Task {
   Batch eval_batch(int64_t rows, uint64_t seed) override;
   // Slices of a held-out list or file; the rejection-drawn set is one draw.
   Batch eval_slice(int64_t first, int64_t count, uint64_t seed) override;
-  // The training file's (with --data), not --eval-data's.
+  // The training file's (with --data), and --eval-data's.
   std::optional<Fingerprint> fingerprint() const override { return base_->fingerprint(); }
+  std::optional<Fingerprint> eval_fingerprint() const override { return eval_file_; }
 
   std::optional<Position> position() const override;
   void set_position(const Position& position) override;
@@ -66,6 +69,7 @@ class FixedSets final : public Task {
  private:
   std::unique_ptr<Task> base_;
   std::optional<Batch> train_, held_out_;
+  std::optional<Fingerprint> eval_file_;
   std::optional<EpochOrder> order_;
   std::unordered_set<std::string> train_keys_;  // each training sequence's tokens and targets
 };

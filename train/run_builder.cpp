@@ -255,17 +255,26 @@ void refuse_changed_data(const std::string& file, const Task::Fingerprint& then,
 }  // namespace
 
 void check_data_unchanged(const CheckpointInfo& info, const TrainConfig& config) {
-  if (!info.data_file || config.data.empty()) return;
-  const ByteHash now = hash_file(config.data, "the run's --data " + config.data,
-                                 "its hash is checked against the checkpoint's before it is read; save it to a file");
-  if (Task::Fingerprint{now.size, now.hash} != *info.data_file)
-    refuse_changed_data("the data file " + config.data, *info.data_file, {now.size, now.hash});
+  // A file the checkpoint has no record of (an older checkpoint's
+  // --eval-data) is not checked.
+  const auto check = [](const std::string& flag, const std::string& file,
+                         const std::optional<Task::Fingerprint>& then) {
+    if (!then || file.empty()) return;
+    const ByteHash now = hash_file(file, "the run's " + flag + " " + file,
+                                   "its hash is checked against the checkpoint's before it is read; save it to a file");
+    if (Task::Fingerprint{now.size, now.hash} != *then)
+      refuse_changed_data("the " + flag + " file " + file, *then, {now.size, now.hash});
+  };
+  check("--data", config.data, info.data_file);
+  check("--eval-data", config.eval_data, info.eval_data_file);
 }
 
 void check_data_unchanged(const CheckpointInfo& info, const Task& task) {
-  const std::optional<Task::Fingerprint> now = task.fingerprint();
-  if (!now || !info.data_file || *now == *info.data_file) return;
-  refuse_changed_data("the data file of " + task.name(), *info.data_file, *now);
+  const std::optional<Task::Fingerprint> now = task.fingerprint(), eval_now = task.eval_fingerprint();
+  if (now && info.data_file && *now != *info.data_file)
+    refuse_changed_data("the data file of " + task.name(), *info.data_file, *now);
+  if (eval_now && info.eval_data_file && *eval_now != *info.eval_data_file)
+    refuse_changed_data("the --eval-data file " + info.config.eval_data, *info.eval_data_file, *eval_now);
 }
 
 std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source) {

@@ -158,9 +158,10 @@ Session::Session(const TrainConfig& config, const dist::World& world) : config_(
       require_regular_file(path, flag + " " + path,
                            "a run reads its " + flag + " again when it is resumed, evaluated or analyzed; save it to a "
                            "file (eval --data reads a pipe, once)");
-  // The checkpoint and config.json name the data file absolutely, so that
-  // eval, analyze and --resume find it from any folder.
-  if (!config_.data.empty()) config_.data = std::filesystem::absolute(config_.data).lexically_normal().string();
+  // The checkpoint and config.json name the data files absolutely, so that
+  // eval, analyze and --resume find them from any folder.
+  for (std::string* path : {&config_.data, &config_.eval_data})
+    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
   config_.micro_batches = micro_batches_for(config_, world.size());
   // A decaying schedule's horizon, kept when the run is extended (a constant
   // one has none: its runs stay the same whatever their --steps).
@@ -314,6 +315,7 @@ CheckpointInfo Session::checkpoint_info() const {
   info.data_rng = data_gen_.state();
   info.data_position = task_->position();
   info.data_file = task_->fingerprint();
+  info.eval_data_file = task_->eval_fingerprint();
   return info;
 }
 

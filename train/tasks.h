@@ -143,6 +143,9 @@ class Task {
     bool operator==(const Fingerprint&) const = default;
   };
   virtual std::optional<Fingerprint> fingerprint() const { return std::nullopt; }
+  // The same of the file a task evaluates on instead of its own held-out
+  // batch (--eval-data, FixedSets); none otherwise.
+  virtual std::optional<Fingerprint> eval_fingerprint() const { return std::nullopt; }
 };
 
 // Task::eval_batch draws from a generator seeded with seed ^ kEvalStream,

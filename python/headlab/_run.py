@@ -82,7 +82,7 @@ def train(out=None, **flags):
 # Run.model().task_batch() read and check. The folder gets its marker first,
 # as a sweep's run folder does (it holds stdout.log before its run starts),
 # and the CLI is told --force, which clears only a run's own files: the data
-# stays. Both paths are absolute: config.json keeps --eval-data as given.
+# stays.
 _DATA_FILES = {"data": "data.jsonl", "eval_data": "eval-data.jsonl"}
 _ROW_KEYS = ("tokens", "targets", "lengths", "attend")
 

@@ -407,6 +407,53 @@ TEST(DataFile, ARunWorksFromAnotherFolderAndRefusesItsFileOnceChanged) {
   EXPECT_EQ(read_bytes(run + "/checkpoint.safetensors"), before);
 }
 
+// A run's --eval-data is its file as --data is: named absolutely, so that a
+// relative path still resolves from another folder, and hashed, so that the
+// file is refused, named, once it has changed. A run from before the record
+// (its --eval-data relative, no hash in its checkpoint) still resumes.
+TEST(DataFile, ARunsEvalDataWorksFromAnotherFolderAndIsRefusedOnceChanged) {
+  TempDir dir, elsewhere;
+  write_bytes(dir / "data.jsonl", data_lines(60, 0));
+  write_bytes(dir / "held.jsonl", data_lines(10, 1));
+  const std::string run = dir / "run", ck = run + "/checkpoint.safetensors", held = dir / "held.jsonl";
+  const RunResult trained = run_headlab(train_command(run, {{"--data", "data.jsonl"}, {"--eval-data", "held.jsonl"},
+                                                            {"--vocab", "8"}, {"--seq-len", "6"}, {"--steps", "10"}}),
+                                        dir.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(run + "/config.json")).at("eval-data"), held);
+  EXPECT_EQ(RawSafetensors::read(ck).meta_json("eval_data.file").at("path"), held);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"eval", run}, {"analyze", run, "--out", elsewhere / "analysis"},
+        {"train", "--resume", run, "--steps", "15"}}) {
+    const RunResult r = run_headlab(args, elsewhere.path());
+    EXPECT_EQ(r.exit_code, 0) << args[0] << " from another folder: " << r.describe();
+  }
+  const std::string before = read_bytes(ck);
+  write_bytes(held, data_lines(10, 2));
+  const std::vector<std::string> changed{"the --eval-data file " + held, "has changed since the checkpoint"};
+  EXPECT_TRUE(clean_failure(run_headlab({"train", "--resume", run, "--steps", "20"}, elsewhere.path()), 2, changed));
+  EXPECT_TRUE(clean_failure(run_headlab({"eval", run}, elsewhere.path()), 2, changed));
+  const RunResult analyzed = run_headlab({"analyze", run, "--out", elsewhere / "changed"}, elsewhere.path());
+  EXPECT_TRUE(clean_failure(analyzed, 2, changed));
+  EXPECT_TRUE(read_bytes(ck) == before) << "a refused resume leaves the checkpoint as it was";
+
+  // As an older run wrote it: --eval-data as given, in config.json and the
+  // checkpoint, and no record of its bytes. Resumed from its folder, on
+  // whatever the file now holds.
+  RawSafetensors old = RawSafetensors::read(ck);
+  old.header["__metadata__"].erase("eval_data.file");
+  nlohmann::json config = old.meta_json("config");
+  config["eval-data"] = "held.jsonl";
+  old.set_meta_json("config", config);
+  write_bytes(ck, old.bytes());
+  nlohmann::json json_file = nlohmann::json::parse(read_bytes(run + "/config.json"));
+  json_file["eval-data"] = "held.jsonl";
+  write_bytes(run + "/config.json", json_file.dump(2));
+  const RunResult resumed = run_headlab({"train", "--resume", run, "--steps", "20"}, dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_EQ(checkpoint_step(ck), 20);
+}
+
 TEST(StopSignals, SighupStopsARunWithACheckpointLikeSigterm) {
   TempDir dir;
   const std::string run = dir / "run";
