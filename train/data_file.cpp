@@ -32,6 +32,12 @@ std::optional<int64_t> integer_of(const json& value) {
   return std::nullopt;
 }
 
+// Why a causal model's "attend" key cannot lie after its query; a file with
+// such keys is one for a bidirectional model, which `train` makes on request.
+constexpr const char* kCausalKeys =
+    " under causal attention (a query sees itself and earlier positions; a --bidirectional model's keys may lie "
+    "after the query)";
+
 bool is_blank(const std::string& line) { return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos; }
 
 // Whether the line so far shows that it is no JSON object: its first byte
@@ -126,11 +132,11 @@ std::size_t DataFile::max_line_bytes(int64_t positions) {
   return (std::size_t{1} << 20) + 64 * static_cast<std::size_t>(std::clamp<int64_t>(positions, 1, kMaxLinePositions));
 }
 
-DataFile::Needs DataFile::needs(const std::string& path, int64_t seq_len) {
+DataFile::Needs DataFile::needs(const std::string& path, int64_t seq_len, bool causal) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   // Any token, target and length passes; the lines are bounded as for
   // seq_len, if given, else for kInferredPositions.
-  const DataFile file(path, kMax, kMax, kMaxLinePositions, false, true, seq_len > 0 ? seq_len : kInferredPositions);
+  const DataFile file(path, kMax, kMax, kMaxLinePositions, false, causal, seq_len > 0 ? seq_len : kInferredPositions);
   Needs n;
   for (const Sequence& s : file.sequences_) {
     n.seq_len = std::max(n.seq_len, static_cast<int64_t>(s.tokens.size()));
@@ -244,8 +250,7 @@ void DataFile::parse_attend(const json& attend, Sequence& sequence, const std::s
         const int64_t last = causal_ ? static_cast<int64_t>(q) : length - 1;
         if (*key < 0 || *key > last)
           throw UsageError(where + at + " is not a key query " + std::to_string(q) + " can see: keys are in [0, " +
-                           std::to_string(last) + "]" +
-                           (causal_ ? " under causal attention (a query sees itself and earlier positions)" : ""));
+                           std::to_string(last) + "]" + (causal_ ? kCausalKeys : ""));
         return static_cast<int32_t>(*key);
       };
       if (entry.is_array()) {

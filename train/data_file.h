@@ -56,11 +56,13 @@ class DataFile final : public Task {
   // its longest sequence (what --vocab, --classes and --seq-len default to).
   // `seq_len` (0: not known) bounds the lines as the constructor does; a file
   // whose seq-len is to be inferred has lines of at most kInferredPositions
-  // positions' bytes.
+  // positions' bytes. `causal` is the model's attention, which the "attend"
+  // keys must respect here as in the constructor (a bidirectional model's
+  // keys may lie after their query, whether or not its sizes are given).
   struct Needs {
     int64_t vocab = 0, classes = 0, seq_len = 0;
   };
-  static Needs needs(const std::string& path, int64_t seq_len = 0);
+  static Needs needs(const std::string& path, int64_t seq_len, bool causal);
   static constexpr int64_t kInferredPositions = int64_t{1} << 16;
 
   // The longest line a file read for `positions` tokens per sequence may have.

@@ -31,7 +31,7 @@ std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
       require_regular_file(config.data, "--data " + config.data,
                            "the vocabulary and length it needs are read from it before its rows; save it to a file, "
                            "or give --vocab and --seq-len");
-      const DataFile::Needs needs = DataFile::needs(config.data, seq_len);
+      const DataFile::Needs needs = DataFile::needs(config.data, seq_len, m.causal);
       if (vocab <= 0) vocab = std::max(needs.vocab, m.classes > 0 ? int64_t{1} : needs.classes);
       if (seq_len <= 0) seq_len = std::max(needs.seq_len, kMinSeqLen);
     }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/cli/fixtures.h"
@@ -108,6 +109,31 @@ TEST(DataFile, EvalRefusesTargetsBeyondTheModelsClasses) {
   write_bytes(data, "{\"tokens\": [1, 2], \"targets\": [-1, 64]}\n");
   const RunResult r = run_headlab({"eval", shared_run(), "--data", data}, cwd.path());
   EXPECT_TRUE(clean_failure(r, 2, {"data.jsonl:1", "64", "[0, 64)"}));
+}
+
+// "attend" keys after their query are a bidirectional model's: train
+// --bidirectional takes them, in --data and --eval-data, whether it reads
+// --vocab and --seq-len from the file or is given them, and a causal model
+// refuses them, saying why.
+TEST(DataFile, KeysAfterTheQueryTrainABidirectionalModelWithOrWithoutItsSizes) {
+  TempDir cwd;
+  const std::string data = cwd / "data.jsonl";
+  write_bytes(data, "{\"tokens\": [1, 2, 3, 4], \"attend\": {\"next\": [1, 2, 3, null]}}\n"
+                    "{\"tokens\": [4, 3, 2, 1, 0], \"attend\": {\"next\": [1, 2, 3, 4, null]}}\n");
+  for (const bool sized : {false, true}) {
+    const std::string name = sized ? "sized" : "inferred";
+    std::vector<std::pair<std::string, std::string>> flags{{"--data", data}, {"--steps", "2"}};
+    if (sized) flags.insert(flags.end(), {{"--vocab", "8"}, {"--seq-len", "6"}});
+    const RunResult causal = run_headlab(train_command(cwd / (name + "-causal"), flags), cwd.path());
+    EXPECT_TRUE(clean_failure(causal, 2,
+                              {"data.jsonl:1", "\"next\"[0] = 1", "keys are in [0, 0] under causal attention",
+                               "--bidirectional"}))
+        << name;
+    flags.emplace_back("--bidirectional", "");
+    flags.emplace_back("--eval-data", data);  // read with the model's attention too
+    const RunResult trained = run_headlab(train_command(cwd / name, flags), cwd.path());
+    EXPECT_EQ(trained.exit_code, 0) << name << ": " << trained.describe();
+  }
 }
 
 }  // namespace

@@ -272,7 +272,7 @@ TEST_F(DataFileTest, ALineIsRefusedAtAFirstByteThatCannotStartAnObject) {
 TEST_F(DataFileTest, NeedsBoundsTheLinesOfAFileWhoseSeqLenIsInferred) {
   const std::string path = write("{\"tokens\": [1, 2" + std::string(6 << 20, ' ') + "]}\n");
   try {
-    DataFile::needs(path);
+    DataFile::needs(path, 0, true);
     FAIL() << "no error";
   } catch (const UsageError& e) {
     EXPECT_TRUE(contains(e.what(), "data.jsonl:1: the line is longer than " +
@@ -281,7 +281,7 @@ TEST_F(DataFileTest, NeedsBoundsTheLinesOfAFileWhoseSeqLenIsInferred) {
     EXPECT_TRUE(contains(e.what(), "--seq-len")) << e.what();
   }
   // A seq-len given bounds them as the model's.
-  EXPECT_EQ(DataFile::needs(path, 1 << 17).seq_len, 2);
+  EXPECT_EQ(DataFile::needs(path, 1 << 17, true).seq_len, 2);
 }
 
 TEST_F(DataFileTest, MissingOrMalformedTokensAreUsageErrors) {
