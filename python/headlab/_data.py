@@ -331,9 +331,10 @@ def read_data(path, *, seq_len=None, bidirectional=False):
     targets [B, T] (T: seq_len, else the longest sequence; targets -1 where a
     position has none, the next token where the line has no "targets"),
     lengths [B] (None when no row is padded), patterns (the file's "attend",
-    each as per-sequence key lists with the CLI's definition), roles (none,
-    as the CLI's) and sources (False). So `headlab.analyze(model,
-    **headlab.read_data(path, seq_len=model.spec["max_seq_len"]))` gives the
+    each as per-sequence key lists with the CLI's definition), roles (one per
+    pattern, called by its name, as the CLI's) and sources (False). So
+    `headlab.analyze(model, **headlab.read_data(path,
+    seq_len=model.spec["max_seq_len"]))` gives the
     records of `headlab analyze RUN --data path`, which pads every row to the
     model's seq_len. Checked as the CLI reads it: bidirectional=True lets a
     key follow its query."""
@@ -371,10 +372,11 @@ def _batch(sequences, names, seq_len):
             targets[b, :ids.size] = ys
     patterns = {name: ([attend.get(name, [None] * ids.size) for ids, _, attend in sequences], definition(name))
                 for name in names}
-    # No roles: `headlab analyze RUN --data FILE` gives the file's patterns none
-    # (a run trained on the file has one per pattern, in its own heads.json).
+    # A data file's roles are its patterns, each called by its name, in the
+    # order they first appear (DataFile::describe): what `headlab analyze RUN
+    # --data FILE` and a run trained on the file expect.
     return dict(tokens=tokens, targets=targets, lengths=None if (n == width).all() else n, patterns=patterns,
-                roles=[], sources=False)
+                roles=[(name, name) for name in names], sources=False)
 
 
 # --- the file -----------------------------------------------------------------

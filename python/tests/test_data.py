@@ -161,6 +161,7 @@ def test_read_data_gives_the_arrays_back(tmp_path):
     assert (data["targets"][np.arange(6) >= data["lengths"][:, None]] == -1).all()
     keys, definition = data["patterns"]["prev"]
     assert keys == previous(rows) and definition == 'the data file\'s "attend" pattern "prev".'
+    assert data["roles"] == [("prev", "prev")]  # a data file's roles are its patterns, as the CLI's
     again = tmp_path / "again.jsonl"
     headlab.write_data(again, [r[:n] for r, n in zip(data["tokens"].tolist(), data["lengths"])],
                        [y[:n] for y, n in zip(data["targets"].tolist(), data["lengths"])], attend={"prev": keys})
@@ -207,6 +208,11 @@ def test_analyze_of_read_data_equals_analyze_data(mlp_run, mlp_model, tmp_path):
         ours.pop(key, None)
     assert_close(ours, theirs)
     assert {"name": "prev", "definition": 'the data file\'s "attend" pattern "prev".'} in ours["patterns"]
+    # The file's pattern is its expected role, in both: the verdict looks for it.
+    assert theirs["expected_roles"] == [{"role": "prev", "pattern": "prev"}]
+    assert [(r["role"], r["pattern"]) for r in theirs["verdict"]["roles"]] == [("prev", "prev")]
+    assert ours["verdict"]["roles"] == theirs["verdict"]["roles"]
+    assert theirs["verdict"]["reasons"][0].startswith("expected roles found: ")
 
 
 def assert_close(ours, theirs, where="records"):

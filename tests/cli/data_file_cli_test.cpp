@@ -136,5 +136,29 @@ TEST(DataFile, KeysAfterTheQueryTrainABidirectionalModelWithOrWithoutItsSizes) {
   }
 }
 
+// A data file's "attend" patterns are its expected roles: in the heads.json
+// of a run trained on it, and in `analyze RUN --data FILE`'s, which agree.
+TEST(DataFile, AnalyzeDataGivesTheFilesPatternsTheRolesOfARunTrainedOnIt) {
+  TempDir cwd;
+  const std::string data = cwd / "data.jsonl";
+  write_bytes(data, "{\"tokens\": [1, 2, 3, 4], \"attend\": {\"prev\": [null, 0, 1, 2], \"start\": [0, 0, 0, 0]}}\n"
+                    "{\"tokens\": [4, 3, 2, 1, 0], \"attend\": {\"start\": [0, 0, 0, 0, 0]}}\n");
+  const RunResult trained = run_headlab(train_command(cwd / "run", {{"--data", data}, {"--steps", "5"}}), cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  const RunResult analyzed = run_headlab({"analyze", cwd / "run", "--data", data, "--out", cwd / "out"}, cwd.path());
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.describe();
+  const nlohmann::json expected = nlohmann::json::parse(R"([{"role": "prev", "pattern": "prev"},
+                                                            {"role": "start", "pattern": "start"}])");
+  for (const std::string& heads : {cwd / "run/heads.json", cwd / "out/heads.json"}) {
+    const nlohmann::json j = nlohmann::json::parse(read_bytes(heads));
+    EXPECT_EQ(j.at("expected_roles"), expected) << heads;
+    nlohmann::json roles = j.at("verdict").at("roles");
+    for (nlohmann::json& role : roles) role.erase("heads");  // which heads: the analyses' numbers, not the file's
+    EXPECT_EQ(roles, expected) << heads;
+    EXPECT_TRUE(j.at("verdict").at("reasons").at(0).get<std::string>().starts_with("expected roles found: "))
+        << heads << ": " << j.at("verdict").dump();
+  }
+}
+
 }  // namespace
 }  // namespace headlab::cli_test

@@ -64,7 +64,14 @@ AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::str
 }
 
 train::Batch AnalysisInput::read(int64_t first, int64_t count) const {
-  if (!session_) return task_->eval_slice(first, count, config_.seed);
+  if (!session_) {
+    // Described as a run's session describes its evaluation batch: a data
+    // file's "attend" patterns are its expected roles, as in the heads.json
+    // of a run trained on the file.
+    train::Batch rows = task_->eval_slice(first, count, config_.seed);
+    task_->describe(rows);
+    return rows;
+  }
   const train::Batch& all = session_->eval_batch();
   if (first == 0 && count == all.batch) return all;
   if (first < 0 || count < 1 || first + count > all.batch)

@@ -30,7 +30,8 @@ class AnalysisInput {
 
   int64_t rows() const { return rows_; }              // sequences analyzed
   int64_t chunk_rows() const { return chunk_rows_; }  // at a time
-  // Sequences [first, first + count) of them.
+  // Sequences [first, first + count) of them, with the task's patterns and
+  // expected roles (Task::describe).
   train::Batch read(int64_t first, int64_t count) const;
   // Every sequence's length ([rows]), or empty: every one is full.
   const std::vector<int32_t>& lengths() const { return lengths_; }
