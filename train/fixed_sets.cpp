@@ -138,6 +138,14 @@ bool has_fixed_sets(const TrainConfig& config) {
   return config.train_size > 0 || config.train_fraction > 0 || !config.eval_data.empty() || config.eval_fraction > 0;
 }
 
+void drop_fixed_sets(TrainConfig& config) {
+  config.train_size = 0;
+  config.train_fraction = 0;
+  config.eval_fraction = 0;
+  config.eval_data.clear();
+  config.split_seed = -1;
+}
+
 namespace {
 
 // 0 .. n-1 in the order of a Fisher-Yates shuffle drawn from `gen`.

@@ -77,6 +77,11 @@ class FixedSets final : public Task {
 // Whether `config` asks for a training set or an evaluation set apart from
 // the task's own stream.
 bool has_fixed_sets(const TrainConfig& config);
+// `config` without its training and held-out sets (--train-size,
+// --train-fraction, --eval-fraction, --eval-data, --split-seed): what eval
+// and analyze read from another source than the run's, a --data file or a
+// task, all of it.
+void drop_fixed_sets(TrainConfig& config);
 
 // Refuses, before anything is drawn, a training set of `rows` sequences of
 // `seq_len` tokens that the task cannot fill with different sequences

@@ -190,6 +190,27 @@ TEST(DataRun, SizesFromTheFileAndTheFileNamedEverywhere) {
   EXPECT_TRUE(clean_failure(no_data, 2, {"--eval-fraction", "--data"}));
 }
 
+// eval and analyze of a --data file read all of it, whatever share of its own
+// file the run held out (--eval-fraction belongs to the run's sets, not to
+// another source's).
+TEST(DataRun, EvalAndAnalyzeOfAFileReadAllOfItWhateverTheRunHeldOut) {
+  TempDir cwd;
+  const std::string data = write_data(cwd);  // 40 sequences
+  const RunResult held =
+      run_headlab(train_command(cwd / "held", {{"--data", data}, {"--steps", "4"}, {"--eval-fraction", "0.25"}}),
+                  cwd.path());
+  ASSERT_EQ(held.exit_code, 0) << held.describe();
+  const RunResult eval = run_headlab({"eval", cwd / "held", "--data", data, "--json"}, cwd.path());
+  ASSERT_EQ(eval.exit_code, 0) << eval.describe();
+  const nlohmann::json scored = nlohmann::json::parse(eval.out);
+  EXPECT_EQ(scored.at("sequences"), 40);
+  const RunResult analyzed = run_headlab({"analyze", cwd / "held", "--data", data, "--out", cwd / "all"}, cwd.path());
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.describe();
+  // The analysis's clean loss is eval's over the same 40 sequences, not over the held-out 10.
+  EXPECT_NEAR(nlohmann::json::parse(read_bytes(cwd / "all/heads.json")).at("loss").get<double>(),
+              scored.at("loss").get<double>(), 1e-6);
+}
+
 // What `headlab ARGS` prints to a terminal (a pseudo-terminal), with NO_COLOR
 // set to `no_color` or unset (nullptr).
 std::string on_terminal(const std::vector<std::string>& args, const char* no_color) {

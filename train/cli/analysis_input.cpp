@@ -7,6 +7,7 @@
 
 #include "train/analysis_chunk.h"
 #include "train/errors.h"
+#include "train/fixed_sets.h"
 #include "train/run_builder.h"
 
 namespace headlab::cli {
@@ -27,10 +28,7 @@ AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::str
   // None of the run's training or held-out sets: the file, all of it, with
   // the model's own sizes and classes.
   in.config_ = ck.info.config;
-  in.config_.train_size = 0;
-  in.config_.train_fraction = 0;
-  in.config_.split_seed = -1;
-  in.config_.eval_data.clear();
+  train::drop_fixed_sets(in.config_);
   in.config_.data = std::filesystem::absolute(data).lexically_normal().string();
   in.config_.model = ck.model;
   in.task_ = train::make_task_for(in.config_);

@@ -18,6 +18,7 @@
 #include "train/cli/cli.h"
 #include "train/cli/dump_activations.h"
 #include "train/errors.h"
+#include "train/fixed_sets.h"
 #include "train/run_builder.h"
 #include "train/run_folder.h"
 #include "train/run_identity.h"
@@ -92,9 +93,7 @@ int run_eval(const EvalArgs& args) {
   use_precision(args.precision.empty() ? config.precision : args.precision);
   if (!args.data.empty() || !args.task.empty()) {
     // Another source than the run's: none of its training or held-out sets.
-    config.train_size = 0;
-    config.train_fraction = 0;
-    config.eval_data.clear();
+    train::drop_fixed_sets(config);
   }
   if (!args.data.empty()) {
     // The file is read with the model's own sizes and classes (eval has no
