@@ -58,6 +58,7 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
     loss_clean), mean cross-entropy over `targets` (None: the next token,
     as headlab.analyze), a ValueError naming both losses when the gap is
     below 1e-9 (the corruption changed nothing the loss sees).
+    targets go with the default metric only (a ValueError with yours).
     progress: a line on stderr once the grid has taken over 2 s."""
     model = _as_model(model)
     if not isinstance(kind, str) or kind not in KINDS:
@@ -72,6 +73,9 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
                          f"get_act_patch_{kind}): by_position=False is for head_out and head_pattern")
     if metric is not None and not callable(metric):
         raise TypeError(f"patching: metric must be a function logits -> number, got {metric!r}")
+    if metric is not None and targets is not None:  # else they would be dropped without a word
+        raise ValueError("patching: targets are read by the default metric only; a metric of your own gets "
+                         "the logits alone: let it read your targets itself (a closure)")
     ids, lengths = _tokens.padded(clean, model.spec, lengths, "clean")
     bad = _corrupted(corrupted, ids, lengths, model.spec)
     names = [template.format(layer) for layer in range(model.spec["layers"])]

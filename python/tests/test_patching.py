@@ -175,6 +175,8 @@ def test_bad_input_names_the_value(attn_model):
         patching.head_out(attn_model, tokens, bad, lambda logits: "high")
     with pytest.raises(TypeError, match=r"metric must be a function logits -> number, got 3"):
         patching.head_out(attn_model, tokens, bad, 3)
+    with pytest.raises(ValueError, match=r"targets are read by the default metric only"):
+        patching.head_out(attn_model, tokens, bad, lambda logits: 0.0, targets=tokens)
     with pytest.raises(ValueError, match=r"unknown kind 'resid-pre'; one of 'resid_pre'"):
         patching.grid(attn_model, "resid-pre", tokens, bad)
     with pytest.raises(ValueError, match=r"unknown kind \['resid_pre'\]"):
