@@ -5,6 +5,7 @@ its heads on your own sequences, train through the CLI's code path.
     model = headlab.load("runs/induction")           # a run folder or a checkpoint
     logits, cache = model.run_with_cache(tokens)     # TransformerLens names and layouts
     records = headlab.analyze(model, tokens)         # what heads.json holds
+    grid = headlab.patching.resid_pre(model, clean, corrupted)  # [layers, T], as transformer_lens.patching
     run = headlab.train(out="runs/x", task="induction", layers=2, attn_only=True)
     headlab.write_data("rows.jsonl", tokens, targets)  # a data file the CLI reads
     run = headlab.train(out="runs/y", data=tokens)     # ... or written into the run
@@ -16,5 +17,10 @@ from ._model import Model, load
 from ._run import Run, train
 from ._analyze import analyze
 from ._data import read_data, write_data
+from . import _patching as patching
 
-__all__ = ["Model", "Run", "analyze", "load", "read_data", "train", "write_data"]
+# `import headlab.patching as patching` too, as TransformerLens users write it.
+import sys as _sys
+_sys.modules[__name__ + ".patching"] = patching
+
+__all__ = ["Model", "Run", "analyze", "load", "patching", "read_data", "train", "write_data"]

@@ -1,0 +1,232 @@
+"""headlab.patching: activation-patching grids, as TransformerLens's
+`transformer_lens.patching` gives them (get_act_patch_resid_pre, ...).
+
+Each function runs the clean sequences once (caching only the hook points it
+patches), then the corrupted ones once per cell with one clean activation
+patched in, and returns the metric of each patched run as a numpy grid:
+
+    grid = headlab.patching.resid_pre(model, clean, corrupted)          # [layers, T]
+    grid = headlab.patching.head_out(model, clean, corrupted)           # [layers, heads]
+    grid = headlab.patching.head_out(model, clean, corrupted, by_position=True)  # [layers, T, heads]
+
+The default metric is the share of the clean-vs-corrupted loss gap the patch
+restores, the analysis's `patch_restored` (docs/head-metrics.md,
+"Interventions"); docs/python.md, "Patching grids", is the reference.
+"""
+import sys
+import time
+
+import numpy as np
+
+from . import _tokens
+from ._analyze import _corrupted
+from ._model import _as_model
+
+# kind -> (hook point of layer l, its layout): "bt" activations are [B, T, ...]
+# (positions on axis 1), "z" is [B, T, h, d_k], "pattern" [B, h, T(query), T(key)].
+KINDS = {
+    "resid_pre": ("blocks.{}.hook_resid_pre", "bt"),
+    "resid_mid": ("blocks.{}.hook_resid_mid", "bt"),
+    "resid_post": ("blocks.{}.hook_resid_post", "bt"),
+    "attn_out": ("blocks.{}.hook_attn_out", "bt"),
+    "mlp_out": ("blocks.{}.hook_mlp_out", "bt"),
+    "head_out": ("blocks.{}.attn.hook_z", "z"),
+    "head_pattern": ("blocks.{}.attn.hook_pattern", "pattern"),
+}
+
+# Below this loss gap the default metric's ratio is noise (the analysis's bound).
+MIN_GAP = 1e-9
+
+
+def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, targets=None, lengths=None,
+         progress=True):
+    """The metric of the corrupted run with the clean `kind` activation patched
+    in, one cell at a time. kind: one of KINDS. Residual and layer outputs
+    give [layers, T] (one position patched per cell); "head_out" (one head's
+    `hook_z`) and "head_pattern" (its `hook_pattern`, at query positions)
+    give [layers, heads] patched at every position, or [layers, T, heads]
+    with by_position=True (at one position, the query's for a pattern).
+
+    clean, corrupted: [B, T] ids, or lists of sequences of different lengths,
+    each corrupted row as long as its clean one (read as headlab.analyze's
+    `corrupted`); lengths: [B] real lengths of padded arrays. Only real
+    positions are patched: the cell of position p patches the rows in which
+    p is real and leaves the others corrupted; NaN where no row has p.
+
+    metric(logits [B, T, C] numpy) -> a number. None: the share of the loss
+    gap restored, (loss_corrupted - loss_patched) / (loss_corrupted -
+    loss_clean), mean cross-entropy over `targets` (None: the next token,
+    as headlab.analyze), a ValueError naming both losses when the gap is
+    below 1e-9 (the corruption changed nothing the loss sees).
+    targets go with the default metric only (a ValueError with yours).
+    progress: a line on stderr once the grid has taken over 2 s."""
+    model = _as_model(model)
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ValueError(f"patching: unknown kind {kind!r}; one of {', '.join(map(repr, KINDS))}")
+    template, layout = KINDS[kind]
+    if by_position is None:
+        by_position = layout == "bt"
+    if not isinstance(by_position, (bool, np.bool_)):
+        raise TypeError(f"patching: by_position must be True or False, got {by_position!r}")
+    if layout == "bt" and not by_position:
+        raise ValueError(f"patching: {kind} grids are per position ([layers, T], TransformerLens's "
+                         f"get_act_patch_{kind}): by_position=False is for head_out and head_pattern")
+    if metric is not None and not callable(metric):
+        raise TypeError(f"patching: metric must be a function logits -> number, got {metric!r}")
+    if metric is not None and targets is not None:  # else they would be dropped without a word
+        raise ValueError("patching: targets are read by the default metric only; a metric of your own gets "
+                         "the logits alone: let it read your targets itself (a closure)")
+    ids, lengths = _tokens.padded(clean, model.spec, lengths, "clean")
+    bad = _corrupted(corrupted, ids, lengths, model.spec)
+    names = [template.format(layer) for layer in range(model.spec["layers"])]
+    missing = [n for n in names if n not in model.hook_names()]
+    if missing:
+        raise ValueError(f"patching: {kind} needs hook point {missing[0]!r}, which this model lacks "
+                         f"(attn-only models have no MLP and no hook_resid_mid)")
+
+    clean_logits, cache = model.run_with_cache(ids, names=names, lengths=lengths)
+    if metric is None:
+        metric = _restored(model, ids, bad, lengths, targets, clean_logits)
+    B, T = ids.shape
+    real = np.ones((B, T), dtype=bool) if lengths is None else np.arange(T) < lengths[:, None]
+    heads = [None] if layout == "bt" else range(model.spec["heads"])
+    positions = range(T) if by_position else [None]
+    out = np.full((len(names), len(positions), len(heads)), np.nan)  # NaN: a position no row has
+    cells = list(_cells(names, positions, heads, real))
+    shown = _Progress(kind, len(cells) if progress else 0)
+    try:  # nothing here catches an exception: the first Ctrl-C of a forward pass ends the grid
+        for index, name, rows, head in cells:
+            hook = _patch(cache[name], layout, rows, head)
+            logits = model.run_with_hooks(bad, [(name, hook)], lengths=lengths)
+            out[index] = _number(metric(logits), kind, name, index[1] if by_position else None, head)
+            shown.step()
+    finally:  # the progress line ended, also on an error
+        shown.done()
+    if layout == "bt":
+        return out[:, :, 0]
+    return out if by_position else out[:, 0, :]
+
+
+def _cells(names, positions, heads, real):
+    """(grid index, hook name, rows [B, T] to patch, head) of every cell with a
+    real position in some row."""
+    for layer, name in enumerate(names):
+        for i, position in enumerate(positions):
+            rows = real
+            if position is not None:
+                rows = np.zeros_like(real)
+                rows[:, position] = real[:, position]
+            if rows.any():
+                for j, head in enumerate(heads):
+                    yield (layer, i, j), name, rows, head
+
+
+def resid_pre(model, clean, corrupted, metric=None, *, targets=None, lengths=None, progress=True):
+    """[layers, T]: `blocks.{l}.hook_resid_pre` patched at one position
+    (TransformerLens's get_act_patch_resid_pre). See `grid`."""
+    return grid(model, "resid_pre", clean, corrupted, metric, targets=targets, lengths=lengths, progress=progress)
+
+
+def resid_mid(model, clean, corrupted, metric=None, *, targets=None, lengths=None, progress=True):
+    """[layers, T]: `blocks.{l}.hook_resid_mid` (get_act_patch_resid_mid); models with an MLP."""
+    return grid(model, "resid_mid", clean, corrupted, metric, targets=targets, lengths=lengths, progress=progress)
+
+
+def attn_out(model, clean, corrupted, metric=None, *, targets=None, lengths=None, progress=True):
+    """[layers, T]: `blocks.{l}.hook_attn_out` (get_act_patch_attn_out)."""
+    return grid(model, "attn_out", clean, corrupted, metric, targets=targets, lengths=lengths, progress=progress)
+
+
+def mlp_out(model, clean, corrupted, metric=None, *, targets=None, lengths=None, progress=True):
+    """[layers, T]: `blocks.{l}.hook_mlp_out` (get_act_patch_mlp_out); models with an MLP."""
+    return grid(model, "mlp_out", clean, corrupted, metric, targets=targets, lengths=lengths, progress=progress)
+
+
+def head_out(model, clean, corrupted, metric=None, *, by_position=False, targets=None, lengths=None, progress=True):
+    """[layers, heads] (get_act_patch_attn_head_out_all_pos), or [layers, T,
+    heads] with by_position=True (..._by_pos): one head's `hook_z`. With the
+    default metric the [layers, heads] grid is headlab.analyze(...,
+    corrupted=...)'s `patch_restored` of each head."""
+    return grid(model, "head_out", clean, corrupted, metric, by_position=by_position, targets=targets,
+                lengths=lengths, progress=progress)
+
+
+def head_pattern(model, clean, corrupted, metric=None, *, by_position=False, targets=None, lengths=None,
+                 progress=True):
+    """[layers, heads] (get_act_patch_attn_head_pattern_all_pos), or [layers,
+    T, heads] with by_position=True: one head's attention pattern, at every
+    query position or at one (TransformerLens's ..._by_pos is per query too,
+    laid out [layers, heads, T])."""
+    return grid(model, "head_pattern", clean, corrupted, metric, by_position=by_position, targets=targets,
+                lengths=lengths, progress=progress)
+
+
+def _patch(clean, layout, rows, head):
+    """A hook writing the clean activation into the (writable) corrupted one
+    at `rows` [B, T] (positions, or query positions of a pattern), of one
+    head or, for "bt", the whole vector."""
+    def hook(activation, name):
+        if layout == "bt":
+            activation[rows] = clean[rows]
+        elif layout == "z":
+            activation[:, :, head][rows] = clean[:, :, head][rows]
+        else:
+            activation[:, head][rows] = clean[:, head][rows]
+    return hook
+
+
+def _restored(model, ids, bad, lengths, targets, clean_logits):
+    """The default metric: (loss_corrupted - loss_patched) / (loss_corrupted - loss_clean)."""
+    ys = _tokens.padded_targets(targets, ids, lengths, model.spec)
+    clean_loss = _loss(clean_logits, ys)
+    corrupted_loss = _loss(model(bad, lengths), ys)
+    gap = corrupted_loss - clean_loss
+    if abs(gap) < MIN_GAP:
+        raise ValueError(f"patching: the corruption does not change the loss (clean {clean_loss:.6g}, corrupted "
+                         f"{corrupted_loss:.6g}), so the share of it restored is undefined; give corrupted tokens "
+                         "that change the targets' loss, or a metric of your own")
+    return lambda logits: (corrupted_loss - _loss(logits, ys)) / gap
+
+
+def _loss(logits, targets):
+    """Mean cross-entropy over targets != -1, in float64."""
+    logits = logits.astype(np.float64)
+    mask = targets != -1
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    picked = np.take_along_axis(logp, np.where(mask, targets, 0)[..., None].astype(np.int64), axis=-1)[..., 0]
+    return float(-(picked * mask).sum() / mask.sum())
+
+
+def _number(value, kind, name, position, head):
+    """The metric's value as a float, or an error naming the cell and the value."""
+    cell = name + ("" if position is None else f" position {position}") + ("" if head is None else f" head {head}")
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"patching {kind}: the metric must return a number, got {value!r:.200} "
+                        f"(patching {cell})") from None
+    if array.shape != ():
+        raise ValueError(f"patching {kind}: the metric must return one number, got an array of shape "
+                         f"{list(array.shape)} (patching {cell}); reduce it, e.g. with .mean()")
+    return float(array)
+
+
+class _Progress:
+    """`patching KIND: k/n cells` on stderr, only once the grid has run 2 s."""
+
+    def __init__(self, kind, total):
+        self.kind, self.total, self.count = kind, total, 0
+        self.start = self.last = time.monotonic()
+        self.shown = False
+
+    def step(self):
+        self.count += 1
+        now = time.monotonic()
+        if self.total and now - self.start > 2 and now - self.last > 0.5:
+            self.last, self.shown = now, True
+            print(f"\rpatching {self.kind}: {self.count}/{self.total} cells", end="", file=sys.stderr, flush=True)
+
+    def done(self):
+        if self.shown:
+            print(f"\rpatching {self.kind}: {self.count}/{self.total} cells", file=sys.stderr, flush=True)

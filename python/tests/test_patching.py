@@ -1,0 +1,192 @@
+"""headlab.patching's grids against the analysis's patching and hand-made hooks."""
+import signal
+
+import numpy as np
+import pytest
+
+import headlab
+import headlab.patching as patching
+from conftest import cross_entropy, random_tokens
+
+FAST = dict(pruning=False, importance_examples=1)
+
+
+def targets_for(model, tokens, seed=9):
+    targets = random_tokens(model, batch=len(tokens), seq_len=tokens.shape[1], seed=seed) % model.spec["classes"]
+    targets[:, 0] = -1
+    return targets
+
+
+def corrupt_first_half(model, tokens, seed=7):
+    corrupted = tokens.copy()
+    half = tokens.shape[1] // 2
+    corrupted[:, :half] = random_tokens(model, batch=len(tokens), seq_len=half, seed=seed)
+    return corrupted
+
+
+def restored_by_hand(model, clean, corrupted, targets, name, hook):
+    patched = model.run_with_hooks(corrupted, fwd_hooks=[(name, hook)])
+    clean_loss, corrupted_loss = cross_entropy(model(clean), targets), cross_entropy(model(corrupted), targets)
+    return (corrupted_loss - cross_entropy(patched, targets)) / (corrupted_loss - clean_loss)
+
+
+def test_head_out_grid_is_the_analysis_patch_restored(attn_model):
+    tokens = random_tokens(attn_model, batch=8, seed=3)
+    corrupted = corrupt_first_half(attn_model, tokens)
+    grid = patching.head_out(attn_model, tokens, corrupted)
+    records = headlab.analyze(attn_model, tokens, corrupted=corrupted, **FAST)
+    H = attn_model.spec["heads"]
+    assert grid.shape == (attn_model.spec["layers"], H)
+    from_analysis = [h["patch_restored"] for h in records["heads"]]  # layer-major
+    np.testing.assert_allclose(grid.ravel(), from_analysis, atol=1e-6, rtol=0)
+    assert np.ptp(grid) > 1e-3  # the heads differ: a grid of one value would pass too easily
+
+
+def test_ragged_rows_give_the_analysis_patch_restored(mlp_model):
+    rng = np.random.default_rng(5)
+    T, V = mlp_model.spec["max_seq_len"], mlp_model.spec["vocab"]
+    rows = [rng.integers(0, V, size=n).tolist() for n in (T, 4, T - 2, 3)]
+    bad = [rng.integers(0, V, size=len(r)).tolist() for r in rows]
+    targets = [[-1] + rng.integers(0, mlp_model.spec["classes"], size=len(r) - 1).tolist() for r in rows]
+    grid = patching.head_out(mlp_model, rows, bad, targets=targets)
+    records = headlab.analyze(mlp_model, rows, targets, corrupted=bad, **FAST)
+    np.testing.assert_allclose(grid.ravel(), [h["patch_restored"] for h in records["heads"]], atol=1e-6, rtol=0)
+    # The cell of position 4 patches rows 0 and 2 only (rows 1 and 3 end before it).
+    by_pos = patching.resid_pre(mlp_model, rows, bad, targets=targets)
+    ids, lengths = mlp_model.padded(rows)
+    ids_bad, _ = mlp_model.padded(bad)
+    ys = np.full(ids.shape, -1)
+    for row, y in enumerate(targets):
+        ys[row, :len(y)] = y
+    _, cache = mlp_model.run_with_cache(ids, names=["blocks.1.hook_resid_pre"], lengths=lengths)
+
+    def patch(resid, name):
+        resid[[0, 2], 4] = cache[name][[0, 2], 4]
+
+    patched = mlp_model.run_with_hooks(ids_bad, [("blocks.1.hook_resid_pre", patch)], lengths=lengths)
+    clean_loss = cross_entropy(mlp_model(ids, lengths), ys)
+    bad_loss = cross_entropy(mlp_model(ids_bad, lengths), ys)
+    expected = (bad_loss - cross_entropy(patched, ys)) / (bad_loss - clean_loss)
+    assert by_pos[1, 4] == pytest.approx(expected, abs=1e-9)
+    # A padded array whose last position no row has: that column is NaN.
+    padded = np.zeros((2, T), dtype=np.int64)
+    padded[:, :4] = [rows[1], rows[3] + [0]]
+    short = patching.resid_pre(mlp_model, padded, corrupt_first_half(mlp_model, padded), lengths=[4, 3],
+                               targets=targets_for(mlp_model, padded))
+    assert np.isnan(short[:, 4:]).all() and not np.isnan(short[:, :4]).any()
+
+
+def test_one_resid_pre_cell_by_hand_and_the_identities(mlp_model):
+    tokens = random_tokens(mlp_model, batch=4, seed=1)
+    targets = targets_for(mlp_model, tokens)
+    corrupted = tokens.copy()
+    corrupted[:, 0] = (tokens[:, 0] + 1) % mlp_model.spec["vocab"]  # only position 0 differs
+    grid = patching.resid_pre(mlp_model, tokens, corrupted, targets=targets)
+    assert grid.shape == (mlp_model.spec["layers"], tokens.shape[1])
+    # Layer 0, position 0 is all that differs: patching it gives the clean run.
+    assert grid[0, 0] == pytest.approx(1, abs=1e-6)
+    # Elsewhere in layer 0 the clean residual is the corrupted one: nothing restored.
+    np.testing.assert_array_equal(grid[0, 1:], 0)
+    _, cache = mlp_model.run_with_cache(tokens, names=["blocks.1.hook_resid_pre"])
+
+    def patch(resid, name):
+        resid[:, 3] = cache[name][:, 3]
+
+    expected = restored_by_hand(mlp_model, tokens, corrupted, targets, "blocks.1.hook_resid_pre", patch)
+    assert grid[1, 3] == pytest.approx(expected, abs=1e-9)
+
+
+def test_a_corruption_that_changes_nothing_is_a_value_error(attn_model):
+    tokens = random_tokens(attn_model, batch=2, seed=2)
+    with pytest.raises(ValueError, match=r"does not change the loss \(clean [0-9.]+, corrupted [0-9.]+\)"):
+        patching.resid_pre(attn_model, tokens, tokens.copy())
+    # A metric of your own needs no gap.
+    grid = patching.resid_pre(attn_model, tokens, tokens.copy(), lambda logits: logits[:, -1, 0].mean())
+    np.testing.assert_allclose(grid, attn_model(tokens)[:, -1, 0].mean(), atol=1e-6)
+
+
+def test_patching_a_position_changes_no_earlier_logit(mlp_model):
+    tokens = random_tokens(mlp_model, batch=3, seed=4)
+    corrupted = random_tokens(mlp_model, batch=3, seed=8)
+    k = 3
+    early = lambda logits: float(logits[:, :k].astype(np.float64).sum())  # noqa: E731
+    for kind in ("resid_pre", "attn_out", "mlp_out"):
+        grid = patching.grid(mlp_model, kind, tokens, corrupted, early)
+        np.testing.assert_array_equal(grid[:, k:], early(mlp_model(corrupted)))
+        assert (grid[:, :k] != early(mlp_model(corrupted))).any(), kind
+
+
+def test_a_logit_difference_and_the_other_grids(attn_model):
+    tokens = random_tokens(attn_model, batch=4, seed=6)
+    corrupted = corrupt_first_half(attn_model, tokens)
+    a, b = 1, 2
+    diff = lambda logits: (logits[:, -1, a] - logits[:, -1, b]).mean()  # noqa: E731  (a numpy scalar)
+    L, H, T = attn_model.spec["layers"], attn_model.spec["heads"], tokens.shape[1]
+    by_pos = patching.head_out(attn_model, tokens, corrupted, diff, by_position=True)
+    assert by_pos.shape == (L, T, H)
+    pattern = patching.head_pattern(attn_model, tokens, corrupted, diff)
+    assert pattern.shape == (L, H)
+    _, cache = attn_model.run_with_cache(tokens, names=["blocks.1.attn.hook_z", "blocks.1.attn.hook_pattern"])
+
+    def z_at(z, name):
+        z[:, 5, 1] = cache[name][:, 5, 1]
+
+    def pattern_of(p, name):
+        p[:, 0] = cache[name][:, 0]
+
+    assert by_pos[1, 5, 1] == pytest.approx(diff(attn_model.run_with_hooks(corrupted, [("blocks.1.attn.hook_z", z_at)])))
+    assert pattern[1, 0] == pytest.approx(
+        diff(attn_model.run_with_hooks(corrupted, [("blocks.1.attn.hook_pattern", pattern_of)])))
+    # The metric reads the last position alone, and nothing after the last layer
+    # reads another position's head output: patching it there changes nothing.
+    np.testing.assert_array_equal(by_pos[-1, :-1, :], diff(attn_model(corrupted)))
+    assert (by_pos[-1, -1, :] != diff(attn_model(corrupted))).all()
+
+
+def test_ctrl_c_stops_the_grid_at_once(attn_model):
+    tokens = random_tokens(attn_model, batch=2, seed=2)
+    calls = []
+
+    def interrupted(logits):
+        calls.append(1)
+        signal.raise_signal(signal.SIGINT)
+        return 0.0
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            patching.resid_pre(attn_model, tokens, tokens[::-1].copy(), interrupted)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert len(calls) == 1
+
+
+def test_bad_input_names_the_value(attn_model):
+    tokens = random_tokens(attn_model, batch=2, seed=2)
+    bad = tokens[::-1].copy()
+    with pytest.raises(ValueError, match=r"corrupted: expected shape \[2, \d+\] \(the tokens'\), got \[1, \d+\]"):
+        patching.resid_pre(attn_model, tokens, bad[:1])
+    with pytest.raises(ValueError, match=r"corrupted\[1\]: 3 tokens, but its clean sequence tokens\[1\] has 4"):
+        patching.resid_pre(attn_model, [[1, 2, 3, 4, 5], [1, 2, 3, 4]], [[2, 2, 3, 4, 5], [1, 2, 3]])
+    with pytest.raises(ValueError, match=r"one number, got an array of shape \[2\] \(patching blocks.0.hook_resid_pre "
+                                         r"position 0\)"):
+        patching.resid_pre(attn_model, tokens, bad, lambda logits: logits[:, -1, 0])
+    with pytest.raises(TypeError, match=r"must return a number, got 'high'"):
+        patching.head_out(attn_model, tokens, bad, lambda logits: "high")
+    with pytest.raises(TypeError, match=r"metric must be a function logits -> number, got 3"):
+        patching.head_out(attn_model, tokens, bad, 3)
+    with pytest.raises(ValueError, match=r"targets are read by the default metric only"):
+        patching.head_out(attn_model, tokens, bad, lambda logits: 0.0, targets=tokens)
+    with pytest.raises(ValueError, match=r"unknown kind 'resid-pre'; one of 'resid_pre'"):
+        patching.grid(attn_model, "resid-pre", tokens, bad)
+    with pytest.raises(ValueError, match=r"unknown kind \['resid_pre'\]"):
+        patching.grid(attn_model, ["resid_pre"], tokens, bad)
+    with pytest.raises(ValueError, match=r"mlp_out needs hook point 'blocks.0.hook_mlp_out', which this model lacks"):
+        patching.mlp_out(attn_model, tokens, bad)
+    with pytest.raises(ValueError, match=r"attn_out grids are per position"):
+        patching.grid(attn_model, "attn_out", tokens, bad, by_position=False)
+    with pytest.raises(TypeError, match=r"by_position must be True or False, got 'yes'"):
+        patching.head_out(attn_model, tokens, bad, by_position="yes")
+    with pytest.raises(ValueError, match=r"clean: id 999 at \[0, 0\] is outside the vocabulary"):
+        patching.resid_pre(attn_model, [[999, 1, 2]], [[1, 1, 2]])
+    assert headlab.patching is patching
