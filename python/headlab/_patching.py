@@ -23,7 +23,8 @@ from ._analyze import _corrupted
 from ._model import _as_model
 
 # kind -> (hook point of layer l, its layout): "bt" activations are [B, T, ...]
-# (positions on axis 1), "z" is [B, T, h, d_k], "pattern" [B, h, T(query), T(key)].
+# (positions on axis 1), "z" is [B, T, h, d_k] (hook_z, hook_q, hook_k, hook_v),
+# "pattern" [B, h, T(query), T(key)].
 KINDS = {
     "resid_pre": ("blocks.{}.hook_resid_pre", "bt"),
     "resid_mid": ("blocks.{}.hook_resid_mid", "bt"),
@@ -31,6 +32,9 @@ KINDS = {
     "attn_out": ("blocks.{}.hook_attn_out", "bt"),
     "mlp_out": ("blocks.{}.hook_mlp_out", "bt"),
     "head_out": ("blocks.{}.attn.hook_z", "z"),
+    "head_q": ("blocks.{}.attn.hook_q", "z"),
+    "head_k": ("blocks.{}.attn.hook_k", "z"),
+    "head_v": ("blocks.{}.attn.hook_v", "z"),
     "head_pattern": ("blocks.{}.attn.hook_pattern", "pattern"),
 }
 
@@ -148,6 +152,25 @@ def head_out(model, clean, corrupted, metric=None, *, by_position=False, targets
     default metric the [layers, heads] grid is headlab.analyze(...,
     corrupted=...)'s `patch_restored` of each head."""
     return grid(model, "head_out", clean, corrupted, metric, by_position=by_position, targets=targets,
+                lengths=lengths, progress=progress)
+
+
+def head_q(model, clean, corrupted, metric=None, *, by_position=False, targets=None, lengths=None, progress=True):
+    """[layers, heads] (get_act_patch_attn_head_q_all_pos), or [layers, T,
+    heads] with by_position=True (..._by_pos): one head's queries, `hook_q`."""
+    return grid(model, "head_q", clean, corrupted, metric, by_position=by_position, targets=targets,
+                lengths=lengths, progress=progress)
+
+
+def head_k(model, clean, corrupted, metric=None, *, by_position=False, targets=None, lengths=None, progress=True):
+    """As head_q for one head's keys, `hook_k` (get_act_patch_attn_head_k_*); by position, the key's."""
+    return grid(model, "head_k", clean, corrupted, metric, by_position=by_position, targets=targets,
+                lengths=lengths, progress=progress)
+
+
+def head_v(model, clean, corrupted, metric=None, *, by_position=False, targets=None, lengths=None, progress=True):
+    """As head_q for one head's values, `hook_v` (get_act_patch_attn_head_v_*); by position, the value's."""
+    return grid(model, "head_v", clean, corrupted, metric, by_position=by_position, targets=targets,
                 lengths=lengths, progress=progress)
 
 

@@ -143,6 +143,29 @@ def test_a_logit_difference_and_the_other_grids(attn_model):
     assert (by_pos[-1, -1, :] != diff(attn_model(corrupted))).all()
 
 
+def test_query_key_and_value_grids_patch_one_heads_hook(attn_model):
+    tokens = random_tokens(attn_model, batch=4, seed=6)
+    corrupted = corrupt_first_half(attn_model, tokens)
+    diff = lambda logits: (logits[:, -1, 1] - logits[:, -1, 2]).mean()  # noqa: E731
+    L, H, T = attn_model.spec["layers"], attn_model.spec["heads"], tokens.shape[1]
+    for part in "qkv":
+        name = f"blocks.1.attn.hook_{part}"
+        _, cache = attn_model.run_with_cache(tokens, names=[name])
+        every = getattr(patching, f"head_{part}")(attn_model, tokens, corrupted, diff)
+        by_pos = getattr(patching, f"head_{part}")(attn_model, tokens, corrupted, diff, by_position=True)
+        assert every.shape == (L, H) and by_pos.shape == (L, T, H)
+
+        def all_positions(x, name):
+            x[:, :, 1] = cache[name][:, :, 1]
+
+        def at_2(x, name):
+            x[:, 2, 1] = cache[name][:, 2, 1]
+
+        assert every[1, 1] == pytest.approx(diff(attn_model.run_with_hooks(corrupted, [(name, all_positions)])))
+        assert by_pos[1, 2, 1] == pytest.approx(diff(attn_model.run_with_hooks(corrupted, [(name, at_2)])))
+        assert every[1, 1] != pytest.approx(diff(attn_model(corrupted)))  # the patch changes something
+
+
 def test_ctrl_c_stops_the_grid_at_once(attn_model):
     tokens = random_tokens(attn_model, batch=2, seed=2)
     calls = []
