@@ -253,3 +253,13 @@ def test_save_refuses_a_runs_snapshots_and_a_sweeps_folder(attn_model, attn_run,
     with pytest.raises(ValueError, match=rf"inside the sweep folder {sweep}"):
         edited.save(sweep / "edited.safetensors")
     assert listing(run / "snapshots") == [] and listing(sweep) == ["sweep.json"]
+
+
+def test_save_takes_overwrite_as_a_bool_only(attn_model, tmp_path):
+    # overwrite="no" is truthy: it once replaced the file it was told not to.
+    existing = tmp_path / "existing.safetensors"
+    existing.write_bytes(b"mine")
+    for value in ("no", 0, None):
+        with pytest.raises(TypeError, match=rf"save: overwrite must be True or False, got {value!r}"):
+            attn_model.save(existing, overwrite=value)
+    assert existing.read_bytes() == b"mine"
