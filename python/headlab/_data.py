@@ -248,6 +248,10 @@ def encode(tokens, targets=None, *, lengths=None, attend=None, causal=True):
         lines.append(line)
     if not any_target:
         raise _no_target_error("targets" if ys is not None else "tokens")
+    for name, entries in patterns.items():  # as headlab.analyze refuses such a pattern
+        if all(row is None or all(e is None for e in row) for row in entries):
+            raise ValueError(f"attend['{name}'] gives no query a key in any row, so no head could be scored on it; "
+                             "give keys where the pattern applies, or leave the pattern out")
     return "".join(lines)
 
 

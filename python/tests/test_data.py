@@ -255,6 +255,10 @@ BAD = [
     (dict(tokens=[[1, 2, 3]], attend={"p": np.ones((3, 3), bool)}), ValueError, r"key 1 is not a key query 0 can see"),
     (dict(tokens=[[1, 2, 3]], attend={"p": "offset:1"}), TypeError, "expected per-sequence key lists"),
     (dict(tokens=[[1, 2, 3]], overwrite="yes"), TypeError, "overwrite must be True or False"),
+    # headlab.analyze refuses a pattern that scores no query: so does the file of it.
+    (dict(tokens=[[1, 2, 3], [4, 5]], attend={"p": [[None, None, None], None]}), ValueError,
+     r"attend\['p'\] gives no query a key in any row, so no head could be scored on it"),
+    (dict(tokens=[[1, 2, 3]], attend={"p": np.zeros((3, 3), bool)}), ValueError, r"attend\['p'\] gives no query a key"),
 ]
 
 
