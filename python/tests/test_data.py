@@ -295,3 +295,10 @@ def test_bad_paths_are_refused_and_nothing_is_written(tmp_path, attn_run):
         headlab.write_data(tmp_path / "sweep" / "rows.jsonl", rows)
     assert listing(tmp_path) == ["fifo", "link", "old.jsonl", "sweep", "sweep/.headlab"]
     assert not (attn_run / "rows.jsonl").exists()
+
+
+def test_a_bytes_path_is_a_path(tmp_path):
+    # os.fspath gives bytes back, which pathlib refused with its own TypeError.
+    path = tmp_path / "rows.jsonl"
+    assert headlab.write_data(os.fsencode(path), [[1, 2, 3]]) == path
+    assert headlab.read_data(os.fsencode(path))["tokens"].tolist() == [[1, 2, 3]]
