@@ -248,6 +248,10 @@ def encode(tokens, targets=None, *, lengths=None, attend=None, causal=True):
         lines.append(line)
     if not any_target:
         raise _no_target_error("targets" if ys is not None else "tokens")
+    for name, entries in patterns.items():  # as headlab.analyze refuses such a pattern
+        if all(row is None or all(e is None for e in row) for row in entries):
+            raise ValueError(f"attend['{name}'] gives no query a key in any row, so no head could be scored on it; "
+                             "give keys where the pattern applies, or leave the pattern out")
     return "".join(lines)
 
 
@@ -338,7 +342,7 @@ def read_data(path, *, seq_len=None, bidirectional=False):
     records of `headlab analyze RUN --data path`, which pads every row to the
     model's seq_len. Checked as the CLI reads it: bidirectional=True lets a
     key follow its query."""
-    path = os.fspath(path)
+    path = os.fsdecode(os.fspath(path))  # FILE:LINE in messages as the path's text
     if seq_len is not None and (not _is_int(seq_len) or seq_len < 1):
         raise ValueError(f"read_data: seq_len must be an int >= 1, got {seq_len!r}")
     if not isinstance(bidirectional, (bool, np.bool_)):
@@ -416,7 +420,7 @@ def check_output(path, overwrite, *, into_run=False, caller="write_data"):
     anything but a regular file, onto an existing file only with overwrite,
     into an existing folder, and (unless into_run) not inside a run's or
     sweep's folder, whose files are headlab's own."""
-    text = os.fspath(path)
+    text = os.fsdecode(os.fspath(path))  # a bytes path too, as open() takes it
     if not text:
         raise ValueError(f"{caller}: the path is empty; give a file name such as rows.jsonl")
     out = Path(os.path.abspath(text))
@@ -478,4 +482,4 @@ def write_data(path, tokens, targets=None, *, lengths=None, attend=None, bidirec
     text = encode(tokens, targets, lengths=lengths, attend=attend, causal=not bidirectional)
     out = check_output(path, overwrite)
     write_atomic(out, text)
-    return Path(os.fspath(path))
+    return Path(os.fsdecode(os.fspath(path)))

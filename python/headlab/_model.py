@@ -167,6 +167,8 @@ class Model:
         parameters were replaced). Refuses, writing nothing: the source
         checkpoint itself, an existing file unless overwrite=True, anything
         but a regular file, a path inside a run or sweep folder."""
+        if not isinstance(overwrite, (bool, np.bool_)):  # "no" is truthy: never replace a file on it
+            raise TypeError(f"save: overwrite must be True or False, got {overwrite!r}")
         self._core.save(os.fspath(path), bool(overwrite))
 
 

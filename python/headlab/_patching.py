@@ -75,6 +75,8 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
     if layout == "bt" and not by_position:
         raise ValueError(f"patching: {kind} grids are per position ([layers, T], TransformerLens's "
                          f"get_act_patch_{kind}): by_position=False is for head_out and head_pattern")
+    if not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"patching: progress must be True or False, got {progress!r}")
     if metric is not None and not callable(metric):
         raise TypeError(f"patching: metric must be a function logits -> number, got {metric!r}")
     if metric is not None and targets is not None:  # else they would be dropped without a word
@@ -224,15 +226,17 @@ def _loss(logits, targets):
 def _number(value, kind, name, position, head):
     """The metric's value as a float, or an error naming the cell and the value."""
     cell = name + ("" if position is None else f" position {position}") + ("" if head is None else f" head {head}")
-    try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
+    try:  # without a dtype: as float64, None would be NaN and "0.5" a number
+        array = np.asarray(value)
+    except (TypeError, ValueError, RuntimeError):  # RuntimeError: a torch tensor that requires grad
+        array = None
+    if array is None or array.dtype.kind not in "biuf":
         raise TypeError(f"patching {kind}: the metric must return a number, got {value!r:.200} "
-                        f"(patching {cell})") from None
+                        f"(patching {cell})")
     if array.shape != ():
         raise ValueError(f"patching {kind}: the metric must return one number, got an array of shape "
                          f"{list(array.shape)} (patching {cell}); reduce it, e.g. with .mean()")
-    return float(array)
+    return float(array.astype(np.float64))
 
 
 class _Progress:

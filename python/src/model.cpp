@@ -54,6 +54,7 @@ Model load_model(const std::string& path) {
       if (name.starts_with("optimizer.")) source->optimizer.tensors.emplace_back(name, std::move(tensor));
     for (auto& [key, value] : ck.file.metadata)
       if (key.starts_with("optimizer.")) source->optimizer.metadata.emplace(key, value);
+    source->weights = m.transformer;
     m.source = std::move(source);
   }
   m.path = file;

@@ -28,6 +28,9 @@ struct Source {
   uint64_t size = 0, hash = 0;     // of the bytes read (64-bit FNV-1a, as --init records)
   train::CheckpointInfo info;      // its metadata: config, task, step, data file, provenance
   optim::OptimizerState optimizer; // its optimizer state, which the CLI's session reads back
+  // Its weights, which an edit's `replaced` is measured against (an edit of an
+  // edit that gives a parameter back its value replaces it no longer).
+  std::shared_ptr<const layers::Transformer> weights;
 };
 
 struct Model {
@@ -37,8 +40,8 @@ struct Model {
   nlohmann::json config;  // the run's TrainConfig (flag names as keys)
   std::string task;
   int64_t step = 0;
-  // Made by with_params: the parameters replaced since `source` was read,
-  // in the order first replaced (only those whose values changed).
+  // Made by with_params: the parameters whose values differ from `source`'s,
+  // in the order first replaced.
   bool edited = false;
   std::vector<std::string> replaced;
 };

@@ -109,17 +109,25 @@ Model with_params(const Model& model, const py::dict& values) {
     py::gil_scoped_release release;
     core::Generator unused(0);  // every weight is then overwritten
     auto transformer = std::make_shared<layers::Transformer>(model.transformer->spec(), unused, model.transformer->dtype());
-    // Built from one spec, both list their parameters in the same order.
+    // Built from one spec, all three list their parameters in the same order.
     const auto fresh = transformer->named_parameters();
+    const auto source = model.source->weights->named_parameters();
+    std::vector<std::string> differ;
     for (std::size_t i = 0; i < fresh.size(); ++i) {
       const auto& [name, p] = fresh[i];
       const core::Tensor& old = params[i].second.value();
       const auto it = given.find(name);
       p.mutable_value().copy_(it == given.end() ? old : it->second);
-      if (it != given.end() && !same_bits(old, it->second) &&
-          std::find(out.replaced.begin(), out.replaced.end(), name) == out.replaced.end())
-        out.replaced.push_back(name);
+      if (it != given.end() && !same_bits(source[i].second.value(), it->second)) differ.push_back(name);
     }
+    // What differs from the source: those replaced before in their order (less
+    // any given back its source value), then the new ones.
+    const auto differs = [&](const std::string& name) {
+      return std::find(differ.begin(), differ.end(), name) != differ.end() || !given.contains(name);
+    };
+    std::erase_if(out.replaced, [&](const std::string& name) { return !differs(name); });
+    for (const std::string& name : differ)
+      if (std::find(out.replaced.begin(), out.replaced.end(), name) == out.replaced.end()) out.replaced.push_back(name);
     out.transformer = std::move(transformer);
   }
   out.edited = true;

@@ -255,6 +255,10 @@ BAD = [
     (dict(tokens=[[1, 2, 3]], attend={"p": np.ones((3, 3), bool)}), ValueError, r"key 1 is not a key query 0 can see"),
     (dict(tokens=[[1, 2, 3]], attend={"p": "offset:1"}), TypeError, "expected per-sequence key lists"),
     (dict(tokens=[[1, 2, 3]], overwrite="yes"), TypeError, "overwrite must be True or False"),
+    # headlab.analyze refuses a pattern that scores no query: so does the file of it.
+    (dict(tokens=[[1, 2, 3], [4, 5]], attend={"p": [[None, None, None], None]}), ValueError,
+     r"attend\['p'\] gives no query a key in any row, so no head could be scored on it"),
+    (dict(tokens=[[1, 2, 3]], attend={"p": np.zeros((3, 3), bool)}), ValueError, r"attend\['p'\] gives no query a key"),
 ]
 
 
@@ -291,3 +295,10 @@ def test_bad_paths_are_refused_and_nothing_is_written(tmp_path, attn_run):
         headlab.write_data(tmp_path / "sweep" / "rows.jsonl", rows)
     assert listing(tmp_path) == ["fifo", "link", "old.jsonl", "sweep", "sweep/.headlab"]
     assert not (attn_run / "rows.jsonl").exists()
+
+
+def test_a_bytes_path_is_a_path(tmp_path):
+    # os.fspath gives bytes back, which pathlib refused with its own TypeError.
+    path = tmp_path / "rows.jsonl"
+    assert headlab.write_data(os.fsencode(path), [[1, 2, 3]]) == path
+    assert headlab.read_data(os.fsencode(path))["tokens"].tolist() == [[1, 2, 3]]

@@ -213,3 +213,19 @@ def test_bad_input_names_the_value(attn_model):
     with pytest.raises(ValueError, match=r"clean: id 999 at \[0, 0\] is outside the vocabulary"):
         patching.resid_pre(attn_model, [[999, 1, 2]], [[1, 1, 2]])
     assert headlab.patching is patching
+
+
+def test_a_metric_returning_no_number_is_refused_not_nan(attn_model):
+    # None (a metric that forgot its `return`) and a string are no number:
+    # np.asarray(None, float64) is NaN and "0.5" parses, so both once filled
+    # the grid without a word.
+    tokens = random_tokens(attn_model, batch=2, seq_len=4, seed=2)
+    bad = tokens[::-1].copy()
+    with pytest.raises(TypeError, match=r"must return a number, got None \(patching blocks.0.hook_resid_pre position 0\)"):
+        patching.resid_pre(attn_model, tokens, bad, lambda logits: None)
+    with pytest.raises(TypeError, match=r"must return a number, got '0.5'"):
+        patching.resid_pre(attn_model, tokens, bad, lambda logits: "0.5")
+    with pytest.raises(TypeError, match=r"progress must be True or False, got 'no'"):
+        patching.resid_pre(attn_model, tokens, bad, lambda logits: 0.0, progress="no")
+    grid = patching.resid_pre(attn_model, tokens, bad, lambda logits: np.float32(logits[0, -1, 0]) > 0, progress=False)
+    assert grid.dtype == np.float64 and set(np.unique(grid)) <= {0.0, 1.0}

@@ -253,3 +253,25 @@ def test_save_refuses_a_runs_snapshots_and_a_sweeps_folder(attn_model, attn_run,
     with pytest.raises(ValueError, match=rf"inside the sweep folder {sweep}"):
         edited.save(sweep / "edited.safetensors")
     assert listing(run / "snapshots") == [] and listing(sweep) == ["sweep.json"]
+
+
+def test_save_takes_overwrite_as_a_bool_only(attn_model, tmp_path):
+    # overwrite="no" is truthy: it once replaced the file it was told not to.
+    existing = tmp_path / "existing.safetensors"
+    existing.write_bytes(b"mine")
+    for value in ("no", 0, None):
+        with pytest.raises(TypeError, match=rf"save: overwrite must be True or False, got {value!r}"):
+            attn_model.save(existing, overwrite=value)
+    assert existing.read_bytes() == b"mine"
+
+
+def test_replaced_names_what_differs_from_the_source(attn_model):
+    # An edit of an edit that gives a parameter back its source value replaces
+    # it no longer: `replaced` lists what differs from the source checkpoint.
+    original = attn_model.params[O]
+    edited = attn_model.with_params({O: zero_head_columns(attn_model, 1, 0)})
+    both = edited.with_params({"blocks.0.attn.o.weight": np.zeros_like(attn_model.params["blocks.0.attn.o.weight"])})
+    assert both.edited["replaced"] == [O, "blocks.0.attn.o.weight"]
+    back = both.with_params({O: original})
+    assert back.edited["replaced"] == ["blocks.0.attn.o.weight"]
+    assert edited.with_params({O: original}).edited["replaced"] == []
