@@ -57,6 +57,16 @@ void check_checkpoint_is_the_folders(const RunFolder& folder, const Checkpoint& 
       problems.push_back("the checkpoint is at step " + std::to_string(checkpoint.info.step) + ", beyond the " +
                          std::to_string(steps->get<uint64_t>()) + " steps of config.json");
   }
+  // A model edited from Python and saved (Model.save) keeps its source's
+  // config, step and seed, so the witnesses above cannot tell it from the
+  // run's own; its "edited" record does: the run never trained those weights.
+  if (const nlohmann::json& edited = checkpoint.info.edited; edited.is_object()) {
+    std::string replaced;
+    for (const nlohmann::json& name : edited.value("replaced", nlohmann::json::array()))
+      if (name.is_string()) replaced += (replaced.empty() ? "" : ", ") + name.get<std::string>();
+    problems.push_back("it holds weights edited from Python (" + (replaced.empty() ? "none" : replaced) +
+                       " replaced), which the run never trained");
+  }
   const nlohmann::json& trainer = checkpoint.info.trainer;
   if (trainer.is_object() && trainer.contains("logged")) {
     const auto step = trainer["logged"]["step"].get<int64_t>();

@@ -11,6 +11,8 @@
 //     log line (its "trainer" metadata, "logged") is the one the checkpoint
 //     recorded. A line that is missing gives no verdict: a resume with
 //     another --log-every drops a line that is off its grid.
+//   - the checkpoint has no "edited" record: weights edited from Python
+//     and saved over the run's checkpoint are not the run's.
 // A witness the folder or an older checkpoint does not have (no config.json,
 // no metrics.jsonl, a checkpoint from before "logged") is skipped.
 //

@@ -3,6 +3,7 @@ Model.save and what reads it back (headlab.load, `headlab analyze`,
 `headlab eval`), and the inputs they refuse."""
 import json
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -181,6 +182,20 @@ def test_the_cli_reads_a_saved_edit(attn_model, tmp_path):
     assert scored["loss"] == pytest.approx(cross_entropy(edited(batch["tokens"]), batch["targets"]), abs=1e-5)
     # ... and they are not the source's numbers.
     assert scored["loss"] != pytest.approx(cross_entropy(attn_model(batch["tokens"]), batch["targets"]), abs=1e-2)
+
+
+def test_a_saved_edit_copied_over_a_runs_checkpoint_is_not_taken_for_the_runs(attn_model, attn_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(attn_run, run)
+    edited = attn_model.with_params({O: zero_head_columns(attn_model, 1, 1)})
+    edited.save(tmp_path / "edited.safetensors")
+    shutil.copyfile(tmp_path / "edited.safetensors", run / "checkpoint.safetensors")
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    for args in (["eval", run], ["analyze", run], ["train", "--resume", run, "--steps", "9"]):
+        done = subprocess.run([str(HEADLAB), *map(str, args)], capture_output=True, text=True)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "edited from Python (blocks.1.attn.o.weight replaced)" in done.stderr, done.stderr
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
 
 
 def test_bad_params_are_refused_naming_the_parameter(mlp_model):
