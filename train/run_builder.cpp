@@ -260,6 +260,15 @@ void check_data_unchanged(const CheckpointInfo& info, const TrainConfig& config)
   const auto check = [](const std::string& flag, const std::string& file,
                          const std::optional<Task::Fingerprint>& then) {
     if (!then || file.empty()) return;
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(file, ec)))
+      // A run records its data files by absolute path: a moved or copied
+      // run folder still names the old one.
+      throw UsageError("cannot read the run's " + flag + " " + file +
+                       ": it is missing. A run names its data files by their absolute paths, so a run folder "
+                       "moved or copied still reads them there: put the file back at that path (a run trained "
+                       "from Python rows keeps it in its folder as " + std::filesystem::path(file).filename().string() +
+                       ")");
     const ByteHash now = hash_file(file, "the run's " + flag + " " + file,
                                    "its hash is checked against the checkpoint's before it is read; save it to a file");
     if (Task::Fingerprint{now.size, now.hash} != *then)

@@ -190,6 +190,22 @@ TEST(DataRun, SizesFromTheFileAndTheFileNamedEverywhere) {
   EXPECT_TRUE(clean_failure(no_data, 2, {"--eval-fraction", "--data"}));
 }
 
+// A run names its data file by its absolute path: when the file is gone (a
+// run folder moved with its data inside), the refusal says why and what to do.
+TEST(DataRun, AMissingDataFileIsNamedWithTheWayBack) {
+  TempDir cwd;
+  const std::string data = write_data(cwd);
+  const RunResult trained = run_headlab(train_command(cwd / "run", {{"--data", data}, {"--steps", "2"}}), cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  fs::rename(data, cwd / "elsewhere.jsonl");
+  const std::string absolute = fs::absolute(data).lexically_normal().string();
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"eval", cwd / "run"}, {"analyze", cwd / "run"}, {"train", "--resume", cwd / "run", "--steps", "4"}})
+    EXPECT_TRUE(clean_failure(run_headlab(args, cwd.path()), 2,
+                              {"--data " + absolute + ": it is missing", "absolute paths", "put the file back"}))
+        << args[0];
+}
+
 // eval and analyze of a --data file read all of it, whatever share of its own
 // file the run held out (--eval-fraction belongs to the run's sets, not to
 // another source's).
