@@ -26,11 +26,15 @@ def help_flags(headlab, command):
 
 
 def snippets(text):
-    """(line number, command text) of every code block line and inline span."""
-    out, block, joined, start = [], False, "", 0
+    """(line number, command text) of every code block line and inline span;
+    not of Python blocks, whose `from headlab import ...` is no command."""
+    out, block, python, joined, start = [], False, False, "", 0
     for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("```"):
             block = not block
+            python = block and line.lstrip()[3:].strip() == "python"
+            continue
+        if block and python:
             continue
         if block:
             if not joined:
