@@ -77,8 +77,8 @@ def train(out=None, **flags):
 
 
 # train(data=rows): the rows go into the run folder as its own data file, so
-# that the run is whole by itself. The checkpoint records the file's absolute
-# path and hash, which --resume, `headlab eval RUN`, `headlab analyze RUN` and
+# that the run holds its data. The checkpoint records the file's absolute
+# path (a moved folder still names the old one) and hash, which --resume, `headlab eval RUN`, `headlab analyze RUN` and
 # Run.model().task_batch() read and check. The folder gets its marker first,
 # as a sweep's run folder does (it holds stdout.log before its run starts),
 # and the CLI is told --force, which clears only a run's own files: the data
