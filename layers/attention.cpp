@@ -88,7 +88,22 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
   Variable concat = probe != nullptr ? replace_heads(attended, *probe) : attended;
   concat = hooks.visit("hook_z", concat, heads_layout);
   if (probe != nullptr) probe->head_outputs = concat.value();
-  return o_->forward(concat);
+  return hooks.wants("hook_result") ? output_result_hooked(concat, hooks) : o_->forward(concat);
+}
+
+Variable MultiHeadAttention::output_result_hooked(const Variable& concat, const HookScope& hooks) const {
+  using namespace autograd;
+  const int64_t batch = concat.size(0), seq_len = concat.size(1), d = spec_.d_model, h = spec_.heads, dk = d_k();
+  // result[b, t, i] = z_i W_O^i^T: z viewed [B, T, h, 1, d_k] times W_O's
+  // columns of each head, [d, h, d_k] permuted to [h, d_k, d], per head.
+  const Variable z = reshape(concat, {batch, seq_len, h, 1, dk});
+  const Variable w = permute(reshape(o_->weight(), {d, h, dk}), {1, 2, 0});
+  const Variable result = reshape(matmul(z, w), {batch, seq_len, h, d});
+  const Variable given = hooks.visit_wanted("hook_result", result);
+  // Kept: o applied to concat, whose bits a pass without the hook has (a sum
+  // over the heads rounds differently).
+  if (given.node() == result.node()) return o_->forward(concat);
+  return sum(given, {2}) + o_->bias();
 }
 
 Variable MultiHeadAttention::replace_heads(const Variable& concat, const LayerProbe& probe) const {

@@ -43,9 +43,11 @@ class MultiHeadAttention : public Module {
   // probabilities and the head outputs; throws std::invalid_argument for
   // gates that are not a [h] variable of x's dtype. `hooks` (prefix
   // "blocks.{i}.attn.") visits hook_q, hook_k, hook_v, hook_attn_scores,
-  // hook_pattern and hook_z (layers/hooks.h); when the scores or the pattern
-  // are wanted the fused op runs as its three stages (autograd::
+  // hook_pattern, hook_z and hook_result (layers/hooks.h); when the scores or
+  // the pattern are wanted the fused op runs as its three stages (autograd::
   // attention_scores, attention_softmax, attention_apply: the same bits).
+  // A wanted hook_result [B, T, h, d_model] is computed on the side; if the
+  // hook replaces it the output is its sum over the heads + o's bias.
   Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr,
                    const HookScope& hooks = {}) const;
 
@@ -71,6 +73,8 @@ class MultiHeadAttention : public Module {
   void check_head(int64_t head, const char* who) const;
   // The probe's replacement of some heads' outputs in concat [B, T, d_model].
   Variable replace_heads(const Variable& concat, const LayerProbe& probe) const;
+  // o applied to concat [B, T, d_model] with a wanted hook_result.
+  Variable output_result_hooked(const Variable& concat, const HookScope& hooks) const;
   Linear& projection(Projection which) const;
 
   ModelSpec spec_;

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "autograd/ops.h"
+#include "core/ops.h"
 #include "core/random.h"
 #include "layers/attention.h"
 #include "layers/embedding.h"
@@ -195,11 +196,21 @@ void hook_cases(Registry& r) {
        "parameter",
        bidirectional,
        {"blocks.0.attn.hook_attn_scores", "blocks.0.attn.hook_pattern"},
-       true}};
+       true},
+      // A delta at hook_result or hook_scale replaces the activation, so the
+      // pass takes the composed path: per-head W_O, and the LayerNorms as
+      // their equations (ln2 apart from the residual add).
+      {"Transformer 2 layers: cross-entropy loss w.r.t. hook_result, every hook_scale and every parameter",
+       causal,
+       {"blocks.0.attn.hook_result", "blocks.1.attn.hook_result", "blocks.0.ln1.hook_scale", "blocks.1.ln2.hook_scale",
+        "ln_final.hook_scale"},
+       false}};
   const Tensor pad = Tensor::from_vector({1, 1, 1, 1, 1, 1, 0, 0}, {2, 4}, f64);
   for (const HookCase& c : cases) {
     std::vector<Tensor> deltas;
-    for (const std::string& n : c.names) deltas.push_back(r.normal(hook_shape(c.spec, n, 2, 4)));
+    // A scale's delta stays small against the scale (~1): it divides.
+    for (const std::string& n : c.names)
+      deltas.push_back(core::mul(r.normal(hook_shape(c.spec, n, 2, 4)), n.ends_with("hook_scale") ? 0.1 : 1.0));
     r.add<Transformer>(c.what, std::make_shared<Transformer>(c.spec, r.gen(), f64), deltas,
                        [c, pad](Transformer& m, const Vars& x) {
                          static const std::vector<int32_t> tokens{1, 4, 0, 2, 3, 3, 1, 0};

@@ -14,14 +14,16 @@ namespace {
 // A block's points in forward order, with the spec's conditions.
 std::vector<std::string> block_points(const ModelSpec& s) {
   std::vector<std::string> p{"hook_resid_pre"};
-  if (s.layernorm) p.emplace_back("ln1.hook_normalized");
+  if (s.layernorm)
+    for (const char* n : {"ln1.hook_scale", "ln1.hook_normalized"}) p.emplace_back(n);
   for (const char* a : {"attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern",
-                        "attn.hook_z"})
+                        "attn.hook_z", "attn.hook_result"})
     p.emplace_back(a);
   p.emplace_back("hook_attn_out");
   if (!s.attn_only) {
     p.emplace_back("hook_resid_mid");
-    if (s.layernorm) p.emplace_back("ln2.hook_normalized");
+    if (s.layernorm)
+      for (const char* n : {"ln2.hook_scale", "ln2.hook_normalized"}) p.emplace_back(n);
     for (const char* m : {"mlp.hook_pre", "mlp.hook_post", "hook_mlp_out"}) p.emplace_back(m);
   }
   p.emplace_back("hook_resid_post");
@@ -40,7 +42,8 @@ std::vector<std::string> hook_names(const ModelSpec& spec) {
   const std::vector<std::string> points = block_points(s);
   for (int64_t i = 0; i < s.layers; ++i)
     for (const std::string& p : points) names.push_back("blocks." + std::to_string(i) + "." + p);
-  if (s.layernorm) names.emplace_back("ln_final.hook_normalized");
+  if (s.layernorm)
+    for (const char* n : {"ln_final.hook_scale", "ln_final.hook_normalized"}) names.emplace_back(n);
   return names;
 }
 
@@ -81,6 +84,8 @@ Shape hook_shape(const ModelSpec& spec, const std::string& name, int64_t batch, 
       ends_with(name, ".hook_z"))
     return {batch, seq_len, s.heads, s.d_k()};
   if (ends_with(name, ".hook_attn_scores") || ends_with(name, ".hook_pattern")) return {batch, s.heads, seq_len, seq_len};
+  if (ends_with(name, ".hook_result")) return {batch, seq_len, s.heads, s.d_model};
+  if (ends_with(name, ".hook_scale")) return {batch, seq_len, 1};
   if (ends_with(name, ".hook_pre") || ends_with(name, ".hook_post")) return {batch, seq_len, s.d_ff};
   return {batch, seq_len, s.d_model};
 }

@@ -5,23 +5,33 @@
 //
 //   hook_embed, hook_pos_embed                 [B, T, d_model]
 //   blocks.{i}.hook_resid_pre                  [B, T, d_model]
+//   blocks.{i}.ln1.hook_scale                  [B, T, 1]         (layernorm)
 //   blocks.{i}.ln1.hook_normalized             [B, T, d_model]   (layernorm)
 //   blocks.{i}.attn.hook_q|hook_k|hook_v       [B, T, h, d_k]
 //   blocks.{i}.attn.hook_attn_scores           [B, h, T, T]  scaled, masked (-inf)
 //   blocks.{i}.attn.hook_pattern               [B, h, T, T]
 //   blocks.{i}.attn.hook_z                     [B, T, h, d_k]    (after gates and replace_heads)
+//   blocks.{i}.attn.hook_result                [B, T, h, d_model]
 //   blocks.{i}.hook_attn_out                   [B, T, d_model]
 //   blocks.{i}.hook_resid_mid                  [B, T, d_model]   (with an MLP)
+//   blocks.{i}.ln2.hook_scale                  [B, T, 1]         (layernorm, MLP)
 //   blocks.{i}.ln2.hook_normalized             [B, T, d_model]   (layernorm, MLP)
 //   blocks.{i}.mlp.hook_pre|hook_post          [B, T, d_ff]      (with an MLP)
 //   blocks.{i}.hook_mlp_out                    [B, T, d_model]   (with an MLP)
 //   blocks.{i}.hook_resid_post                 [B, T, d_model]
+//   ln_final.hook_scale                        [B, T, 1]         (layernorm)
 //   ln_final.hook_normalized                   [B, T, d_model]   (layernorm)
 //
 // hook_normalized is the LayerNorm's output (after its weight and bias: what
-// the next layer reads), hook_pos_embed the position rows broadcast to the
-// batch. A pass visits only the points its hooks want; one whose hooks want
-// nothing does no extra work and is bit-identical to a pass without hooks.
+// the next layer reads); hook_scale its divisor sqrt(var + eps) per position
+// (a replaced scale divides the centered input: (x - mean) / scale * w + b);
+// hook_result head i's output through its columns of W_O, without o's bias
+// (a replaced result makes attn_out its sum over the heads + o's bias);
+// hook_pos_embed the position rows broadcast to the batch. A pass visits
+// only the points its hooks want; one whose hooks want nothing does no extra
+// work and is bit-identical to a pass without hooks. hook_result and
+// hook_scale are computed on the side, only when wanted: handed back
+// unchanged, the pass goes on as without them (the same bits).
 #pragma once
 
 #include <cstdint>

@@ -30,9 +30,24 @@ void check_last_axis(const Variable& x, int64_t d, const char* who) {
 
 }  // namespace
 
-Variable LayerNorm::forward(const Variable& x) const {
+Variable LayerNorm::forward(const Variable& x, const HookScope& hooks) const {
   check_last_axis(x, options_.normalized_size, "LayerNorm::forward");
-  return autograd::layer_norm(x, weight(), bias(), options_.eps);
+  const Variable out = hooks.wants("hook_scale") ? forward_scale_hooked(x, hooks)
+                                                 : autograd::layer_norm(x, weight(), bias(), options_.eps);
+  return hooks.visit("hook_normalized", out);
+}
+
+Variable LayerNorm::forward_scale_hooked(const Variable& x, const HookScope& hooks) const {
+  using namespace autograd;
+  // The composed equations, so that a scale the hook replaces (or adds a
+  // delta to, for its gradient) is the one the output divides by; the
+  // gradient reaches x through the mean and the scale as through the fused op.
+  const Variable centered = x - mean(x, {-1}, /*keepdim=*/true);
+  const Variable scale = sqrt(mean(centered * centered, {-1}, /*keepdim=*/true) + options_.eps);
+  const Variable given = hooks.visit_wanted("hook_scale", scale);
+  // Kept: the fused op, whose bits a pass without the hook has.
+  if (given.node() == scale.node()) return layer_norm(x, weight(), bias(), options_.eps);
+  return centered / given * weight() + bias();
 }
 
 autograd::AddLayerNorm LayerNorm::forward_sum(const Variable& a, const Variable& b) const {

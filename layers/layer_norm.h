@@ -5,6 +5,7 @@
 
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "layers/hooks.h"
 #include "layers/module.h"
 
 namespace headlab::layers {
@@ -19,8 +20,12 @@ class LayerNorm : public Module {
   // Parameters: "weight" [D] = 1, "bias" [D] = 0. Draws nothing from gen.
   LayerNorm(const LayerNormOptions& options, core::Generator& gen, DType dtype = DType::f32);
 
-  // x [..., D] -> [..., D]
-  Variable forward(const Variable& x) const;
+  // x [..., D] -> [..., D]. `hooks` (prefix "blocks.{i}.ln1." and the like)
+  // visits hook_scale, sqrt(var + eps) [..., 1], then hook_normalized, the
+  // output (layers/hooks.h). A wanted hook_scale is computed on the side; if
+  // the hook replaces it the output is (x - mean) / scale * weight + bias
+  // with that scale, else the fused op's bits as without the hook.
+  Variable forward(const Variable& x, const HookScope& hooks = {}) const;
   // a, b [..., D] -> {a + b, forward(a + b)} from one pass over the rows:
   // the residual add before this LayerNorm (autograd::add_layer_norm).
   autograd::AddLayerNorm forward_sum(const Variable& a, const Variable& b) const;
@@ -30,6 +35,9 @@ class LayerNorm : public Module {
   Variable bias() const { return own_parameter("bias"); }
 
  private:
+  // forward with a wanted hook_scale.
+  Variable forward_scale_hooked(const Variable& x, const HookScope& hooks) const;
+
   LayerNormOptions options_;
 };
 

@@ -77,7 +77,7 @@ Variable Transformer::forward(std::span<const int32_t> tokens, int64_t batch, in
                             hooks.inner("blocks." + std::to_string(l) + "."));
   }
   core::check_interrupt();
-  if (ln_f_) x = hooks.visit("ln_final.hook_normalized", ln_f_->forward(x));
+  if (ln_f_) x = ln_f_->forward(x, hooks.inner("ln_final."));
   return head_->forward(x);
 }
 

@@ -24,7 +24,7 @@ TransformerBlock::TransformerBlock(const ModelSpec& spec, core::Generator& gen, 
 Variable TransformerBlock::forward(const Variable& x, const Tensor* padding_mask, LayerProbe* probe,
                                   const HookScope& hooks) const {
   const Variable resid_pre = hooks.visit("hook_resid_pre", x);
-  const Variable normalized = ln1_ ? hooks.visit("ln1.hook_normalized", ln1_->forward(resid_pre)) : resid_pre;
+  const Variable normalized = ln1_ ? ln1_->forward(resid_pre, hooks.inner("ln1.")) : resid_pre;
   const Variable attn_out = hooks.visit("hook_attn_out", attn_->forward(normalized, padding_mask, probe, hooks.inner("attn.")));
   Variable h;
   if (!mlp_) {
@@ -32,18 +32,18 @@ Variable TransformerBlock::forward(const Variable& x, const Tensor* padding_mask
   } else {
     const bool want_mid = hooks.wants("hook_resid_mid");
     Variable in;
-    if (ln2_ && !want_mid) {
+    if (ln2_ && !want_mid && !hooks.wants("ln2.hook_scale")) {
       // The residual add and ln2 in one pass (the same bits as apart); a
-      // hook at resid_mid may replace the sum, so then the two run apart.
+      // hook at resid_mid may replace the sum, and one at ln2's scale needs
+      // the LayerNorm's own steps, so then the two run apart.
       autograd::AddLayerNorm mid = ln2_->forward_sum(resid_pre, attn_out);
       h = std::move(mid.sum);
-      in = std::move(mid.normalized);
+      in = hooks.visit("ln2.hook_normalized", mid.normalized);
     } else {
       h = resid_pre + attn_out;
       if (want_mid) h = hooks.visit_wanted("hook_resid_mid", h);
-      in = ln2_ ? ln2_->forward(h) : h;
+      in = ln2_ ? ln2_->forward(h, hooks.inner("ln2.")) : h;
     }
-    if (ln2_) in = hooks.visit("ln2.hook_normalized", in);
     h = h + hooks.visit("hook_mlp_out", mlp_->forward(in, hooks.inner("mlp.")));
   }
   h = hooks.visit("hook_resid_post", h);

@@ -5,6 +5,7 @@ its heads on your own sequences, train through the CLI's code path.
     model = headlab.load("runs/induction")           # a run folder or a checkpoint
     logits, cache = model.run_with_cache(tokens)     # TransformerLens names and layouts
     records = headlab.analyze(model, tokens)         # what heads.json holds
+    attrs, labels = headlab.logit_attribution(model, tokens)  # each component's direct logit
     grid = headlab.patching.resid_pre(model, clean, corrupted)  # [layers, T], as transformer_lens.patching
     run = headlab.train(out="runs/x", task="induction", layers=2, attn_only=True)
     headlab.write_data("rows.jsonl", tokens, targets)  # a data file the CLI reads
@@ -16,6 +17,8 @@ only by the calls that need them, so importing headlab stays cheap.
 from ._model import Model, load
 from ._run import Run, train
 from ._analyze import analyze
+from ._attribution import logit_attribution
+from ._cache import ActivationCache
 from ._data import read_data, write_data
 from . import _patching as patching
 
@@ -23,4 +26,5 @@ from . import _patching as patching
 import sys as _sys
 _sys.modules[__name__ + ".patching"] = patching
 
-__all__ = ["Model", "Run", "analyze", "load", "patching", "read_data", "train", "write_data"]
+__all__ = ["ActivationCache", "Model", "Run", "analyze", "load", "logit_attribution", "patching", "read_data", "train",
+           "write_data"]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _core, _tokens
+from ._cache import ActivationCache
 
 
 def load(path):
@@ -88,10 +89,13 @@ class Model:
 
     def run_with_cache(self, tokens, names=None, lengths=None):
         """(logits, cache): cache maps each hook name (or only those in `names`,
-        a list of names or a predicate name -> bool) to its activation as numpy."""
+        a list of names or a predicate name -> bool) to its activation as numpy;
+        an ActivationCache, a dict with TransformerLens's methods
+        (stack_head_results, decompose_resid, logit_attrs, ...)."""
         ids, lengths = self.padded(tokens, lengths)
         keep = self.hook_names() if names is None else self._select(names)
-        return self._core.run(ids, keep, [], None, lengths)
+        logits, cache = self._core.run(ids, keep, [], None, lengths)
+        return logits, ActivationCache(self, cache)
 
     def run_with_hooks(self, tokens, fwd_hooks=(), lengths=None):
         """logits with hooks: fwd_hooks = [(name, fn), ...], fn(activation, name)

@@ -3,7 +3,7 @@
 // value that is a parameter's memory, which it copies; a Python hook is called
 // with the GIL held and grad mode as the caller had it, on a writable copy, and
 // what it returns replaces the activation downstream (a constant: the weights
-// never change).
+// never change) unless it has the activation's own bits.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -70,17 +70,20 @@ class PythonHooks final : public layers::Hooks {
     try {
       py::array given = to_numpy_copy(value);
       py::object result = call_(name, given);
-      if (result.is(given)) {
-        // None, or the array edited in place: only a change replaces the activation.
-        const core::Tensor original = value.contiguous();
-        const auto bytes = static_cast<std::size_t>(given.nbytes());
-        if (std::memcmp(given.data(), original.raw_data(), bytes) == 0) return activation;
-      }
+      // Only a change replaces the activation: None, the array edited in place
+      // or a copy with the same bits keeps it, so that the pass goes on as
+      // without the hook even where a replacement takes another path
+      // (hook_result, hook_scale: layers/hooks.h).
+      const core::Tensor original = value.contiguous();
+      const std::size_t bytes = static_cast<std::size_t>(original.numel()) * core::dtype_size(original.dtype());
+      if (result.is(given) && std::memcmp(given.data(), original.raw_data(), bytes) == 0) return activation;
       if (!py::isinstance<py::array>(result))
         throw std::invalid_argument("the hook at " + name + " returned " + std::string(py::str(py::type::of(result).attr("__name__"))) +
                                     ", expected None or an array of shape " + shape_text(value.shape()));
-      return autograd::Variable(tensor_from(result.cast<py::array>(), value.shape(), value.dtype(),
-                                            "the hook at " + name + " returned an array that does not fit"));
+      const core::Tensor replacement = tensor_from(result.cast<py::array>(), value.shape(), value.dtype(),
+                                                   "the hook at " + name + " returned an array that does not fit");
+      if (std::memcmp(replacement.raw_data(), original.raw_data(), bytes) == 0) return activation;
+      return autograd::Variable(replacement);
     } catch (...) {
       failure = std::current_exception();
       throw HookFailed{};

@@ -15,6 +15,7 @@
 #include "core/random.h"
 #include "layers/hook_set.h"
 #include "layers/transformer.h"
+#include "tests/precision.h"
 
 namespace headlab::layers {
 namespace {
@@ -109,6 +110,18 @@ TEST(Hooks, IdentityAtEveryPointChangesNoBitAndVisitsInForwardOrder) {
     Nothing nothing;
     probe.hooks = &nothing;
     EXPECT_TRUE(same_bits(model->forward(tokens, v.batch, v.seq, m, &probe).value(), plain));
+    // The points computed on the side only when wanted (what the direct
+    // logit attribution reads), wanted alone (ln2 then runs apart from the
+    // residual add) and kept.
+    std::vector<std::string> side;
+    for (const std::string& n : hook_names(v.spec))
+      if (n.ends_with("hook_result") || n.ends_with("hook_scale")) side.push_back(n);
+    EXPECT_EQ(side.size(), static_cast<std::size_t>(v.spec.layers) *
+                               (1 + (v.spec.layernorm ? 1 + !v.spec.attn_only : 0)) + v.spec.layernorm);
+    HookSet kept(v.spec, side);
+    probe.hooks = &kept;
+    EXPECT_TRUE(same_bits(model->forward(tokens, v.batch, v.seq, m, &probe).value(), plain));
+    EXPECT_EQ(kept.cache().size(), side.size());
   }
 }
 
@@ -157,6 +170,8 @@ TEST(Hooks, CachedShapesAreTheDocumentedLayouts) {
   EXPECT_EQ(hook_shape(kBase, "blocks.1.attn.hook_q", 2, 5), (Shape{2, 5, 2, 4}));
   EXPECT_EQ(hook_shape(kBase, "blocks.1.attn.hook_pattern", 2, 5), (Shape{2, 2, 5, 5}));
   EXPECT_EQ(hook_shape(kBase, "blocks.0.mlp.hook_post", 2, 5), (Shape{2, 5, 16}));
+  EXPECT_EQ(hook_shape(kBase, "blocks.1.attn.hook_result", 2, 5), (Shape{2, 5, 2, 8}));
+  EXPECT_EQ(hook_shape(kBase, "ln_final.hook_scale", 2, 5), (Shape{2, 5, 1}));
   // The masked scores are -inf above the diagonal, and the pattern's rows sum to 1.
   const Tensor s = set.cache().at("blocks.0.attn.hook_attn_scores");
   EXPECT_TRUE(std::isinf(s.at({0, 1, 0, 1})));
@@ -224,6 +239,81 @@ TEST(Hooks, ReplacingTheResidualAtOnePositionChangesOnlyLaterOutputs) {
     for (int64_t t = 0; t < T; ++t) {
       const bool changed = !same_bits(clean.select(0, b).select(0, t), patched.select(0, b).select(0, t));
       EXPECT_EQ(changed, b == 0 && t >= at) << "b " << b << " t " << t;
+    }
+}
+
+// Sum over the heads of hook_result + o's bias is hook_attn_out, and
+// hook_scale is the std (eps 1e-5) of what its LayerNorm reads.
+TEST(Hooks, ResultSumsToAttnOutAndScaleIsTheStd) {
+  const auto model = make_model(kBase);
+  const int64_t B = 2, T = 9;
+  const std::vector<int32_t> tokens = some_tokens(kBase, B * T);
+  const std::vector<std::string> names{"blocks.1.attn.hook_result", "blocks.1.hook_attn_out",
+                                       "blocks.1.hook_resid_pre",   "blocks.1.ln1.hook_scale",
+                                       "blocks.0.hook_resid_mid",   "blocks.0.ln2.hook_scale",
+                                       "blocks.1.hook_resid_post",  "ln_final.hook_scale"};
+  HookSet set(kBase, names);
+  Probe probe;
+  probe.hooks = &set;
+  model->forward(tokens, B, T, nullptr, &probe);
+  const auto& c = set.cache();
+  const Tensor bias = model->attention(1).o().bias().value();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < kBase.d_model; ++j) {
+        double sum = bias.at({j});
+        for (int64_t i = 0; i < kBase.heads; ++i) sum += c.at("blocks.1.attn.hook_result").at({b, t, i, j});
+        EXPECT_NEAR(sum, c.at("blocks.1.hook_attn_out").at({b, t, j}), 1e-5);
+      }
+  for (const auto& [scale, input] : std::vector<std::pair<std::string, std::string>>{
+           {"blocks.1.ln1.hook_scale", "blocks.1.hook_resid_pre"},
+           {"blocks.0.ln2.hook_scale", "blocks.0.hook_resid_mid"},
+           {"ln_final.hook_scale", "blocks.1.hook_resid_post"}})
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const auto d = static_cast<double>(kBase.d_model);
+        double mean = 0.0, var = 0.0;
+        for (int64_t j = 0; j < kBase.d_model; ++j) mean += c.at(input).at({b, t, j}) / d;
+        for (int64_t j = 0; j < kBase.d_model; ++j) var += std::pow(c.at(input).at({b, t, j}) - mean, 2) / d;
+        EXPECT_NEAR(c.at(scale).at({b, t, 0}), std::sqrt(var + 1e-5), 1e-5) << scale;
+      }
+}
+
+// A replaced hook_result makes attn_out its sum over the heads + o's bias; a
+// replaced ln_final.hook_scale divides the centered residual in the logits.
+TEST(Hooks, ReplacedResultAndScaleGiveWhatTheEquationsSay) {
+  const auto model = make_model(kBase);
+  const int64_t B = 2, T = 5, d = kBase.d_model;
+  const std::vector<int32_t> tokens = some_tokens(kBase, B * T);
+  const Tensor result = core::Generator(21).normal({B, T, kBase.heads, d}, 0.0, 1.0, DType::f32);
+  const Tensor scale = core::Generator(22).normal({B, T, 1}, 2.0, 0.5, DType::f32);
+  HookSet set(kBase, {"blocks.0.hook_attn_out", "blocks.1.hook_resid_post"},
+              {{"blocks.0.attn.hook_result", result}, {"ln_final.hook_scale", scale}});
+  Probe probe;
+  probe.hooks = &set;
+  const Tensor logits = model->forward(tokens, B, T, nullptr, &probe).value();
+  const Tensor o_bias = model->attention(0).o().bias().value();
+  const Tensor w = model->final_norm()->weight().value(), lb = model->final_norm()->bias().value();
+  const Tensor head_w = model->unembed().weight().value(), head_b = model->unembed().bias().value();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t j = 0; j < d; ++j) {
+        double sum = o_bias.at({j});
+        for (int64_t i = 0; i < kBase.heads; ++i) sum += result.at({b, t, i, j});
+        EXPECT_NEAR(set.cache().at("blocks.0.hook_attn_out").at({b, t, j}), sum, 1e-5);
+      }
+      const Tensor x = set.cache().at("blocks.1.hook_resid_post").select(0, b).select(0, t);
+      double mean = 0.0;
+      for (int64_t j = 0; j < d; ++j) mean += x.at({j}) / static_cast<double>(d);
+      for (int64_t c = 0; c < kBase.vocab; ++c) {
+        double logit = head_b.at({c}), abs_products = 0.0;
+        for (int64_t j = 0; j < d; ++j) {
+          const double term = ((x.at({j}) - mean) / scale.at({b, t, 0}) * w.at({j}) + lb.at({j})) * head_w.at({c, j});
+          logit += term;
+          abs_products += std::abs(term);
+        }
+        EXPECT_NEAR(logits.at({b, t, c}), logit, 1e-5 + test::bf16_rounding_bound(abs_products));
+      }
     }
 }
 

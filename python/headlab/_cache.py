@@ -1,0 +1,185 @@
+"""ActivationCache: what run_with_cache returns, a dict of hook name -> numpy
+array with TransformerLens's methods for reading the residual stream as a sum
+of components (docs/python.md, "Direct logit attribution")."""
+import numpy as np
+
+
+class ActivationCache(dict):
+    """hook name -> activation (numpy, read-only), as a plain dict, plus
+    TransformerLens's stack_head_results, decompose_resid, accumulated_resid,
+    apply_ln_to_stack and logit_attrs. Stacks are [components, B, T, d]
+    (float32, the cache's values) with one label per component; the LayerNorm
+    and the logit directions are applied in float64."""
+
+    def __init__(self, model, activations):
+        super().__init__(activations)
+        self.model = model
+
+    # --- reading the cache ---
+
+    def _need(self, name):
+        """The cached activation at `name`, or a KeyError saying how to cache it."""
+        if name not in self:
+            raise KeyError(f"the cache has no {name!r}: run_with_cache(tokens, names=...) must include it "
+                           f"(or names=None, every hook point)")
+        return self[name]
+
+    def _layers(self, layer, what):
+        """TransformerLens's `layer`: how many blocks count; None and -1 are all of them."""
+        n = self.model.spec["layers"]
+        if layer is None or (isinstance(layer, (int, np.integer)) and not isinstance(layer, bool) and layer == -1):
+            return n
+        if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool) or not 0 <= layer <= n:
+            raise ValueError(f"{what}: layer {layer!r} is not in [0, {n}] (or -1 / None for the whole model)")
+        return int(layer)
+
+    @staticmethod
+    def _stack(parts, labels, pos_slice):
+        """[components, B, T, d] of the arrays in `parts`, positions indexed by
+        pos_slice (numpy indexing of axis 2: an int drops the axis)."""
+        stack = np.stack([np.broadcast_to(p, parts[0].shape) for p in parts])
+        return _positions(stack, pos_slice, axis=2), labels
+
+    # --- the residual stream as components ---
+
+    def stack_head_results(self, layer=-1, pos_slice=None):
+        """(stack [heads, B, T, d], labels ["L0H0", "L0H1", ...]): each head's
+        blocks.{l}.attn.hook_result of the first `layer` blocks (-1 or None:
+        all), without o's bias. TransformerLens's stack_head_results with
+        return_labels=True."""
+        n = self._layers(layer, "stack_head_results")
+        if n == 0:
+            raise ValueError("stack_head_results: layer 0 holds no head (heads of the blocks before `layer` count)")
+        parts, labels = [], []
+        for l in range(n):
+            result = self._need(f"blocks.{l}.attn.hook_result")
+            for h in range(result.shape[2]):
+                parts.append(result[:, :, h])
+                labels.append(f"L{l}H{h}")
+        return self._stack(parts, labels, pos_slice)
+
+    def decompose_resid(self, layer=None, mlp_input=False, pos_slice=None):
+        """(stack [components, B, T, d], labels): what the residual stream
+        entering block `layer` (None or -1: after the last block) sums over,
+        "embed", "pos_embed", "{l}_attn_out", "{l}_mlp_out" (no MLP in an
+        attn-only model); mlp_input=True adds block `layer`'s attn_out (what
+        its MLP reads). TransformerLens's decompose_resid."""
+        n = self._layers(layer, "decompose_resid")
+        if mlp_input and (n == self.model.spec["layers"] or self.model.spec["attn_only"]):
+            raise ValueError(f"decompose_resid: mlp_input=True needs the layer of an MLP, got layer={layer!r} "
+                             f"of a model with {self.model.spec['layers']} layers"
+                             + (" and no MLP (attn-only)" if self.model.spec["attn_only"] else ""))
+        parts, labels = [self._need("hook_embed"), self._need("hook_pos_embed")], ["embed", "pos_embed"]
+        for l in range(n + (1 if mlp_input else 0)):
+            parts.append(self._need(f"blocks.{l}.hook_attn_out"))
+            labels.append(f"{l}_attn_out")
+            if l < n and not self.model.spec["attn_only"]:
+                parts.append(self._need(f"blocks.{l}.hook_mlp_out"))
+                labels.append(f"{l}_mlp_out")
+        return self._stack(parts, labels, pos_slice)
+
+    def accumulated_resid(self, layer=None, incl_mid=False, pos_slice=None):
+        """(stack [components, B, T, d], labels): the residual stream itself at
+        each block's entry up to block `layer` ("0_pre", ..., with incl_mid
+        "0_mid" too), and after the last block ("final_post") when `layer` is
+        None or -1. TransformerLens's accumulated_resid (the logit lens)."""
+        n_layers = self.model.spec["layers"]
+        n = self._layers(layer, "accumulated_resid")
+        if incl_mid and self.model.spec["attn_only"]:
+            raise ValueError("accumulated_resid: an attn-only model has no hook_resid_mid (incl_mid=False)")
+        parts, labels = [], []
+        for l in range(n + 1):
+            if l == n_layers:
+                parts.append(self._need(f"blocks.{n_layers - 1}.hook_resid_post"))
+                labels.append("final_post")
+                continue
+            parts.append(self._need(f"blocks.{l}.hook_resid_pre"))
+            labels.append(f"{l}_pre")
+            if incl_mid and l < n:
+                parts.append(self._need(f"blocks.{l}.hook_resid_mid"))
+                labels.append(f"{l}_mid")
+        return self._stack(parts, labels, pos_slice)
+
+    # --- through the LayerNorm to the logits ---
+
+    def apply_ln_to_stack(self, stack, layer=None, mlp_input=False, pos_slice=None):
+        """Each component of `stack` [components, B, T, d] through a LayerNorm
+        frozen at this cache's scale: (x - mean(x)) / scale * weight, float64,
+        without the LayerNorm's bias (one bias for the whole sum, not one per
+        component: the components then sum to the LayerNorm's output minus its
+        bias). The final LayerNorm (layer None or -1, or the number of layers),
+        or block `layer`'s ln1 (ln2 with mlp_input=True). pos_slice: the one
+        the stack was made with. A model without LayerNorm gives the stack
+        back, in float64."""
+        stack = np.asarray(stack, dtype=np.float64)
+        if not self.model.spec["layernorm"]:
+            return stack
+        n_layers = self.model.spec["layers"]
+        n = self._layers(layer, "apply_ln_to_stack")
+        if n == n_layers:
+            ln = "ln_final"
+            weight = self.model.params["ln_f.weight"]
+        else:
+            if mlp_input and self.model.spec["attn_only"]:
+                raise ValueError("apply_ln_to_stack: an attn-only model has no ln2 (mlp_input=False)")
+            ln = f"blocks.{n}.ln{2 if mlp_input else 1}"
+            weight = self.model.params[f"{ln}.weight"]
+        scale = _positions(self._need(f"{ln}.hook_scale"), pos_slice, axis=1).astype(np.float64)
+        if stack.ndim < 2 or stack.shape[-1] != weight.shape[0] or stack.shape[1:-1] != scale.shape[:-1]:
+            raise ValueError(f"apply_ln_to_stack: stack of shape {list(stack.shape)} does not fit the cache's "
+                             f"[components, {', '.join(map(str, scale.shape[:-1]))}, {weight.shape[0]}] "
+                             f"(give the pos_slice the stack was made with)")
+        centered = stack - stack.mean(axis=-1, keepdims=True)
+        return centered / scale * weight.astype(np.float64)
+
+    def logit_attrs(self, stack, classes, incorrect=None, pos_slice=None):
+        """[components, B, T] (float64): each component's direct contribution
+        to the logit of `classes`, through the final LayerNorm frozen at this
+        cache's scale (apply_ln_to_stack) and the unembedding's rows
+        head.weight[classes], without any bias. classes: an int or an int array
+        broadcast to [B, T] (of the positions pos_slice keeps), -1 = none
+        (NaN there); `incorrect` likewise gives the logit difference
+        classes - incorrect. TransformerLens's logit_attrs."""
+        scaled = self.apply_ln_to_stack(stack, pos_slice=pos_slice)
+        directions, none = self._directions(classes, scaled.shape[1:-1], "classes")
+        if incorrect is not None:
+            other, other_none = self._directions(incorrect, scaled.shape[1:-1], "incorrect")
+            directions, none = directions - other, none | other_none
+        out = np.einsum("c...d,...d->c...", scaled, directions)
+        out[:, none] = np.nan
+        return out
+
+    def _directions(self, classes, shape, what):
+        """(head.weight rows [*shape, d] float64, mask of the -1 entries)."""
+        w_u = self.model.params["head.weight"].astype(np.float64)
+        ids = _class_ids(classes, shape, w_u.shape[0], what)
+        return w_u[np.where(ids < 0, 0, ids)], ids < 0
+
+
+def _positions(array, pos_slice, axis):
+    """array indexed by pos_slice along `axis` (None: every position)."""
+    if pos_slice is None:
+        return array
+    index = [slice(None)] * array.ndim
+    index[axis] = pos_slice
+    try:
+        return array[tuple(index)]
+    except (IndexError, TypeError) as e:
+        raise ValueError(f"pos_slice {pos_slice!r} does not index the {array.shape[axis]} positions: {e}") from None
+
+
+def _class_ids(classes, shape, count, what):
+    """classes as an int array of `shape`, each in [-1, count)."""
+    ids = np.asarray(classes)
+    if ids.dtype.kind not in "iu" or ids.dtype == bool:
+        raise ValueError(f"logit_attrs: {what} must be class ids (ints), got dtype {ids.dtype}")
+    try:
+        ids = np.broadcast_to(ids, shape)
+    except ValueError:
+        raise ValueError(f"logit_attrs: {what} of shape {list(ids.shape)} does not broadcast to the stack's "
+                         f"positions {list(shape)}") from None
+    if ids.size and (ids.min() < -1 or ids.max() >= count):
+        bad = np.argwhere((ids < -1) | (ids >= count))[0]
+        raise ValueError(f"logit_attrs: {what} {int(ids[tuple(bad)])} at {bad.tolist()} is outside [0, {count}) "
+                         f"(or -1 for none)")
+    return ids
