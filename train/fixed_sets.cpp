@@ -33,17 +33,35 @@ std::string row_key(const Batch& batch, int64_t row) {
   return key;
 }
 
-// Appends row `row` of `from` to `to` (same seq_len).
+// Appends row `row` of `from` to `to` (same seq_len), with the row's keys of
+// each pattern `to` carries (empty_like's, in `from`'s order): a data file's
+// "attend" patterns follow its rows into a held-out set, so the run's
+// analysis scores them whichever rows it reads.
 void append_row(Batch& to, const Batch& from, int64_t row) {
   const auto t = static_cast<std::ptrdiff_t>(from.seq_len);
   const auto at = static_cast<std::ptrdiff_t>(row) * t;
   to.tokens.insert(to.tokens.end(), from.tokens.begin() + at, from.tokens.begin() + at + t);
   to.targets.insert(to.targets.end(), from.targets.begin() + at, from.targets.begin() + at + t);
   if (!from.lengths.empty()) to.lengths.push_back(from.lengths[static_cast<std::size_t>(row)]);
+  for (std::size_t p = 0; p < to.attend.size(); ++p) {
+    const auto& keys = from.attend[p].keys;
+    to.attend[p].keys.insert(to.attend[p].keys.end(), keys.begin() + at, keys.begin() + at + t);
+    ++to.attend[p].batch;
+  }
   ++to.batch;
 }
 
-Batch empty_like(const Batch& b) { return Batch{0, b.seq_len, {}, {}}; }
+// No rows, `b`'s seq_len and, with `patterns`, its patterns' names and
+// definitions (a training set needs none: only the analysis reads them).
+Batch empty_like(const Batch& b, bool patterns = true) {
+  Batch out{0, b.seq_len, {}, {}};
+  if (patterns)
+    for (const analysis::AttendPattern& p : b.attend) {
+      out.attend.push_back(analysis::AttendPattern::empty(p.name, 0, b.seq_len));
+      out.attend.back().definition = p.definition;
+    }
+  return out;
+}
 
 // Rows [first, first + count) of `set`; `who` and `what` name the caller and the set in the error.
 Batch slice_of(const Batch& set, int64_t first, int64_t count, const char* who, const char* what) {
@@ -80,6 +98,16 @@ Batch FixedSets::sample(int64_t batch, core::Generator& gen) {
   Batch out = empty_like(*train_);
   for (int64_t row = 0; row < batch; ++row) append_row(out, *train_, order_->next(gen));
   return out;
+}
+
+void FixedSets::describe(Batch& batch) const {
+  base_->describe(batch);
+  if (!eval_file_ || !held_out_) return;
+  for (const analysis::AttendPattern& p : held_out_->attend) {
+    const bool listed = std::any_of(batch.roles.begin(), batch.roles.end(),
+                                    [&](const analysis::ExpectedRole& r) { return r.pattern == p.name; });
+    if (!listed) batch.roles.push_back({p.name, p.name});
+  }
 }
 
 int64_t FixedSets::size() const { return train_ ? train_->batch : base_->size(); }
@@ -201,7 +229,7 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
                          "held out (--train-size 1 to " + std::to_string(n - 1) + ")");
       // The first n_train of a shuffled list are the training set.
       const std::vector<int64_t> order = shuffled_order(n, gen);
-      train = empty_like(*all);
+      train = empty_like(*all, false);
       held_out = empty_like(*all);
       for (int64_t i = 0; i < n; ++i) append_row(i < n_train ? *train : *held_out, *all, order[static_cast<std::size_t>(i)]);
     } else {
@@ -230,7 +258,7 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
                        std::to_string(n_eval) + " of the " + std::to_string(n) + " sequences of --data " +
                        config.data + ": it needs at least 1 held out and 1 to train on");
     const std::vector<int64_t> order = shuffled_order(n, gen);
-    train = empty_like(all);
+    train = empty_like(all, false);
     held_out = empty_like(all);
     for (int64_t i = 0; i < n; ++i) append_row(i < n_eval ? *held_out : *train, all, order[static_cast<std::size_t>(i)]);
   }

@@ -47,7 +47,9 @@ class FixedSets final : public Task {
   std::optional<Batch> all_examples() const override { return base_->all_examples(); }
   double distinct_sequences() const override { return base_->distinct_sequences(); }
   std::vector<analysis::ExpectedRole> expected_roles() const override { return base_->expected_roles(); }
-  void describe(Batch& batch) const override { base_->describe(batch); }
+  // The base's description, and with --eval-data the file's "attend"
+  // patterns as roles too (a task's run evaluated on a file of patterns).
+  void describe(Batch& batch) const override;
 
   // The next `batch` sequences of the training set's epochs.
   Batch sample(int64_t batch, core::Generator& gen) override;

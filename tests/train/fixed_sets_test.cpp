@@ -244,6 +244,76 @@ TEST(FixedSets, EvalDataReplacesTheHeldOutBatch) {
   EXPECT_THROW(Session{c}, UsageError);
 }
 
+// Writes `text` to a fresh temporary file and returns its path.
+std::string temp_file(const std::string& tag, const std::string& text) {
+  const auto path = (fs::temp_directory_path() / ("headlab-" + tag + "-" + std::to_string(::getpid()) + ".jsonl")).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Eight rows whose first token is the row's number r and whose "back" pattern
+// gives query 2 the key r % 2 and query 3 the keys {1, 2}.
+std::string eight_rows_with_a_pattern() {
+  std::string text;
+  for (int r = 0; r < 8; ++r)
+    text += "{\"tokens\": [" + std::to_string(r) + ", 9, 10, 11], \"attend\": {\"back\": [null, null, " +
+            std::to_string(r % 2) + ", [1, 2]]}}\n";
+  return text;
+}
+
+// The patterns follow their rows into the held-out set: the run's analysis
+// batch is held-out rows, and a data file's patterns (and so its roles) used
+// to be dropped there, leaving a run without the roles it was trained for.
+TEST(FixedSets, HeldOutRowsKeepTheirAttendPatternsAndRoles) {
+  const std::string path = temp_file("held-attend", eight_rows_with_a_pattern());
+  TrainConfig c;
+  c.data = path;
+  c.model.vocab = 12;
+  c.model.max_seq_len = 4;
+  c.model.d_model = 16;
+  c.eval_fraction = 0.25;
+  Session s(c);
+  fs::remove(path);
+  const Batch& held = s.eval_batch();
+  ASSERT_EQ(held.batch, 2);
+  ASSERT_EQ(held.attend.size(), 1u);
+  const analysis::AttendPattern& back = held.attend[0];
+  EXPECT_EQ(back.name, "back");
+  EXPECT_EQ(back.batch, 2);
+  for (int64_t row = 0; row < held.batch; ++row) {
+    const int32_t r = held.tokens[static_cast<std::size_t>(row * 4)];
+    EXPECT_TRUE(back.at(row, 0).empty() && back.at(row, 1).empty());
+    EXPECT_EQ(back.at(row, 2), std::vector<int32_t>{r % 2}) << "row " << row << " (file row " << r << ")";
+    EXPECT_EQ(back.at(row, 3), (std::vector<int32_t>{1, 2}));
+  }
+  EXPECT_EQ(held.roles, (std::vector<analysis::ExpectedRole>{{"back", "back"}}));
+  // An analysis in chunks reads slices of the held-out set: they carry it too.
+  const Batch one = s.task().eval_slice(1, 1, c.seed);
+  ASSERT_EQ(one.attend.size(), 1u);
+  EXPECT_EQ(one.attend[0].at(0, 2), std::vector<int32_t>{held.tokens[4] % 2});
+}
+
+// A task's run evaluated on a file of patterns (--eval-data) expects the
+// file's roles besides the task's own.
+TEST(FixedSets, EvalDataPatternsAreRolesBesideTheTasks) {
+  const std::string path = temp_file("eval-attend", eight_rows_with_a_pattern());
+  TrainConfig c;
+  c.task = "previous";
+  c.model.vocab = 12;
+  c.model.max_seq_len = 4;
+  c.model.d_model = 16;
+  c.eval_data = path;
+  Session s(c);
+  fs::remove(path);
+  const Batch& held = s.eval_batch();
+  ASSERT_EQ(held.batch, 8);
+  ASSERT_FALSE(held.attend.empty());
+  EXPECT_EQ(held.attend[0].name, "back");
+  const auto& roles = held.roles;
+  EXPECT_NE(std::find(roles.begin(), roles.end(), analysis::ExpectedRole{"back", "back"}), roles.end());
+  EXPECT_GE(roles.size(), 2u) << "the task's own role stays";
+}
+
 // AdamW's decay is decoupled: p <- p (1 - lr wd) - lr m_hat / (sqrt(v_hat) + eps).
 // Two sessions that differ only in the weight decay take the same Adam step
 // from the same weights and gradients, so after one step they differ by
