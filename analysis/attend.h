@@ -10,6 +10,7 @@
 // mean over the examples that have a scored query (absent when none has).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -29,6 +30,11 @@ struct AttendPattern {
   std::vector<std::vector<int32_t>> keys;
 
   const std::vector<int32_t>& at(int64_t b, int64_t q) const { return keys[static_cast<std::size_t>(b * seq_len + q)]; }
+  // Whether some query has a key: a set without one could never score the
+  // pattern, and its input is refused (docs/head-metrics.md).
+  bool keyed() const {
+    return std::any_of(keys.begin(), keys.end(), [](const std::vector<int32_t>& k) { return !k.empty(); });
+  }
   // An empty pattern of B x T queries (none scored).
   static AttendPattern empty(std::string name, int64_t batch, int64_t seq_len);
 };

@@ -125,6 +125,13 @@ DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t
                      ": no position has a target (all targets are -1, or every sequence is a single "
                      "token without \"targets\"), so there is nothing to learn or score");
   }
+  for (std::size_t p = 0; p < pattern_names_.size(); ++p)
+    if (!pattern_keyed_[p])
+      throw UsageError(path_ + ":" + std::to_string(pattern_lines_[p]) + ": \"attend\" pattern \"" +
+                       pattern_names_[p] +
+                       "\" gives no query a key in this line nor in any other (all its entries are null), so no head "
+                       "could be scored on it; give keys where the pattern applies (a key position or a list of "
+                       "them), or leave the pattern out");
   order_ = EpochOrder(size(), shuffle);
 }
 
@@ -215,11 +222,12 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
       sequence.targets.push_back(static_cast<int32_t>(*target));
     }
   }
-  if (const auto attend = object.find("attend"); attend != object.end()) parse_attend(*attend, sequence, where);
+  if (const auto attend = object.find("attend"); attend != object.end())
+    parse_attend(*attend, sequence, line_number, where);
   sequences_.push_back(std::move(sequence));
 }
 
-void DataFile::parse_attend(const json& attend, Sequence& sequence, const std::string& where) {
+void DataFile::parse_attend(const json& attend, Sequence& sequence, int64_t line_number, const std::string& where) {
   if (!attend.is_object())
     throw UsageError(where + "\"attend\" must be an object {\"NAME\": [one entry per position]}, got " +
                      std::string(attend.type_name()));
@@ -267,7 +275,12 @@ void DataFile::parse_attend(const json& attend, Sequence& sequence, const std::s
     }
     const auto known = std::find(pattern_names_.begin(), pattern_names_.end(), name);
     const auto index = static_cast<std::size_t>(known - pattern_names_.begin());
-    if (known == pattern_names_.end()) pattern_names_.push_back(name);
+    if (known == pattern_names_.end()) {
+      pattern_names_.push_back(name);
+      pattern_lines_.push_back(line_number);
+      pattern_keyed_.push_back(false);
+    }
+    if (std::any_of(keys.begin(), keys.end(), [](const auto& k) { return !k.empty(); })) pattern_keyed_[index] = true;
     sequence.attend.emplace_back(index, std::move(keys));
   }
 }

@@ -10,7 +10,10 @@
 //     of key positions (the attention mass on the set counts), or null (the
 //     query is not scored). Keys are positions of the line, and at most the
 //     query's own position under causal attention. Every name is a pattern
-//     scored for every head and an expected role of the run.
+//     scored for every head and an expected role of the run, so each must
+//     give some query of some line a key: a pattern whose every entry is
+//     null could never be scored, and is refused (naming it at the line it
+//     first appears on). A line may lack a pattern other lines have.
 //   - No other keys (a misspelt "target" would otherwise silently mean
 //     next-token). Blank lines are skipped.
 //   - A line is at most 1 MiB plus 64 bytes per position of seq-len (a file
@@ -110,7 +113,7 @@ class DataFile final : public Task {
     // "attend": pattern index (into pattern_names_) -> keys per position.
     std::vector<std::pair<std::size_t, std::vector<std::vector<int32_t>>>> attend;
   };
-  void parse_attend(const nlohmann::json& attend, Sequence& sequence, const std::string& where);
+  void parse_attend(const nlohmann::json& attend, Sequence& sequence, int64_t line_number, const std::string& where);
 
   void parse_line(const std::string& line, int64_t line_number);
   void fill_row(Batch& out, int64_t row, const Sequence& sequence) const;
@@ -120,6 +123,8 @@ class DataFile final : public Task {
   bool causal_;
   std::vector<Sequence> sequences_;
   std::vector<std::string> pattern_names_;  // every "attend" name, in order of first appearance
+  std::vector<int64_t> pattern_lines_;      // the line each first appears on
+  std::vector<bool> pattern_keyed_;         // whether it gives some query a key
   EpochOrder order_{1, false};  // sized once the file is read
   Fingerprint fingerprint_;
 };

@@ -143,6 +143,16 @@ std::string slow_analysis_warning(const layers::ModelSpec& m, int64_t rows, int6
 }
 
 void check_analysable(const Batch& rows, const std::string& source) {
+  // The set's own patterns: one without a key in these rows would score null
+  // for every head and its role could never be found (a data file whose
+  // keyed lines all lie beyond the run's first --eval-batch).
+  for (const analysis::AttendPattern& p : rows.attend)
+    if (!p.keyed())
+      throw UsageError(source + ": the pattern \"" + p.name + "\" gives no query a key in the " +
+                       std::to_string(rows.batch) +
+                       " sequences the head analysis reads, so no head could be scored on it: have the analysis read "
+                       "lines with its keys (a larger --eval-batch, such lines first, or --eval-data FILE), or leave "
+                       "the pattern out");
   if (rows.lengths.empty()) return;  // full rows of seq-len >= kMinSeqLen (model_spec_for)
   const auto longest = std::max_element(rows.lengths.begin(), rows.lengths.end());
   if (*longest >= kMinSeqLen) return;

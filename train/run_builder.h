@@ -32,7 +32,8 @@ inline constexpr int64_t kMinSeqLen = 3;
 // --data's file) need one of at least kMinSeqLen real tokens; shorter rows
 // beside it count in the scores they can show (docs/head-metrics.md,
 // "Padding"). Throws UsageError naming `source` and its longest row
-// otherwise.
+// otherwise, or naming a pattern of theirs (Batch::attend) that gives no
+// query a key.
 void check_analysable(const Batch& rows, const std::string& source);
 
 // The model `config` describes for `task`: vocab, max_seq_len and classes

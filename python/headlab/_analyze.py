@@ -15,12 +15,14 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
 
     tokens: [B, T] ids, or a list of sequences of different lengths (padded
     and masked, as a data file's). targets: class ids of the tokens' shape, -1
-    where a position has none; by default the next token (models whose
+    where a position has none (for a list of sequences, one list per
+    sequence as long as its tokens); by default the next token (models whose
     classes are their tokens). lengths: [B] real lengths of a padded array.
     patterns: your own head patterns, scored for every head and used as
     labels: a dict name -> a boolean mask [B, T, T] or [T, T] (query, key:
-    where the attention counts), "offset:K" or "position:K", or per-sequence
-    key lists as a data file's "attend"; or (pattern, definition) pairs.
+    where the attention counts; a sequence of L tokens reads mask[:L, :L]),
+    "offset:K" or "position:K", or per-sequence key lists as a data file's
+    "attend"; or (pattern, definition) pairs. Each must give some query a key.
     roles: the roles you expect, a dict role -> pattern name (built-in or
     yours): the verdict says which were found. sources: the targets are
     copies of earlier tokens (as in induction): adds the task-position
@@ -35,6 +37,7 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     --threshold ...`). Needs seq_len >= 3. A model edited from Python
     (Model.with_params) adds its provenance, "edited", as heads.json does."""
     model = _as_model(model)
+    ragged = _tokens.ragged(tokens, lengths)  # then the targets come per sequence too
     ids, lengths = _tokens.padded(tokens, model.spec, lengths)
     if ids.shape[1] < 3:
         raise ValueError(f"analyze needs seq_len >= 3 (the positional scores read queries at positions >= 2), "
@@ -47,7 +50,7 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
             raise TypeError(f"analyze: {name} must be True or False, got {flag!r}")
     labels = (_fraction("threshold", threshold), _fraction("margin", margin),
               _fraction("diffuse_entropy", diffuse_entropy), _number("sink_delta_loss", sink_delta_loss))
-    ys = _tokens.padded_targets(targets, ids, lengths, model.spec)
+    ys = _tokens.padded_targets(targets, ids, lengths, model.spec, ragged)
     bad = None if corrupted is None else _corrupted(corrupted, ids, lengths, model.spec)
     user = _patterns.patterns(patterns, ids.shape[0], ids.shape[1], lengths)
     records = json.loads(_core.analyze(model._core, ids, ys, lengths, user, _patterns.roles(roles), bool(sources),

@@ -122,6 +122,13 @@ def _has_a_target(tokens, targets):
     return bool((targets >= 0).any()) if targets is not None else tokens.size >= 2
 
 
+def _has_a_key(rows):
+    """Whether a pattern's entries, per row (None: the row lacks it), give
+    some query a key: one without could never be scored, so the reader (and
+    headlab.analyze) refuse it."""
+    return any(row is not None and any(entry is not None for entry in row) for row in rows)
+
+
 def _no_target_error(where):
     return ValueError(f"{where}: no position has a target (every target is -1, or every sequence is a single token "
                       "without targets), so there is nothing to learn or score; the CLI refuses such a file")
@@ -156,13 +163,12 @@ def _rows(values, lengths, field):
     return [array[b, :int(n[b])] for b in range(array.shape[0])], array.shape[1]
 
 
-def _target_rows(values, rows, width):
-    """Each row's targets: a list of sequences as long as their tokens, or a
+def _target_rows(values, rows, width, ragged):
+    """Each row's targets: per sequence, each as long as its tokens, when the
+    tokens (ragged) or the targets are sequences of different lengths; else a
     [B, T] array of the tokens' shape whose padded positions are dropped."""
-    if _tokens._ragged(values):
-        if len(values) != len(rows):
-            raise ValueError(f"targets: {len(values)} sequences for {len(rows)} sequences of tokens")
-        return [_tokens._int_array(row, f"targets[{i}]")[0] for i, row in enumerate(values)]
+    if ragged or _tokens._ragged(values):
+        return _tokens.target_rows(values, [row.size for row in rows])
     array = _tokens._int_array(values, "targets")
     if array.shape != (len(rows), width):
         raise ValueError(f"targets: expected shape {[len(rows), width]} (the tokens'), got {list(array.shape)}")
@@ -204,14 +210,11 @@ def _mask_entries(field, mask, rows, width):
     if mask.shape != (len(rows), width, width):
         raise ValueError(f"{field}: a mask has shape [B, T, T] = {[len(rows), width, width]} (query, key) or [T, T]; "
                          f"got {list(mask.shape)}")
+    # Row b of n tokens reads mask[b, :n, :n]: a mask is padded as the tokens
+    # are, and what its padding holds is not written (headlab.analyze alike).
     out = []
     for b, row in enumerate(rows):
         n = row.size
-        past = mask[b].copy()
-        past[:n, :n] = False
-        if past.any():
-            q, k = (int(i) for i in np.argwhere(past)[0])
-            raise ValueError(f"{field}: row {b}: query {q}, key {k} is past the sequence's {n} tokens")
         out.append([None if not keys.size else int(keys[0]) if keys.size == 1 else keys.tolist()
                     for keys in (np.flatnonzero(mask[b, q, :n]) for q in range(n))])
     return out
@@ -227,7 +230,7 @@ def _json_entry(entry):
 def encode(tokens, targets=None, *, lengths=None, attend=None, causal=True):
     """The data file's text for these sequences, every value checked first."""
     rows, width = _rows(tokens, lengths, "tokens")
-    ys = None if targets is None else _target_rows(targets, rows, width)
+    ys = None if targets is None else _target_rows(targets, rows, width, _tokens.ragged(tokens, lengths))
     patterns = _attend_rows(attend, rows, width)
     bound = _max_line_bytes(max(row.size for row in rows))
     lines, any_target = [], False
@@ -248,8 +251,8 @@ def encode(tokens, targets=None, *, lengths=None, attend=None, causal=True):
         lines.append(line)
     if not any_target:
         raise _no_target_error("targets" if ys is not None else "tokens")
-    for name, entries in patterns.items():  # as headlab.analyze refuses such a pattern
-        if all(row is None or all(e is None for e in row) for row in entries):
+    for name, entries in patterns.items():  # as the reader and headlab.analyze refuse such a pattern
+        if not _has_a_key(entries):
             raise ValueError(f"attend['{name}'] gives no query a key in any row, so no head could be scored on it; "
                              "give keys where the pattern applies, or leave the pattern out")
     return "".join(lines)
@@ -340,8 +343,8 @@ def read_data(path, *, seq_len=None, bidirectional=False):
     `headlab.analyze(model, **headlab.read_data(path,
     seq_len=model.spec["max_seq_len"]))` gives the
     records of `headlab analyze RUN --data path`, which pads every row to the
-    model's seq_len. Checked as the CLI reads it: bidirectional=True lets a
-    key follow its query."""
+    model's seq_len. Checked as the CLI reads it (a pattern no line gives a
+    key is refused): bidirectional=True lets a key follow its query."""
     path = os.fsdecode(os.fspath(path))  # FILE:LINE in messages as the path's text
     if seq_len is not None and (not _is_int(seq_len) or seq_len < 1):
         raise ValueError(f"read_data: seq_len must be an int >= 1, got {seq_len!r}")
@@ -351,16 +354,22 @@ def read_data(path, *, seq_len=None, bidirectional=False):
     if not stat.S_ISREG(info.st_mode):
         raise ValueError(f"read_data: {path} is not a regular file; a data file is read from a file")
     bound = _max_line_bytes(seq_len or _INFERRED_POSITIONS)
-    sequences, names = [], []
+    sequences, first_lines = [], {}  # each pattern's name -> the line it first appears on
     for number, text in _lines(path, bound):
         sequence = _parse_line(text, not bidirectional, seq_len, _Where(file=path, line=number))
-        names.extend(name for name in sequence[2] if name not in names)
+        for name in sequence[2]:
+            first_lines.setdefault(name, number)
         sequences.append(sequence)
     if not sequences:
         raise ValueError(f"{path}: no sequences (the file is empty or holds only blank lines)")
     if not any(_has_a_target(tokens, targets) for tokens, targets, _ in sequences):
         raise _no_target_error(path)
-    return _batch(sequences, names, seq_len)
+    for name, line in first_lines.items():  # the message of DataFile's constructor
+        if not _has_a_key([attend.get(name) for _, _, attend in sequences]):
+            raise ValueError(f'{path}:{line}: "attend" pattern "{name}" gives no query a key in this line nor in any '
+                             "other (all its entries are null), so no head could be scored on it; give keys where the "
+                             "pattern applies (a key position or a list of them), or leave the pattern out")
+    return _batch(sequences, list(first_lines), seq_len)
 
 
 def _batch(sequences, names, seq_len):
@@ -466,11 +475,13 @@ def write_data(path, tokens, targets=None, *, lengths=None, attend=None, bidirec
     """Writes a data file that `headlab train --data`, `eval --data` and
     `analyze --data` read: one line per sequence. tokens: [B, T] ids with
     lengths=[B] (each row's real tokens), or a list of sequences of different
-    lengths. targets: of the tokens' shape, -1 where a position has none;
+    lengths. targets: of the tokens' shape, -1 where a position has none (for
+    a list of sequences, one list per sequence as long as its tokens);
     None writes no "targets", which the CLI reads as next-token targets (the
     last position has none). attend: your head patterns, name -> one list per
     sequence with an entry per token (a key, a list of keys, or None), or a
-    boolean mask [B, T, T] / [T, T] (query, key). Keys must be ones the query
+    boolean mask [B, T, T] / [T, T] (query, key), row b of n tokens reading
+    mask[b, :n, :n]; each must give some query a key. Keys must be ones the query
     sees: at most the query's position, unless bidirectional=True (a
     --bidirectional model). Everything is checked before anything is
     written; the file is written atomically, never over an existing file

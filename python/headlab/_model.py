@@ -128,10 +128,11 @@ class Model:
         """name -> dLoss/d(activation) for the named hook points (a list of names
         or a predicate name -> bool), the loss the mean cross-entropy over the
         targets != -1 (what attribution patching reads)."""
+        ragged = _tokens.ragged(tokens, lengths)
         ids, lengths = self.padded(tokens, lengths)
         if targets is None:  # required here: the loss is the caller's
             _tokens.targets(None, ids, self.spec)
-        ys = _tokens.padded_targets(targets, ids, lengths, self.spec)
+        ys = _tokens.padded_targets(targets, ids, lengths, self.spec, ragged)
         return self._core.gradients(ids, ys, self._select(names), lengths)
 
     def task_batch(self):

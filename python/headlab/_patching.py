@@ -82,6 +82,7 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
     if metric is not None and targets is not None:  # else they would be dropped without a word
         raise ValueError("patching: targets are read by the default metric only; a metric of your own gets "
                          "the logits alone: let it read your targets itself (a closure)")
+    ragged = _tokens.ragged(clean, lengths)  # then the targets come per sequence too
     ids, lengths = _tokens.padded(clean, model.spec, lengths, "clean")
     bad = _corrupted(corrupted, ids, lengths, model.spec)
     names = [template.format(layer) for layer in range(model.spec["layers"])]
@@ -92,7 +93,7 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
 
     clean_logits, cache = model.run_with_cache(ids, names=names, lengths=lengths)
     if metric is None:
-        metric = _restored(model, ids, bad, lengths, targets, clean_logits)
+        metric = _restored(model, ids, bad, lengths, targets, clean_logits, ragged)
     B, T = ids.shape
     real = np.ones((B, T), dtype=bool) if lengths is None else np.arange(T) < lengths[:, None]
     heads = [None] if layout == "bt" else range(model.spec["heads"])
@@ -200,9 +201,9 @@ def _patch(clean, layout, rows, head):
     return hook
 
 
-def _restored(model, ids, bad, lengths, targets, clean_logits):
+def _restored(model, ids, bad, lengths, targets, clean_logits, ragged):
     """The default metric: (loss_corrupted - loss_patched) / (loss_corrupted - loss_clean)."""
-    ys = _tokens.padded_targets(targets, ids, lengths, model.spec)
+    ys = _tokens.padded_targets(targets, ids, lengths, model.spec, ragged)
     clean_loss = _loss(clean_logits, ys)
     corrupted_loss = _loss(model(bad, lengths), ys)
     gap = corrupted_loss - clean_loss

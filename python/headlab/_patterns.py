@@ -33,7 +33,7 @@ def patterns(specs, batch, seq_len, lengths):
             out.append((name, definition, value, *_NO_KEYS))
         elif isinstance(value, np.ndarray) and value.dtype == np.bool_:
             out.append((name, definition or "a mask given to headlab.analyze.", "",
-                        *_mask_rows(name, value, batch, seq_len)))
+                        *_mask_rows(name, value, batch, seq_len, lengths)))
         elif isinstance(value, (list, tuple)):
             out.append((name, definition or "key lists given to headlab.analyze.", "",
                         *_list_rows(name, value, batch, seq_len, lengths)))
@@ -43,12 +43,18 @@ def patterns(specs, batch, seq_len, lengths):
     return out
 
 
-def _mask_rows(name, mask, batch, seq_len):
+def _mask_rows(name, mask, batch, seq_len, lengths):
     if mask.shape == (seq_len, seq_len):
         mask = np.broadcast_to(mask, (batch, seq_len, seq_len))
     if mask.shape != (batch, seq_len, seq_len):
         raise ValueError(f"patterns['{name}']: a mask has shape [B, T, T] = {[batch, seq_len, seq_len]} (query, key) "
                          f"or [T, T] for every sequence; got {list(mask.shape)}")
+    if lengths is not None:
+        # A mask is padded as the tokens are: row b of length L reads
+        # mask[b, :L, :L], its padding being no query and no key (as a
+        # positional pattern skips the keys a short row lacks).
+        real = np.arange(seq_len) < np.asarray(lengths)[:, None]
+        mask = mask & real[:, :, None] & real[:, None, :]
     b, q, k = np.nonzero(mask)  # in row-major order: by sequence, then query
     counts = np.bincount(b * seq_len + q, minlength=batch * seq_len)
     return np.concatenate(([0], np.cumsum(counts))).astype(np.int64), k.astype(np.int32)

@@ -93,7 +93,7 @@ def padded(values, spec, lengths=None, what="tokens"):
     token 0, as a data file's are; `lengths` marks the real tokens of a
     rectangular array. None when every row is full, so that an unpadded batch
     runs without a mask, bit for bit as before."""
-    if lengths is None and _ragged(values):
+    if ragged(values, lengths):
         rows = [_int_array(row, f"{what}[{i}]") for i, row in enumerate(values)]
         for i, row in enumerate(rows):
             if row.shape[0] != 1:
@@ -120,21 +120,21 @@ def padded(values, spec, lengths=None, what="tokens"):
     return ids, np.ascontiguousarray(n, dtype=np.int32)
 
 
-def padded_targets(values, ids, lengths, spec):
-    """Targets for `padded`'s ids: rows as ragged as the tokens' (or a [B, T]
-    array), -1 at every padded position; by default the next real token."""
+def padded_targets(values, ids, lengths, spec, ragged=False):
+    """Targets for `padded`'s ids, -1 at every padded position; by default the
+    next real token. ragged: the tokens came as sequences of different
+    lengths, so the targets are read per sequence (`target_rows`), each as
+    long as its tokens. Else a [B, T] array of the tokens' shape, whose padded
+    positions are ignored, or rows as ragged as `lengths`."""
     if values is None:
         out = next_token_targets(ids, spec)
         if lengths is not None:
             out[np.arange(ids.shape[1]) >= (lengths[:, None] - 1)] = -1
         return _with_a_target(out)
-    if lengths is not None and _ragged(values):
+    if ragged or (lengths is not None and _ragged(values)):
         array = np.full(ids.shape, -1, dtype=np.int64)
-        for i, row in enumerate(values):
-            row = _int_array(row, f"targets[{i}]")[0]
-            if row.shape[0] != lengths[i]:
-                raise ValueError(f"targets[{i}]: expected {lengths[i]} (its tokens'), got {row.shape[0]}")
-            array[i, :row.shape[0]] = row
+        for i, row in enumerate(target_rows(values, lengths)):  # ragged tokens have lengths
+            array[i, :row.size] = row
         values = array
     out = targets(values, ids, spec)
     if lengths is not None:
@@ -142,6 +142,35 @@ def padded_targets(values, ids, lengths, spec):
         out[np.arange(ids.shape[1]) >= lengths[:, None]] = -1
         out = _with_a_target(out)
     return out
+
+
+def target_rows(values, lengths):
+    """Each sequence's targets, a 1-D int array exactly as long as its tokens
+    (lengths[i]). Sequences of different lengths take their targets per
+    sequence: rows of equal length must not be read as a padded array, whose
+    padding would drop a target without a word."""
+    if not isinstance(values, (list, tuple, np.ndarray)) or len(values) != len(lengths):
+        got = f"{len(values)} sequences" if isinstance(values, (list, tuple, np.ndarray)) else repr(values)[:80]
+        raise ValueError(f"targets: expected one list per sequence of tokens ({len(lengths)}), got {got}")
+    out = []
+    for i, (row, n) in enumerate(zip(values, lengths)):
+        if not isinstance(row, (list, tuple, np.ndarray)) or getattr(row, "ndim", 1) == 0:
+            raise ValueError(f"targets[{i}]: expected a list of class ids (-1: none), got {row!r:.80}")
+        if len(row) != n:
+            raise ValueError(f"targets[{i}]: {len(row)} targets for the {int(n)} tokens of tokens[{i}]; a sequence's "
+                             "targets are as long as its tokens (-1 where a position has none), also when the "
+                             "sequences have different lengths")
+        array = _int_array(row, f"targets[{i}]")
+        if array.shape[0] != 1:
+            raise ValueError(f"targets[{i}]: expected a list of class ids (-1: none), got shape {list(array.shape)}")
+        out.append(array[0])
+    return out
+
+
+def ragged(values, lengths=None):
+    """Whether `padded` reads these tokens as sequences of different lengths
+    (no `lengths`): their targets are then read per sequence."""
+    return lengths is None and _ragged(values)
 
 
 def _ragged(values):

@@ -65,8 +65,10 @@ std::vector<analysis::AttendPattern> attend_patterns(const std::vector<PatternIn
     p.name = in.name;
     if (!in.definition.empty()) p.definition = in.definition;
     // A pattern that scores no query would leave every head's score null, unsaid.
-    if (std::all_of(p.keys.begin(), p.keys.end(), [](const auto& keys) { return keys.empty(); }))
-      throw std::invalid_argument("patterns['" + in.name + "'] gives no query a key, so no head could be scored on it");
+    if (!p.keyed())
+      throw std::invalid_argument("patterns['" + in.name +
+                                  "'] gives no query a key, so no head could be scored on it; give keys where the "
+                                  "pattern applies (a mask's rows are cut to each sequence's length), or leave it out");
     out.push_back(std::move(p));
   }
   return out;

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import headlab
+from headlab import _patterns, patching
 from conftest import cli, random_tokens
 
 FAST = dict(pruning=False, importance_examples=1)
@@ -229,14 +230,38 @@ def test_bad_patterns_roles_and_options_are_named(mlp_model, kwargs, error, matc
         headlab.analyze(mlp_model, tokens, targets, **kwargs, **FAST)
 
 
-def test_a_padded_position_is_no_query_of_a_pattern(mlp_model):
+def test_a_mask_is_cut_to_each_sequences_length(mlp_model):
     rows = [[1, 2, 3], [1, 2, 3, 4, 5, 6]]
     targets = [[1, 1, 1], [1, 1, 1, 1, 1, 1]]
-    with pytest.raises(ValueError, match=r"query 3 of sequence 0 is padding \(the sequence has 3 tokens\)"):
-        headlab.analyze(mlp_model, rows, targets, patterns={"p": np.eye(6, k=-1, dtype=bool)}, **FAST)
-    # Per-sequence lists follow each sequence's own length.
-    records = headlab.analyze(mlp_model, rows, targets, patterns={"p": [[None, 0, 1], [None, 0, 1, 2, 3, 4]]}, **FAST)
-    assert all(h["scores"]["user"]["p"] is not None for h in records["heads"])
+    # Per-sequence lists follow each sequence's own length; a mask [T, T], or
+    # [B, T, T] whatever a short row's padding holds (here keys past a real
+    # query's sequence too), gives a row of L tokens mask[:L, :L]: the same keys.
+    lists = headlab.analyze(mlp_model, rows, targets, patterns={"p": [[None, 0, 1], [None, 0, 1, 2, 3, 4]]}, **FAST)
+    expected = [h["scores"]["user"]["p"] for h in lists["heads"]]
+    assert None not in expected
+    prev = np.eye(6, k=-1, dtype=bool)
+    padding = np.ones((6, 6), bool)
+    padding[:3, :3] = False
+    for mask in (prev, np.stack([prev | padding, prev])):
+        records = headlab.analyze(mlp_model, rows, targets, patterns={"p": mask}, **FAST)
+        assert [h["scores"]["user"]["p"] for h in records["heads"]] == expected
+
+
+def test_a_bidirectional_mask_gives_a_short_sequence_only_its_own_keys():
+    lengths, T = np.array([2, 4]), 4
+    [(_, _, _, offsets, keys)] = _patterns.patterns({"p": np.ones((T, T), bool)}, 2, T, lengths)
+    got = [keys[offsets[i]:offsets[i + 1]].tolist() for i in range(2 * T)]
+    assert got == [list(range(n)) if q < n else [] for n in lengths for q in range(T)]
+
+
+def test_ragged_sequences_take_their_targets_per_sequence(mlp_model):
+    # Rows of equal length are no padded array: the 1 past the short row would be dropped unsaid.
+    rows, targets = [[1, 2, 3, 4], [1, 2, 3]], [[1, 1, 1, 1], [1, 1, 1, 1]]
+    for call in (lambda: headlab.analyze(mlp_model, rows, targets, **FAST),
+                 lambda: mlp_model.gradients(rows, targets, ["hook_embed"]),
+                 lambda: patching.head_out(mlp_model, rows, rows, targets=targets, progress=False)):
+        with pytest.raises(ValueError, match=r"targets\[1\]: 4 targets for the 3 tokens of tokens\[1\]"):
+            call()
 
 
 def test_ctrl_c_stops_an_analysis_at_once(attn_model):

@@ -65,14 +65,16 @@ def test_arrays_with_lengths_write_the_ragged_rows(tmp_path):
     grid = np.full((len(rows), 6), 7)  # what the padding holds is not written
     for b, r in enumerate(rows):
         grid[b, :len(r)] = r
-    headlab.write_data(tmp_path / "a.jsonl", grid, lengths=[len(r) for r in rows])
-    headlab.write_data(tmp_path / "b.jsonl", rows)
+    headlab.write_data(tmp_path / "a.jsonl", grid, grid, lengths=[len(r) for r in rows])
+    headlab.write_data(tmp_path / "b.jsonl", rows, [list(r) for r in rows])
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
-    # A mask [T, T] is the same pattern as key lists.
+    # A mask [T, T], or [B, T, T] whatever its padding holds, is cut to each row
+    # (row b of n tokens reads mask[b, :n, :n]): the same pattern as key lists.
     mask = np.eye(6, k=-1, dtype=bool)
-    headlab.write_data(tmp_path / "m.jsonl", rows, attend={"prev": mask[None] & _real(rows)})
     headlab.write_data(tmp_path / "l.jsonl", rows, attend={"prev": previous(rows)})
-    assert (tmp_path / "m.jsonl").read_bytes() == (tmp_path / "l.jsonl").read_bytes()
+    for i, form in enumerate((mask, mask[None] & _real(rows), mask[None] | ~_real(rows))):
+        headlab.write_data(tmp_path / f"m{i}.jsonl", rows, attend={"prev": form})
+        assert (tmp_path / f"m{i}.jsonl").read_bytes() == (tmp_path / "l.jsonl").read_bytes(), i
 
 
 def _real(rows):
@@ -183,6 +185,9 @@ def test_read_data_gives_the_arrays_back(tmp_path):
      r":2: attend\['p'\]\[1\]: key 3 is not a key query 1 can see: keys are in \[0, 2\]$", True),
     ('[1, 2]', r":2: expected a JSON object", False),
     ('{"tokens": [1, 2, 3, 4, 5]}', r":2: 5 tokens, longer than seq_len 4", False),
+    # A pattern no line gives a key could never be scored (headlab.analyze refuses it too).
+    ('{"tokens": [1, 2, 3], "attend": {"p": [null, null, null]}}',
+     r':2: "attend" pattern "p" gives no query a key in this line nor in any other', False),
 ])
 def test_read_data_refuses_what_the_cli_refuses(tmp_path, line, match, bidirectional):
     path = tmp_path / "bad.jsonl"
@@ -237,8 +242,16 @@ BAD = [
     (dict(tokens=[[1, 2**31, 3]]), ValueError, r"tokens: row 0, position 1: 2147483648 is out of range"),
     (dict(tokens=[[1, 2], [3, 4, 5]], targets=[[1, 2], [3, -3, 5]]), ValueError,
      r"targets: row 1, position 1: -3 is out of range: targets are -1 \(none\) or a class >= 0"),
-    (dict(tokens=[[1, 2], [3, 4, 5]], targets=[[1], [3, 4, 5]]), ValueError, r"targets: row 0: 1 targets for 2 tokens"),
-    (dict(tokens=[[1, 2], [3, 4, 5]], targets=[[1, 2], [3, 5]]), ValueError, r"targets: expected shape \[2, 3\]"),
+    (dict(tokens=[[1, 2], [3, 4, 5]], targets=[[1], [3, 4, 5]]), ValueError,
+     r"targets\[0\]: 1 targets for the 2 tokens of tokens\[0\]"),
+    (dict(tokens=[[1, 2], [3, 4, 5]], targets=[[1, 2], [3, 5]]), ValueError,
+     r"targets\[1\]: 2 targets for the 3 tokens of tokens\[1\]"),
+    # Sequences of different lengths take their targets per sequence: rows of equal
+    # length are no padded array whose padding (the 4) would be dropped unsaid.
+    (dict(tokens=[[1, 2], [3]], targets=[[1, 2], [3, 4]]), ValueError,
+     r"targets\[1\]: 2 targets for the 1 tokens of tokens\[1\]"),
+    (dict(tokens=[[1, 2], [3]], targets=np.array([[1, 2], [3, -1]])), ValueError,
+     r"targets\[1\]: 2 targets for the 1 tokens of tokens\[1\]"),
     (dict(tokens=[[1.5, 2]]), ValueError, "expected integer ids, got dtype float64"),
     (dict(tokens=[[1, 2, 3]], lengths=[0]), ValueError, r"lengths: row 0: 0 is not in \[1, 3\]"),
     (dict(tokens=[[5], [6]]), ValueError, "no position has a target"),
@@ -259,6 +272,10 @@ BAD = [
     (dict(tokens=[[1, 2, 3], [4, 5]], attend={"p": [[None, None, None], None]}), ValueError,
      r"attend\['p'\] gives no query a key in any row, so no head could be scored on it"),
     (dict(tokens=[[1, 2, 3]], attend={"p": np.zeros((3, 3), bool)}), ValueError, r"attend\['p'\] gives no query a key"),
+    # A mask is cut to each row: True only in a row's padding is no key.
+    (dict(tokens=[[1, 2, 3], [4, 5]], attend={"p": np.eye(3, k=-1, dtype=bool)[None] & (np.arange(2) == 1)[:, None, None]
+                                                & (np.arange(3) == 2)[None, :, None]}), ValueError,
+     r"attend\['p'\] gives no query a key"),
 ]
 
 

@@ -4,6 +4,7 @@
 // anything is written.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,10 @@ const std::vector<BadData>& bad_data() {
       {"no_tokens", "{\"targets\": [1, 2]}\n", {"data.jsonl:1", "tokens"}},
       {"empty_file", "", {"data.jsonl", "no sequences"}},
       {"binary_garbage", std::string("\x00\xff\xfe{", 4) + "\n", {"data.jsonl:1"}},
+      // Could never be scored: refused before the first step, as headlab.analyze refuses it.
+      {"attend_pattern_without_a_key",
+       std::string(kGood) + "{\"tokens\": [1, 2, 3], \"attend\": {\"p\": [null, null, null]}}\n",
+       {"data.jsonl:2", "\"attend\" pattern \"p\" gives no query a key in this line nor in any other"}},
   };
   return all;
 }
@@ -158,6 +163,38 @@ TEST(DataFile, AnalyzeDataGivesTheFilesPatternsTheRolesOfARunTrainedOnIt) {
     EXPECT_TRUE(j.at("verdict").at("reasons").at(0).get<std::string>().starts_with("expected roles found: "))
         << heads << ": " << j.at("verdict").dump();
   }
+}
+
+// A pattern no line gives a key is refused by analyze --data before any work,
+// as is a --pattern no sequence has the key of; one whose keys all lie in the
+// file's second chunk is scored over the whole file, the first chunk adding
+// nothing to it. And a run whose analysis reads
+// only lines without a pattern's keys (its first --eval-batch) is refused
+// before its first step, saying how to give it some.
+TEST(DataFile, APatternIsRefusedOnlyWhenTheWholeSetHasNoKeyOfIt) {
+  TempDir cwd, files;
+  const std::string keyless = files / "keyless.jsonl", late = files / "late.jsonl";
+  write_bytes(keyless, "{\"tokens\": [1, 2, 3, 4], \"attend\": {\"p\": [null, null, null, null]}}\n");
+  const RunResult refused = run_headlab({"analyze", shared_run(), "--data", keyless, "--out", cwd / "a"}, cwd.path());
+  EXPECT_TRUE(clean_failure(refused, 2, {"keyless.jsonl:1", "\"p\" gives no query a key in this line nor in any other"}));
+  EXPECT_TRUE(is_empty_dir(cwd.path()));
+
+  write_bytes(late, "{\"tokens\": [1, 2, 3, 4]}\n{\"tokens\": [4, 3, 2, 1], \"attend\": {\"p\": [null, 0, 1, 2]}}\n");
+  const RunResult analyzed =
+      run_headlab({"analyze", shared_run(), "--data", late, "--batch", "1", "--out", cwd / "a"}, cwd.path());
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.describe();
+  const nlohmann::json heads = nlohmann::json::parse(read_bytes(cwd / "a/heads.json")).at("heads");
+  ASSERT_FALSE(heads.empty());
+  for (const nlohmann::json& head : heads) EXPECT_TRUE(head.at("scores").at("user").at("p").is_number()) << head;
+  // So is a --pattern whose key no sequence of the file has.
+  const RunResult beyond =
+      run_headlab({"analyze", shared_run(), "--data", late, "--pattern", "position:5", "--out", cwd / "b"}, cwd.path());
+  EXPECT_TRUE(clean_failure(beyond, 2, {"--pattern position:5 gives no query a key in the 2 sequences of --data"}));
+
+  const auto train = train_command(cwd / "run", {{"--data", late}, {"--eval-batch", "1"}, {"--steps", "2"}});
+  EXPECT_TRUE(clean_failure(run_headlab(train, cwd.path()), 2,
+                            {"late.jsonl", "\"p\" gives no query a key in the 1 sequences", "--eval-batch"}));
+  EXPECT_FALSE(std::filesystem::exists(cwd / "run"));
 }
 
 }  // namespace

@@ -377,6 +377,24 @@ TEST_F(DataFileTest, BadAttendEntriesAreUsageErrorsNamingTheLineAndTheEntry) {
   EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, 1]}}\n"), "data.jsonl:1: \"attend\" pattern \"p\""));
 }
 
+// A pattern no line gives a key could never be scored: the file is refused,
+// naming the pattern and the line it first appears on. One that only some
+// lines have, or have keys for, is read.
+TEST_F(DataFileTest, APatternWithoutAnyKeyIsRefusedButOneThatSomeLinesLackIsRead) {
+  const std::string keyless = "{\"tokens\": [1, 2, 3], \"attend\": {\"p\": [null, null, null]}}\n";
+  const std::string error = error_of("{\"tokens\": [4, 5]}\n" + keyless + keyless);
+  EXPECT_TRUE(contains(error, "data.jsonl:2: \"attend\" pattern \"p\" gives no query a key in this line nor in any other"))
+      << error;
+  EXPECT_TRUE(contains(error, "leave the pattern out")) << error;
+
+  DataFile data(write(keyless + "{\"tokens\": [4, 5]}\n{\"tokens\": [1, 2, 3], \"attend\": {\"p\": [null, 0, null]}}\n"),
+                8, 8, 6);
+  const Batch first = data.rows(0, 2);
+  ASSERT_EQ(first.attend.size(), 1u);
+  EXPECT_FALSE(first.attend[0].keyed()) << "a slice of the file without a key of the pattern is no error";
+  EXPECT_EQ(data.rows(2, 1).attend[0].at(0, 1), std::vector<int32_t>{0});
+}
+
 TEST_F(DataFileTest, BidirectionalModelsMayAttendToLaterKeys) {
   DataFile data(write("{\"tokens\": [1, 2, 3], \"attend\": {\"next\": [1, 2, null]}}\n"), 8, 8, 6, false,
                 /*causal=*/false);

@@ -158,6 +158,30 @@ analysis::ReadChunk chunk_reader(AnalysisInput& input, const std::vector<std::st
   };
 }
 
+// Refuses a positional pattern that gives no query of the whole set a key
+// (every sequence shorter than its key, or keys only where no target is): no
+// head could be scored on it, as headlab.analyze says of such a pattern.
+// A chunk without a key of it is fine: only the whole set counts.
+void check_patterns_keyed(AnalysisInput& input, const std::vector<std::string>& patterns,
+                          const std::string& sequences) {
+  std::vector<bool> keyed(patterns.size(), false);
+  for (int64_t first = 0; first < input.rows(); first += input.chunk_rows()) {
+    const train::Batch rows = input.read(first, std::min(input.chunk_rows(), input.rows() - first));
+    for (std::size_t i = 0; i < patterns.size(); ++i) {
+      if (keyed[i]) continue;
+      keyed[i] = analysis::positional_pattern(patterns[i], rows.batch, rows.seq_len, input.model().spec().causal,
+                                              rows.targets, rows.lengths)
+                     .keyed();
+    }
+  }
+  for (std::size_t i = 0; i < patterns.size(); ++i)
+    if (!keyed[i])
+      throw train::UsageError("--pattern " + patterns[i] + " gives no query a key in the " +
+                              std::to_string(input.rows()) + " " + sequences +
+                              " (its key lies beyond every sequence, or before it, or only at queries without a "
+                              "target), so no head could be scored on it; give another K or leave it out");
+}
+
 // The analysis's progress line on a terminal, in train's style.
 class ProgressBar {
  public:
@@ -274,6 +298,7 @@ int run_analyze(const AnalyzeArgs& args) {
         throw train::UsageError("--pattern " + args.patterns[i] + " is also an \"attend\" pattern of " +
                                 input.source() + "; drop one of them");
   }
+  check_patterns_keyed(input, args.patterns, sequences);
   analysis::AnalysisOptions options;
   options.labels = args.labels;
   options.example = args.example;
