@@ -19,6 +19,7 @@ from ._run import Run, train
 from ._analyze import analyze
 from ._attribution import logit_attribution
 from ._cache import ActivationCache
+from ._names import get_act_name
 from ._data import read_data, write_data
 from . import _patching as patching
 
@@ -26,5 +27,5 @@ from . import _patching as patching
 import sys as _sys
 _sys.modules[__name__ + ".patching"] = patching
 
-__all__ = ["ActivationCache", "Model", "Run", "analyze", "load", "logit_attribution", "patching", "read_data", "train",
-           "write_data"]
+__all__ = ["ActivationCache", "Model", "Run", "analyze", "get_act_name", "load", "logit_attribution", "patching",
+           "read_data", "train", "write_data"]

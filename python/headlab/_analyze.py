@@ -5,6 +5,7 @@ import numpy as np
 
 from . import _core, _patterns, _tokens
 from ._model import _as_model
+from ._targets import warn_if_not_next_token
 
 
 def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=None, sources=False, example=0,
@@ -50,6 +51,8 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
             raise TypeError(f"analyze: {name} must be True or False, got {flag!r}")
     labels = (_fraction("threshold", threshold), _fraction("margin", margin),
               _fraction("diffuse_entropy", diffuse_entropy), _number("sink_delta_loss", sink_delta_loss))
+    if targets is None:
+        warn_if_not_next_token(model, "analyze")
     ys = _tokens.padded_targets(targets, ids, lengths, model.spec, ragged)
     bad = None if corrupted is None else _corrupted(corrupted, ids, lengths, model.spec)
     user = _patterns.patterns(patterns, ids.shape[0], ids.shape[1], lengths)

@@ -5,6 +5,7 @@ import numpy as np
 
 from . import _tokens
 from ._model import _as_model
+from ._targets import warn_if_not_next_token
 
 
 def logit_attribution(model, tokens, targets=None, lengths=None, incorrect=None):
@@ -20,7 +21,9 @@ def logit_attribution(model, tokens, targets=None, lengths=None, incorrect=None)
     model = _as_model(model)
     spec = model.spec
     ids, lengths = model.padded(tokens, lengths)
-    ys = _tokens.padded_targets(targets, ids, lengths, spec)
+    if targets is None:
+        warn_if_not_next_token(model, "logit_attribution")
+    ys = _tokens.padded_targets(targets, ids, lengths, spec, _tokens.ragged(tokens, lengths))
     names = ["hook_embed", "hook_pos_embed"]
     for l in range(spec["layers"]):
         names.append(f"blocks.{l}.attn.hook_result")

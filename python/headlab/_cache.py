@@ -3,6 +3,8 @@ array with TransformerLens's methods for reading the residual stream as a sum
 of components (docs/python.md, "Direct logit attribution")."""
 import numpy as np
 
+from ._names import SHORT_NAMES as _SHORT, get_act_name
+
 
 class ActivationCache(dict):
     """hook name -> activation (numpy, read-only), as a plain dict, plus
@@ -16,6 +18,24 @@ class ActivationCache(dict):
         self.model = model
 
     # --- reading the cache ---
+
+    def __getitem__(self, key):
+        """cache[name], or TransformerLens's short forms: cache["pattern", 0],
+        cache["resid_post", -1], cache["scale", 1, "ln2"], cache["embed"],
+        cache["scale"] (ln_final's): get_act_name's names (headlab.get_act_name)."""
+        if isinstance(key, tuple):
+            if not 1 <= len(key) <= 3:
+                raise KeyError(f"cache[{key!r}]: expected (name, layer) or (name, layer, layer_type)")
+            key = get_act_name(*key, layers=self.model.spec["layers"])
+        elif isinstance(key, str) and not dict.__contains__(self, key) and "." not in key and key in _SHORT:
+            key = get_act_name(key)  # "embed", "scale" (ln_final's): the names without a layer
+        try:
+            return super().__getitem__(key)
+        except KeyError:
+            if isinstance(key, str) and key in self.model.hook_names():
+                raise KeyError(f"the cache has no {key!r}: run_with_cache(tokens, names=...) must include it "
+                               f"(or names=None, every hook point)") from None
+            raise
 
     def _need(self, name):
         """The cached activation at `name`, or a KeyError saying how to cache it."""

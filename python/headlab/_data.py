@@ -338,8 +338,9 @@ def read_data(path, *, seq_len=None, bidirectional=False):
     targets [B, T] (T: seq_len, else the longest sequence; targets -1 where a
     position has none, the next token where the line has no "targets"),
     lengths [B] (None when no row is padded), patterns (the file's "attend",
-    each as per-sequence key lists with the CLI's definition), roles (one per
-    pattern, called by its name, as the CLI's) and sources (False). So
+    each as per-sequence key lists with the CLI's definition), roles (a dict
+    role -> pattern: one per pattern, called by its name, as the CLI's) and
+    sources (False). Ids are int64, as torch takes them. So
     `headlab.analyze(model, **headlab.read_data(path,
     seq_len=model.spec["max_seq_len"]))` gives the
     records of `headlab analyze RUN --data path`, which pads every row to the
@@ -373,10 +374,11 @@ def read_data(path, *, seq_len=None, bidirectional=False):
 
 
 def _batch(sequences, names, seq_len):
-    n = np.array([tokens.size for tokens, _, _ in sequences], dtype=np.int32)
+    # int64, what torch's losses and embeddings take (torch.from_numpy(targets)).
+    n = np.array([tokens.size for tokens, _, _ in sequences], dtype=np.int64)
     width = seq_len or int(n.max())
-    tokens = np.zeros((len(sequences), width), dtype=np.int32)
-    targets = np.full((len(sequences), width), -1, dtype=np.int32)
+    tokens = np.zeros((len(sequences), width), dtype=np.int64)
+    targets = np.full((len(sequences), width), -1, dtype=np.int64)
     for b, (ids, ys, _) in enumerate(sequences):
         tokens[b, :ids.size] = ids
         if ys is None:
@@ -389,7 +391,7 @@ def _batch(sequences, names, seq_len):
     # order they first appear (DataFile::describe): what `headlab analyze RUN
     # --data FILE` and a run trained on the file expect.
     return dict(tokens=tokens, targets=targets, lengths=None if (n == width).all() else n, patterns=patterns,
-                roles=[(name, name) for name in names], sources=False)
+                roles={name: name for name in names}, sources=False)
 
 
 # --- the file -----------------------------------------------------------------

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _core, _tokens
 from ._cache import ActivationCache
+from ._targets import mean_loss, warn_if_not_next_token
 
 
 def load(path):
@@ -61,10 +62,29 @@ class Model:
         end with token 0, and `lengths` marks the real tokens of an array."""
         return _tokens.padded(tokens, self.spec, lengths)
 
-    def __call__(self, tokens, lengths=None):
+    def __call__(self, tokens, lengths=None, *, return_type="logits", targets=None):
         """logits [B, T, classes] of the tokens [B, T] (or of sequences of
-        different lengths, padded and masked: docs/python.md)."""
-        return self._core.forward(*self.padded(tokens, lengths))
+        different lengths, padded and masked: docs/python.md). return_type,
+        as TransformerLens's: "logits", "loss" (the mean cross-entropy over
+        the targets != -1, training's loss; targets default to the next
+        token), "both" ((logits, loss)) or None."""
+        ids, lengths = self.padded(tokens, lengths)
+        return self._returned(self._core.forward(ids, lengths), return_type, tokens, targets, ids, lengths,
+                              "model(...)")
+
+    def _returned(self, logits, return_type, tokens, targets, ids, lengths, who):
+        """What return_type asks of a pass's logits."""
+        if return_type not in ("logits", "loss", "both", None):
+            raise ValueError(f"{who}: return_type must be 'logits', 'loss', 'both' or None, got {return_type!r}")
+        if return_type == "logits":
+            return logits
+        if return_type is None:
+            return None
+        if targets is None:
+            warn_if_not_next_token(self, who)
+        ys = _tokens.padded_targets(targets, ids, lengths, self.spec, _tokens.ragged(tokens, lengths))
+        loss = mean_loss(logits, ys)
+        return loss if return_type == "loss" else (logits, loss)
 
     def hook_names(self):
         """Every hook point of this model, in forward order (TransformerLens's names)."""
@@ -83,24 +103,40 @@ class Model:
         """A name, a list of names or a predicate name -> bool -> the checked list of names."""
         if callable(names):
             return [n for n in self.hook_names() if names(n)]
-        names = [names] if isinstance(names, str) else list(names)
+        if isinstance(names, str):
+            names = [names]
+        elif isinstance(names, (list, tuple, set, frozenset)):
+            names = list(names)
+        else:
+            raise TypeError(f"hook names are strings (a name, a list of them, or a predicate name -> bool), "
+                            f"got {names!r}")
         self._check_names(names)
         return names
 
-    def run_with_cache(self, tokens, names=None, lengths=None):
+    def run_with_cache(self, tokens, names=None, lengths=None, *, names_filter=None, return_type="logits",
+                       targets=None):
         """(logits, cache): cache maps each hook name (or only those in `names`,
-        a list of names or a predicate name -> bool) to its activation as numpy;
+        a list of names or a predicate name -> bool; TransformerLens's
+        `names_filter=` is the same) to its activation as numpy;
         an ActivationCache, a dict with TransformerLens's methods
-        (stack_head_results, decompose_resid, logit_attrs, ...)."""
+        (stack_head_results, decompose_resid, logit_attrs, ...) and short
+        names (cache["pattern", 0]). return_type as for model(...)."""
+        if names_filter is not None:
+            if names is not None:
+                raise TypeError("run_with_cache: give names or names_filter (TransformerLens's name for it), not both")
+            names = names_filter
         ids, lengths = self.padded(tokens, lengths)
         keep = self.hook_names() if names is None else self._select(names)
         logits, cache = self._core.run(ids, keep, [], None, lengths)
-        return logits, ActivationCache(self, cache)
+        out = self._returned(logits, return_type, tokens, targets, ids, lengths, "run_with_cache")
+        return out, ActivationCache(self, cache)
 
-    def run_with_hooks(self, tokens, fwd_hooks=(), lengths=None):
+    def run_with_hooks(self, tokens, fwd_hooks=(), lengths=None, *, return_type="logits", targets=None):
         """logits with hooks: fwd_hooks = [(name, fn), ...], fn(activation, name)
         returning None (keep it, or the array edited in place) or an array of the
-        same shape that replaces the activation downstream."""
+        same shape that replaces the activation downstream. A name may be a
+        predicate name -> bool (the hook runs at every point it accepts), as
+        TransformerLens's. return_type as for model(...)."""
         ids, lengths = self.padded(tokens, lengths)
         hooks = {}
         for entry in fwd_hooks:
@@ -110,8 +146,12 @@ class Model:
                 raise ValueError(f"fwd_hooks: expected (name, function) pairs, got {entry!r}") from None
             if not callable(fn):
                 raise TypeError(f"fwd_hooks: the hook for {name!r} is not callable: {fn!r}")
-            self._check_names([name])
-            hooks.setdefault(name, []).append(fn)
+            chosen = self._select(name)
+            if callable(name) and not chosen:
+                raise ValueError(f"fwd_hooks: the predicate {name!r} accepts no hook point of this model "
+                                 "(model.hook_names() lists them)")
+            for point in chosen:
+                hooks.setdefault(point, []).append(fn)
 
         def call(name, activation):
             fns = hooks[name]
@@ -122,7 +162,7 @@ class Model:
             return activation
 
         logits, _ = self._core.run(ids, [], list(hooks), call, lengths)
-        return logits
+        return self._returned(logits, return_type, tokens, targets, ids, lengths, "run_with_hooks")
 
     def gradients(self, tokens, targets, names, lengths=None):
         """name -> dLoss/d(activation) for the named hook points (a list of names
@@ -143,7 +183,13 @@ class Model:
         heads.json records, and a pattern or role of your own is one more
         entry. The run's task, split and seed; a --data run's file, checked
         unchanged."""
-        return self._core.task_batch()
+        batch = self._core.task_batch()
+        # int64 ids, as torch takes them, and roles as analyze's dict role -> pattern.
+        for key in ("tokens", "targets", "lengths"):
+            if batch[key] is not None:
+                batch[key] = batch[key].astype(np.int64)
+        batch["roles"] = dict(batch["roles"])
+        return batch
 
     def to_torch(self):
         """A torch.nn.Module with the checkpoint's parameter names that computes

@@ -21,6 +21,7 @@ import numpy as np
 from . import _tokens
 from ._analyze import _corrupted
 from ._model import _as_model
+from ._targets import mean_loss, warn_if_not_next_token
 
 # kind -> (hook point of layer l, its layout): "bt" activations are [B, T, ...]
 # (positions on axis 1), "z" is [B, T, h, d_k] (hook_z, hook_q, hook_k, hook_v),
@@ -203,25 +204,17 @@ def _patch(clean, layout, rows, head):
 
 def _restored(model, ids, bad, lengths, targets, clean_logits, ragged):
     """The default metric: (loss_corrupted - loss_patched) / (loss_corrupted - loss_clean)."""
+    if targets is None:
+        warn_if_not_next_token(model, "patching")
     ys = _tokens.padded_targets(targets, ids, lengths, model.spec, ragged)
-    clean_loss = _loss(clean_logits, ys)
-    corrupted_loss = _loss(model(bad, lengths), ys)
+    clean_loss = mean_loss(clean_logits, ys)
+    corrupted_loss = mean_loss(model(bad, lengths), ys)
     gap = corrupted_loss - clean_loss
     if abs(gap) < MIN_GAP:
         raise ValueError(f"patching: the corruption does not change the loss (clean {clean_loss:.6g}, corrupted "
                          f"{corrupted_loss:.6g}), so the share of it restored is undefined; give corrupted tokens "
                          "that change the targets' loss, or a metric of your own")
-    return lambda logits: (corrupted_loss - _loss(logits, ys)) / gap
-
-
-def _loss(logits, targets):
-    """Mean cross-entropy over targets != -1, in float64."""
-    logits = logits.astype(np.float64)
-    mask = targets != -1
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    picked = np.take_along_axis(logp, np.where(mask, targets, 0)[..., None].astype(np.int64), axis=-1)[..., 0]
-    return float(-(picked * mask).sum() / mask.sum())
+    return lambda logits: (corrupted_loss - mean_loss(logits, ys)) / gap
 
 
 def _number(value, kind, name, position, head):

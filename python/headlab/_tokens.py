@@ -93,6 +93,10 @@ def padded(values, spec, lengths=None, what="tokens"):
     token 0, as a data file's are; `lengths` marks the real tokens of a
     rectangular array. None when every row is full, so that an unpadded batch
     runs without a mask, bit for bit as before."""
+    if lengths is not None and _ragged(values):
+        raise ValueError(f"{what}: lengths= marks the real tokens of a rectangular array, but these are sequences of "
+                         "different lengths, which give their own lengths: drop lengths= (or pad the sequences into "
+                         "an array)")
     if ragged(values, lengths):
         rows = [_int_array(row, f"{what}[{i}]") for i, row in enumerate(values)]
         for i, row in enumerate(rows):

@@ -34,7 +34,7 @@ def test_task_batch_gives_the_runs_own_heads_json(mlp_run, mlp_model):
     batch = mlp_model.task_batch()
     assert set(batch) == {"tokens", "targets", "lengths", "patterns", "roles", "sources"}
     assert batch["tokens"].shape == (8, mlp_model.spec["max_seq_len"])  # the run's --eval-batch 8
-    assert batch["roles"] == [("previous token", "previous-token"), ("first token", "first-token")]
+    assert batch["roles"] == {"previous token": "previous-token", "first token": "first-token"}
     records = headlab.analyze(mlp_model, **batch)
     saved = json.loads((mlp_run / "heads.json").read_text())
     assert [h["scores"] for h in records["heads"]] == [h["scores"] for h in saved["heads"]]
@@ -47,7 +47,7 @@ def test_a_task_batch_carries_the_tasks_own_patterns_and_sources(attn_model, tmp
         "--threads", "1", "--out", tmp_path / "sort")
     model = headlab.load(tmp_path / "sort")
     batch = model.task_batch()
-    assert batch["roles"] == [("the list token to output next", "next-sorted")]
+    assert batch["roles"] == {"the list token to output next": "next-sorted"}
     mask, definition = batch["patterns"]["next-sorted"]
     assert mask.dtype == np.bool_ and mask.shape == batch["tokens"].shape + batch["tokens"].shape[1:]
     assert mask.any() and definition.startswith("attention of a sorted position")
@@ -57,7 +57,7 @@ def test_a_task_batch_carries_the_tasks_own_patterns_and_sources(attn_model, tmp
     assert records["verdict"] == saved["verdict"]
     # induction defines sources: its task-position scores are there, and only with them.
     batch = attn_model.task_batch()
-    assert batch["sources"] is True and batch["roles"][0][1] == "induction"
+    assert batch["sources"] is True and list(batch["roles"].values()) == ["induction"]
     with_sources = headlab.analyze(attn_model, **batch, **FAST)
     without = headlab.analyze(attn_model, **{**batch, "sources": False}, **FAST)
     assert all(v is not None for h in with_sources["heads"] for v in h["task_scores"].values())

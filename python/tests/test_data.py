@@ -163,7 +163,7 @@ def test_read_data_gives_the_arrays_back(tmp_path):
     assert (data["targets"][np.arange(6) >= data["lengths"][:, None]] == -1).all()
     keys, definition = data["patterns"]["prev"]
     assert keys == previous(rows) and definition == 'the data file\'s "attend" pattern "prev".'
-    assert data["roles"] == [("prev", "prev")]  # a data file's roles are its patterns, as the CLI's
+    assert data["roles"] == {"prev": "prev"}  # a data file's roles are its patterns, as the CLI's
     again = tmp_path / "again.jsonl"
     headlab.write_data(again, [r[:n] for r, n in zip(data["tokens"].tolist(), data["lengths"])],
                        [y[:n] for y, n in zip(data["targets"].tolist(), data["lengths"])], attend={"prev": keys})

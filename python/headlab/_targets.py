@@ -1,0 +1,65 @@
+"""The next-token default of `targets`, and the warning when a model was
+trained on other targets: its numbers would then measure a prediction the
+model never learned (a loss gap "restored" at 400%, say)."""
+import os
+import sys
+import warnings
+
+import numpy as np
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def next_token_share(model):
+    """(differing, scored): how many of the targets of the model's own
+    analysis batch (model.task_batch()) are not the next token, of how many
+    there are; None when that batch cannot be made (a checkpoint without its
+    run's data file, say). Computed once per model."""
+    if not hasattr(model, "_next_token_share"):
+        try:
+            batch = model.task_batch()
+        except Exception:  # no batch, no evidence either way: nothing to warn about
+            model._next_token_share = None
+            return None
+        tokens, targets, lengths = batch["tokens"], batch["targets"], batch["lengths"]
+        nxt = np.full(tokens.shape, -1, dtype=np.int64)
+        nxt[:, :-1] = tokens[:, 1:]
+        if lengths is not None:  # a row's last real token has no next one
+            nxt[np.arange(tokens.shape[1]) >= (np.asarray(lengths)[:, None] - 1)] = -1
+        scored = targets >= 0
+        model._next_token_share = (int((targets[scored] != nxt[scored]).sum()), int(scored.sum()))
+    return model._next_token_share
+
+
+def warn_if_not_next_token(model, who):
+    """Warns (once per call) when `targets` default to the next token for a
+    model whose run's targets are something else."""
+    if model.spec["classes"] != model.spec["vocab"]:
+        return  # no next-token default: padded_targets refuses it, naming the classes
+    share = next_token_share(model)
+    if share is None or share[0] == 0:
+        return
+    differing, scored = share
+    warnings.warn(f"{who}: targets default to the next token, but {differing} of the {scored} targets of this "
+                  f"model's own task ({model.task}) are not the next token, so the numbers measure a prediction it "
+                  "was not trained for; pass targets= (model.task_batch()['targets'] are its run's own)",
+                  UserWarning, stacklevel=_caller_level())
+
+
+def _caller_level():
+    """warnings.warn's stacklevel of the first frame outside this package, so
+    that the warning names the user's line."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE:
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def mean_loss(logits, targets):
+    """The mean cross-entropy over the targets != -1 (training's loss), in float64."""
+    logits = logits.astype(np.float64)
+    mask = targets != -1
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    picked = np.take_along_axis(logp, np.where(mask, targets, 0)[..., None].astype(np.int64), axis=-1)[..., 0]
+    return float(-(picked * mask).sum() / mask.sum())

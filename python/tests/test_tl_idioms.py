@@ -1,0 +1,135 @@
+"""What a TransformerLens user types first works the same way: names_filter=,
+cache["pattern", 0], hook predicates in fwd_hooks, return_type="loss"; and
+next-token defaults warn on a model trained for other targets."""
+import warnings
+
+import numpy as np
+import pytest
+
+import headlab
+from conftest import cli
+
+
+@pytest.fixture(scope="module")
+def previous_model(tmp_path_factory):
+    """A model of the `previous` task: its targets are the token before, not the next one."""
+    out = tmp_path_factory.mktemp("runs") / "previous"
+    cli("train", "--task", "previous", "--layers", "1", "--heads", "2", "--d-model", "16", "--steps", "6",
+        "--batch", "8", "--eval-batch", "8", "--threads", "1", "--out", out)
+    return headlab.load(out)
+
+
+def tokens_of(model, rows=4):
+    return np.random.default_rng(0).integers(0, model.spec["vocab"], size=(rows, model.spec["max_seq_len"]))
+
+
+def test_names_filter_is_names(attn_model):
+    tokens = tokens_of(attn_model)
+    wanted = lambda name: name.endswith("hook_pattern")  # noqa: E731
+    _, ours = attn_model.run_with_cache(tokens, names=wanted)
+    _, theirs = attn_model.run_with_cache(tokens, names_filter=wanted)
+    assert list(ours) == list(theirs) == ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"]
+    with pytest.raises(TypeError, match="names or names_filter"):
+        attn_model.run_with_cache(tokens, names=wanted, names_filter=wanted)
+
+
+def test_short_names_read_the_cache(mlp_model):
+    _, cache = mlp_model.run_with_cache(tokens_of(mlp_model))
+    assert cache["pattern", 0] is cache["blocks.0.attn.hook_pattern"]
+    assert cache["resid_post", -1] is cache["blocks.1.hook_resid_post"]
+    assert cache["attn", 1] is cache["blocks.1.attn.hook_pattern"]  # TransformerLens's alias
+    assert cache["scale"] is cache["ln_final.hook_scale"]
+    assert cache["scale", 1, "ln2"] is cache["blocks.1.ln2.hook_scale"]
+    assert cache["post", 0] is cache["blocks.0.mlp.hook_post"]
+    assert cache["embed",] is cache["embed"] is cache["hook_embed"]
+    assert headlab.get_act_name("z", 1) == "blocks.1.attn.hook_z"
+    assert headlab.get_act_name("blocks.0.hook_resid_pre") == "blocks.0.hook_resid_pre"
+    with pytest.raises(KeyError, match="resid_post"):
+        cache["resid_pots", 0]
+    with pytest.raises(ValueError, match=r"layer 2 is not in \[-2, 2\)"):
+        cache["pattern", 2]
+    with pytest.raises(ValueError, match="layer_type 'ln1' or 'ln2'"):
+        cache["scale", 0]
+    with pytest.raises(ValueError, match="give its layer"):
+        cache["pattern",]
+    with pytest.raises(ValueError, match="counts from the end"):
+        headlab.get_act_name("q", -1)
+
+
+def test_a_missing_point_says_how_to_cache_it(mlp_model):
+    _, cache = mlp_model.run_with_cache(tokens_of(mlp_model), names=["hook_embed"])
+    with pytest.raises(KeyError, match="names=None"):
+        cache["pattern", 0]
+
+
+def test_a_predicate_in_fwd_hooks_hooks_every_point_it_accepts(attn_model):
+    tokens = tokens_of(attn_model)
+    zero = lambda z, name: np.zeros_like(z)  # noqa: E731
+    by_name = attn_model.run_with_hooks(tokens, fwd_hooks=[(f"blocks.{l}.attn.hook_z", zero) for l in range(2)])
+    by_predicate = attn_model.run_with_hooks(tokens, fwd_hooks=[(lambda name: name.endswith("attn.hook_z"), zero)])
+    np.testing.assert_array_equal(by_predicate, by_name)
+    assert not np.array_equal(by_name, attn_model(tokens))
+    with pytest.raises(ValueError, match="accepts no hook point"):
+        attn_model.run_with_hooks(tokens, fwd_hooks=[(lambda name: False, zero)])
+    with pytest.raises(TypeError, match="hook names are strings"):
+        attn_model.run_with_hooks(tokens, fwd_hooks=[(3, zero)])
+
+
+def test_return_type_loss_is_the_analysis_loss(previous_model):
+    batch = previous_model.task_batch()
+    tokens, targets = batch["tokens"], batch["targets"]
+    records = headlab.analyze(previous_model, tokens, targets, pruning=False)
+    loss = previous_model(tokens, return_type="loss", targets=targets)
+    assert isinstance(loss, float) and abs(loss - records["loss"]) < 1e-6
+    logits, both = previous_model(tokens, return_type="both", targets=targets)
+    np.testing.assert_array_equal(logits, previous_model(tokens))
+    assert both == loss
+    assert previous_model(tokens, return_type=None) is None
+    hooked = previous_model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", lambda z, n: None)],
+                                           return_type="loss", targets=targets)
+    cached, _ = previous_model.run_with_cache(tokens, names=["hook_embed"], return_type="loss", targets=targets)
+    assert hooked == cached == loss
+    with pytest.raises(ValueError, match="return_type must be"):
+        previous_model(tokens, return_type="logit")
+
+
+def test_ragged_rows_take_their_own_targets_in_the_loss(attn_model):
+    rows = [[1, 2, 3, 4, 5], [3, 1, 2]]
+    whole = [attn_model(row, return_type="loss") for row in rows]
+    counts = [len(row) - 1 for row in rows]  # next-token targets: all but each row's last
+    mixed = attn_model(rows, return_type="loss")
+    assert abs(mixed - np.average(whole, weights=counts)) < 1e-5
+
+
+def test_next_token_defaults_warn_on_a_model_trained_for_other_targets(previous_model, attn_model):
+    tokens = previous_model.task_batch()["tokens"]
+    with pytest.warns(UserWarning, match=r"not the next token.*task_batch\(\)\['targets'\]") as caught:
+        previous_model(tokens, return_type="loss")
+    assert caught[0].filename == __file__  # the warning names the caller's line
+    with pytest.warns(UserWarning, match="analyze: targets default to the next token"):
+        headlab.analyze(previous_model, tokens, pruning=False)
+    with pytest.warns(UserWarning, match="patching: targets default"):
+        headlab.patching.head_out(previous_model, tokens, tokens[::-1].copy(), progress=False)
+    with pytest.warns(UserWarning, match="logit_attribution: targets default"):
+        headlab.logit_attribution(previous_model, tokens)
+    # Given targets, or a model whose run predicts the next token (induction): no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        previous_model(tokens, return_type="loss", targets=previous_model.task_batch()["targets"])
+        attn_model(tokens_of(attn_model), return_type="loss")
+
+
+def test_ids_are_int64_and_roles_a_dict(previous_model, tmp_path):
+    batch = previous_model.task_batch()
+    assert batch["tokens"].dtype == batch["targets"].dtype == np.int64
+    assert batch["roles"] == {"previous token": "previous-token"}
+    path = tmp_path / "rows.jsonl"
+    headlab.write_data(path, [[1, 2, 3], [3, 2]], attend={"back": [[None, 0, 1], [None, 0]]})
+    data = headlab.read_data(path)
+    assert data["tokens"].dtype == data["targets"].dtype == np.int64
+    assert data["roles"] == {"back": "back"}
+
+
+def test_lengths_with_sequences_of_different_lengths_says_what_to_do(attn_model):
+    with pytest.raises(ValueError, match="drop lengths="):
+        attn_model([[1, 2, 3], [1, 2]], lengths=[3, 2])
