@@ -18,9 +18,10 @@ namespace {
 bool relocated_data(const std::string& key, const nlohmann::json& recorded, const nlohmann::json& file,
                     const std::string& dir) {
   if ((key != "data" && key != "eval-data") || !recorded.is_string() || !file.is_string()) return false;
+  namespace fs = std::filesystem;
   std::error_code ec;
-  const std::filesystem::path own = std::filesystem::path(dir) / std::filesystem::path(recorded.get<std::string>()).filename();
-  return std::filesystem::absolute(own, ec).lexically_normal() == std::filesystem::path(file.get<std::string>());
+  const fs::path own = fs::path(dir) / fs::path(recorded.get<std::string>()).filename();
+  return fs::absolute(own, ec).lexically_normal() == fs::path(file.get<std::string>());
 }
 
 // The keys config.json and the checkpoint's config give different values,

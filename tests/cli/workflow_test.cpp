@@ -228,7 +228,8 @@ TEST(DataRun, AMovedRunFolderReadsItsOwnDataFile) {
   fs::rename(cwd / "run", cwd / "moved");
   const std::string moved = cwd / "moved";
   const std::string new_path = fs::absolute(moved + "/data.jsonl").lexically_normal().string();
-  const std::string checkpoint = read_bytes(moved + "/checkpoint.safetensors"), config = read_bytes(moved + "/config.json");
+  const std::string checkpoint = read_bytes(moved + "/checkpoint.safetensors");
+  const std::string config = read_bytes(moved + "/config.json");
   const std::string note = "--data is " + new_path + ", in place of " + old_path + " (missing)";
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"eval", moved}, {"analyze", moved, "--no-color"}}) {
