@@ -34,9 +34,7 @@ Prepared prepare(const layers::Transformer& model, const Examples& examples, con
   }
   const std::vector<int64_t> donors =
       next_donors(examples.lengths, examples.batch, resample_rule(model.spec().causal));
-  std::vector<int64_t> from(donors.size());
-  for (std::size_t b = 0; b < donors.size(); ++b) from[b] = donors[b] >= 0 ? donors[b] : static_cast<int64_t>(b);
-  p.replacement = resample_outputs(clean, from);
+  p.replacement = resample_outputs(clean, donor_rows(donors, 0).from);
   const int64_t reached = rows_with_donor(donors);
   if (reached == 0)
     throw std::invalid_argument("resample ablation: none of the " + std::to_string(examples.batch) +

@@ -44,6 +44,26 @@ std::vector<int64_t> next_donors(std::span<const int32_t> lengths, int64_t rows,
   return donors;
 }
 
+DonorRows donor_rows(std::span<const int64_t> donors, int64_t first) {
+  const auto n = static_cast<int64_t>(donors.size());
+  DonorRows out;
+  out.from.resize(donors.size());
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t d = donors[static_cast<std::size_t>(r)];
+    int64_t& f = out.from[static_cast<std::size_t>(r)];
+    if (d < 0) {
+      f = r;
+    } else if (d >= first && d < first + n) {
+      f = d - first;
+    } else {
+      const auto at = std::find(out.outside.begin(), out.outside.end(), d);
+      f = n + (at - out.outside.begin());
+      if (at == out.outside.end()) out.outside.push_back(d);
+    }
+  }
+  return out;
+}
+
 int64_t rows_with_donor(std::span<const int64_t> donors) {
   return std::count_if(donors.begin(), donors.end(), [](int64_t d) { return d >= 0; });
 }

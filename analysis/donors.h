@@ -37,6 +37,17 @@ inline DonorRule resample_rule(bool causal) {
 // row b's donor is (b + 1) mod rows. O(rows).
 std::vector<int64_t> next_donors(std::span<const int32_t> lengths, int64_t rows, DonorRule rule);
 
+// Where each row of a chunk takes its donor's values from, given the
+// donors (in the set) of the chunk's rows [first, first + donors.size()):
+// from[r] < n is the chunk's row from[r] (its donor, or r itself when it has
+// none: a value no loss reads); from[r] >= n is outside[from[r] - n], a row of
+// the set beyond the chunk, listed in the order first needed. A chunk of the
+// whole set (first 0) has no row outside.
+struct DonorRows {
+  std::vector<int64_t> from, outside;
+};
+DonorRows donor_rows(std::span<const int64_t> donors, int64_t first);
+
 // How many rows have a donor.
 int64_t rows_with_donor(std::span<const int64_t> donors);
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/vec_math.h"
 #include "layers/padding_mask.h"
 
 namespace headlab::analysis {
@@ -27,9 +28,34 @@ core::Tensor Examples::padding_mask() const { return layers::padding_mask(length
 
 namespace {
 
-// Adds `rows` rows of `classes` logits of type T to the sums, each logit read
-// into double as it is used: the same numbers as a float64 copy of the
-// logits, without that copy (twice the float32 logits' bytes: 1 GB for 3200
+// sum over c of e^(row[c] - top). float logits: core's vectorizable exp
+// (within 2 ulp), each term added in double, in an order fixed at compile
+// time; a model of 40,000 classes spends most of its analysis here
+// (docs/performance.md). double logits keep libm's exp.
+double sum_exp(const float* row, int64_t classes, float top) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < classes; ++c) sum += static_cast<double>(core::detail::fast_exp(row[c] - top));
+  return sum;
+}
+double sum_exp(const double* row, int64_t classes, double top) {
+  double sum = 0;
+  for (int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - top);
+  return sum;
+}
+
+// Log-sum-exp shifted by the row's max; the prediction is its first argmax.
+template <class T>
+double loss_of_row(const T* row, int64_t classes, int32_t target, int64_t& best) {
+  best = 0;
+  for (int64_t c = 1; c < classes; ++c)
+    if (row[c] > row[best]) best = c;
+  const T top = row[best];
+  return std::log(sum_exp(row, classes, top)) - (static_cast<double>(row[target]) - static_cast<double>(top));
+}
+
+// Adds `rows` rows of `classes` logits of type T to the sums, with no
+// float64 copy of the logits (twice the float32 logits' bytes: 1 GB for 3200
 // positions of 40,000 classes, allocated and freed by every evaluation of the
 // head analysis).
 template <class T>
@@ -37,21 +63,21 @@ void add_rows(EvalSums& sums, const T* p, int64_t rows, int64_t classes, std::sp
   for (int64_t i = 0; i < rows; ++i) {
     const int32_t t = targets[static_cast<std::size_t>(i)];
     if (t < 0) continue;
-    const T* row = p + i * classes;
-    // Log-sum-exp shifted by the row's max; the prediction is its first argmax.
     int64_t best = 0;
-    for (int64_t c = 1; c < classes; ++c)
-      if (row[c] > row[best]) best = c;
-    const double top = static_cast<double>(row[best]);
-    double sum = 0;
-    for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(row[c]) - top);
-    sums.loss += std::log(sum) - (static_cast<double>(row[t]) - top);
+    sums.loss += loss_of_row(p + i * classes, classes, t, best);
     sums.correct += best == t;
     ++sums.count;
   }
 }
 
 }  // namespace
+
+double row_loss(const float* row, int64_t classes, int32_t target, int64_t& best) {
+  return loss_of_row(row, classes, target, best);
+}
+double row_loss(const double* row, int64_t classes, int32_t target, int64_t& best) {
+  return loss_of_row(row, classes, target, best);
+}
 
 EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets) {
   EvalSums sums;

@@ -41,6 +41,13 @@ struct EvalResult {
   int64_t count = 0;  // positions with a target
 };
 
+// The cross-entropy of one row of `classes` logits against class `target`,
+// logsumexp(row) - row[target] after subtracting the row's max, and in
+// `best` the row's first argmax. float rows take core's vectorized exp, each
+// term added in double (within 1e-6 of exact sums); double rows libm's.
+double row_loss(const float* row, int64_t classes, int32_t target, int64_t& best);
+double row_loss(const double* row, int64_t classes, int32_t target, int64_t& best);
+
 // Mean cross-entropy and accuracy of `logits` [B, T, C] against targets.
 EvalResult score_logits(const core::Tensor& logits, std::span<const int32_t> targets);
 

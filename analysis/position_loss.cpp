@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "analysis/evaluate.h"
+
 namespace headlab::analysis {
 
 std::vector<std::optional<double>> position_loss(const core::Tensor& logits, std::span<const int32_t> targets) {
@@ -18,25 +20,24 @@ void PositionLossSums::add(const core::Tensor& logits, std::span<const int32_t> 
     throw std::invalid_argument("position_loss: logits " + core::to_string(logits.shape()) + " do not match " +
                                 std::to_string(targets.size()) + " targets; expected [B, T, C] and B * T targets");
   const int64_t B = logits.size(0), T = logits.size(1), C = logits.size(2);
-  const core::Tensor f = logits.to(core::DType::f64).contiguous();
-  const double* p = f.data<double>();
   if (sum_.empty()) sum_.assign(static_cast<std::size_t>(T), 0.0), count_.assign(static_cast<std::size_t>(T), 0);
   if (static_cast<int64_t>(sum_.size()) != T)
     throw std::invalid_argument("position_loss: a chunk of logits " + core::to_string(logits.shape()) +
                                 " after chunks of " + std::to_string(sum_.size()) + " positions");
-  std::vector<double>& sum = sum_;
-  std::vector<int64_t>& count = count_;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      const int32_t y = targets[static_cast<std::size_t>(b * T + t)];
-      if (y < 0) continue;
-      const double* row = p + (b * T + t) * C;
-      const double top = *std::max_element(row, row + C);
-      double z = 0;
-      for (int64_t c = 0; c < C; ++c) z += std::exp(row[c] - top);
-      sum[static_cast<std::size_t>(t)] += std::log(z) - (row[y] - top);
-      ++count[static_cast<std::size_t>(t)];
-    }
+  // Each row as score_logits reads it, with no float64 copy of the logits.
+  const core::Tensor f = logits.contiguous();
+  core::dispatch(f.dtype(), [&](auto zero) {
+    using D = decltype(zero);
+    const D* p = f.data<D>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const int32_t y = targets[static_cast<std::size_t>(b * T + t)];
+        if (y < 0) continue;
+        int64_t best = 0;
+        sum_[static_cast<std::size_t>(t)] += row_loss(p + (b * T + t) * C, C, y, best);
+        ++count_[static_cast<std::size_t>(t)];
+      }
+  });
 }
 
 std::vector<std::optional<double>> PositionLossSums::value() const {

@@ -20,22 +20,8 @@ void ResampleSums::add(const Examples& examples, int64_t first, const core::Tens
   const auto donors = std::span<const int64_t>(donors_).subspan(static_cast<std::size_t>(first),
                                                                 static_cast<std::size_t>(n));
   // Row r takes row from[r] of the chunk's outputs followed by those of the
-  // donors beyond it (in the order first needed); a row without a donor its
-  // own, which no loss reads.
-  std::vector<int64_t> from(static_cast<std::size_t>(n)), outside;
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t d = donors[static_cast<std::size_t>(r)];
-    int64_t& f = from[static_cast<std::size_t>(r)];
-    if (d < 0) {
-      f = r;
-    } else if (d >= first && d < first + n) {
-      f = d - first;
-    } else {
-      const auto at = std::find(outside.begin(), outside.end(), d);
-      f = n + (at - outside.begin());
-      if (at == outside.end()) outside.push_back(d);
-    }
-  }
+  // donors beyond it.
+  const auto [from, outside] = donor_rows(donors, first);
   std::vector<core::Tensor> outputs = clean;
   if (!outside.empty())
     for (std::size_t l = 0; l < clean.size(); ++l) {

@@ -244,6 +244,7 @@ void check_model_matches_tensors(const layers::ModelSpec& m, const core::Safeten
 // Checks a parsed file's metadata and builds the Checkpoint from it.
 Checkpoint checkpoint_of(core::SafetensorsFile file, const std::string& path) {
   Checkpoint ck;
+  ck.path = path;
   ck.file = std::move(file);
   const core::Metadata& meta = ck.file.metadata;
   if (meta_at(meta, "format", path) != kCheckpointFormat)

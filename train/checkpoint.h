@@ -95,6 +95,7 @@ void save_checkpoint(const std::string& path, const layers::Transformer& model,
                      const optim::OptimizerState& optimizer_state, const CheckpointInfo& info);
 
 struct Checkpoint {
+  std::string path;  // as read_checkpoint was given it
   core::SafetensorsFile file;
   layers::ModelSpec model;
   CheckpointInfo info;

@@ -249,53 +249,6 @@ void check_full_batch_splits(const TrainConfig& config, int64_t rows, int proces
                    (near.empty() ? "a divisor of " + n : near) + resize);
 }
 
-namespace {
-
-// `file`: "the data file X".
-void refuse_changed_data(const std::string& file, const Task::Fingerprint& then, const Task::Fingerprint& now) {
-  const auto describe = [](const Task::Fingerprint& f) {
-    char hash[24];
-    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(f.hash));
-    return std::to_string(f.size) + " bytes, hash " + hash;
-  };
-  throw UsageError(file + " has changed since the checkpoint was written (then " +
-                   describe(then) + "; now " + describe(now) + "): restore it, or train a new run on the new file");
-}
-
-}  // namespace
-
-void check_data_unchanged(const CheckpointInfo& info, const TrainConfig& config) {
-  // A file the checkpoint has no record of (an older checkpoint's
-  // --eval-data) is not checked.
-  const auto check = [](const std::string& flag, const std::string& file,
-                         const std::optional<Task::Fingerprint>& then) {
-    if (!then || file.empty()) return;
-    std::error_code ec;
-    if (!std::filesystem::exists(std::filesystem::symlink_status(file, ec)))
-      // A run records its data files by absolute path: a moved or copied
-      // run folder still names the old one.
-      throw UsageError("cannot read the run's " + flag + " " + file +
-                       ": it is missing. A run names its data files by their absolute paths, so a run folder "
-                       "moved or copied still reads them there: put the file back at that path (a run trained "
-                       "from Python rows keeps it in its folder as " + std::filesystem::path(file).filename().string() +
-                       ")");
-    const ByteHash now = hash_file(file, "the run's " + flag + " " + file,
-                                   "its hash is checked against the checkpoint's before it is read; save it to a file");
-    if (Task::Fingerprint{now.size, now.hash} != *then)
-      refuse_changed_data("the " + flag + " file " + file, *then, {now.size, now.hash});
-  };
-  check("--data", config.data, info.data_file);
-  check("--eval-data", config.eval_data, info.eval_data_file);
-}
-
-void check_data_unchanged(const CheckpointInfo& info, const Task& task) {
-  const std::optional<Task::Fingerprint> now = task.fingerprint(), eval_now = task.eval_fingerprint();
-  if (now && info.data_file && *now != *info.data_file)
-    refuse_changed_data("the data file of " + task.name(), *info.data_file, *now);
-  if (eval_now && info.eval_data_file && *eval_now != *info.eval_data_file)
-    refuse_changed_data("the --eval-data file " + info.config.eval_data, *info.eval_data_file, *eval_now);
-}
-
 std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source) {
   core::Generator init(0);  // every weight is then overwritten
   auto model = std::make_unique<layers::Transformer>(checkpoint.model, init);

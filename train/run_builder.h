@@ -80,17 +80,6 @@ int64_t micro_batches_for(const TrainConfig& config, int processes);
 // that would split them over `processes`.
 void check_full_batch_splits(const TrainConfig& config, int64_t rows, int processes);
 
-// Throws UsageError if the run's data file (config.data) or evaluation file
-// (config.eval_data) differs in size or hash from the one the checkpoint
-// recorded (a resume would no longer be exact, an evaluation no longer the
-// run's); a file an older checkpoint has no record of is not checked. Called
-// before the file is parsed, so that a changed file is reported as changed,
-// not as a line that no longer parses or sizes that no longer fit the model:
-// it reads the file once more, so it must be a regular file.
-void check_data_unchanged(const CheckpointInfo& info, const TrainConfig& config);
-// The same for the bytes `task` read (a file replaced between the two reads).
-void check_data_unchanged(const CheckpointInfo& info, const Task& task);
-
 // A checkpoint's model with its weights; `source` names it in messages.
 std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source);
 

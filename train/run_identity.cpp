@@ -12,14 +12,28 @@
 namespace headlab::train {
 namespace {
 
+// Whether config.json's `file` for a data flag is the run folder's own copy
+// of the checkpoint's `recorded` file: a resume of a moved run folder names
+// its own copy from its start (run_data.h), the checkpoint from its next save.
+bool relocated_data(const std::string& key, const nlohmann::json& recorded, const nlohmann::json& file,
+                    const std::string& dir) {
+  if ((key != "data" && key != "eval-data") || !recorded.is_string() || !file.is_string()) return false;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path own = fs::path(dir) / fs::path(recorded.get<std::string>()).filename();
+  return fs::absolute(own, ec).lexically_normal() == fs::path(file.get<std::string>());
+}
+
 // The keys config.json and the checkpoint's config give different values,
 // as "KEY X in the checkpoint, Y in config.json".
-std::vector<std::string> differing_settings(const nlohmann::json& checkpoint, const nlohmann::json& file) {
+std::vector<std::string> differing_settings(const nlohmann::json& checkpoint, const nlohmann::json& file,
+                                            const std::string& dir) {
   std::vector<std::string> out;
   for (const auto& item : checkpoint.items()) {
     const auto there = file.find(item.key());
     if (there == file.end() || *there == item.value()) continue;
     if (std::find(kResumeFlags.begin(), kResumeFlags.end(), item.key()) != kResumeFlags.end()) continue;
+    if (relocated_data(item.key(), item.value(), *there, dir)) continue;
     out.push_back(item.key() + " " + brief_json(item.value()) + " in the checkpoint, " + brief_json(*there) +
                   " in config.json");
   }
@@ -51,7 +65,7 @@ void check_checkpoint_is_the_folders(const RunFolder& folder, const Checkpoint& 
     // The raw metadata, as config.json: keys a newer or older headlab added
     // are in one only, and are skipped.
     const nlohmann::json ours = parse_user_json(checkpoint.file.metadata.at("config"));
-    for (const std::string& d : differing_settings(ours, *file)) problems.push_back(d);
+    for (const std::string& d : differing_settings(ours, *file, folder.dir)) problems.push_back(d);
     const auto steps = file->find("steps");
     if (steps != file->end() && steps->is_number_unsigned() && steps->get<uint64_t>() < static_cast<uint64_t>(checkpoint.info.step))
       problems.push_back("the checkpoint is at step " + std::to_string(checkpoint.info.step) + ", beyond the " +

@@ -6,7 +6,9 @@
 //   - config.json and the checkpoint's "config" metadata agree on every key
 //     both hold, except those a resume may change (kResumeFlags: config.json
 //     is rewritten when a resume starts, the checkpoint only at its next
-//     save), and the checkpoint's step is within config.json's --steps;
+//     save; nor the data paths of a moved run resumed, which config.json
+//     names in the run folder from the resume's start: run_data.h), and the
+//     checkpoint's step is within config.json's --steps;
 //   - the loss of metrics.jsonl's line at the step of the checkpoint's last
 //     log line (its "trainer" metadata, "logged") is the one the checkpoint
 //     recorded. A line that is missing gives no verdict: a resume with

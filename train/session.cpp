@@ -21,6 +21,7 @@
 #include "train/errors.h"
 #include "train/fixed_sets.h"
 #include "train/input_file.h"
+#include "train/run_data.h"
 #include "train/signals.h"
 
 namespace headlab::train {
@@ -177,13 +178,15 @@ Session::Session(const Checkpoint& checkpoint, const dist::World& world)
   config_.validate();
   config_.micro_batches = micro_batches_for(config_, world.size());
   // Before the file is parsed: a changed file is reported as changed, not as
-  // a line that no longer parses or a model that no longer fits.
-  check_data_unchanged(checkpoint.info, config_);
+  // a line that no longer parses or a model that no longer fits. A moved run
+  // folder's own copy is found here, and the next checkpoint records it.
+  locate_run_data(checkpoint.info, config_, checkpoint.path.empty() ? "" : run_folder_of(checkpoint.path),
+                  world.is_root());
   task_ = make_task_for(config_);
   const layers::ModelSpec spec = model_spec_for(config_, *task_);
   check_config_describes(*task_, spec, checkpoint.model);
   build(spec);
-  check_data_unchanged(checkpoint.info, *task_);
+  check_data_unchanged(checkpoint.info, config_, *task_);
   const std::string source = "checkpoint (" + checkpoint.info.task + ")";
   load_weights(*model_, checkpoint.file, source);
   try {

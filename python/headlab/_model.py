@@ -237,6 +237,12 @@ def _as_array(name, value):
     """A numpy array of `value`; a torch tensor through .numpy() (torch is
     never imported here: a tensor's type says what it is)."""
     if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
+        if getattr(value, "is_meta", False):
+            raise ValueError(f"with_params: {name!r} is a torch meta tensor, which holds no data (a shape and a "
+                             "dtype only); give a tensor with values (module.to_empty(device='cpu') and load them)")
+        if not value.is_floating_point():  # torch's own conversion, not numpy's .astype
+            raise TypeError(f"with_params: {name!r} is a torch tensor of dtype {value.dtype}; a parameter takes "
+                            "float16, float32 or float64 values: convert it with .float()")
         try:
             return value.detach().cpu().numpy()
         except TypeError as e:  # bfloat16 and other dtypes numpy lacks

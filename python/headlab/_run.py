@@ -78,8 +78,10 @@ def train(out=None, **flags):
 
 # train(data=rows): the rows go into the run folder as its own data file, so
 # that the run holds its data. The checkpoint records the file's absolute
-# path (a moved folder still names the old one) and hash, which --resume, `headlab eval RUN`, `headlab analyze RUN` and
-# Run.model().task_batch() read and check. The folder gets its marker first,
+# path and hash, which --resume, `headlab eval RUN`, `headlab analyze RUN` and
+# Run.model().task_batch() read and check; a moved or copied folder still
+# names the old path, and its own file of that name is read when it has the
+# recorded hash (train/run_data.h). The folder gets its marker first,
 # as a sweep's run folder does (it holds stdout.log before its run starts),
 # and the CLI is told --force, which clears only a run's own files: the data
 # stays.
@@ -136,10 +138,14 @@ def _check_same_rows(folder, texts, what):
     config, paths = _recorded(folder), {}
     for key, text in texts.items():
         recorded = config.get(key.replace("_", "-")) or ""
-        if not recorded or _regular_bytes(recorded) != text.encode():
+        # A moved run folder reads its own file of the recorded name when the
+        # recorded one is gone or changed (the CLI checks its hash).
+        found = [p for p in ([recorded, os.path.join(folder, os.path.basename(recorded))] if recorded else [])
+                 if _regular_bytes(p) == text.encode()]
+        if not found:
             was = f"its --{key.replace('_', '-')} {recorded}" if recorded else f"no --{key.replace('_', '-')}"
             raise ValueError(f"train: {key}= differs from the rows the run in {folder} trained on ({was}); {what}")
-        paths[key] = recorded
+        paths[key] = found[0]
     return paths
 
 

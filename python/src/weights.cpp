@@ -52,17 +52,28 @@ core::Tensor checked_value(const std::string& name, const py::handle& value, con
   if (!py::isinstance<py::array>(value))
     raise(PyExc_TypeError, "with_params: \"" + name + "\" must be a numpy array (or a torch tensor), got " +
                                std::string(py::str(py::type::of(value).attr("__name__"))));
+  // A masked array's mask says which values not to use, and a parameter has
+  // no such place: what those entries hold is the caller's choice to make.
+  if (py::isinstance(value, py::module_::import("numpy.ma").attr("MaskedArray")))
+    raise(PyExc_TypeError, "with_params: \"" + name + "\" is a numpy masked array, whose mask a parameter cannot "
+                           "keep: pass .filled(x) to give its masked entries the value x, or .data to take them as "
+                           "they are");
   const auto array = py::reinterpret_borrow<py::array>(value);
   const std::string dtype = py::str(array.dtype());
   if (array.dtype().kind() != 'f')
     raise(PyExc_TypeError, "with_params: \"" + name + "\" has dtype " + dtype +
                                "; a parameter takes float32 or float64 values (convert with .astype(np.float32))");
+  // float16, float32 and float64 convert to double exactly; a wider float
+  // (longdouble) would be rounded, silently.
+  if (array.dtype().itemsize() > 8)
+    raise(PyExc_TypeError, "with_params: \"" + name + "\" has dtype " + dtype +
+                               ", wider than float64, whose values would be rounded; a parameter takes float16, "
+                               "float32 or float64 values (convert with .astype(np.float64))");
   const std::vector<int64_t> got(array.shape(), array.shape() + array.ndim());
   if (got != like.shape())
     raise(PyExc_ValueError, "with_params: \"" + name + "\" has shape " + shape_text(got) + ", the model's is " +
                                 shape_text(like.shape()) + " (model.params[\"" + name + "\"].shape)");
-  // Every float dtype converts to double exactly; then to the model's dtype,
-  // rounding to nearest.
+  // Then to the model's dtype, rounding to nearest.
   const auto src = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(array);
   const double* p = src.data();
   const int64_t n = static_cast<int64_t>(src.size());

@@ -220,6 +220,27 @@ def test_bad_params_are_refused_naming_the_parameter(mlp_model):
         mlp_model.with_params({3: w})
 
 
+def test_a_masked_or_wider_array_is_refused_naming_the_parameter(mlp_model):
+    w = mlp_model.params[O]
+    masked = np.ma.masked_array(w, mask=w > 0)
+    with pytest.raises(TypeError, match=rf"\"{O}\" is a numpy masked array.*\.filled\(x\).*\.data"):
+        mlp_model.with_params({O: masked})
+    np.testing.assert_array_equal(mlp_model.with_params({O: masked.filled(0)}).params[O], np.where(w > 0, 0, w))
+    if np.dtype(np.longdouble).itemsize > 8:  # else longdouble is float64 itself
+        with pytest.raises(TypeError, match=rf"\"{O}\" has dtype {np.dtype(np.longdouble)}, wider than float64"):
+            mlp_model.with_params({O: w.astype(np.longdouble)})
+    half = (w / 4).astype(np.float16)  # float16 converts exactly
+    np.testing.assert_array_equal(mlp_model.with_params({O: half}).params[O], half.astype(np.float32))
+
+
+def test_a_meta_or_int_torch_tensor_is_refused_in_torchs_terms(mlp_model):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match=rf"'{O}' is a torch meta tensor, which holds no data"):
+        mlp_model.with_params({O: torch.empty(tuple(mlp_model.params[O].shape), device="meta")})
+    with pytest.raises(TypeError, match=rf"'{O}' is a torch tensor of dtype torch.int64.*convert it with \.float\(\)"):
+        mlp_model.with_params({O: torch.zeros(tuple(mlp_model.params[O].shape), dtype=torch.int64)})
+
+
 def test_save_refuses_what_it_must_not_replace(attn_model, attn_run, tmp_path):
     edited = attn_model.with_params({O: zero_head_columns(attn_model, 1, 0)})
     source = attn_run / "checkpoint.safetensors"

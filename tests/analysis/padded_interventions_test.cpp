@@ -54,6 +54,19 @@ TEST(Donors, TheNextOtherRowAtLeastAsLongOrAsLongInCyclicOrder) {
   }
 }
 
+// A chunk's rows take a donor inside the chunk by its index there, one beyond
+// it by its place after the chunk's rows (each such donor once), and a row
+// without a donor its own.
+TEST(Donors, RowsOfAChunkPointIntoTheChunkThenTheDonorsBeyondIt) {
+  const std::vector<int64_t> set{1, 3, 3, 1, 1, -1, 0};  // the donors of rows 0 .. 6
+  const DonorRows chunk = donor_rows(std::span(set).subspan(2, 4), 2);  // rows 2 .. 5
+  EXPECT_EQ(chunk.from, (std::vector<int64_t>{1, 4, 4, 3}));
+  EXPECT_EQ(chunk.outside, std::vector<int64_t>{1});
+  const DonorRows whole = donor_rows(set, 0);
+  EXPECT_EQ(whole.from, (std::vector<int64_t>{1, 3, 3, 1, 1, 5, 0}));
+  EXPECT_TRUE(whole.outside.empty());
+}
+
 // An f64 model with random weights (LayerNorm and MLPs, so every position's
 // value passes through more than attention) and rows of `lengths` padded to
 // T with `pad` (a fixed token, or -1: random ones), targets -1 there.

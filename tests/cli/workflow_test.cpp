@@ -190,8 +190,8 @@ TEST(DataRun, SizesFromTheFileAndTheFileNamedEverywhere) {
   EXPECT_TRUE(clean_failure(no_data, 2, {"--eval-fraction", "--data"}));
 }
 
-// A run names its data file by its absolute path: when the file is gone (a
-// run folder moved with its data inside), the refusal says why and what to do.
+// A run names its data file by its absolute path: when the file is gone and
+// the run folder has no copy of it, the refusal names both and what to do.
 TEST(DataRun, AMissingDataFileIsNamedWithTheWayBack) {
   TempDir cwd;
   const std::string data = write_data(cwd);
@@ -199,11 +199,83 @@ TEST(DataRun, AMissingDataFileIsNamedWithTheWayBack) {
   ASSERT_EQ(trained.exit_code, 0) << trained.describe();
   fs::rename(data, cwd / "elsewhere.jsonl");
   const std::string absolute = fs::absolute(data).lexically_normal().string();
+  const std::string own = fs::absolute(cwd / "run/seqs.jsonl").lexically_normal().string();
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"eval", cwd / "run"}, {"analyze", cwd / "run"}, {"train", "--resume", cwd / "run", "--steps", "4"}})
     EXPECT_TRUE(clean_failure(run_headlab(args, cwd.path()), 2,
-                              {"--data " + absolute + ": it is missing", "absolute paths", "put the file back"}))
+                              {"--data " + absolute + ": it is missing, and so is the run folder's own " + own,
+                               "absolute paths", "put the file back"}))
         << args[0];
+}
+
+// A run trained on a file inside its folder, as train(data=rows) writes it.
+std::string train_with_own_data(const TempDir& cwd, const std::string& run) {
+  fs::create_directories(run);
+  write_bytes(run + "/.headlab", "{\"headlab\":\"run\"}\n");  // a run folder's marker: --force may use it
+  fs::rename(write_data(cwd), run + "/data.jsonl");
+  const RunResult trained = run_headlab(
+      train_command(run, {{"--data", run + "/data.jsonl"}, {"--steps", "2"}, {"--force", ""}}), cwd.path());
+  EXPECT_EQ(trained.exit_code, 0) << trained.describe();
+  return fs::absolute(run + "/data.jsonl").lexically_normal().string();
+}
+
+// A run folder moved whole reads its own copy of its data file (the recorded
+// hash), saying so; eval and analyze write nothing of it into the folder, and
+// --resume records the file where it now is.
+TEST(DataRun, AMovedRunFolderReadsItsOwnDataFile) {
+  TempDir cwd;
+  const std::string old_path = train_with_own_data(cwd, cwd / "run");
+  fs::rename(cwd / "run", cwd / "moved");
+  const std::string moved = cwd / "moved";
+  const std::string new_path = fs::absolute(moved + "/data.jsonl").lexically_normal().string();
+  const std::string checkpoint = read_bytes(moved + "/checkpoint.safetensors");
+  const std::string config = read_bytes(moved + "/config.json");
+  const std::string note = "--data is " + new_path + ", in place of " + old_path + " (missing)";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"eval", moved}, {"analyze", moved, "--no-color"}}) {
+    const RunResult r = run_headlab(args, cwd.path());
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    EXPECT_NE(r.err.find(note), std::string::npos) << r.describe();
+  }
+  EXPECT_EQ(read_bytes(moved + "/checkpoint.safetensors"), checkpoint);
+  EXPECT_EQ(read_bytes(moved + "/config.json"), config);
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(moved + "/heads.json")).at("data"), new_path);
+
+  // A resume stopped before its first checkpoint leaves config.json naming
+  // the new path, the checkpoint the old one: still the run's.
+  nlohmann::json edited = nlohmann::json::parse(config);
+  edited["data"] = new_path;
+  write_bytes(moved + "/config.json", edited.dump(2) + "\n");
+  const RunResult between = run_headlab({"eval", moved}, cwd.path());
+  EXPECT_EQ(between.exit_code, 0) << between.describe();
+
+  const RunResult resumed = run_headlab({"train", "--resume", moved, "--steps", "4"}, cwd.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_NE(resumed.err.find(note), std::string::npos) << resumed.describe();
+  EXPECT_EQ(RawSafetensors::read(moved + "/checkpoint.safetensors").meta_json("data.file").at("path"), new_path);
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(moved + "/config.json")).at("data"), new_path);
+  const RunResult again = run_headlab({"eval", moved}, cwd.path());
+  ASSERT_EQ(again.exit_code, 0) << again.describe();
+  EXPECT_EQ(again.err.find("in place of"), std::string::npos) << again.describe();
+}
+
+// A copy's own data file is read only when it has the recorded hash: an
+// edited one is refused, named beside the recorded file.
+TEST(DataRun, ACopiedRunFolderWithAnEditedDataFileIsRefused) {
+  TempDir cwd;
+  const std::string old_path = train_with_own_data(cwd, cwd / "run");
+  copy_dir(cwd / "run", cwd / "copy");
+  write_bytes(cwd / "copy/data.jsonl", read_bytes(cwd / "copy/data.jsonl") + "{\"tokens\": [1, 2, 3, 4]}\n");
+  const std::string own = fs::absolute(cwd / "copy/data.jsonl").lexically_normal().string();
+  // The original changed too: neither is the file the run trained on.
+  write_bytes(old_path, "{\"tokens\": [1, 2, 3, 4]}\n");
+  EXPECT_TRUE(clean_failure(run_headlab({"eval", cwd / "copy"}, cwd.path()), 2,
+                            {"--data file " + old_path + " has changed", "the run folder's own " + own +
+                             " is another file", "restore either file"}));
+  fs::remove(old_path);
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", cwd / "copy"}, cwd.path()), 2,
+                            {"--data " + old_path + ": it is missing, and the run folder's own " + own +
+                             " is another file"}));
 }
 
 // eval and analyze of a --data file read all of it, whatever share of its own

@@ -20,6 +20,7 @@
 #include "train/errors.h"
 #include "train/fixed_sets.h"
 #include "train/run_builder.h"
+#include "train/run_data.h"
 #include "train/run_folder.h"
 #include "train/run_identity.h"
 #include "train/session.h"
@@ -107,9 +108,10 @@ int run_eval(const EvalArgs& args) {
   }
   // The run's own file, before it is parsed: a changed file is reported as
   // changed, not as a line that no longer parses or no longer fits.
-  if (args.data.empty()) train::check_data_unchanged(ck.info, config);
+  // A moved run folder's own copy is read in its place (never written back).
+  if (args.data.empty()) train::locate_run_data(ck.info, config, train::run_folder_of(args.checkpoint), true);
   const auto task = train::make_task_for(config);
-  if (args.data.empty()) train::check_data_unchanged(ck.info, *task);
+  if (args.data.empty()) train::check_data_unchanged(ck.info, config, *task);
   train::check_task_fits(*task, ck.model);
   const int64_t total = task->eval_rows(config.eval_batch);
   const bool want_grads = !args.dump_grads.empty();
