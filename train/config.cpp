@@ -64,6 +64,21 @@ bool fits(const nlohmann::json& value) {
                                              value.get<int64_t>() <= std::numeric_limits<T>::max());
 }
 
+// What fits a field of type T, for the message refusing `value`: as the
+// flags' messages say it.
+template <class T>
+std::string what_fits(const nlohmann::json& value) {
+  if constexpr (std::is_same_v<T, bool> || is_negated_v<T>) return "true or false";
+  else if constexpr (std::is_same_v<T, std::string>) return "a string (in double quotes)";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else if constexpr (std::is_same_v<T, std::vector<double>>) return "a list of numbers (such as [0.9, 0.98])";
+  else if (value.is_number_integer())  // a whole number out of the field's range
+    return "a whole number from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+           std::to_string(std::numeric_limits<T>::max());
+  else
+    return std::is_unsigned_v<T> ? "a whole number, 0 or more (such as 100)" : "a whole number (such as 100)";
+}
+
 }  // namespace
 
 std::string default_gemm_backend() { return core::default_gemm_backend_name(); }
@@ -117,8 +132,13 @@ void TrainConfig::validate() const {
           "--eval-fraction holds part of a --data file out; " +
               std::string(data.empty() ? "give --data FILE (a task's held-out batch is already apart from training)"
                                        : "with --eval-data there is nothing to hold out: give one of them"));
-  require(betas.size() == 2, "--betas takes two numbers B1,B2 (such as 0.9,0.98), got " +
-                                 std::to_string(betas.size()));
+  if (betas.size() != 2) {
+    // "got 1" would read as the value 1: the count, then the numbers given.
+    std::string given;
+    for (const double b : betas) given += (given.empty() ? "" : ",") + core::shortest(b);
+    throw UsageError("--betas takes two numbers B1,B2 (such as 0.9,0.98), got " + std::to_string(betas.size()) +
+                     (betas.size() == 1 ? " number" : " numbers") + (given.empty() ? "" : ": " + given));
+  }
   for (const double b : betas)
     require(std::isfinite(b) && b >= 0 && b < 1, "--betas: each must be in [0, 1), got " + core::shortest(b));
   require(std::isfinite(eps) && eps > 0, "--eps must be a positive number, got " + core::shortest(eps));
@@ -323,8 +343,8 @@ void apply_json(TrainConfig& config, const nlohmann::json& j, const std::string&
           return;
         }
       if (!fits<T>(value))
-        throw UsageError(source + ": \"" + key + "\" has the wrong type or is out of range (" + value.type_name() + "): " +
-                         brief_json(value));
+        throw UsageError(source + ": \"" + key + "\" takes " + what_fits<T>(value) +
+                         (key == "batch" ? " or \"full\"" : "") + ", got " + brief_json(value));
       if constexpr (is_negated_v<T>) field.field = !value.get<bool>();
       else field = value.get<T>();
     });

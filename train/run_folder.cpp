@@ -210,11 +210,29 @@ void check_output_is_no_input(const std::string& flag, const std::string& path, 
                      (fs::exists(folder, ec) ? " is not a folder" : " does not exist; create it first"));
 }
 
+namespace {
+
+// Whether `dir` holds nothing but train.lock: a run's start that ended
+// before it marked the folder (killed) leaves that much.
+bool holds_only_lock(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().filename() != "train.lock") return false;
+  return !ec;
+}
+
+}  // namespace
+
 RunFolder create_run_folder(const std::string& dir, bool force, int64_t last_snapshot) {
   std::error_code ec;
+  std::shared_ptr<RunLock> lock;
   if (fs::exists(dir, ec)) {
     if (!fs::is_directory(dir, ec)) throw UsageError("--out " + dir + " exists and is not a folder");
-    if (!fs::is_empty(dir, ec)) {
+    // Another headlab process starting a run here holds the lock before it
+    // writes the marker: its folder is refused as being written, not judged
+    // by files it has yet to write.
+    if (fs::exists(fs::path(dir) / "train.lock", ec)) lock = std::make_shared<RunLock>(dir);
+    if (!fs::is_empty(dir, ec) && !holds_only_lock(dir)) {
       const std::string kind = folder_marker(dir);
       if (kind == "sweep")
         throw UsageError("--out " + dir + " holds a sweep, not a run; choose another --out");
@@ -234,12 +252,16 @@ RunFolder create_run_folder(const std::string& dir, bool force, int64_t last_sna
   try {
     if (access(dir.c_str(), W_OK) != 0)
       throw UsageError("cannot write to --out " + shown_path(dir) + ": " + std::strerror(errno));
+    // Locked before anything else is written into it, so that a second run
+    // started into the same new folder finds it held (above). A lock held by
+    // another process throws a runtime_error, which removes nothing.
+    run.lock = lock ? lock : std::make_shared<RunLock>(dir);
     check_run_paths(run, last_snapshot);
   } catch (const UsageError&) {
+    run.lock.reset();
     if (!created.empty()) fs::remove_all(created, ec);
     throw;
   }
-  run.lock = std::make_shared<RunLock>(dir);
   write_folder_marker(dir, "run");
   if (force) {
     // Before the new run writes anything: an old checkpoint left beside the

@@ -76,11 +76,14 @@ void check_output_is_no_input(const std::string& flag, const std::string& path, 
 // A fresh folder name under runs/: runs/<task>-<YYYYmmdd-HHMMSS>[-N].
 std::string default_run_dir(const std::string& task);
 
-// Creates DIR for a new run, marks it a run folder and locks it. An existing
-// DIR that holds files is a UsageError unless it is marked a run folder and
-// `force` is given: then the old run's own files are removed before this
-// returns, so nothing of it can be mistaken for the new run's (nothing else
-// in DIR is touched). A folder without the marker is never cleared.
+// Creates DIR for a new run, locks it and marks it a run folder. A DIR
+// whose lock another process holds (a run in it, or one starting there, not
+// marked yet) is refused as RunLock refuses it. An existing DIR that holds
+// files (other than a train.lock nobody holds) is a UsageError unless it is
+// marked a run folder and `force` is given: then the old run's own files are
+// removed before this returns, so nothing of it can be mistaken for the new
+// run's (nothing else in DIR is touched). A folder without the marker is
+// never cleared.
 // `last_snapshot` (>= 0 when the run writes snapshots: the last step it may
 // snapshot) adds snapshots/ to the paths check_run_paths probes. A probe that
 // fails removes the folders this call created.

@@ -209,9 +209,9 @@
   const app = document.getElementById('app');
   app.replaceChildren();
 
-  // What identifies a run first (task, model shape, steps, seed, optimizer,
-  // lr), with the values in effect rather than the "0: default" sentinels;
-  // every other setting folded below.
+  // What identifies a run first (task or data file, model shape, steps,
+  // seed, optimizer, lr), with the values in effect rather than the "0:
+  // default" sentinels; every other setting folded below.
   function header() {
     const c = D.config || {};
     const has = (k) => c[k] !== undefined && c[k] !== null && c[k] !== '';
@@ -221,7 +221,9 @@
       (has('d-model') ? ', d_model ' + c['d-model'] : '') + (dff !== null ? ', d_ff ' + dff : '') +
       ', ' + (run.causal ? 'causal' : 'bidirectional');
     const first = [];
-    if (has('task')) first.push(kv('task', c.data ? c.task + ' (data ' + c.data + ')' : c.task));
+    // A --data run trained on its file: its config's "task" is the unused default's.
+    if (has('data')) first.push(kv('data', c.data));
+    else if (has('task')) first.push(kv('task', c.task));
     first.push(kv('model', shape));
     for (const k of ['steps', 'seed', 'optimizer', 'lr']) if (has(k)) first.push(kv(k, c[k]));
     const shown = new Set(['task', 'data', 'd-model', 'd-ff', 'layers', 'heads', 'attn-only', 'bidirectional', 'steps', 'seed', 'optimizer', 'lr']);

@@ -140,10 +140,10 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_config_unknown_key", with(train_tiny({}), {"--config", "{cfg:{\"bogus\": 1}}"}), 2,
                  {"bogus"}});
     c.push_back({"train_config_wrong_type", with(train_tiny({}), {"--config", "{cfg:{\"layers\": \"two\"}}"}), 2,
-                 {"layers", "wrong type"}});
+                 {"\"layers\" takes a whole number", "\"two\""}});
     // 2^32 would wrap to 0 (all cores) in the int field.
     c.push_back({"train_config_threads_beyond_int", with(train_tiny({}), {"--config", "{cfg:{\"threads\": 4294967296}}"}),
-                 2, {"threads", "out of range"}});
+                 2, {"\"threads\" takes a whole number from -2147483648 to 2147483647", "4294967296"}});
     c.push_back({"train_config_bad_value", with(train_tiny({}), {"--config", "{cfg:{\"layers\": 0}}"}), 2,
                  {"--layers"}});
     c.push_back({"train_data_missing", train_tiny({{"--data", "{missing}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
@@ -269,7 +269,7 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_default_betas_with_sgd", train_tiny({{"--optimizer", "sgd"}, {"--betas", "0.9,0.999"}}), 2,
                  {"--betas is Adam's and AdamW's, but --optimizer sgd"}});
     c.push_back({"train_config_betas_not_a_list", with(train_tiny({}), {"--config", "{cfg:{\"betas\": 0.9}}"}), 2,
-                 {"betas", "wrong type"}});
+                 {"\"betas\" takes a list of numbers", "0.9"}});
     c.push_back({"train_eps_zero", train_tiny({{"--eps", "0"}}), 2, {"--eps"}});
     c.push_back({"train_eps_nan", train_tiny({{"--eps", "nan"}}), 2, {"--eps"}});
     c.push_back({"train_betas_with_sgd", train_tiny({{"--optimizer", "sgd"}, {"--betas", "0.9,0.98"}}), 2,

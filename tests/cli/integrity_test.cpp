@@ -1,6 +1,7 @@
 // A run's files are never poisoned or lost: a diverged run keeps its last
 // finite checkpoint and resumes from it with a lower --lr; one writer at a
-// time (two of one process included) writes a run folder; --force clears the old run first; outputs never
+// time (two of one process included) writes a run folder, and a run starting
+// in it is named as its writer; --force clears the old run first; outputs never
 // replace what is not a regular file; a data file edited since the checkpoint
 // is refused.
 #include <gtest/gtest.h>
@@ -14,6 +15,9 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/cli/fixtures.h"
 #include "train/run_folder.h"
@@ -120,6 +124,33 @@ TEST(RunLock, ASecondLockInTheSameProcessIsRefusedUntilTheFirstIsReleased) {
     }
   }
   EXPECT_NO_THROW(train::RunLock again(dir.path()));
+}
+
+// Two runs started at once into one new --out: the second finds the folder
+// as the first leaves it before its marker (train.lock held, the temporary
+// file of a path probe) and says it is being written, naming the PID -- not
+// that it holds files that are not a run. A start killed before its marker
+// leaves only train.lock, held by nobody: a new run takes the folder.
+TEST(RunLock, ARunStartingInANewFolderIsNamedAsTheWriter) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  fs::create_directory(run);
+  const std::string probe = run + "/config.json.tmp." + std::to_string(::getpid());
+  {
+    const train::RunLock starting(run);
+    write_bytes(probe, "");
+    const auto before = snapshot(run);
+    for (const auto& changes : std::vector<std::vector<std::pair<std::string, std::string>>>{{}, {{"--force", ""}}}) {
+      const RunResult r = run_headlab(train_command(run, changes), dir.path());
+      EXPECT_TRUE(clean_failure(
+          r, 1, {run, "being written by another headlab process (PID " + std::to_string(::getpid()) + ")"}));
+    }
+    EXPECT_EQ(snapshot(run), before);
+  }
+  fs::remove(probe);
+  const RunResult fresh = run_headlab(train_command(run), dir.path());
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.describe();
+  EXPECT_EQ(train::folder_marker(run), "run");
 }
 
 TEST(Force, ClearsTheOldRunBeforeTheNewOneWritesAnything) {

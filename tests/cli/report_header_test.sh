@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # report.html in headless Chromium, as a user first sees it: the page title
 # names the run and its task; the header leads with what identifies the run
-# (task, model shape with the widths in effect, steps, seed, optimizer, lr)
-# and folds the rest; with 16 positions on a wide screen the maps open in the
+# (task, or a --data run's file, model shape with the widths in effect,
+# steps, seed, optimizer, lr) and folds the rest; with 16 positions on a wide screen the maps open in the
 # large view; the score plot draws each head in its own colour.
 #
 #   tests/cli/report_header_test.sh [HEADLAB]   (default: $HEADLAB_BUILD_DIR/headlab, else build/headlab)
 #
-# Skipped (exit 77) without Chromium or python3. Takes ~10 s.
+# Skipped (exit 77) without Chromium or python3. Takes ~15 s.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -49,4 +49,26 @@ plot = dom[dom.index("Head scores over training"):]
 plot = plot[:plot.index("</svg>")]
 colours = re.findall(r'<path d="[^"]*" fill="none" stroke="(#[0-9a-f]+)"', plot)
 check(len(colours) == 4 and len(set(colours)) == 4, "score plot colours %s: not one per head" % colours)
+PY
+[[ $? -eq 0 ]] || exit 1
+
+# A --data run leads with its file, never with the unused default task its
+# config.json holds beside it.
+printf '{"tokens": [1, 2, 3, 4, 5]}\n{"tokens": [5, 4, 3, 2, 1]}\n' >"$tmp/seqs.jsonl"
+"$headlab" train --data "$tmp/seqs.jsonl" --d-model 16 --batch 2 --steps 2 --analyze-every 0 --threads 1 \
+  --out "$tmp/data-run" >"$tmp/train-data.txt" 2>&1 || { cat "$tmp/train-data.txt" >&2; exit 1; }
+REPORT_DOM="$tmp/dom-data.html" "$root/scripts/screenshot_report.sh" "$tmp/data-run/report.html" "$tmp/shot-data.png" \
+  800x600 || exit 1
+python3 - "$tmp/dom-data.html" "$tmp/seqs.jsonl" <<'PY'
+import re, sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+header = dom[dom.index("<header"):dom.index("</header>")]
+folded = header.index("<details") if "<details" in header else len(header)
+first = re.findall(r'data-key="([^"]+)"', header[:folded])
+if first[:2] != ["data", "model"] or "task" in re.findall(r'data-key="([^"]+)"', header):
+    print("report_header_test: a --data run's header leads with %s" % first, file=sys.stderr)
+    sys.exit(1)
+if not re.search(r'data-key="data">data <b>[^<]*' + re.escape(sys.argv[2]) + '</b>', header):
+    print("report_header_test: the data chip does not name %s" % sys.argv[2], file=sys.stderr)
+    sys.exit(1)
 PY

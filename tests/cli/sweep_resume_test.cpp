@@ -2,6 +2,8 @@
 // far trained in f32, and so must those it starts or resumes now, even where
 // HEADLAB_PRECISION=bf16 makes bf16 the default of a new sweep. `sweep
 // --collect`: a shard without the key trained in f32, as an f32 shard did.
+// A --data sweep's settings leave out the unused "task"; an older sweep.json
+// that holds it still resumes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -94,6 +96,35 @@ TEST(SweepCollect, AShardWithoutThePrecisionKeyJoinsAnF32ShardButNotABf16One) {
   write_bytes(shard_file, shard.dump(2) + "\n");
   EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--collect", sweep}, cwd.path()), 2,
                             {"other settings than", "precision"}));
+}
+
+// A --data sweep names its file, never the unused default task: sweep.json's
+// settings leave "task" out, and its page's title says the file. A folder
+// whose sweep.json settings hold it (as an older headlab wrote them) still
+// resumes and redraws.
+TEST(SweepResume, ADataSweepNamesItsFileAndAnOlderOneWithTheTaskKeyGoesOn) {
+  TempDir cwd;
+  write_bytes(cwd / "seqs.jsonl", "{\"tokens\": [1, 2, 3, 4]}\n{\"tokens\": [4, 3, 2, 1]}\n");
+  const std::string sweep = cwd / "sweep";
+  std::vector<std::string> args = {"sweep", "--seeds", "0-1", "--jobs", "1", "--out", sweep, "--data", "seqs.jsonl"};
+  for (const std::string& flag : tiny({{"--steps", "2"}, {"--threads", "-"}, {"--batch", "2"}})) args.push_back(flag);
+  const RunResult first = run_headlab(args, cwd.path());
+  ASSERT_EQ(first.exit_code, 0) << first.describe();
+  EXPECT_NE(first.out.find("data seqs.jsonl: 2 of 2 runs"), std::string::npos) << first.out;
+  nlohmann::json plan = nlohmann::json::parse(read_bytes(sweep + "/sweep.json"));
+  EXPECT_FALSE(plan.at("config").contains("task")) << plan.at("config").dump();
+  EXPECT_EQ(plan.at("config").at("data"), "seqs.jsonl");
+  EXPECT_NE(read_bytes(sweep + "/sweep.html").find("<title>headlab sweep: data seqs.jsonl</title>"), std::string::npos);
+
+  plan.at("config")["task"] = "first-prev-pair";
+  write_bytes(sweep + "/sweep.json", plan.dump(2) + "\n");
+  fs::remove_all(sweep + "/h2-s1");
+  const RunResult resumed = run_headlab({"sweep", "--resume", sweep}, cwd.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_TRUE(fs::exists(sweep + "/h2-s1/heads.json"));
+  EXPECT_FALSE(nlohmann::json::parse(read_bytes(sweep + "/sweep.json")).at("config").contains("task"));
+  const RunResult redrawn = run_headlab({"sweep", "--redraw", sweep}, cwd.path());
+  ASSERT_EQ(redrawn.exit_code, 0) << redrawn.describe();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -297,6 +298,56 @@ TEST(DataRun, EvalAndAnalyzeOfAFileReadAllOfItWhateverTheRunHeldOut) {
   // The analysis's clean loss is eval's over the same 40 sequences, not over the held-out 10.
   EXPECT_NEAR(nlohmann::json::parse(read_bytes(cwd / "all/heads.json")).at("loss").get<double>(),
               scored.at("loss").get<double>(), 1e-6);
+}
+
+// A --data run's config.json holds "task" (the unused default's) beside
+// "data", as every run folder trained on a file has: it resumes, evaluates and
+// analyzes; its readers are shown the file, never the default task. eval
+// --seed does nothing on a file (a warning says so) and never redraws the
+// run's held-out share; another task than the run's, shorter than the
+// model's positions, is evaluated and analyzed at its own length.
+TEST(DataRun, AFileRunNamesItsFileAndReadsShorterTasks) {
+  TempDir cwd;
+  std::string text;  // 40 sequences of 8 tokens in [0, 8): the sizes of task first, but 8 positions
+  for (int i = 0; i < 40; ++i) {
+    text += "{\"tokens\": [";
+    for (int j = 0; j < 8; ++j) text += (j ? ", " : "") + std::to_string((i + 3 * j) % 8);
+    text += "]}\n";
+  }
+  write_bytes(cwd / "eight.jsonl", text);
+  const std::string run = cwd / "run";
+  const RunResult trained = run_headlab(
+      train_command(run, {{"--data", cwd / "eight.jsonl"}, {"--steps", "4"}, {"--eval-fraction", "0.25"}}), cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  const nlohmann::json config = nlohmann::json::parse(read_bytes(run + "/config.json"));
+  EXPECT_EQ(config.at("task"), "first-prev-pair");
+  EXPECT_EQ(config.at("data"), fs::absolute(cwd / "eight.jsonl").lexically_normal().string());
+  EXPECT_EQ(page_data(read_bytes(run + "/report.html")).at("config").at("data"), config.at("data"));
+
+  const RunResult resumed = run_headlab({"train", "--resume", run, "--steps", "6"}, cwd.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  const RunResult analyzed = run_headlab({"analyze", run}, cwd.path());
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.describe();
+
+  const RunResult eval = run_headlab({"eval", run, "--json"}, cwd.path());
+  ASSERT_EQ(eval.exit_code, 0) << eval.describe();
+  EXPECT_EQ(eval.err, "");
+  const RunResult seeded = run_headlab({"eval", run, "--json", "--seed", "5"}, cwd.path());
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.describe();
+  EXPECT_EQ(std::count(seeded.err.begin(), seeded.err.end(), '\n'), 1) << seeded.err;
+  EXPECT_NE(seeded.err.find("warning: --seed 5 does nothing here"), std::string::npos) << seeded.err;
+  EXPECT_EQ(nlohmann::json::parse(seeded.out), nlohmann::json::parse(eval.out)) << "--seed redrew the held-out share";
+
+  // Task first has 6 positions; the model 8.
+  const RunResult first = run_headlab({"eval", run, "--task", "first", "--json", "--seed", "5"}, cwd.path());
+  ASSERT_EQ(first.exit_code, 0) << first.describe();
+  EXPECT_EQ(first.err, "") << "a task's batch is drawn with --seed";
+  EXPECT_EQ(nlohmann::json::parse(first.out).at("task"), "first");
+  const RunResult on_first = run_headlab({"analyze", run, "--task", "first"}, cwd.path());
+  ASSERT_EQ(on_first.exit_code, 0) << on_first.describe();
+  const nlohmann::json heads = nlohmann::json::parse(read_bytes(run + "/analysis-first/heads.json"));
+  EXPECT_EQ(heads.at("task"), "first");
+  EXPECT_EQ(heads.at("example").at("tokens").size(), 6u) << heads.at("example").dump();
 }
 
 // What `headlab ARGS` prints to a terminal (a pseudo-terminal), with NO_COLOR

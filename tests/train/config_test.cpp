@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "train/errors.h"
 #include "train/run_builder.h"
@@ -278,6 +280,46 @@ TEST(TrainConfig, UnknownKeyAndWrongTypeNameTheKey) {
   EXPECT_THROW(apply_json(c, nlohmann::json{{"batch", "half"}}, "cfg.json"), UsageError);
   apply_json(c, nlohmann::json{{"batch", "full"}}, "cfg.json");  // as --batch full
   EXPECT_EQ(c.batch, 0);
+}
+
+// A --config value of the wrong type or range is refused with the key, the
+// value and what fits, for every type of key (as the flags' messages say it).
+TEST(TrainConfig, AWrongConfigValueSaysWhatFits) {
+  const auto message = [](const nlohmann::json& j) {
+    TrainConfig c;
+    try {
+      apply_json(c, j, "cfg.json");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::vector<std::pair<nlohmann::json, std::vector<std::string>>> cases = {
+      {{{"d-model", 32.0}}, {"\"d-model\"", "a whole number", "32.0"}},
+      {{{"threads", int64_t{1} << 40}}, {"\"threads\"", "a whole number from -2147483648 to 2147483647"}},
+      {{{"seed", -1}}, {"\"seed\"", "a whole number from 0 to 18446744073709551615", "-1"}},
+      {{{"lr", "0.1"}}, {"\"lr\"", "a number", "\"0.1\""}},
+      {{{"optimizer", 3}}, {"\"optimizer\"", "a string", "3"}},
+      {{{"attn-only", 1}}, {"\"attn-only\"", "true or false", "1"}},
+      {{{"bidirectional", "yes"}}, {"\"bidirectional\"", "true or false", "\"yes\""}},
+      {{{"betas", 0.9}}, {"\"betas\"", "a list of numbers", "0.9"}},
+      {{{"batch", "half"}}, {"\"batch\"", "a whole number", "\"full\"", "\"half\""}},
+  };
+  for (const auto& [j, mentions] : cases) {
+    const std::string m = message(j);
+    ASSERT_NE(m, "") << j.dump();
+    EXPECT_NE(m.find("cfg.json"), std::string::npos) << m;
+    for (const std::string& mention : mentions) EXPECT_NE(m.find(mention), std::string::npos) << m << " lacks " << mention;
+  }
+}
+
+// "got 1" would read as the value 1.
+TEST(TrainConfig, BetasOfTheWrongCountNameTheNumbersGiven) {
+  TrainConfig c;
+  c.betas = {0.9};
+  EXPECT_NE(error_of(c).find("got 1 number: 0.9"), std::string::npos) << error_of(c);
+  c.betas = {0.9, 0.98, 0.5};
+  EXPECT_NE(error_of(c).find("got 3 numbers: 0.9,0.98,0.5"), std::string::npos) << error_of(c);
 }
 
 TEST(TrainConfig, ModelSpecFollowsTheFlags) {

@@ -61,8 +61,29 @@ AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::str
   return in;
 }
 
+AnalysisInput AnalysisInput::of_task(const train::Checkpoint& ck, const std::string& ck_path, bool batch_given) {
+  AnalysisInput in;
+  // The config's model as stored (0: the task's default size), so that the
+  // task keeps its own sizes; check_task_fits, not the run's session, then
+  // says whether the checkpoint's model can read it.
+  in.config_ = ck.info.config;
+  train::drop_fixed_sets(in.config_);
+  in.task_ = train::make_task_for(in.config_);
+  train::check_task_fits(*in.task_, ck.model);
+  in.rows_ = in.chunk_rows_ = in.task_->eval_rows(in.config_.eval_batch);
+  train::check_sizes(ck.model, {{batch_given ? "--batch" : "the checkpoint's eval-batch", in.rows_}});
+  in.batch_ = in.task_->eval_slice(0, in.rows_, in.config_.seed);
+  in.task_->describe(in.batch_);
+  train::check_analysable(in.batch_, in.task_->name());
+  in.source_ = "the batch";
+  in.lengths_ = in.batch_.lengths;
+  in.model_ = train::load_model(ck, ck_path);
+  in.model_->eval();
+  return in;
+}
+
 train::Batch AnalysisInput::read(int64_t first, int64_t count) const {
-  if (!session_) {
+  if (!session_ && batch_.batch == 0) {
     // Described as a run's session describes its evaluation batch: a data
     // file's "attend" patterns are its expected roles, as in the heads.json
     // of a run trained on the file.
@@ -70,7 +91,7 @@ train::Batch AnalysisInput::read(int64_t first, int64_t count) const {
     task_->describe(rows);
     return rows;
   }
-  const train::Batch& all = session_->eval_batch();
+  const train::Batch& all = batch();
   if (first == 0 && count == all.batch) return all;
   if (first < 0 || count < 1 || first + count > all.batch)
     throw std::invalid_argument("AnalysisInput::read: rows " + std::to_string(first) + " .. " +

@@ -1,6 +1,7 @@
 // What `headlab analyze` analyzes: the run's own session (its task and
-// evaluation batch), or with --data the checkpoint's model on the sequences
-// of a data file of the user's own, read a chunk of rows at a time.
+// evaluation batch), with --task the checkpoint's model on another task's
+// batch, or with --data on the sequences of a data file of the user's own,
+// read a chunk of rows at a time.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,13 @@ class AnalysisInput {
   static AnalysisInput of_file(const train::Checkpoint& ck, const std::string& ck_path, const std::string& data,
                                int64_t chunk_rows);
 
+  // The checkpoint's model on another task than the run's (the config's
+  // task, `analyze --task`), as eval --task evaluates it: the task at its own
+  // sizes (a shorter one than the model's positions fits too), none of the
+  // run's training or held-out sets, one chunk of the config's eval-batch.
+  // UsageError when the task does not fit the model.
+  static AnalysisInput of_task(const train::Checkpoint& ck, const std::string& ck_path, bool batch_given);
+
   int64_t rows() const { return rows_; }              // sequences analyzed
   int64_t chunk_rows() const { return chunk_rows_; }  // at a time
   // Sequences [first, first + count) of them, with the task's patterns and
@@ -35,8 +43,8 @@ class AnalysisInput {
   train::Batch read(int64_t first, int64_t count) const;
   // Every sequence's length ([rows]), or empty: every one is full.
   const std::vector<int32_t>& lengths() const { return lengths_; }
-  // The run's evaluation batch (of_run only).
-  const train::Batch& batch() const { return session_->eval_batch(); }
+  // The batch analyzed in one chunk (of_run and of_task).
+  const train::Batch& batch() const { return session_ ? session_->eval_batch() : batch_; }
   train::Task& task() { return session_ ? session_->task() : *task_; }
   layers::Transformer& model() { return session_ ? session_->model() : *model_; }
   const train::TrainConfig& config() const { return session_ ? session_->config() : config_; }
@@ -48,6 +56,7 @@ class AnalysisInput {
   train::TrainConfig config_;
   std::unique_ptr<train::Task> task_;
   std::unique_ptr<layers::Transformer> model_;
+  train::Batch batch_;  // of_task's
   int64_t rows_ = 0, chunk_rows_ = 0;
   std::vector<int32_t> lengths_;
   std::string source_;

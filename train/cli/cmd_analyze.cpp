@@ -271,8 +271,12 @@ int run_analyze(const AnalyzeArgs& args) {
   // trainer holds it (its heads.json would be overwritten by the next one).
   std::unique_ptr<train::RunLock> lock;
   if (own_folder && train::folder_marker(out) == "run") lock = std::make_unique<train::RunLock>(out);
-  AnalysisInput input = args.data.empty() ? AnalysisInput::of_run(ck)
-                                           : AnalysisInput::of_file(ck, ck_path, args.data, args.batch_given ? args.batch : 0);
+  // Another task than the run's is read as eval --task reads it, at its own
+  // sizes: a task shorter than the model's positions fits it too.
+  const int64_t chunk_rows = args.batch_given ? args.batch : 0;
+  AnalysisInput input = !args.data.empty() ? AnalysisInput::of_file(ck, ck_path, args.data, chunk_rows)
+                        : other_task       ? AnalysisInput::of_task(ck, ck_path, args.batch_given)
+                                           : AnalysisInput::of_run(ck);
   const std::string sequences =
       args.data.empty() ? "sequences of the batch" : "sequences of --data " + args.data;
   if (args.example >= input.rows())

@@ -88,7 +88,12 @@ int run_eval(const EvalArgs& args) {
   // The run's own task and evaluation batch unless told otherwise; the model
   // is always the checkpoint's.
   train::TrainConfig config = ck.info.config;
-  if (args.seed_given) config.seed = args.seed;
+  if (args.seed_given) {
+    // The seed draws a task's batch, never the run's split into training and
+    // held-out sets, which --seed also seeds unless --split-seed is given.
+    if (train::has_fixed_sets(config) && config.split_seed < 0) config.split_seed = static_cast<int64_t>(config.seed);
+    config.seed = args.seed;
+  }
   if (args.batch_given) config.eval_batch = args.batch;
   use_gemm_backend(args.gemm.empty() ? config.gemm : args.gemm);
   use_precision(args.precision.empty() ? config.precision : args.precision);
@@ -110,6 +115,11 @@ int run_eval(const EvalArgs& args) {
   // changed, not as a line that no longer parses or no longer fits.
   // A moved run folder's own copy is read in its place (never written back).
   if (args.data.empty()) train::locate_run_data(ck.info, config, train::run_folder_of(args.checkpoint), true);
+  // As train warns of settings that do nothing: a file is read in its order.
+  if (args.seed_given && !config.data.empty())
+    std::fprintf(stderr, "headlab eval: warning: --seed %llu does nothing here: a data file's sequences are "
+                 "evaluated as the file holds them (the seed draws a task's sampled batch)\n",
+                 static_cast<unsigned long long>(args.seed));
   const auto task = train::make_task_for(config);
   if (args.data.empty()) train::check_data_unchanged(ck.info, config, *task);
   train::check_task_fits(*task, ck.model);

@@ -147,6 +147,8 @@ struct Sweep {
   int jobs = 1;               // at a time (for --collect: the shards' sum)
   int jobs_flag = 0;          // --jobs as given (0: one per core), kept for --resume
   std::string task() const { return config.data.empty() ? config.task : "data"; }
+  // What messages and sweep.html say the runs train on: the task, or the file.
+  std::string trained_on() const { return config.data.empty() ? config.task : "data " + config.data; }
 };
 
 // DIR/config.json: the settings every run of the sweep reads (--config).
@@ -239,6 +241,17 @@ int run_all(const Sweep& sweep, std::vector<train::SweepRun>& plan, std::vector<
   return train::supervise(plan.size(), sweep.jobs, signals, start, done);
 }
 
+// sweep.json's settings as a reader is shown them: without the "task" of a
+// --data sweep, the unused default's, which would name a task its runs never
+// trained on (stored_config reads them back as the same config). The runs'
+// config.json keeps every key: their checkpoints are compared key by key
+// with it (train/run_identity.h).
+nlohmann::json shown_settings(const train::TrainConfig& config) {
+  nlohmann::json j = train::to_json(config);
+  if (!config.data.empty()) j.erase("task");
+  return j;
+}
+
 // The plan's keys of sweep.json and of a shard's file, compared by --collect.
 nlohmann::ordered_json plan_json(const Sweep& sweep) {
   return {{"task", sweep.task()},
@@ -271,7 +284,7 @@ nlohmann::ordered_json sweep_json(const Sweep& sweep, const std::vector<train::S
                                     {"planned_runs", planned},
                                     {"seconds", std::round(seconds * 1e3) / 1e3},
                                     {"interrupted", interrupted},
-                                    {"config", nlohmann::ordered_json(train::to_json(sweep.config))},
+                                    {"config", nlohmann::ordered_json(shown_settings(sweep.config))},
                                     {"runs", run_list},
                                     {"configs", config_list},
                                     {"flags", flag_list}});
@@ -283,7 +296,7 @@ nlohmann::ordered_json sweep_json(const Sweep& sweep, const std::vector<train::S
 std::string write_summary(const Sweep& sweep, const nlohmann::ordered_json& document) {
   const std::string json_path = sweep.dir + "/sweep.json";
   train::write_file_atomic(json_path, document.dump(2) + "\n");
-  train::write_file_atomic(sweep.dir + "/sweep.html", analysis::sweep_html(document, "headlab sweep: " + sweep.task()));
+  train::write_file_atomic(sweep.dir + "/sweep.html", analysis::sweep_html(document, "headlab sweep: " + sweep.trained_on()));
   return json_path;
 }
 
@@ -294,7 +307,7 @@ int report(const Sweep& sweep, const std::vector<train::SweepRun>& runs, std::si
   const std::vector<train::ConfigSummary> configs =
       train::summarize(runs, sweep.plan.cells(), sweep.plan.target_accuracy);
   std::cout << '\n'
-            << sweep.task() << ": " << runs.size() << " of " << planned << " runs in " << format_seconds(seconds)
+            << sweep.trained_on() << ": " << runs.size() << " of " << planned << " runs in " << format_seconds(seconds)
             << " (" << sweep.jobs << " at a time, " << sweep.config.steps << " steps each"
             << (stop != 0 ? "; stopped by signal " + std::to_string(stop) : std::string()) << ")\n\n"
             << train::summary_text(configs, sweep.plan.target_accuracy) << "\n"
@@ -439,9 +452,14 @@ int redraw_sweep(const std::string& dir_arg) {
   // As --resume reads its plan and --collect the shards' runs: the page
   // draws nothing a sweep could not have written.
   (void)train::check_sweep_file(document, "--redraw " + dir + ": " + path);
+  // As the sweep named it: its data file, else its task.
   const auto task = document.find("task");
-  const std::string title = "headlab sweep: " + (task != document.end() && task->is_string()
-                                                     ? train::brief_text(task->get<std::string>()) : std::string("?"));
+  const nlohmann::json data = document.at("config").value("data", nlohmann::json());
+  const std::string title =
+      "headlab sweep: " + (data.is_string() && !data.get<std::string>().empty()
+                               ? "data " + train::brief_text(data.get<std::string>())
+                           : task != document.end() && task->is_string() ? train::brief_text(task->get<std::string>())
+                                                                         : std::string("?"));
   train::write_file_atomic(dir + "/sweep.html", analysis::sweep_html(nlohmann::ordered_json(document), title));
   std::cout << "sweep.html: " << dir << "/sweep.html\n";
   return 0;
@@ -617,7 +635,7 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags, bool jobs_given) 
 
   std::fprintf(stderr, "sweep%s: %zu run%s of %s (%s, %lld steps each), %d at a time -> %s\n",
                shard ? (" shard " + std::to_string(shard->index) + "/" + std::to_string(shard->count)).c_str() : "",
-               mine.size(), mine.size() == 1 ? "" : "s", sweep.task().c_str(), plan_text(sweep, seeds_text).c_str(),
+               mine.size(), mine.size() == 1 ? "" : "s", sweep.trained_on().c_str(), plan_text(sweep, seeds_text).c_str(),
                static_cast<long long>(sweep.config.steps), sweep.jobs, sweep.dir.c_str());
   const auto start = Clock::now();
   std::vector<bool> started(mine.size(), false);
