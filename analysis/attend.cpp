@@ -1,6 +1,7 @@
 #include "analysis/attend.h"
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include "analysis/patterns.h"
@@ -15,6 +16,15 @@ AttendPattern AttendPattern::empty(std::string name, int64_t batch, int64_t seq_
   p.keys.resize(static_cast<std::size_t>(batch * seq_len));
   return p;
 }
+
+namespace {
+// Equal but for the case of letters.
+bool same_letters(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+}  // namespace
 
 void check_pattern_name(const std::string& name) {
   const auto bad = [&](const std::string& why) {
@@ -31,6 +41,18 @@ void check_pattern_name(const std::string& name) {
     if (p.name == name) bad("is a built-in pattern; its score is always there, under " + pattern_key(p));
   for (const char* reserved : {"diffuse", "mixed", "sink"})
     if (name == reserved) bad("is a label of its own; choose another name");
+  // The words the terminal table, heads.json, report.html and sweep.json show
+  // for a built-in pattern or label, in any case: a user pattern so called
+  // would read as the built-in one ("first 0.96" for a head whose first-token
+  // score is 0.17).
+  for (const Pattern& p : kPatterns)
+    for (const std::string& word : {std::string(p.name), std::string(p.short_name), pattern_key(p)})
+      if (same_letters(name, word))
+        bad("reads as the built-in pattern " + std::string(p.name) + ", which the reports call \"" + word +
+            "\"; choose another name");
+  for (const char* reserved : {"diffuse", "mixed", "sink"})
+    if (same_letters(name, reserved))
+      bad("reads as the label " + std::string(reserved) + "; choose another name");
   // The keys a head's record in metrics.jsonl already has (heads_json.h).
   for (const char* key : {"label", "score", "entropy", "distance", "importance", "importance_normalized", "copying",
                           "direct_logit", "user", "transformer_lens"})

@@ -91,6 +91,8 @@ struct ExpectedRole {
 // A user pattern as a run's analysis records it (without the keys).
 struct PatternInfo {
   std::string name, definition;
+  // The built-in patterns it nests with on the analyzed set (nesting.h).
+  std::vector<std::string> nests_with;
   bool operator==(const PatternInfo&) const = default;
 };
 

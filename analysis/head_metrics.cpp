@@ -50,9 +50,10 @@ ExampleScores example_scores(const HeadMap& a) {
   HeadScores s;
   HeadMap all = a;
   all.targets = {};
+  std::vector<int32_t> buffer;
   for (std::size_t i = 0; i < kPatternCount; ++i) {
-    s.patterns_all[i] = kPatterns[i].score(all);
-    s.patterns[i] = a.targets.empty() ? s.patterns_all[i] : kPatterns[i].score(a);
+    s.patterns_all[i] = pattern_score(kPatterns[i], all, buffer);
+    s.patterns[i] = a.targets.empty() ? s.patterns_all[i] : pattern_score(kPatterns[i], a, buffer);
   }
   s.detector = detector_scores(all);
 

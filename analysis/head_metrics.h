@@ -34,6 +34,8 @@ namespace headlab::analysis {
 struct UserScore {
   std::string name;
   std::optional<double> score;  // absent when the batch has no scored query
+  // The built-in patterns it nests with on the batch (nesting.h): no rivals of it for the label.
+  std::vector<std::string> nests_with;
   bool operator==(const UserScore&) const = default;
 };
 

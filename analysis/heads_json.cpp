@@ -46,7 +46,7 @@ HeadScores scores_from(const nlohmann::json& j, const std::vector<PatternInfo>& 
   }
   for (const PatternInfo& p : user_patterns) {
     const bool has = j.contains("user") && j.at("user").is_object();
-    s.user.push_back({p.name, has ? optional_from(j.at("user"), p.name.c_str()) : std::nullopt});
+    s.user.push_back({p.name, has ? optional_from(j.at("user"), p.name.c_str()) : std::nullopt, p.nests_with});
   }
   if (j.contains("transformer_lens") && j.at("transformer_lens").is_object()) {
     const nlohmann::json& tl = j.at("transformer_lens");
@@ -190,7 +190,8 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
     attention.push_back(std::move(maps));
   }
   nlohmann::json patterns = nlohmann::json::array();
-  for (const PatternInfo& p : run.user_patterns) patterns.push_back({{"name", p.name}, {"definition", p.definition}});
+  for (const PatternInfo& p : run.user_patterns)
+    patterns.push_back({{"name", p.name}, {"definition", p.definition}, {"nests_with", p.nests_with}});
   nlohmann::json roles = nlohmann::json::array();
   for (const ExpectedRole& r : run.expected_roles) roles.push_back({{"role", r.role}, {"pattern", r.pattern}});
   nlohmann::json found = nlohmann::json::array();
@@ -250,8 +251,14 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
   std::vector<std::string> user_names;
   if (j.contains("patterns"))
     for (const nlohmann::json& p : j.at("patterns")) {
-      r.user_patterns.push_back({p.at("name").get<std::string>(), p.value("definition", std::string())});
+      // Files written before nesting was recorded have none.
+      r.user_patterns.push_back({p.at("name").get<std::string>(), p.value("definition", std::string()),
+                                 p.value("nests_with", std::vector<std::string>())});
       check_pattern_name(r.user_patterns.back().name);
+      for (const std::string& nested : r.user_patterns.back().nests_with)
+        if (!is_pattern_name(nested))
+          throw std::invalid_argument("heads.json: pattern '" + r.user_patterns.back().name + "' nests with '" +
+                                      nested + "', which is not a built-in pattern");
       user_names.push_back(r.user_patterns.back().name);
     }
   if (j.contains("expected_roles"))
@@ -355,7 +362,7 @@ nlohmann::json compact_json(const RunAnalysis& run) {
   for (const HeadAnalysis& h : run.heads) {
     const HeadScores& s = h.scores;
     nlohmann::json o = {{"label", label_name(h.label)},
-                        {"score", rounded(ranked_patterns(s)[0].score)},
+                        {"score", rounded(label_score(s, h.label))},
                         {"entropy", rounded(s.entropy)},
                         {"distance", rounded(s.distance)}};
     for (std::size_t i = 0; i < kPatternCount; ++i) o[pattern_key(kPatterns[i])] = rounded(s.patterns[i]);

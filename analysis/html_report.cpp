@@ -66,18 +66,25 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
   // The page reads every pattern's score from a head's "scores" by key: the
   // user patterns' join the built-in ones there.
   nlohmann::json patterns = patterns_json();
-  for (const PatternInfo& p : run.user_patterns)
+  for (const PatternInfo& p : run.user_patterns) {
+    std::string definition = p.definition.empty() ? "a user-defined pattern." : p.definition;
+    // Why a head may carry its label below a built-in score (docs/head-metrics.md, "Nested patterns").
+    for (std::size_t i = 0; i < p.nests_with.size(); ++i)
+      definition += (i == 0 ? " Nested on this set with " : ", ") + p.nests_with[i] +
+                    (i + 1 == p.nests_with.size() ? ", from which it may take the label within the margin." : "");
     patterns.push_back({{"key", p.name},
                         {"name", p.name},
                         {"short_name", p.name},
                         {"colour", user_html_colour(p.name)},
-                        {"definition", p.definition.empty() ? "a user-defined pattern." : p.definition}});
+                        {"definition", definition}});
+  }
   for (nlohmann::json& h : r["heads"])
     for (const auto& [name, score] : h["scores"]["user"].items()) h["scores"][name] = score;
 
   nlohmann::json extra = nlohmann::json::array();
   for (const HeadAnalysis& h : run.heads) {
-    const Label pattern = ranked_patterns(h.scores)[0].pattern;
+    // The label's pattern: a user pattern nested with a higher one keeps its own.
+    const Label pattern = h.label.is_pattern() ? h.label : ranked_patterns(h.scores)[0].pattern;
     const std::string name = head_name(h.layer, h.head);
     const std::string key = label_key(pattern);
     const auto emerged = emergence_step(history, name, key, options.labels.score_threshold);

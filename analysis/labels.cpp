@@ -1,9 +1,12 @@
 #include "analysis/labels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <stdexcept>
+
+#include "analysis/nesting.h"
 
 namespace headlab::analysis {
 
@@ -72,8 +75,49 @@ std::vector<PatternScore> ranked_patterns(const HeadScores& s) {
   return r;
 }
 
+double label_score(const HeadScores& scores, const Label& label) {
+  if (label.is_builtin() && scores.patterns[pattern_index(label.entry().name)])
+    return *scores.patterns[pattern_index(label.entry().name)];
+  if (label.is_user())
+    if (const UserScore* u = scores.user_score(label.user_name()); u && u->score) return *u->score;
+  return ranked_patterns(scores)[0].score;
+}
+
+namespace {
+
+// The user pattern that takes the label from the built-in patterns it nests
+// with (docs/head-metrics.md, "Nested patterns"), the first in `ranked` that
+// can: it reaches the threshold, no pattern nested with it scores a margin
+// more, none that is not nested with it scores more (ties apart), and it
+// beats the best of those by the margin.
+std::optional<Label> nested_winner(const HeadScores& scores, const std::vector<PatternScore>& ranked,
+                                   const LabelOptions& options) {
+  for (const PatternScore& candidate : ranked) {
+    if (!candidate.pattern.is_user() || candidate.score < options.score_threshold) continue;
+    const std::vector<std::string>& nests_with = scores.user_score(candidate.pattern.user_name())->nests_with;
+    if (nests_with.empty()) continue;  // the ordinary rule decides
+    bool clear = true;
+    double rival = 0.0;  // the best pattern not nested with it
+    for (const PatternScore& other : ranked) {
+      if (other.pattern == candidate.pattern) continue;
+      const double above = other.score - candidate.score;
+      if (other.pattern.is_builtin() && nests(nests_with, other.pattern.entry().name)) {
+        clear = clear && above < options.margin;
+      } else if (std::abs(above) > kSameScore) {
+        clear = clear && above < 0;
+        rival = std::max(rival, other.score);
+      }
+    }
+    if (clear && candidate.score - rival >= options.margin) return candidate.pattern;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Label label_head(const HeadScores& scores, std::optional<double> ablation_delta_loss, const LabelOptions& options) {
   const std::vector<PatternScore> ranked = ranked_patterns(scores);
+  if (const std::optional<Label> user = nested_winner(scores, ranked, options)) return *user;
   const PatternScore& top = ranked[0];
   double runner_up = 0.0;
   for (std::size_t i = 1; i < ranked.size(); ++i)

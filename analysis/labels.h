@@ -98,12 +98,20 @@ struct PatternScore {
 // built-in one, offset:1 and previous-token, ranks first).
 std::vector<PatternScore> ranked_patterns(const HeadScores& scores);
 
+// The score behind a head's label: its pattern's score when the label is a
+// pattern (a user pattern's may not be the highest: see label_head), else the
+// highest pattern score (a sink's is first-token's).
+double label_score(const HeadScores& scores, const Label& label);
+
 // Two scores closer than this are the same pattern on this batch (e.g.
 // modular-addition's first-token and an "operand a" pattern): the label's
 // margin is taken over the runner-up that differs by more.
 inline constexpr double kSameScore = 1e-9;
 
-// The label of one head. ablation_delta_loss = loss with the head's gate at 0
+// The label of one head: a user pattern that takes it from the built-in
+// patterns it nests with (UserScore::nests_with, docs/head-metrics.md "Nested
+// patterns"), else the highest pattern clear of the next by the margin.
+// ablation_delta_loss = loss with the head's gate at 0
 // minus the loss without ablation; when absent, no head is called a sink.
 Label label_head(const HeadScores& scores, std::optional<double> ablation_delta_loss, const LabelOptions& options);
 

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace headlab::analysis {
 
@@ -36,55 +37,40 @@ struct HeadMap {
 
   double operator()(int64_t q, int64_t k) const { return probs[q * stride + k]; }
   bool judged(int64_t q) const { return targets.empty() || targets[static_cast<std::size_t>(q)] >= 0; }
-
-  // Mean over the judged queries q >= 2 of f(q): the positional scores skip
-  // q = 0 and 1, whose few keys make every pattern look alike. Absent when no
-  // such query is judged.
-  template <class F>
-  std::optional<double> mean_over_late_queries(F f) const {
-    double total = 0;
-    int64_t queries = 0;
-    for (int64_t q = 2; q < len; ++q)
-      if (judged(q)) {
-        total += f(q);
-        ++queries;
-      }
-    if (queries == 0) return std::nullopt;
-    return total / static_cast<double>(queries);
-  }
-
-  // Over the judged queries q that have an earlier copy of their token at
-  // some j in [first_j, q - 3], the mean of sum over those j of f(q, j).
-  // Nearer copies are left out: their keys j and j + 1 would be q's previous
-  // token or q itself, and a previous-token or self head would score here.
-  // Absent when no query has such a copy or the tokens are unknown.
-  template <class F>
-  std::optional<double> mean_over_earlier_copies(F f, int64_t first_j = 0) const {
-    if (tokens.empty()) return std::nullopt;
-    double total = 0;
-    int64_t queries = 0;
-    for (int64_t q = 3; q < len; ++q) {
-      if (!judged(q)) continue;
-      bool seen = false;
-      double sum = 0;
-      for (int64_t j = first_j; j + 2 < q; ++j) {
-        if (tokens[j] != tokens[q]) continue;
-        seen = true;
-        sum += f(q, j);
-      }
-      if (seen) {
-        total += sum;
-        ++queries;
-      }
-    }
-    if (queries == 0) return std::nullopt;
-    return total / static_cast<double>(queries);
-  }
 };
 
-// A pattern's score of one head on one example, in [0, 1]; absent when the
-// example cannot show the pattern (only for patterns with can_be_absent).
-using ScoreFn = std::optional<double> (*)(const HeadMap&);
+// The keys a pattern reads at query q of one example (only its length,
+// causality and tokens are looked at, not the probabilities): fills `keys`,
+// ascending, and returns whether the pattern scores q at all. A scored query
+// may have no key (it then adds 0 to the mean); an unscored one is left out.
+// The score and the nesting of patterns (nesting.h) both come from these keys.
+using KeysFn = bool (*)(const HeadMap&, int64_t q, std::vector<int32_t>& keys);
+
+namespace pattern_keys {
+// Queries q >= 2, with the one key `key(q)`: the positional patterns skip q = 0
+// and 1, whose few keys make every pattern look alike.
+template <int64_t (*key)(int64_t)>
+bool late_query(const HeadMap&, int64_t q, std::vector<int32_t>& keys) {
+  keys.clear();
+  if (q < 2) return false;
+  keys.push_back(static_cast<int32_t>(key(q)));
+  return true;
+}
+
+// Queries that have an earlier copy of their token at some j in [first_j,
+// q - 3], with the keys j + shift. Nearer copies are left out: their keys j
+// and j + 1 would be q's previous token or q itself, and a previous-token or
+// self head would score here. Not scored without tokens.
+template <int64_t first_j, int64_t shift>
+bool earlier_copies(const HeadMap& a, int64_t q, std::vector<int32_t>& keys) {
+  keys.clear();
+  if (a.tokens.empty() || q < 3) return false;
+  for (int64_t j = first_j; j + 2 < q; ++j)
+    if (a.tokens[static_cast<std::size_t>(j)] == a.tokens[static_cast<std::size_t>(q)])
+      keys.push_back(static_cast<int32_t>(j + shift));
+  return !keys.empty();
+}
+}  // namespace pattern_keys
 
 struct Pattern {
   std::string_view name;         // the label: "previous-token" (its JSON key: name with '_', see pattern_key)
@@ -96,7 +82,7 @@ struct Pattern {
   // (With targets, any score may be absent on one example that has no judged
   // query; over a batch it then falls back to the all-query score.)
   bool in_sweep = false;         // sweep.json and the sweep summary report it for every head
-  ScoreFn score = nullptr;
+  KeysFn keys = nullptr;         // where it looks; its score is the mass there (pattern_score)
 };
 
 // The patterns in their ranking order: a tie between two scores goes to the
@@ -108,35 +94,27 @@ inline constexpr std::array kPatterns = {
             .ansi_colour = "38;5;75",
             .html_colour = "#2563eb",
             .in_sweep = true,
-            .score = [](const HeadMap& a) {
-              return a.mean_over_late_queries([&](int64_t q) { return a(q, q - 1); });
-            }},
+            .keys = pattern_keys::late_query<[](int64_t q) { return q - 1; }>},
     Pattern{.name = "first-token",
             .short_name = "first",
             .definition = "mean attention of a query on position 0 (queries q ≥ 2 with a target).",
             .ansi_colour = "38;5;215",
             .html_colour = "#ea580c",
             .in_sweep = true,
-            .score = [](const HeadMap& a) {
-              return a.mean_over_late_queries([&](int64_t q) { return a(q, 0); });
-            }},
+            .keys = pattern_keys::late_query<[](int64_t) { return int64_t{0}; }>},
     Pattern{.name = "self",
             .short_name = "self",
             .definition = "mean attention of a query on itself (queries q ≥ 2 with a target).",
             .ansi_colour = "38;5;114",
             .html_colour = "#16a34a",
-            .score = [](const HeadMap& a) {
-              return a.mean_over_late_queries([&](int64_t q) { return a(q, q); });
-            }},
+            .keys = pattern_keys::late_query<[](int64_t q) { return q; }>},
     Pattern{.name = "induction",
             .short_name = "ind",
             .definition = "attention on the token right after an earlier copy of the current token.",
             .ansi_colour = "38;5;177",
             .html_colour = "#9333ea",
             .can_be_absent = true,
-            .score = [](const HeadMap& a) {
-              return a.mean_over_earlier_copies([&](int64_t q, int64_t j) { return a(q, j + 1); });
-            }},
+            .keys = pattern_keys::earlier_copies<0, 1>},
     Pattern{.name = "duplicate-token",
             .short_name = "dup",
             .definition = "attention on earlier copies of the current token (copies at position 0 left out: that key is "
@@ -146,26 +124,24 @@ inline constexpr std::array kPatterns = {
             .can_be_absent = true,
             // From j = 1: a first-token head would otherwise score on every
             // query whose token happens to equal x_0.
-            .score = [](const HeadMap& a) {
-              return a.mean_over_earlier_copies([&](int64_t q, int64_t j) { return a(q, j); }, 1);
-            }},
+            .keys = pattern_keys::earlier_copies<1, 0>},
     // The keys near q that no other positional pattern claims: within
     // distance 2, but not q (self), q - 1 (previous-token) or 0 (first-token),
     // so those heads do not score here (why: docs/head-metrics.md, "Local").
-    // Causal: A[q, q-2] for q >= 3.
+    // Causal: q - 2 for q >= 3.
     Pattern{.name = "local",
             .short_name = "local",
             .definition = "mean attention of a query on the keys within 2 positions of it, other than itself, the "
                           "token just before it and position 0 (queries q ≥ 2 with a target).",
             .ansi_colour = "38;5;211",
             .html_colour = "#db2777",
-            .score = [](const HeadMap& a) {
-              return a.mean_over_late_queries([&](int64_t q) {
-                double sum = 0;
-                for (int64_t k = std::max<int64_t>(1, q - 2); k <= std::min(a.len - 1, q + 2); ++k)
-                  if (k != q && k != q - 1) sum += a(q, k);
-                return sum;
-              });
+            .keys = [](const HeadMap& a, int64_t q, std::vector<int32_t>& keys) {
+              keys.clear();
+              if (q < 2) return false;
+              const int64_t last = std::min(a.len - 1, a.causal ? q : q + 2);
+              for (int64_t k = std::max<int64_t>(1, q - 2); k <= last; ++k)
+                if (k != q && k != q - 1) keys.push_back(static_cast<int32_t>(k));
+              return true;
             }},
 };
 
@@ -177,6 +153,16 @@ constexpr std::size_t pattern_index(std::string_view name) {
   for (std::size_t i = 0; i < kPatterns.size(); ++i)
     if (kPatterns[i].name == name) return i;
   throw std::invalid_argument("unknown head pattern '" + std::string(name) + "'");
+}
+
+// A pattern's score of one head on one example, in [0, 1]: over the judged
+// queries the pattern scores, the mean of the attention on its keys; absent
+// when it scores none of them. `buffer` holds the keys of one query.
+std::optional<double> pattern_score(const Pattern& pattern, const HeadMap& a, std::vector<int32_t>& buffer);
+
+// Whether a built-in pattern is called `name`.
+constexpr bool is_pattern_name(std::string_view name) {
+  return std::any_of(kPatterns.begin(), kPatterns.end(), [&](const Pattern& p) { return p.name == name; });
 }
 
 // The pattern's key in heads.json, metrics.jsonl and sweep.json: its name

@@ -41,7 +41,7 @@ void AttentionSums::add(const std::vector<core::Tensor>& layers, std::span<const
     check_pattern_name(p.name);
     for (const PatternInfo& seen : patterns)
       if (seen.name == p.name) throw std::invalid_argument("analyze_attention: two patterns called '" + p.name + "'");
-    patterns.push_back({p.name, p.definition});
+    patterns.push_back({p.name, p.definition, {}});
   }
   const int64_t heads = layers[0].dim() == 4 ? layers[0].size(1) : 0;
   if (rows_ == 0) {
@@ -90,6 +90,7 @@ void AttentionSums::add(const std::vector<core::Tensor>& layers, std::span<const
     run_.example.attention.push_back(std::move(maps));
   }
   js_.add(layers, causal_, context.lengths);
+  nesting_.add(context.attend, tokens, causal_, context.targets, context.lengths);
   if (has_example) {
     if (!tokens.empty()) {
       const auto at = tokens.begin() + row * layers[0].size(2);
@@ -107,6 +108,8 @@ RunAnalysis AttentionSums::value(const LabelOptions& options) const {
     throw std::invalid_argument("analyze_attention: example " + std::to_string(example_) +
                                 " is outside the batch of " + std::to_string(rows_));
   RunAnalysis run = run_;
+  const std::vector<std::vector<std::string>> nests_with = nesting_.value();
+  for (std::size_t p = 0; p < nests_with.size(); ++p) run.user_patterns[p].nests_with = nests_with[p];
   for (std::size_t l = 0; l < scores_.size(); ++l) {
     const std::vector<HeadScores> scores = scores_[l].value();
     std::vector<std::vector<std::optional<double>>> user;  // [pattern][head]
@@ -117,7 +120,7 @@ RunAnalysis AttentionSums::value(const LabelOptions& options) const {
       head.head = h;
       head.scores = scores[static_cast<std::size_t>(h)];
       for (std::size_t p = 0; p < user.size(); ++p)
-        head.scores.user.push_back({run.user_patterns[p].name, user[p][static_cast<std::size_t>(h)]});
+        head.scores.user.push_back({run.user_patterns[p].name, user[p][static_cast<std::size_t>(h)], nests_with[p]});
       run.heads.push_back(head);
     }
   }

@@ -20,6 +20,7 @@
 #include "analysis/circuit_records.h"
 #include "analysis/head_metrics.h"
 #include "analysis/labels.h"
+#include "analysis/nesting.h"
 #include "analysis/task_positions.h"
 #include "analysis/verdict.h"
 #include "core/tensor.h"
@@ -147,6 +148,7 @@ class AttentionSums {
   std::vector<HeadScoreSums> scores_;               // per layer
   std::vector<std::vector<AttendScoreSums>> user_;  // per layer, per user pattern
   JsSums js_;
+  NestingSums nesting_;
 };
 
 // Recomputes every label and the verdict, e.g. after ablation was filled in.

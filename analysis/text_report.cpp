@@ -70,7 +70,7 @@ std::string label_with_score(const HeadAnalysis& h) {
   const PatternScore top = ranked_patterns(h.scores)[0];
   if (h.label == Label::diffuse()) return "diffuse (H " + fixed(h.scores.entropy, 2) + ")";
   if (h.label == Label::mixed()) return "mixed (" + short_name(top.pattern) + " " + fixed(top.score, 2) + ")";
-  return label_name(h.label) + " " + fixed(top.score, 2);
+  return label_name(h.label) + " " + fixed(label_score(h.scores, h.label), 2);
 }
 
 constexpr const char* kShades[] = {"·", "░", "▒", "▓", "█"};

@@ -68,7 +68,7 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
   for (std::size_t i : counted) {
     const HeadAnalysis& h = run.heads[i];
     if (std::find(labels.begin(), labels.end(), h.label) == labels.end()) labels.push_back(h.label);
-    const double score = ranked_patterns(h.scores)[0].score;
+    const double score = label_score(h.scores, h.label);
     listed += (listed.empty() ? "" : ", ") + head_name(h.layer, h.head) + " " + label_name(h.label) + " " +
               fixed(score, 2);
   }
@@ -101,7 +101,7 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
     std::optional<std::size_t> best;
     for (std::size_t i : counted)
       if (run.heads[i].label == label &&
-          (!best || ranked_patterns(run.heads[i].scores)[0].score > ranked_patterns(run.heads[*best].scores)[0].score))
+          (!best || label_score(run.heads[i].scores, label) > label_score(run.heads[*best].scores, label)))
         best = i;
     representatives.push_back(*best);
   }

@@ -197,7 +197,7 @@ void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis) {
   run.specialized = analysis.verdict.specialized;
   run.head_results.clear();
   for (const analysis::HeadAnalysis& h : analysis.heads) {
-    SweepHead head{analysis::head_name(h.layer, h.head), h.label, analysis::ranked_patterns(h.scores).front().score, {}, std::nullopt};
+    SweepHead head{analysis::head_name(h.layer, h.head), h.label, analysis::label_score(h.scores, h.label), {}, std::nullopt};
     for (const analysis::Pattern* p : sweep_patterns()) head.scores[std::string(p->name)] = h.scores[p->name].value_or(0.0);
     run.head_results.push_back(std::move(head));
   }

@@ -446,6 +446,7 @@
 
   function defsSection() {
     const th = 'Labels: a pattern names a head when its score is ≥ ' + opt.score_threshold.toFixed(2) + ' and beats the runner-up by ≥ ' + opt.margin.toFixed(2) +
+      ' (a user pattern may take the label within that margin from a built-in pattern it nests with: see the pattern list)' +
       '; otherwise diffuse (entropy ≥ ' + opt.diffuse_entropy.toFixed(2) + ') or mixed. Sink: first-token head with ablation Δ loss ≤ ' + opt.sink_max_delta_loss +
       '. Verdict: ≥ ' + opt.min_distinct_labels + ' distinct roles, ≥ ' + opt.min_js.toFixed(2) + ' bits apart, each costing ≥ ' + (100 * opt.min_ablation_acc_drop).toFixed(1) + ' pts accuracy when ablated.';
     return section('What the numbers mean', th,

@@ -43,8 +43,8 @@ def test_a_written_file_trains_as_the_hand_written_one(tmp_path):
     rows = ragged_rows()
     targets = [[(t + 1) % 8 if i % 2 else -1 for i, t in enumerate(r)] for r in rows]
     for name, kwargs, lines in [
-        ("targets", dict(targets=targets, attend={"prev": previous(rows)}),
-         [{"tokens": r, "targets": y, "attend": {"prev": p}} for r, y, p in zip(rows, targets, previous(rows))]),
+        ("targets", dict(targets=targets, attend={"one-back": previous(rows)}),
+         [{"tokens": r, "targets": y, "attend": {"one-back": p}} for r, y, p in zip(rows, targets, previous(rows))]),
         ("next-token", {}, [{"tokens": r} for r in rows]),
     ]:
         written, by_hand = tmp_path / f"{name}.jsonl", tmp_path / f"{name}-hand.jsonl"
@@ -57,7 +57,7 @@ def test_a_written_file_trains_as_the_hand_written_one(tmp_path):
         assert ours == theirs and len(ours) == 2
     # The file's pattern was scored: a head record names it.
     records = without_timing(tmp_path / "targets" / "metrics.jsonl")
-    assert "prev" in json.dumps(records[-1]["heads"])
+    assert "one-back" in json.dumps(records[-1]["heads"])
 
 
 def test_arrays_with_lengths_write_the_ragged_rows(tmp_path):
@@ -71,9 +71,9 @@ def test_arrays_with_lengths_write_the_ragged_rows(tmp_path):
     # A mask [T, T], or [B, T, T] whatever its padding holds, is cut to each row
     # (row b of n tokens reads mask[b, :n, :n]): the same pattern as key lists.
     mask = np.eye(6, k=-1, dtype=bool)
-    headlab.write_data(tmp_path / "l.jsonl", rows, attend={"prev": previous(rows)})
+    headlab.write_data(tmp_path / "l.jsonl", rows, attend={"one-back": previous(rows)})
     for i, form in enumerate((mask, mask[None] & _real(rows), mask[None] | ~_real(rows))):
-        headlab.write_data(tmp_path / f"m{i}.jsonl", rows, attend={"prev": form})
+        headlab.write_data(tmp_path / f"m{i}.jsonl", rows, attend={"one-back": form})
         assert (tmp_path / f"m{i}.jsonl").read_bytes() == (tmp_path / "l.jsonl").read_bytes(), i
 
 
@@ -89,12 +89,12 @@ def test_train_on_rows_equals_train_on_the_file(tmp_path):
     # Paths of one length, so that the checkpoints compare byte for byte once
     # the folder's name in them is swapped.
     (tmp_path / "hand").mkdir()
-    headlab.write_data(tmp_path / "hand" / "data.jsonl", rows, attend={"prev": previous(rows)})
+    headlab.write_data(tmp_path / "hand" / "data.jsonl", rows, attend={"one-back": previous(rows)})
     headlab.write_data(tmp_path / "hand" / "eval-data.jsonl", held_out)
     flags = keywords(TINY)
     headlab.train(out=tmp_path / "runh", data=tmp_path / "hand" / "data.jsonl",
                   eval_data=os.fspath(tmp_path / "hand" / "eval-data.jsonl"), **flags)
-    run = headlab.train(out=tmp_path / "runa", data=dict(tokens=rows, attend={"prev": previous(rows)}),
+    run = headlab.train(out=tmp_path / "runa", data=dict(tokens=rows, attend={"one-back": previous(rows)}),
                         eval_data=held_out, **flags)
     a, h = tmp_path / "runa", tmp_path / "runh"
     assert (a / "data.jsonl").read_bytes() == (h.parent / "hand" / "data.jsonl").read_bytes()
@@ -116,14 +116,14 @@ def test_train_on_rows_equals_train_on_the_file(tmp_path):
         assert done.returncode == 0, done.stderr
     batch = run.model().task_batch()
     assert batch["tokens"][0, :5].tolist() == held_out[0] and batch["lengths"].tolist() == [5, 6, 4, 6]
-    resumed = headlab.train(resume=a, data=dict(tokens=rows, attend={"prev": previous(rows)}), eval_data=held_out,
+    resumed = headlab.train(resume=a, data=dict(tokens=rows, attend={"one-back": previous(rows)}), eval_data=held_out,
                             steps=3)
     assert [m["step"] for m in resumed.metrics] == [1, 2, 3]
     before = listing(a), (a / "checkpoint.safetensors").read_bytes()
     with pytest.raises(ValueError, match=r"data= differs from the rows the run in .*runa trained on \(its --data "):
         headlab.train(resume=a, data=rows[:4], steps=4)
     with pytest.raises(ValueError, match=r"already holds a run"):  # the same rows: the CLI's refusal
-        headlab.train(out=a, data=dict(tokens=rows, attend={"prev": previous(rows)}), **flags)
+        headlab.train(out=a, data=dict(tokens=rows, attend={"one-back": previous(rows)}), **flags)
     with pytest.raises(ValueError, match=r"data= differs .* pass force=True to replace that run"):
         headlab.train(out=a, data=rows[:4], **flags)
     assert (listing(a), (a / "checkpoint.safetensors").read_bytes()) == before
@@ -154,19 +154,19 @@ def test_read_data_gives_the_arrays_back(tmp_path):
     rows = ragged_rows(5)
     targets = [[-1] * (len(r) - 1) + [r[0]] for r in rows]
     path = tmp_path / "rows.jsonl"
-    headlab.write_data(path, rows, targets, attend={"prev": previous(rows)})
+    headlab.write_data(path, rows, targets, attend={"one-back": previous(rows)})
     data = headlab.read_data(path)
     assert set(data) == {"tokens", "targets", "lengths", "patterns", "roles", "sources"}
     assert data["lengths"].tolist() == [len(r) for r in rows]
     assert [data["tokens"][b, :len(r)].tolist() for b, r in enumerate(rows)] == rows
     assert [data["targets"][b, :len(r)].tolist() for b, r in enumerate(rows)] == targets
     assert (data["targets"][np.arange(6) >= data["lengths"][:, None]] == -1).all()
-    keys, definition = data["patterns"]["prev"]
-    assert keys == previous(rows) and definition == 'the data file\'s "attend" pattern "prev".'
-    assert data["roles"] == {"prev": "prev"}  # a data file's roles are its patterns, as the CLI's
+    keys, definition = data["patterns"]["one-back"]
+    assert keys == previous(rows) and definition == 'the data file\'s "attend" pattern "one-back".'
+    assert data["roles"] == {"one-back": "one-back"}  # a data file's roles are its patterns, as the CLI's
     again = tmp_path / "again.jsonl"
     headlab.write_data(again, [r[:n] for r, n in zip(data["tokens"].tolist(), data["lengths"])],
-                       [y[:n] for y, n in zip(data["targets"].tolist(), data["lengths"])], attend={"prev": keys})
+                       [y[:n] for y, n in zip(data["targets"].tolist(), data["lengths"])], attend={"one-back": keys})
     assert again.read_bytes() == path.read_bytes()
     # Without "targets" the reader's next-token targets; blank lines and a byte order mark are skipped.
     path.write_bytes(b'\xef\xbb\xbf{"tokens": [3, 1, 4]}\n\n  \n{"tokens": [1, 5]}')
@@ -204,7 +204,7 @@ def test_analyze_of_read_data_equals_analyze_data(mlp_run, mlp_model, tmp_path):
     T = mlp_model.spec["max_seq_len"]
     rows = [r for r in ragged_rows(6, lengths=(T, 3, T - 1, 4, T, 5))]
     path = tmp_path / "rows.jsonl"
-    headlab.write_data(path, rows, attend={"prev": previous(rows)})
+    headlab.write_data(path, rows, attend={"one-back": previous(rows)})
     cli("analyze", mlp_run, "--data", path, "--out", tmp_path / "out", "--threads", "1")
     theirs = json.loads((tmp_path / "out" / "heads.json").read_text())
     ours = headlab.analyze(mlp_model, **headlab.read_data(path, seq_len=T))
@@ -212,10 +212,11 @@ def test_analyze_of_read_data_equals_analyze_data(mlp_run, mlp_model, tmp_path):
         theirs.pop(key)
         ours.pop(key, None)
     assert_close(ours, theirs)
-    assert {"name": "prev", "definition": 'the data file\'s "attend" pattern "prev".'} in ours["patterns"]
+    assert {"name": "one-back", "definition": 'the data file\'s "attend" pattern "one-back".',
+            "nests_with": ["previous-token"]} in ours["patterns"]
     # The file's pattern is its expected role, in both: the verdict looks for it.
-    assert theirs["expected_roles"] == [{"role": "prev", "pattern": "prev"}]
-    assert [(r["role"], r["pattern"]) for r in theirs["verdict"]["roles"]] == [("prev", "prev")]
+    assert theirs["expected_roles"] == [{"role": "one-back", "pattern": "one-back"}]
+    assert [(r["role"], r["pattern"]) for r in theirs["verdict"]["roles"]] == [("one-back", "one-back")]
     assert ours["verdict"]["roles"] == theirs["verdict"]["roles"]
     assert theirs["verdict"]["reasons"][0].startswith("expected roles found: ")
 

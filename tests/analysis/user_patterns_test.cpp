@@ -2,6 +2,7 @@
 // redundancy-aware verdict (issue 25; docs/head-metrics.md).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <functional>
 #include <stdexcept>
 #include <vector>
@@ -158,6 +159,21 @@ TEST(UserPatterns, APatternWithAReservedOrBadNameIsRefused) {
   for (const char* name : {"previous-token", "previous_token", "mixed", "label", "", "a b"})
     EXPECT_THROW(check_pattern_name(name), std::invalid_argument) << name;
   EXPECT_NO_THROW(check_pattern_name("after-marker"));
+  // The tables' abbreviations and the labels, in any case, read as the built-in ones.
+  for (const Pattern& p : kPatterns)
+    for (std::string name : {std::string(p.short_name), std::string(p.name)}) {
+      name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
+      try {
+        check_pattern_name(name);
+        ADD_FAILURE() << name << " is accepted";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("'" + name + "' reads as the built-in pattern " + std::string(p.name)),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  EXPECT_THROW(check_pattern_name("SINK"), std::invalid_argument);
+  EXPECT_NO_THROW(check_pattern_name("prev2"));
 }
 
 TEST(ExpectedRoles, AOneRoleRunThatShowsItsRoleIsASuccessWithoutSpecializing) {

@@ -146,13 +146,13 @@ TEST(DataFile, KeysAfterTheQueryTrainABidirectionalModelWithOrWithoutItsSizes) {
 TEST(DataFile, AnalyzeDataGivesTheFilesPatternsTheRolesOfARunTrainedOnIt) {
   TempDir cwd;
   const std::string data = cwd / "data.jsonl";
-  write_bytes(data, "{\"tokens\": [1, 2, 3, 4], \"attend\": {\"prev\": [null, 0, 1, 2], \"start\": [0, 0, 0, 0]}}\n"
+  write_bytes(data, "{\"tokens\": [1, 2, 3, 4], \"attend\": {\"one-back\": [null, 0, 1, 2], \"start\": [0, 0, 0, 0]}}\n"
                     "{\"tokens\": [4, 3, 2, 1, 0], \"attend\": {\"start\": [0, 0, 0, 0, 0]}}\n");
   const RunResult trained = run_headlab(train_command(cwd / "run", {{"--data", data}, {"--steps", "5"}}), cwd.path());
   ASSERT_EQ(trained.exit_code, 0) << trained.describe();
   const RunResult analyzed = run_headlab({"analyze", cwd / "run", "--data", data, "--out", cwd / "out"}, cwd.path());
   ASSERT_EQ(analyzed.exit_code, 0) << analyzed.describe();
-  const nlohmann::json expected = nlohmann::json::parse(R"([{"role": "prev", "pattern": "prev"},
+  const nlohmann::json expected = nlohmann::json::parse(R"([{"role": "one-back", "pattern": "one-back"},
                                                             {"role": "start", "pattern": "start"}])");
   for (const std::string& heads : {cwd / "run/heads.json", cwd / "out/heads.json"}) {
     const nlohmann::json j = nlohmann::json::parse(read_bytes(heads));

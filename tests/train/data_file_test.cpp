@@ -374,6 +374,8 @@ TEST_F(DataFileTest, BadAttendEntriesAreUsageErrorsNamingTheLineAndTheEntry) {
   EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, [], 1]}}\n"), "empty list: use null"));
   EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, [0, 0], 1]}}\n"), "lists a key twice"));
   EXPECT_TRUE(contains(error_of(head + "{\"mixed\": [0, 0, 0]}}\n"), "is a label of its own"));
+  EXPECT_TRUE(contains(error_of(head + "{\"first\": [0, 0, 0]}}\n"),
+                       "data.jsonl:1: \"attend\": pattern name 'first' reads as the built-in pattern first-token"));
   EXPECT_TRUE(contains(error_of(head + "{\"p\": [0, 1]}}\n"), "data.jsonl:1: \"attend\" pattern \"p\""));
 }
 
