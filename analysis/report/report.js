@@ -40,6 +40,14 @@
     }
     return best;
   }
+  // What a head card shows: its label's own score (a user pattern nested with
+  // a built-in one may carry the label below the built-in's score), else the
+  // top pattern's (mixed, diffuse, sink).
+  function shownPattern(hd) {
+    const own = PATTERNS.find((p) => p[1] === hd.label);
+    if (own && isNum(hd.scores[own[0]])) return { key: own[0], label: own[1], short: own[2], v: hd.scores[own[0]] };
+    return topPattern(hd);
+  }
 
   // Attention colour: white to deep blue, linear in probability.
   const RAMP = [[0, [255, 255, 255]], [0.1, [224, 236, 248]], [0.3, [160, 200, 228]], [0.55, [70, 143, 199]],
@@ -289,7 +297,7 @@
       }
     }
     function headCard(l, h, cell) {
-      const hd = headAt(l, h), top = topPattern(hd);
+      const hd = headAt(l, h), top = shownPattern(hd);
       const card = el('div', { class: 'head-card', tabindex: 0, role: 'button', 'aria-label': 'enlarge ' + headName(l, h),
         onclick: () => openModal(l * H + h), onkeydown: (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); openModal(l * H + h); } } },
         el('div', { class: 'head-top' }, el('span', { class: 'hname', text: headName(l, h) }), chip(hd.label),
