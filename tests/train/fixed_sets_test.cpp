@@ -261,16 +261,22 @@ std::string eight_rows_with_a_pattern() {
   return text;
 }
 
+// A small model of the eight rows' sizes.
+TrainConfig four_token_config() {
+  TrainConfig c;
+  c.model.vocab = 12;
+  c.model.max_seq_len = 4;
+  c.model.d_model = 16;
+  return c;
+}
+
 // The patterns follow their rows into the held-out set: the run's analysis
 // batch is held-out rows, and a data file's patterns (and so its roles) used
 // to be dropped there, leaving a run without the roles it was trained for.
 TEST(FixedSets, HeldOutRowsKeepTheirAttendPatternsAndRoles) {
   const std::string path = temp_file("held-attend", eight_rows_with_a_pattern());
-  TrainConfig c;
+  TrainConfig c = four_token_config();
   c.data = path;
-  c.model.vocab = 12;
-  c.model.max_seq_len = 4;
-  c.model.d_model = 16;
   c.eval_fraction = 0.25;
   Session s(c);
   fs::remove(path);
@@ -297,11 +303,8 @@ TEST(FixedSets, HeldOutRowsKeepTheirAttendPatternsAndRoles) {
 // file's roles besides the task's own.
 TEST(FixedSets, EvalDataPatternsAreRolesBesideTheTasks) {
   const std::string path = temp_file("eval-attend", eight_rows_with_a_pattern());
-  TrainConfig c;
+  TrainConfig c = four_token_config();
   c.task = "previous";
-  c.model.vocab = 12;
-  c.model.max_seq_len = 4;
-  c.model.d_model = 16;
   c.eval_data = path;
   Session s(c);
   fs::remove(path);
