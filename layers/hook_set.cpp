@@ -1,5 +1,6 @@
 #include "layers/hook_set.h"
 
+#include <functional>
 #include <stdexcept>
 #include <utility>
 
@@ -46,15 +47,16 @@ Variable HookSet::visit(const std::string& name, const Variable& activation) {
   return x;
 }
 
-std::map<std::string, Tensor> activation_gradients(const Transformer& model, std::span<const int32_t> tokens,
-                                                   int64_t batch, int64_t seq_len,
-                                                   std::span<const int32_t> targets,
-                                                   const std::vector<std::string>& names,
-                                                   const Tensor* padding_mask, Tensor* logits, double* loss) {
-  if (static_cast<int64_t>(targets.size()) != batch * seq_len)
-    throw std::invalid_argument("activation_gradients: " + std::to_string(targets.size()) +
-                                " targets for [batch=" + std::to_string(batch) + ", seq_len=" +
-                                std::to_string(seq_len) + "] tokens (one per token, -1 = none)");
+namespace {
+
+// The gradients of objective(logits) at the named activations: through x +
+// delta with delta a zero leaf under autograd::GradOnlyFor, so the parameters'
+// gradients and requires_grad flags are never touched.
+std::map<std::string, Tensor> gradients_of(const Transformer& model, std::span<const int32_t> tokens, int64_t batch,
+                                           int64_t seq_len, const std::vector<std::string>& names,
+                                           const Tensor* padding_mask,
+                                           const std::function<Variable(const Variable& logits)>& objective,
+                                           Tensor* logits, double* value) {
   std::map<std::string, Variable> deltas;
   std::vector<Variable> leaves;
   for (const std::string& n : names) {
@@ -69,9 +71,9 @@ std::map<std::string, Tensor> activation_gradients(const Transformer& model, std
   Probe probe;
   probe.hooks = &hooks;
   const Variable out = model.forward(tokens, batch, seq_len, padding_mask, &probe);
-  const Variable l = autograd::cross_entropy(out, targets);
   if (logits) *logits = out.value();
-  if (loss) *loss = l.value().item();
+  const Variable l = objective(out);
+  if (value) *value = l.value().item();
   std::map<std::string, Tensor> grads;
   if (deltas.empty()) return grads;
   // Without a graph every gradient would read as zero: a wrong answer, not a result.
@@ -81,6 +83,40 @@ std::map<std::string, Tensor> activation_gradients(const Transformer& model, std
   l.backward();
   for (const auto& [n, d] : deltas) grads[n] = d.has_grad() ? d.grad() : Tensor::zeros(d.shape(), d.dtype());
   return grads;
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> activation_gradients(const Transformer& model, std::span<const int32_t> tokens,
+                                                   int64_t batch, int64_t seq_len,
+                                                   std::span<const int32_t> targets,
+                                                   const std::vector<std::string>& names,
+                                                   const Tensor* padding_mask, Tensor* logits, double* loss) {
+  if (static_cast<int64_t>(targets.size()) != batch * seq_len)
+    throw std::invalid_argument("activation_gradients: " + std::to_string(targets.size()) +
+                                " targets for [batch=" + std::to_string(batch) + ", seq_len=" +
+                                std::to_string(seq_len) + "] tokens (one per token, -1 = none)");
+  return gradients_of(
+      model, tokens, batch, seq_len, names, padding_mask,
+      [&](const Variable& out) { return autograd::cross_entropy(out, targets); }, logits, loss);
+}
+
+std::map<std::string, Tensor> activation_gradients(const Transformer& model, std::span<const int32_t> tokens,
+                                                   int64_t batch, int64_t seq_len, const LogitsGradient& grad_of_logits,
+                                                   const std::vector<std::string>& names,
+                                                   const Tensor* padding_mask) {
+  const auto seeded = [&](const Variable& out) {
+    const Tensor seed = grad_of_logits(out.value());
+    if (!seed.defined() || seed.shape() != out.shape() || seed.dtype() != out.value().dtype())
+      throw std::invalid_argument("activation_gradients: the gradient at the logits is " +
+                                  (seed.defined() ? core::to_string(seed.dtype()) + " " + core::to_string(seed.shape())
+                                                  : std::string("undefined")) +
+                                  "; expected the logits' " + core::to_string(out.value().dtype()) + " " +
+                                  core::to_string(out.shape()));
+    // d/dlogits of sum(logits * seed) is the seed: the metric's own gradient.
+    return autograd::sum(autograd::mul(out, Variable(seed)));
+  };
+  return gradients_of(model, tokens, batch, seq_len, names, padding_mask, seeded, nullptr, nullptr);
 }
 
 }  // namespace headlab::layers

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <span>
@@ -58,5 +59,17 @@ std::map<std::string, Tensor> activation_gradients(const Transformer& model, std
                                                    const std::vector<std::string>& names,
                                                    const Tensor* padding_mask = nullptr, Tensor* logits = nullptr,
                                                    double* loss = nullptr);
+
+// d(metric)/d(activation) for each of `names`, for a metric of the caller's
+// given by its gradient at the logits: `grad_of_logits` receives the logits
+// [B, T, C] once, between the forward and the backward pass, and returns
+// dMetric/dlogits of that shape and dtype, which seeds the backward pass (the
+// gradient of sum(logits * seed)). Otherwise as above; std::invalid_argument
+// when the seed does not fit the logits. What grad_of_logits throws propagates.
+using LogitsGradient = std::function<Tensor(const Tensor& logits)>;
+std::map<std::string, Tensor> activation_gradients(const Transformer& model, std::span<const int32_t> tokens,
+                                                   int64_t batch, int64_t seq_len, const LogitsGradient& grad_of_logits,
+                                                   const std::vector<std::string>& names,
+                                                   const Tensor* padding_mask = nullptr);
 
 }  // namespace headlab::layers

@@ -13,9 +13,10 @@ class ActivationCache(dict):
     (float32, the cache's values) with one label per component; the LayerNorm
     and the logit directions are applied in float64."""
 
-    def __init__(self, model, activations):
+    def __init__(self, model, activations, made_by="run_with_cache"):
         super().__init__(activations)
         self.model = model
+        self._made_by = made_by  # the call whose names= a missing entry needs
 
     # --- reading the cache ---
 
@@ -33,15 +34,17 @@ class ActivationCache(dict):
             return super().__getitem__(key)
         except KeyError:
             if isinstance(key, str) and key in self.model.hook_names():
-                raise KeyError(f"the cache has no {key!r}: run_with_cache(tokens, names=...) must include it "
-                               f"(or names=None, every hook point)") from None
+                raise self._missing(key) from None
             raise
+
+    def _missing(self, name):
+        return KeyError(f"the cache has no {name!r}: {self._made_by}(tokens, names=...) must include it "
+                        f"(or names=None, every hook point)")
 
     def _need(self, name):
         """The cached activation at `name`, or a KeyError saying how to cache it."""
         if name not in self:
-            raise KeyError(f"the cache has no {name!r}: run_with_cache(tokens, names=...) must include it "
-                           f"(or names=None, every hook point)")
+            raise self._missing(name)
         return self[name]
 
     def _layers(self, layer, what):

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _core, _tokens
 from ._cache import ActivationCache
+from ._metric_gradient import seed_function
 from ._targets import mean_loss, warn_if_not_next_token
 
 
@@ -164,16 +165,40 @@ class Model:
         logits, _ = self._core.run(ids, [], list(hooks), call, lengths)
         return self._returned(logits, return_type, tokens, targets, ids, lengths, "run_with_hooks")
 
-    def gradients(self, tokens, targets, names, lengths=None):
-        """name -> dLoss/d(activation) for the named hook points (a list of names
-        or a predicate name -> bool), the loss the mean cross-entropy over the
-        targets != -1 (what attribution patching reads)."""
+    def gradients(self, tokens, targets=None, names=None, lengths=None, *, metric=None, grad_logits=None):
+        """name -> the gradient at each named hook point (a list of names, a
+        predicate name -> bool, or None: every point), as an ActivationCache
+        (grads["z", 0]), of one of:
+        - the loss against `targets`: the mean cross-entropy over the targets
+          != -1, as in training;
+        - metric(logits) -> one number, a function of the logits as a torch
+          tensor [B, T, classes] (TransformerLens's metric; needs torch), e.g.
+          `lambda l: (l[:, -1, a] - l[:, -1, b]).mean()`;
+        - the metric given by its gradient at the logits, grad_logits
+          [B, T, classes] (numpy, no torch needed).
+        What attribution patching reads. Padded positions' logits get no
+        gradient. One forward and one backward pass; the weights are never touched."""
         ragged = _tokens.ragged(tokens, lengths)
         ids, lengths = self.padded(tokens, lengths)
-        if targets is None:  # required here: the loss is the caller's
-            _tokens.targets(None, ids, self.spec)
-        ys = _tokens.padded_targets(targets, ids, lengths, self.spec, ragged)
-        return self._core.gradients(ids, ys, self._select(names), lengths)
+        names = self.hook_names() if names is None else self._select(names)
+        if metric is not None and grad_logits is not None:
+            raise ValueError("gradients: give metric= or grad_logits=, not both")
+        if metric is not None or grad_logits is not None:
+            if targets is not None:
+                raise ValueError("gradients: targets= are the loss's; with metric= or grad_logits= the metric is "
+                                 "yours, so leave targets out (a metric reads the targets it needs itself)")
+            if metric is not None and not callable(metric):
+                raise TypeError(f"gradients: metric must be a function logits -> one number, got {metric!r:.100}")
+            seed = seed_function(metric, grad_logits, lengths)
+            grads = self._core.gradients(ids, None, names, lengths, seed)
+        else:
+            if targets is None:
+                raise ValueError("gradients: give targets= (the loss's gradient: class ids of the tokens' shape, -1 "
+                                 "where a position has none), metric= (a function of the logits, differentiated "
+                                 "by torch) or grad_logits= (dMetric/dlogits)")
+            ys = _tokens.padded_targets(targets, ids, lengths, self.spec, ragged)
+            grads = self._core.gradients(ids, ys, names, lengths)
+        return ActivationCache(self, grads, made_by="gradients")
 
     def task_batch(self):
         """The batch the run's own head analysis reads, as headlab.analyze's

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -130,17 +131,42 @@ py::tuple run(const Model& model, const IntArray& tokens, const std::vector<std:
   return py::make_tuple(to_numpy(logits), out);
 }
 
-py::dict gradients(const Model& model, const IntArray& tokens, const IntArray& targets, const std::vector<std::string>& names,
-                   const std::optional<IntArray>& lengths) {
+// name -> gradient at each of `names`: of the loss against `targets`, or,
+// when `seed` is a callable, of the caller's metric, whose gradient at the
+// logits seed(logits) returns (called once, with the GIL, on a copy).
+py::dict gradients(const Model& model, const IntArray& tokens, const std::optional<IntArray>& targets,
+                   const std::vector<std::string>& names, const std::optional<IntArray>& lengths, py::object seed) {
   const Tokens t = tokens_from(tokens);
-  const Tokens y = tokens_from(targets);
   const core::Tensor mask = padding_mask_of(lengths, t);
   std::map<std::string, core::Tensor> grads;
+  std::exception_ptr failure;
+  const auto seed_at = [&](const core::Tensor& logits) {
+    py::gil_scoped_acquire gil;
+    try {
+      return tensor_from(seed(to_numpy_copy(logits)).cast<py::array>(), logits.shape(), logits.dtype(),
+                         "the gradient at the logits");
+    } catch (...) {
+      failure = std::current_exception();
+      throw HookFailed{};
+    }
+  };
+  bool failed = false;
   {
     const Interruptible interruptible;
     py::gil_scoped_release release;
-    grads = layers::activation_gradients(*model.transformer, t.ids, t.batch, t.seq_len, y.ids, names, &mask);
+    try {
+      if (!seed.is_none()) {
+        grads = layers::activation_gradients(*model.transformer, t.ids, t.batch, t.seq_len,
+                                             layers::LogitsGradient(seed_at), names, &mask);
+      } else {
+        const Tokens y = tokens_from(targets.value());
+        grads = layers::activation_gradients(*model.transformer, t.ids, t.batch, t.seq_len, y.ids, names, &mask);
+      }
+    } catch (const HookFailed&) {
+      failed = true;
+    }
   }
+  if (failed) std::rethrow_exception(failure);
   py::dict out;
   for (const auto& [name, grad] : grads) out[py::str(name)] = to_numpy(grad);
   return out;
@@ -153,7 +179,7 @@ void bind_hooks(py::class_<Model>& model) {
       .def("run", &run, py::arg("tokens"), py::arg("cache"), py::arg("hooked"), py::arg("call"),
            py::arg("lengths") = py::none())
       .def("gradients", &gradients, py::arg("tokens"), py::arg("targets"), py::arg("names"),
-           py::arg("lengths") = py::none())
+           py::arg("lengths") = py::none(), py::arg("seed") = py::none())
       .def("hook_names", [](const Model& m) { return layers::hook_names(m.transformer->spec()); })
       .def("check_hook_name", [](const Model& m, const std::string& name) {
         layers::check_hook_name(m.transformer->spec(), name);

@@ -117,7 +117,7 @@ def test_no_target_at_all_is_an_error_not_zeros(mlp_model):
         mlp_model.gradients(tokens, none, ["hook_embed"])
     with pytest.raises(ValueError, match="every entry is -1"):
         headlab.analyze(mlp_model, tokens, none)
-    with pytest.raises(ValueError, match="targets are required"):
+    with pytest.raises(ValueError, match="give targets="):
         mlp_model.gradients(tokens, None, ["hook_embed"])
 
 

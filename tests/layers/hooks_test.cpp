@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -415,6 +416,55 @@ TEST(Hooks, ActivationGradientsMatchFiniteDifferencesAndLeaveTheParametersAlone)
                         (2 * eps);
       EXPECT_NEAR(grads.at(name).at(at), fd, 1e-7) << name;
     }
+}
+
+// A metric given by its gradient at the logits: seeded with dLoss/dlogits of
+// the mean cross-entropy ((softmax - one-hot) / n at the positions with a
+// target), the gradients are the loss's own, and a seed of another shape is
+// refused before any backward.
+TEST(Hooks, ActivationGradientsOfASeedAtTheLogitsAreTheLossGradientsForTheLossSeed) {
+  const auto model = make_model(kBase, DType::f64);
+  const std::vector<int32_t> tokens = some_tokens(kBase, 10);
+  const std::vector<int32_t> targets{1, -1, 3, 0, 2, 6, 5, -1, 4, 1};
+  const std::vector<std::string> names{"hook_embed", "blocks.1.attn.hook_z", "blocks.0.mlp.hook_post"};
+  const auto want = activation_gradients(*model, tokens, 2, 5, targets, names);
+  int calls = 0;
+  const auto seed = [&](const Tensor& logits) {
+    ++calls;
+    const int64_t classes = logits.shape()[2];
+    Tensor g = Tensor::zeros(logits.shape(), logits.dtype());
+    for (int64_t p = 0; p < 10; ++p) {
+      if (targets[p] < 0) continue;
+      const double* row = logits.contiguous().data<double>() + p * classes;
+      double top = row[0], total = 0.0;
+      for (int64_t c = 1; c < classes; ++c) top = std::max(top, row[c]);
+      for (int64_t c = 0; c < classes; ++c) total += std::exp(row[c] - top);
+      for (int64_t c = 0; c < classes; ++c)
+        g.data<double>()[p * classes + c] = (std::exp(row[c] - top) / total - (c == targets[p] ? 1.0 : 0.0)) / 8.0;
+    }
+    return g;
+  };
+  const auto got = activation_gradients(*model, tokens, 2, 5, LogitsGradient(seed), names);
+  EXPECT_EQ(calls, 1);
+  for (const std::string& n : names) {
+    const Tensor a = got.at(n), b = want.at(n);
+    ASSERT_EQ(a.shape(), b.shape()) << n;
+    double worst = 0.0, scale = 0.0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      worst = std::max(worst, std::abs(a.data<double>()[i] - b.data<double>()[i]));
+      scale = std::max(scale, std::abs(b.data<double>()[i]));
+    }
+    EXPECT_GT(scale, 0.0) << n;
+    EXPECT_LT(worst, 1e-12) << n;
+  }
+  for (auto& [n, p] : model->named_parameters()) EXPECT_FALSE(p.has_grad()) << n;
+  const auto wrong = [](const Tensor& logits) { return Tensor::zeros({2, 5}, logits.dtype()); };
+  try {
+    activation_gradients(*model, tokens, 2, 5, LogitsGradient(wrong), names);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("expected the logits'"), std::string::npos) << e.what();
+  }
 }
 
 // Under a NoGradGuard no graph is recorded: an error, never gradients of zero.
