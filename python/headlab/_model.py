@@ -10,6 +10,7 @@ from . import _core, _tokens
 from ._cache import ActivationCache
 from ._metric_gradient import seed_function
 from ._targets import mean_loss, warn_if_not_next_token
+from ._tl_weights import TLWeights
 
 
 def load(path):
@@ -18,10 +19,11 @@ def load(path):
     return Model(_core.load(os.fspath(path)))
 
 
-class Model:
+class Model(TLWeights):
     """The model of one checkpoint. Its weights never change: hooks and
     patches act on one forward pass at a time, and `with_params` makes
-    another Model with some of them replaced."""
+    another Model with some of them replaced. TransformerLens's weight
+    names (W_Q, W_OV, ...) come from TLWeights (_tl_weights.py)."""
 
     def __init__(self, core_model):
         if not isinstance(core_model, _core.Model):

@@ -48,6 +48,16 @@ def attn_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def no_ln_model(tmp_path_factory):
+    """An MLP model without LayerNorm (the grokking shape), two steps."""
+    out = tmp_path_factory.mktemp("runs") / "no-ln"
+    cli("train", "--task", "first-prev-pair", "--layers", "2", "--heads", "2", "--d-model", "16", "--no-layernorm",
+        "--steps", "2", "--batch", "8", "--eval-batch", "8", "--log-every", "2", "--threads", "1", "--seed", "4",
+        "--out", out)
+    return headlab.load(out)
+
+
+@pytest.fixture(scope="session")
 def mlp_model(mlp_run):
     return headlab.load(mlp_run)
 

@@ -4,17 +4,7 @@ import numpy as np
 import pytest
 
 import headlab
-from conftest import cli, random_tokens
-
-
-@pytest.fixture(scope="module")
-def no_ln_model(tmp_path_factory):
-    """An MLP model without LayerNorm (the grokking shape), two steps."""
-    out = tmp_path_factory.mktemp("runs") / "no-ln"
-    cli("train", "--task", "first-prev-pair", "--layers", "2", "--heads", "2", "--d-model", "16", "--no-layernorm",
-        "--steps", "2", "--batch", "8", "--eval-batch", "8", "--log-every", "2", "--threads", "1", "--seed", "4",
-        "--out", out)
-    return headlab.load(out)
+from conftest import random_tokens
 
 
 @pytest.fixture(params=["mlp", "attn", "no_ln"])
