@@ -38,7 +38,9 @@ std::string index_text(int64_t flat, const core::Shape& shape) {
                      "; model.params lists them all)";
   const std::string last = name.substr(name.rfind('.') + 1);
   if (last.starts_with("W_") || last.starts_with("b_"))
-    what += ". headlab's parameters have the checkpoint's names and PyTorch layouts: TransformerLens's W_Q[h], "
+    what += ". TransformerLens's names go through model.with_tl_params({\"W_O\": w, ...}) (full stacked arrays, "
+            "as model.W_O gives them). headlab's parameters have the checkpoint's names and PyTorch layouts: "
+            "TransformerLens's W_Q[h], "
             "W_K[h], W_V[h] are rows h*d_k..(h+1)*d_k of attn.q/k/v.weight, transposed; W_O[h] is columns "
             "h*d_k..(h+1)*d_k of attn.o.weight, transposed; W_E is tok_emb.weight, W_pos pos_emb.weight, "
             "W_U head.weight transposed (docs/python.md)";

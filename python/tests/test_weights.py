@@ -202,7 +202,7 @@ def test_bad_params_are_refused_naming_the_parameter(mlp_model):
     w = mlp_model.params[O]
     with pytest.raises(KeyError, match=r"no parameter \"blocks.1.attn.o.weigth\" \(nearest: blocks.1.attn.o.weight"):
         mlp_model.with_params({"blocks.1.attn.o.weigth": w})
-    with pytest.raises(KeyError, match=r"W_O\[h\] is columns h\*d_k"):
+    with pytest.raises(KeyError, match=r"with_tl_params.*W_O\[h\] is columns h\*d_k"):
         mlp_model.with_params({"blocks.1.attn.W_O": w})
     with pytest.raises(ValueError, match=rf"\"{O}\" has shape \[16, 8\], the model's is \[16, 16\]"):
         mlp_model.with_params({O: w[:, :8]})
