@@ -76,13 +76,7 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
     if layout == "bt" and not by_position:
         raise ValueError(f"patching: {kind} grids are per position ([layers, T], TransformerLens's "
                          f"get_act_patch_{kind}): by_position=False is for head_out and head_pattern")
-    if not isinstance(progress, (bool, np.bool_)):
-        raise TypeError(f"patching: progress must be True or False, got {progress!r}")
-    if metric is not None and not callable(metric):
-        raise TypeError(f"patching: metric must be a function logits -> number, got {metric!r}")
-    if metric is not None and targets is not None:  # else they would be dropped without a word
-        raise ValueError("patching: targets are read by the default metric only; a metric of your own gets "
-                         "the logits alone: let it read your targets itself (a closure)")
+    _check_options(metric, targets, progress)
     ragged = _tokens.ragged(clean, lengths)  # then the targets come per sequence too
     ids, lengths = _tokens.padded(clean, model.spec, lengths, "clean")
     bad = _corrupted(corrupted, ids, lengths, model.spec)
@@ -113,6 +107,17 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
     if layout == "bt":
         return out[:, :, 0]
     return out if by_position else out[:, 0, :]
+
+
+def _check_options(metric, targets, progress):
+    """The arguments every patching function shares."""
+    if not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"patching: progress must be True or False, got {progress!r}")
+    if metric is not None and not callable(metric):
+        raise TypeError(f"patching: metric must be a function logits -> number, got {metric!r}")
+    if metric is not None and targets is not None:  # else they would be dropped without a word
+        raise ValueError("patching: targets are read by the default metric only; a metric of your own gets "
+                         "the logits alone: let it read your targets itself (a closure)")
 
 
 def _cells(names, positions, heads, real):
@@ -251,3 +256,6 @@ class _Progress:
     def done(self):
         if self.shown:
             print(f"\rpatching {self.kind}: {self.count}/{self.total} cells", file=sys.stderr, flush=True)
+
+
+from ._path_patching import path  # noqa: E402  (it reads this module's helpers)
