@@ -14,6 +14,11 @@ class ActivationCache(dict):
     and the logit directions are applied in float64."""
 
     def __init__(self, model, activations, made_by="run_with_cache"):
+        """ActivationCache(model, {hook name: array}): the methods read the
+        model's spec and weights."""
+        if not hasattr(model, "hook_names"):
+            raise TypeError(f"ActivationCache(model, activations): the first argument is the headlab.Model, got "
+                            f"{type(model).__name__}")
         super().__init__(activations)
         self.model = model
         self._made_by = made_by  # the call whose names= a missing entry needs
@@ -35,7 +40,16 @@ class ActivationCache(dict):
         except KeyError:
             if isinstance(key, str) and key in self.model.hook_names():
                 raise self._missing(key) from None
+            if isinstance(key, str):
+                self.model._check_names([key])  # no hook point at all: a KeyError naming the nearest ones
             raise
+
+    def __repr__(self):
+        """The names and shapes, not the arrays (a notebook cell ending in
+        `cache` shows this)."""
+        items = [f"{name} {list(value.shape)}" for name, value in self.items()]
+        shown = ", ".join(items[:8]) + (f", ... ({len(items) - 8} more)" if len(items) > 8 else "")
+        return f"<headlab.ActivationCache of {len(items)} hook points: {shown}>"
 
     def _missing(self, name):
         return KeyError(f"the cache has no {name!r}: {self._made_by}(tokens, names=...) must include it "

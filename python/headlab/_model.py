@@ -9,6 +9,7 @@ import numpy as np
 from . import _core, _tokens
 from ._cache import ActivationCache
 from ._metric_gradient import seed_function
+from ._names import get_act_name
 from ._targets import mean_loss, warn_if_not_next_token
 from ._tl_weights import TLWeights
 
@@ -41,10 +42,27 @@ class Model(TLWeights):
         self.edited = json.loads(core_model.edited_json) if core_model.edited_json else None
         self._params = None
 
+    def __reduce__(self):
+        """Pickled as the file it was loaded from (or saved to), plus the
+        parameters an unsaved edit replaced: unpickling reads that file again."""
+        if self.path is not None:
+            return _unpickle, (self.path, {}, self.step)
+        replaced = {name: np.array(self.params[name]) for name in self.edited["replaced"]}
+        return _unpickle, (self.edited["source"]["path"], replaced, self.step)
+
+    def __deepcopy__(self, memo):
+        """The same weights (they never change), its own attributes."""
+        twin = Model(self._core)
+        twin.path = self.path
+        return twin
+
     def __repr__(self):
         s = self.spec
         kind = "attn-only " if s["attn_only"] else ""
-        where = self.path or f"edited from {self.edited['source']['path']}"
+        where = self.path
+        if where is None:
+            nothing = "" if self.edited["replaced"] else ", nothing replaced"
+            where = f"edited from {self.edited['source']['path']}{nothing}"
         return (f"<headlab.Model {where}: {kind}{s['layers']} layers x {s['heads']} heads, d_model {s['d_model']}, "
                 f"vocab {s['vocab']}, {s['max_seq_len']} positions, step {self.step}>")
 
@@ -106,41 +124,58 @@ class Model(TLWeights):
         """A name, a list of names or a predicate name -> bool -> the checked list of names."""
         if callable(names):
             return [n for n in self.hook_names() if names(n)]
-        if isinstance(names, str):
+        if isinstance(names, str) or _is_short_name(names):
             names = [names]
         elif isinstance(names, (list, tuple, set, frozenset)):
             names = list(names)
         else:
             raise TypeError(f"hook names are strings (a name, a list of them, or a predicate name -> bool), "
                             f"got {names!r}")
+        names = [get_act_name(*n, layers=self.spec["layers"]) if _is_short_name(n) else n for n in names]
         self._check_names(names)
         return names
 
     def run_with_cache(self, tokens, names=None, lengths=None, *, names_filter=None, return_type="logits",
-                       targets=None):
+                       targets=None, fwd_hooks=()):
         """(logits, cache): cache maps each hook name (or only those in `names`,
         a list of names or a predicate name -> bool; TransformerLens's
         `names_filter=` is the same) to its activation as numpy;
         an ActivationCache, a dict with TransformerLens's methods
         (stack_head_results, decompose_resid, logit_attrs, ...) and short
-        names (cache["pattern", 0]). return_type as for model(...)."""
+        names (cache["pattern", 0]). fwd_hooks as for run_with_hooks: the
+        cache then holds what flows on after them (TransformerLens's
+        `with model.hooks(...): model.run_with_cache(...)`). return_type as
+        for model(...)."""
         if names_filter is not None:
             if names is not None:
                 raise TypeError("run_with_cache: give names or names_filter (TransformerLens's name for it), not both")
             names = names_filter
         ids, lengths = self.padded(tokens, lengths)
         keep = self.hook_names() if names is None else self._select(names)
-        logits, cache = self._core.run(ids, keep, [], None, lengths)
+        hooked, call = self._hooks(fwd_hooks)
+        logits, cache = self._core.run(ids, keep, hooked, call, lengths)
         out = self._returned(logits, return_type, tokens, targets, ids, lengths, "run_with_cache")
         return out, ActivationCache(self, cache)
 
     def run_with_hooks(self, tokens, fwd_hooks=(), lengths=None, *, return_type="logits", targets=None):
-        """logits with hooks: fwd_hooks = [(name, fn), ...], fn(activation, name)
-        returning None (keep it, or the array edited in place) or an array of the
-        same shape that replaces the activation downstream. A name may be a
-        predicate name -> bool (the hook runs at every point it accepts), as
-        TransformerLens's. return_type as for model(...)."""
+        """logits with hooks: fwd_hooks = [(name, fn), ...], fn(activation, hook)
+        returning None (keep it, or the array edited in place) or an array (or a
+        torch tensor) of the same shape that replaces the activation downstream.
+        `hook` is the hook point's name, a str that also has TransformerLens's
+        hook.name and hook.layer(). A name may be a predicate name -> bool (the
+        hook runs at every point it accepts), as TransformerLens's. return_type
+        as for model(...)."""
         ids, lengths = self.padded(tokens, lengths)
+        hooked, call = self._hooks(fwd_hooks)
+        logits, _ = self._core.run(ids, [], hooked, call, lengths)
+        return self._returned(logits, return_type, tokens, targets, ids, lengths, "run_with_hooks")
+
+    def _hooks(self, fwd_hooks):
+        """(hooked names, call(name, activation)) of fwd_hooks, checked."""
+        if isinstance(fwd_hooks, tuple) and len(fwd_hooks) == 2 and callable(fwd_hooks[1]) and \
+                isinstance(fwd_hooks[0], str):
+            raise ValueError(f"fwd_hooks: expected a list of (name, function) pairs, got one pair: write "
+                             f"fwd_hooks=[({fwd_hooks[0]!r}, fn)]")
         hooks = {}
         for entry in fwd_hooks:
             try:
@@ -157,15 +192,14 @@ class Model(TLWeights):
                 hooks.setdefault(point, []).append(fn)
 
         def call(name, activation):
-            fns = hooks[name]
+            fns, hook = hooks[name], HookName(name)
             for i, fn in enumerate(fns):
-                out = fn(activation, name)
+                out = _from_torch(fn(activation, hook))
                 if out is not None:
                     activation = out if i == len(fns) - 1 else _writable_copy(out, activation)
             return activation
 
-        logits, _ = self._core.run(ids, [], list(hooks), call, lengths)
-        return self._returned(logits, return_type, tokens, targets, ids, lengths, "run_with_hooks")
+        return list(hooks), (call if hooks else None)
 
     def gradients(self, tokens, targets=None, names=None, lengths=None, *, metric=None, grad_logits=None):
         """name -> the gradient at each named hook point (a list of names, a
@@ -248,6 +282,52 @@ class Model(TLWeights):
         if not isinstance(overwrite, (bool, np.bool_)):  # "no" is truthy: never replace a file on it
             raise TypeError(f"save: overwrite must be True or False, got {overwrite!r}")
         self._core.save(os.fspath(path), bool(overwrite))
+        # The file now holds this model: its path, as headlab.load of it would give.
+        self.path = os.path.abspath(os.fspath(path))
+        return self.path
+
+
+def _unpickle(path, replaced, step):
+    model = load(path)
+    if model.step != step:
+        raise ValueError(f"unpickling a headlab.Model of step {step}: {path} now holds step {model.step}")
+    return model.with_params(replaced) if replaced else model
+
+
+class HookName(str):
+    """The hook point's name as a hook receives it: a str, with
+    TransformerLens's HookPoint attributes hook.name and hook.layer(), so
+    that hooks written for TransformerLens run as they are."""
+
+    @property
+    def name(self):
+        return str(self)
+
+    def layer(self):
+        """The block of a block's hook point (blocks.{l}....); a ValueError for
+        the others (hook_embed, ln_final...), as TransformerLens's."""
+        parts = self.split(".")
+        if parts[0] != "blocks":
+            raise ValueError(f"{self} is not a block's hook point: it has no layer")
+        return int(parts[1])
+
+
+def _is_short_name(name):
+    """TransformerLens's short form of a hook name: ("pattern", 0), ("scale", 1, "ln2")."""
+    return isinstance(name, tuple) and 1 <= len(name) <= 3 and isinstance(name[0], str)
+
+
+def _from_torch(value):
+    """A hook's return as numpy: a torch tensor (TransformerLens's hooks
+    compute in torch) through .numpy(), detached; anything else as it is,
+    for the binding to check."""
+    if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
+        value = value.detach().cpu()
+        try:
+            return value.numpy()
+        except TypeError:  # bfloat16 and other dtypes numpy lacks: the binding casts float32 anyway
+            return value.float().numpy()
+    return value
 
 
 def _writable_copy(out, like):
@@ -284,8 +364,12 @@ def _as_array(name, value):
 
 
 def _as_model(model):
+    from ._run import Run  # here: _run reads this module
+
     if isinstance(model, Model):
         return model
+    if isinstance(model, Run):
+        return model.model()
     if isinstance(model, (str, os.PathLike)):
         return load(model)
-    raise TypeError(f"expected a headlab.Model or a path, got {type(model).__name__}")
+    raise TypeError(f"expected a headlab.Model, a headlab.Run or a path, got {type(model).__name__}")

@@ -11,10 +11,12 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
 def next_token_share(model):
-    """(differing, scored): how many of the targets of the model's own
-    analysis batch (model.task_batch()) are not the next token, of how many
-    there are; None when that batch cannot be made (a checkpoint without its
-    run's data file, say). Computed once per model."""
+    """(differing, scored, unscored): of the targets of the model's own
+    analysis batch (model.task_batch()), how many are not the next token and
+    how many there are, and how many positions the next-token default would
+    score that the task leaves without a target (induction's filler, say);
+    None when that batch cannot be made (a checkpoint without its run's data
+    file, say). Computed once per model."""
     if not hasattr(model, "_next_token_share"):
         try:
             batch = model.task_batch()
@@ -27,23 +29,32 @@ def next_token_share(model):
         if lengths is not None:  # a row's last real token has no next one
             nxt[np.arange(tokens.shape[1]) >= (np.asarray(lengths)[:, None] - 1)] = -1
         scored = targets >= 0
-        model._next_token_share = (int((targets[scored] != nxt[scored]).sum()), int(scored.sum()))
+        model._next_token_share = (int((targets[scored] != nxt[scored]).sum()), int(scored.sum()),
+                                   int(((nxt >= 0) & ~scored).sum()))
     return model._next_token_share
 
 
 def warn_if_not_next_token(model, who):
     """Warns (once per call) when `targets` default to the next token for a
-    model whose run's targets are something else."""
+    model whose run's targets are something else: other classes, or fewer
+    positions than every next token."""
     if model.spec["classes"] != model.spec["vocab"]:
         return  # no next-token default: padded_targets refuses it, naming the classes
     share = next_token_share(model)
-    if share is None or share[0] == 0:
+    if share is None or (share[0] == 0 and share[2] == 0):
         return
-    differing, scored = share
-    warnings.warn(f"{who}: targets default to the next token, but {differing} of the {scored} targets of this "
-                  f"model's own task ({model.task}) are not the next token, so the numbers measure a prediction it "
-                  "was not trained for; pass targets= (model.task_batch()['targets'] are its run's own)",
-                  UserWarning, stacklevel=_caller_level())
+    differing, scored, unscored = share
+    if differing:
+        what = (f"{differing} of the {scored} targets of this model's own task ({model.task}) are not the next "
+                "token, so the numbers measure a prediction it was not trained for")
+    else:
+        what = (f"this model's own task ({model.task}) scores {scored} of the {scored + unscored} positions the "
+                "default scores, so most numbers come from positions it was never trained to predict" if
+                unscored > scored else
+                f"this model's own task ({model.task}) leaves {unscored} of the {scored + unscored} positions the "
+                "default scores without a target, positions it was never trained to predict")
+    warnings.warn(f"{who}: targets default to the next token, but {what}; pass targets= "
+                  "(model.task_batch()['targets'] are its run's own)", UserWarning, stacklevel=_caller_level())
 
 
 def _caller_level():

@@ -10,7 +10,10 @@ def _int_array(values, what):
     except ValueError as e:  # ragged lists of lists
         raise ValueError(f"{what}: expected rows of equal length (an int array [batch, seq_len]): {e}") from None
     if array.dtype == object:
-        raise ValueError(f"{what}: {_object_problem(array)}")
+        problem = _object_problem(array)
+        if problem is not None:
+            raise ValueError(f"{what}: {problem}")
+        array = array.astype(np.int64)  # Python ints in an object array (pandas' .values): each one checked
     if array.size and array.dtype.kind not in "iu":
         raise ValueError(f"{what}: expected integer ids, got dtype {array.dtype}")
     if array.ndim == 1:
@@ -24,7 +27,8 @@ def _int_array(values, what):
 
 def _object_problem(array):
     """Why numpy made an object array of the input: not a sequence, ragged rows,
-    or an entry that is no int64 (None, a string, 2**70). Only on the error path."""
+    or an entry that is no int64 (None, a string, 2**70); None when nothing is
+    wrong (integers in an object array of the right shape)."""
     if array.ndim == 0:
         return f"expected an int array [batch, seq_len] or a list of lists, got {type(array.item()).__name__}"
     for where in np.ndindex(array.shape):
@@ -35,7 +39,9 @@ def _object_problem(array):
             return f"{value!r} at {list(where)} is not an integer id"
         if not np.iinfo(np.int64).min <= value <= np.iinfo(np.int64).max:
             return f"{value} at {list(where)} does not fit in an int64"
-    return "expected rows of equal length (an int array [batch, seq_len])"
+    if any(isinstance(array[where], (list, tuple, np.ndarray)) for where in np.ndindex(array.shape)):
+        return "expected rows of equal length (an int array [batch, seq_len])"
+    return None  # a rectangular array of integers that happens to be of dtype object
 
 
 def _first_outside(array, low, high):

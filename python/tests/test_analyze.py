@@ -268,6 +268,7 @@ def test_ragged_sequences_take_their_targets_per_sequence(mlp_model):
             call()
 
 
+@pytest.mark.filterwarnings("ignore:.*targets default to the next token")  # next-token targets on purpose
 def test_ctrl_c_stops_an_analysis_at_once(attn_model):
     # The C++ analysis runs with the GIL released; Ctrl-C must not wait for its
     # end (several seconds here). Python's own handler first: a suite started in

@@ -30,6 +30,7 @@ def restored_by_hand(model, clean, corrupted, targets, name, hook):
     return (corrupted_loss - cross_entropy(patched, targets)) / (corrupted_loss - clean_loss)
 
 
+@pytest.mark.filterwarnings("ignore:.*targets default to the next token")  # next-token targets on purpose
 def test_head_out_grid_is_the_analysis_patch_restored(attn_model):
     tokens = random_tokens(attn_model, batch=8, seed=3)
     corrupted = corrupt_first_half(attn_model, tokens)
@@ -96,6 +97,7 @@ def test_one_resid_pre_cell_by_hand_and_the_identities(mlp_model):
     assert grid[1, 3] == pytest.approx(expected, abs=1e-9)
 
 
+@pytest.mark.filterwarnings("ignore:.*targets default to the next token")  # next-token targets on purpose
 def test_a_corruption_that_changes_nothing_is_a_value_error(attn_model):
     tokens = random_tokens(attn_model, batch=2, seed=2)
     with pytest.raises(ValueError, match=r"does not change the loss \(clean [0-9.]+, corrupted [0-9.]+\)"):

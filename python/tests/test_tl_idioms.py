@@ -93,6 +93,7 @@ def test_return_type_loss_is_the_analysis_loss(previous_model):
         previous_model(tokens, return_type="logit")
 
 
+@pytest.mark.filterwarnings("ignore:.*targets default to the next token")  # next-token targets on purpose
 def test_ragged_rows_take_their_own_targets_in_the_loss(attn_model):
     rows = [[1, 2, 3, 4, 5], [3, 1, 2]]
     whole = [attn_model(row, return_type="loss") for row in rows]
@@ -112,11 +113,16 @@ def test_next_token_defaults_warn_on_a_model_trained_for_other_targets(previous_
         headlab.patching.head_out(previous_model, tokens, tokens[::-1].copy(), progress=False)
     with pytest.warns(UserWarning, match="logit_attribution: targets default"):
         headlab.logit_attribution(previous_model, tokens)
-    # Given targets, or a model whose run predicts the next token (induction): no warning.
+    # Induction's targets are next tokens, but only at the repeated segment: the
+    # default would score every position, most of them filler it never learned.
+    with pytest.warns(UserWarning, match=r"\(induction\) scores \d+ of the \d+ positions the default scores"):
+        attn_model(tokens_of(attn_model), return_type="loss")
+    # Given targets: no warning.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         previous_model(tokens, return_type="loss", targets=previous_model.task_batch()["targets"])
-        attn_model(tokens_of(attn_model), return_type="loss")
+        batch = attn_model.task_batch()
+        attn_model(batch["tokens"], return_type="loss", targets=batch["targets"])
 
 
 def test_ids_are_int64_and_roles_a_dict(previous_model, tmp_path):
@@ -133,3 +139,84 @@ def test_ids_are_int64_and_roles_a_dict(previous_model, tmp_path):
 def test_lengths_with_sequences_of_different_lengths_says_what_to_do(attn_model):
     with pytest.raises(ValueError, match="drop lengths="):
         attn_model([[1, 2, 3], [1, 2]], lengths=[3, 2])
+
+
+def test_hooks_get_transformerlens_hook_attributes_and_may_return_torch(attn_model):
+    tokens = tokens_of(attn_model)
+    seen = []
+
+    def hook(z, hook):
+        seen.append((hook.name, hook.layer(), hook == "blocks.1.attn.hook_z"))
+        z[:, :, 0] = 0
+
+    zeroed = attn_model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", hook)])
+    assert seen == [("blocks.1.attn.hook_z", 1, True)]
+    with pytest.raises(ValueError, match="hook_embed is not a block's hook point"):
+        attn_model.run_with_hooks(tokens, fwd_hooks=[("hook_embed", lambda a, hook: hook.layer())])
+    torch = pytest.importorskip("torch")
+
+    def torch_hook(z, hook):
+        z = torch.from_numpy(z).clone()
+        z[:, :, 0] = 0
+        return z
+
+    np.testing.assert_array_equal(attn_model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", torch_hook)]),
+                                  zeroed)
+
+
+def test_run_with_cache_takes_fwd_hooks_and_caches_what_flows_on(attn_model):
+    tokens = tokens_of(attn_model)
+
+    def zero(z, hook):
+        z[:, :, 1] = 0
+
+    patched = attn_model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", zero)])
+    logits, cache = attn_model.run_with_cache(tokens, names=[("z", 0), ("pattern", 1)],
+                                              fwd_hooks=[("blocks.0.attn.hook_z", zero)])
+    np.testing.assert_array_equal(logits, patched)
+    assert not cache["z", 0][:, :, 1].any() and cache["z", 0][:, :, 0].any()
+    _, plain = attn_model.run_with_cache(tokens, names=[("pattern", 1)])
+    assert not np.allclose(cache["pattern", 1], plain["pattern", 1])  # layer 1 saw the ablation
+    with pytest.raises(ValueError, match=r"got one pair: write fwd_hooks=\[\('blocks.0.attn.hook_z', fn\)\]"):
+        attn_model.run_with_hooks(tokens, fwd_hooks=("blocks.0.attn.hook_z", zero))
+
+
+def test_the_cache_shows_names_and_shapes_and_names_the_nearest_hook_points(attn_model):
+    _, cache = attn_model.run_with_cache(tokens_of(attn_model))
+    text = repr(cache)
+    assert len(text) < 600 and "hook_embed [4, " in text and f"{len(cache)} hook points" in text
+    with pytest.raises(KeyError, match="nearest: blocks.0.attn.hook_pattern"):
+        cache["blocks.0.attn.hook_patern"]
+    with pytest.raises(TypeError, match="the first argument is the headlab.Model"):
+        headlab.ActivationCache(dict(cache), attn_model)
+
+
+def test_save_gives_the_edit_its_path_and_an_empty_edit_says_so(attn_model, tmp_path):
+    same = attn_model.with_params({})
+    assert "nothing replaced" in repr(same)
+    path = same.save(tmp_path / "same.safetensors")
+    assert path == str(tmp_path / "same.safetensors") == same.path
+    assert str(tmp_path / "same.safetensors") in repr(same)
+
+
+def test_models_and_caches_pickle_and_deep_copy(attn_model, attn_run):
+    import copy
+    import pickle
+
+    tokens = tokens_of(attn_model)
+    again = pickle.loads(pickle.dumps(attn_model))
+    np.testing.assert_array_equal(again(tokens), attn_model(tokens))
+    w = attn_model.params["blocks.1.attn.o.weight"].copy()
+    w[:, :4] = 0
+    edited = attn_model.with_params({"blocks.1.attn.o.weight": w})
+    for twin in (pickle.loads(pickle.dumps(edited)), copy.deepcopy(edited)):
+        np.testing.assert_array_equal(twin(tokens), edited(tokens))
+        assert twin.edited["replaced"] == ["blocks.1.attn.o.weight"]
+    _, cache = attn_model.run_with_cache(tokens, names=[("pattern", 0)])
+    back = pickle.loads(pickle.dumps(cache))
+    np.testing.assert_array_equal(back["pattern", 0], cache["pattern", 0])
+    # Object arrays of integers (pandas' .values) are ids too; a Run stands for its model.
+    np.testing.assert_array_equal(attn_model(tokens.astype(object)), attn_model(tokens))
+    ys = tokens[:1] % attn_model.spec["classes"]
+    np.testing.assert_array_equal(headlab.logit_attribution(headlab.Run(attn_run), tokens[:1], ys)[0],
+                                  headlab.logit_attribution(attn_model, tokens[:1], ys)[0])
