@@ -236,6 +236,17 @@ class Model(TLWeights):
             grads = self._core.gradients(ids, ys, names, lengths)
         return ActivationCache(self, grads, made_by="gradients")
 
+    def head_circuits(self, layer, head):
+        """One head's circuits over tokens, the matrices behind heads.json's
+        copying score (docs/head-metrics.md, "Circuits from the weights"):
+        "qk" [V, V] (query token x key token, the direct path's pre-softmax
+        score), "qk_pos" [T_max, T_max] (query position x key position), "ov"
+        [V, C] (attended token x logit), "copying" (the share of OV's positive
+        eigenvalue mass, None when classes != vocab), float64, each LayerNorm
+        folded in as its centering and scale ("layernorm_folded"), biases and
+        MLPs left out ("mlp_ignored")."""
+        return self._core.head_circuits(layer, head)
+
     def task_batch(self):
         """The batch the run's own head analysis reads, as headlab.analyze's
         keywords: tokens, targets, lengths, patterns (each the task's mask

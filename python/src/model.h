@@ -65,5 +65,6 @@ py::class_<Model> bind_model(py::module_& m);
 void bind_hooks(py::class_<Model>& model);
 // Model.with_params, Model.edited_json, Model.save (weights.cpp).
 void bind_weights(py::class_<Model>& model);
+void bind_circuits(py::class_<Model>& model);
 
 }  // namespace headlab::python

@@ -35,6 +35,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_hooks(model);
   python::bind_task_batch(model);
   python::bind_weights(model);
+  python::bind_circuits(model);
   python::bind_analyze(m);
   python::bind_command(m);
   // headlab.write_data checks a pattern's name by the analysis's own rule, not a copy of it.

@@ -2,6 +2,8 @@
 checked against the activations the forward pass caches, so a wrong layout
 fails; no memory shared with model.params; the attn-only model's missing
 MLP; and Model.with_tl_params, the way back."""
+import json
+
 import numpy as np
 import pytest
 
@@ -165,3 +167,24 @@ def test_with_tl_params_names_what_it_refuses(mlp_model):
         mlp_model.with_tl_params({"W_O": W_O, "blocks.1.attn.o.weight": mlp_model.params["blocks.1.attn.o.weight"]})
     with pytest.raises(TypeError, match="takes a dict"):
         mlp_model.with_tl_params([("W_O", W_O)])
+
+
+def test_head_circuits_are_the_weights_products_and_heads_json_copying(no_ln_model, attn_model, attn_run):
+    """Without LayerNorm nothing is folded: QK = W_E W_QK W_E^T / sqrt(d_k),
+    OV = W_E W_OV W_U. The copying score is heads.json's."""
+    m = no_ln_model
+    d_k = m.spec["d_model"] // m.spec["heads"]
+    c = m.head_circuits(1, 0)
+    assert not c["layernorm_folded"] and c["mlp_ignored"]
+    E, P = m.W_E.astype(np.float64), m.W_pos.astype(np.float64)
+    QK, OV = m.W_QK[1, 0].astype(np.float64), m.W_OV[1, 0].astype(np.float64)
+    np.testing.assert_allclose(c["qk"], E @ QK @ E.T / np.sqrt(d_k), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(c["qk_pos"], P @ QK @ P.T / np.sqrt(d_k), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(c["ov"], E @ OV @ m.W_U.astype(np.float64), rtol=1e-4, atol=1e-6)
+    records = {(h["layer"], h["head"]): h for h in json.loads((attn_run / "heads.json").read_text())["heads"]}
+    for (layer, head), record in records.items():
+        got = attn_model.head_circuits(layer, head)
+        assert got["layernorm_folded"] and not got["mlp_ignored"]
+        assert got["copying"] == pytest.approx(record["copying"], abs=1e-4)
+    with pytest.raises(ValueError, match=r"head \(2, 0\) is not in this model's 2 layers x 2 heads"):
+        attn_model.head_circuits(2, 0)
