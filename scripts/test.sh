@@ -12,8 +12,19 @@
 #
 #   scripts/test.sh               all of it
 #   scripts/test.sh --fast        the Release runs only (both backends, and bf16)
+#   scripts/test.sh --help        this text
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Options first, before anything is built: a mistyped one (--fsat) would
+# otherwise start the whole suite, sanitizers and fuzzers included.
+fast=0
+for arg in "$@"; do
+  case "$arg" in
+    --fast) fast=1 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
 jobs=$(nproc)
 passed=0
 failed=0
@@ -93,7 +104,7 @@ scripts/install_packages.sh python3 chromium clang libclang-rt-14-dev \
 # tests wait on the processes they start and the builds on their slowest
 # file. Started after the Release build, it is done by the fuzzers' turn.
 fuzz_build=""
-if [ "${1:-}" != "--fast" ]; then
+if [ "$fast" -eq 0 ]; then
   fuzz_log=$(mktemp)
   # Its own process group (set -m), to be stopped with the script, but in
   # this session: Linux's autogroups share the CPU fairly between sessions,
@@ -121,7 +132,7 @@ HEADLAB_GEMM=openblas HEADLAB_PRECISION=f32 run_ctest build --label-regex "$gemm
 # The same tests with every float32 product in bf16 mixed precision (docs/performance.md).
 HEADLAB_GEMM=onednn HEADLAB_PRECISION=bf16 run_ctest build --label-regex "$gemm_labels"
 run_python
-if [ "${1:-}" = "--fast" ]; then
+if [ "$fast" -eq 1 ]; then
   echo "tests: $passed passed, $failed failed"
   exit 0
 fi
