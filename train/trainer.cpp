@@ -214,12 +214,14 @@ std::string edited_text(const nlohmann::json& edited) {
 }  // namespace
 
 void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& run, const nlohmann::json& config,
-                          std::vector<analysis::SnapshotView> snapshots, const nlohmann::json& edited) {
+                          const AnalysisSource& source) {
+  const nlohmann::json& edited = source.edited;
   nlohmann::json heads;
   analysis::to_json(heads, run);
   // What the heads were trained on: a data file's path, else the task.
   if (config.is_object() && config.value("data", std::string()).empty()) heads["task"] = config.value("task", "");
   else if (config.is_object()) heads["data"] = config.value("data", "");
+  if (!source.checkpoint.empty()) heads["checkpoint"] = source.checkpoint;
   if (!edited.is_null()) heads["edited"] = edited;
   nlohmann::json shown = config;
   if (edited.is_object() && shown.is_object()) shown["edited"] = edited_text(edited);
@@ -231,8 +233,8 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   if (std::filesystem::is_regular_file(std::filesystem::symlink_status(folder.heads(), ec)))
     std::filesystem::remove(folder.heads(), ec);
   analysis::ReportOptions options;
-  options.run_name = folder.name();
-  options.snapshots = std::move(snapshots);
+  options.run_name = source.title.empty() ? folder.name() : source.title;
+  options.snapshots = source.snapshots;
   write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), shown, options));
   write_file_atomic(folder.heads(), heads.dump(2) + "\n");
 }
@@ -253,8 +255,9 @@ analysis::RunAnalysis Trainer::finish_report() {
       analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
   run.analyzed = session_.task().name();
   run.step = session_.steps_done();
-  write_analysis_files(folder_, run, to_json(session_.config()),
-                       snapshot_views(folder_.dir, session_.eval_batch(), options_.analysis.example));
+  AnalysisSource source;
+  source.snapshots = snapshot_views(folder_.dir, session_.eval_batch(), options_.analysis.example);
+  write_analysis_files(folder_, run, to_json(session_.config()), source);
   return run;
 }
 

@@ -97,17 +97,30 @@ class Trainer {
   int64_t last_checkpoint_step_ = -1;
 };
 
-// Writes heads.json and report.html for an analysis into `folder`; the
-// report's slider steps through `snapshots` (snapshot_views). heads.json goes
-// last, once report.html is written (an older one is removed first): a
+// What heads.json and report.html say besides the analysis and the config.
+struct AnalysisSource {
+  // The report's slider steps through these (snapshot_views).
+  std::vector<analysis::SnapshotView> snapshots;
+  // The provenance of a checkpoint saved from Python (CheckpointInfo::edited),
+  // which heads.json carries as "edited" and the report's settings name, so
+  // that neither is taken for the source run's analysis.
+  nlohmann::json edited;
+  // The checkpoint `headlab analyze` read (absolute), heads.json's
+  // "checkpoint"; empty for the trainer's own analysis, whose heads.json
+  // stays the same bytes wherever the run folder is.
+  std::string checkpoint;
+  // The start of the report's title; empty: the folder's name. A checkpoint
+  // file of its own is named by its file ("edits/no-L1H0.safetensors").
+  std::string title;
+};
+
+// Writes heads.json and report.html for an analysis into `folder`. heads.json
+// goes last, once report.html is written (an older one is removed first): a
 // heads.json of the checkpoint's step (analyzed_step) tells --resume that the
 // final analysis is done, so a report that could not be written (a full disk)
-// is written again by the next --resume. `edited`: the provenance of a
-// checkpoint saved from Python (CheckpointInfo::edited), which heads.json
-// carries as "edited" and the report's settings name, so that neither is
-// taken for the source run's analysis.
+// is written again by the next --resume.
 void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& analysis, const nlohmann::json& config,
-                          std::vector<analysis::SnapshotView> snapshots = {}, const nlohmann::json& edited = nullptr);
+                          const AnalysisSource& source = {});
 
 // The step of the checkpoint the folder's heads.json analyzed ("step"): the
 // run is complete once it is the last step's. nullopt when heads.json is

@@ -174,10 +174,13 @@ def test_the_cli_reads_a_saved_edit(attn_model, tmp_path):
     for mine, theirs in zip(records["heads"], heads["heads"]):
         assert theirs["ablation_delta_loss"] == pytest.approx(mine["ablation_delta_loss"], abs=1e-5)
         assert theirs["scores"]["previous_token"] == pytest.approx(mine["scores"]["previous_token"], abs=1e-6)
-    # Beside the checkpoint, in the caller's own folder, and saying it is an edit.
-    saved = json.loads((path.parent / "heads.json").read_text())
+    # Beside the checkpoint, in a folder named after it, and saying it is an edit of which file.
+    saved = json.loads((path.parent / "edited" / "heads.json").read_text())
     assert saved["edited"] == heads["edited"] == records["edited"] == edited.edited
-    assert f"{O}, head.bias replaced from Python" in (path.parent / "report.html").read_text()
+    assert saved["checkpoint"] == heads["checkpoint"] == str(path)
+    report = (path.parent / "edited" / "report.html").read_text()
+    assert f"{O}, head.bias replaced from Python" in report
+    assert "<title>edit/edited.safetensors · induction · headlab</title>" in report
     scored = json.loads(cli("eval", path, "--json", "--threads", "1"))
     assert scored["loss"] == pytest.approx(cross_entropy(edited(batch["tokens"]), batch["targets"]), abs=1e-5)
     # ... and they are not the source's numbers.

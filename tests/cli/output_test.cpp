@@ -135,6 +135,66 @@ TEST(Analyze, AnotherBatchWritesBesideTheRunNeverOverItsOwnAnalysis) {
   EXPECT_EQ(nlohmann::json::parse(read_bytes(run + "/heads.json")).at("loss"), beside.at("loss"));
 }
 
+// Checkpoint files saved side by side (edits/no-L1H0.safetensors,
+// edits/no-L0H0.safetensors, as Model.save writes them) are each analyzed
+// into a folder named after the file, never into one shared heads.json; each
+// heads.json names its file, and so does its report's title.
+TEST(Analyze, CheckpointFilesOfOneFolderGetAFolderEach) {
+  TempDir tmp;
+  const std::string edits = tmp / "edits";
+  std::filesystem::create_directories(edits);
+  for (const char* name : {"no-L1H0", "no-L0H0"})
+    std::filesystem::copy_file(shared_run() + "/checkpoint.safetensors", edits + "/" + name + ".safetensors");
+  for (const char* name : {"no-L1H0", "no-L0H0"}) {
+    const std::string file = edits + "/" + name + ".safetensors", folder = edits + "/" + name;
+    const RunResult r = run_headlab({"analyze", file, "--threads", "1", "--no-color"}, tmp.path());
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    EXPECT_NE(r.out.find("report: " + folder + "/report.html"), std::string::npos) << r.out;
+    const nlohmann::json heads = nlohmann::json::parse(read_bytes(folder + "/heads.json"));
+    EXPECT_EQ(heads.at("checkpoint"), file);
+    EXPECT_NE(read_bytes(folder + "/report.html").find(std::string("<title>edits/") + name + ".safetensors · "),
+              std::string::npos);
+  }
+  EXPECT_FALSE(std::filesystem::exists(edits + "/heads.json"));
+  EXPECT_FALSE(std::filesystem::exists(edits + "/report.html"));
+  // Its own folder again (an analysis's), and another batch beside it there.
+  const std::string again = read_bytes(edits + "/no-L0H0/heads.json");
+  ASSERT_EQ(run_headlab({"analyze", edits + "/no-L1H0.safetensors", "--threads", "1"}, tmp.path()).exit_code, 0);
+  const RunResult other =
+      run_headlab({"analyze", "edits/no-L1H0.safetensors", "--batch", "4", "--threads", "1"}, tmp.path());
+  ASSERT_EQ(other.exit_code, 0) << other.describe();
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(edits + "/no-L1H0/analysis-batch-4/heads.json")).at("checkpoint"),
+            edits + "/no-L1H0.safetensors");
+  EXPECT_EQ(read_bytes(edits + "/no-L0H0/heads.json"), again) << "one file's analysis replaced another's";
+}
+
+// The folder named after a checkpoint file is refused, as --out is, when it
+// is another run's or holds the user's files; a run's own checkpoint file
+// still writes the run's heads.json, with the file it analyzed.
+TEST(Analyze, TheFolderNamedAfterAFileIsNeverARunsOrTheUsers) {
+  TempDir tmp;
+  const std::string run = tmp / "runs/x", notes = tmp / "edits/a";
+  std::filesystem::create_directories(tmp / "runs");
+  copy_dir(shared_run(), run);
+  std::filesystem::copy_file(run + "/checkpoint.safetensors", tmp / "runs/x.safetensors");
+  std::filesystem::create_directories(notes);
+  write_bytes(notes + "/notes.txt", "mine\n");
+  std::filesystem::copy_file(run + "/checkpoint.safetensors", tmp / "edits/a.safetensors");
+  const auto before = snapshot(tmp.path());
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", tmp / "runs/x.safetensors"}, tmp.path()), 2,
+                            {run + " (the folder named after " + tmp / "runs/x.safetensors",
+                             "--out DIR puts it elsewhere) is another run's folder"}));
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", tmp / "edits/a.safetensors"}, tmp.path()), 2,
+                            {notes + " (the folder named after", "holds files that are not a headlab analysis's"}));
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", tmp / "edits/a.safetensors", "--out", notes}, tmp.path()), 2,
+                            {"--out " + notes + " holds files that are not a headlab analysis's"}));
+  EXPECT_EQ(snapshot(tmp.path()), before);
+  const RunResult own = run_headlab({"analyze", run + "/checkpoint.safetensors", "--threads", "1"}, tmp.path());
+  ASSERT_EQ(own.exit_code, 0) << own.describe();
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(run + "/heads.json")).at("checkpoint"), run + "/checkpoint.safetensors");
+  EXPECT_FALSE(std::filesystem::exists(run + "/checkpoint"));
+}
+
 // A run is complete when its heads.json is the analysis of its last step
 // ("step"): one of an earlier step -- an extension killed between its last
 // checkpoint and its final analysis keeps it -- or one without the step gets

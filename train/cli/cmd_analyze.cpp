@@ -1,6 +1,7 @@
 // `headlab analyze RUN_DIR|CHECKPOINT`: the head analysis of a trained model
 // on its run's evaluation batch (or another task, or a data file's sequences): the terminal table and
-// heatmaps, heads.json and report.html. With --patch, also the interventions:
+// heatmaps, heads.json and report.html, in the run folder or in a folder named after the checkpoint
+// file. With --patch, also the interventions:
 // mean and resample ablation, and activation patching from the clean batch
 // into the task's corrupted one (Task::corrupt). A data file is analyzed
 // --batch sequences at a time (analysis/analyze_model.h, analyze_chunks),
@@ -61,25 +62,26 @@ void check_label_options(const analysis::LabelOptions& o) {
     throw train::UsageError("--sink-delta-loss must be 0 or more, got " + core::shortest(o.sink_max_delta_loss));
 }
 
-// The folder --out names for heads.json and report.html, when it is not the
-// analyzed run's own: a new or empty one, or one an analysis wrote before
-// (marked "analysis"). Never another run's folder, a sweep's, or a folder of
-// the user's files: their heads.json and report.html are not this model's to
-// replace. Checked before the analysis runs.
-void check_analysis_out(const std::string& out) {
+// The folder for heads.json and report.html, when it is not the analyzed
+// run's own (--out, or the folder named after a checkpoint file): a new or
+// empty one, or one an analysis wrote before (marked "analysis"). Never
+// another run's folder, a sweep's, or a folder of the user's files: their
+// heads.json and report.html are not this model's to replace. Checked before
+// the analysis runs. `named`: the folder as the messages name it.
+void check_analysis_out(const std::string& out, const std::string& named) {
   std::error_code ec;
   if (!fs::exists(out, ec)) return;
   if (!fs::is_directory(out, ec))
-    throw train::UsageError("--out " + out + " is a file; give a folder for heads.json and report.html");
+    throw train::UsageError(named + " is a file; give a folder for heads.json and report.html");
   const std::string kind = train::folder_marker(out);
   if (kind == "analysis") return;
   if (kind == "run" || fs::exists(fs::path(out) / "checkpoint.safetensors", ec))
-    throw train::UsageError("--out " + out + " is another run's folder; its heads.json and report.html are its own "
+    throw train::UsageError(named + " is another run's folder; its heads.json and report.html are its own "
                             "model's: give a new folder (or analyze that run)");
   if (kind == "sweep" || fs::exists(fs::path(out) / "sweep.json", ec))
-    throw train::UsageError("--out " + out + " is a sweep's folder; give a new folder");
+    throw train::UsageError(named + " is a sweep's folder; give a new folder");
   if (!fs::is_empty(out, ec))
-    throw train::UsageError("--out " + out + " holds files that are not a headlab analysis's (" +
+    throw train::UsageError(named + " holds files that are not a headlab analysis's (" +
                             fs::directory_iterator(out, ec)->path().filename().string() +
                             "); give an empty or new folder");
 }
@@ -250,14 +252,29 @@ int run_analyze(const AnalyzeArgs& args) {
   // Their folder beside the run's files: RUN/analysis-TASK, RUN/analysis-batch-N, RUN/analysis-TASK-batch-N.
   std::string beside = other_task ? "analysis-" + args.task : "";
   if (other_batch) beside += (beside.empty() ? "analysis-batch-" : "-batch-") + std::to_string(args.batch);
-  const std::string home = is_dir ? args.target : fs::path(ck_path).parent_path().string();
+  // A checkpoint file of its own (an edit saved from Python, a copy), neither
+  // a run folder's checkpoint.safetensors nor a snapshot, is analyzed into a
+  // folder named after it, beside it (edits/no-L1H0.safetensors:
+  // edits/no-L1H0/), so that the analyses of two files in one folder never
+  // replace each other. A snapshot's analysis goes into such a folder too
+  // (snapshots/step-000500/).
+  const fs::path ck_file(ck_path);
+  const std::string named_after_file = (ck_file.parent_path() / ck_file.stem()).string();
+  const bool own_file = !is_dir && !snapshot && ck_file.filename() != "checkpoint.safetensors";
+  const std::string home = is_dir ? args.target : own_file ? named_after_file : ck_file.parent_path().string();
   const std::string chosen = !args.out.empty() ? args.out
-                             : snapshot        ? (fs::path(ck_path).parent_path() / fs::path(ck_path).stem()).string()
+                             : snapshot        ? named_after_file
                              : !beside.empty() ? (fs::path(home.empty() ? "." : home) / beside).string()
                                                : home;
   const std::string out = chosen.empty() ? "." : chosen;
   std::error_code same_ec;
-  const bool own_folder = fs::equivalent(out, home.empty() ? "." : home, same_ec);
+  // The folder named after a file is never one a run owns: it is checked as any --out.
+  const bool own_folder = !own_file && fs::equivalent(out, home.empty() ? "." : home, same_ec);
+  // The folder named after the file is picked as --out is: refused when it
+  // is another run's, a sweep's, or the user's.
+  if (own_file && args.out.empty())
+    check_analysis_out(home, home + " (the folder named after " + ck_path +
+                                 " for its analysis; --out DIR puts it elsewhere)");
   // The run folder this analysis takes the checkpoint for the run's of: the
   // folder given as the run (its snapshots in the report), or the one whose
   // heads.json and report.html it replaces (beside the run's metrics).
@@ -266,7 +283,7 @@ int run_analyze(const AnalyzeArgs& args) {
                        : own_folder && !snapshot && train::folder_marker(out) == "run" ? out
                                                                                            : "");
   // The folders analyze picks itself (a snapshot's, another task's) are its own.
-  if (!own_folder && !args.out.empty()) check_analysis_out(out);
+  if (!own_folder && !args.out.empty()) check_analysis_out(out, "--out " + out);
   // The run's own folder is written as its trainer writes it: not while a
   // trainer holds it (its heads.json would be overwritten by the next one).
   std::unique_ptr<train::RunLock> lock;
@@ -342,18 +359,24 @@ int run_analyze(const AnalyzeArgs& args) {
   fs::create_directories(out, ec);
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
   if (!own_folder && train::folder_marker(out).empty()) train::write_folder_marker(out, "analysis");
+  // The file's own folder too, when its analysis went beside its heads.json (analysis-TASK/).
+  if (own_file && args.out.empty() && train::folder_marker(home).empty()) train::write_folder_marker(home, "analysis");
   train::RunFolder folder{out, nullptr};
+  train::AnalysisSource source;
   // A run folder's report steps through its snapshots as the trainer's does
   // (on the run's own batch: a --data analysis has no snapshots to show).
-  const bool with_snapshots = is_dir && !args.step_given && args.data.empty();
-  train::write_analysis_files(folder, run, train::to_json(input.config()),
-                              with_snapshots ? train::snapshot_views(args.target, input.batch(), args.example)
-                                             : std::vector<analysis::SnapshotView>{},
-                              ck.info.edited);
+  if (is_dir && !args.step_given && args.data.empty())
+    source.snapshots = train::snapshot_views(args.target, input.batch(), args.example);
+  source.edited = ck.info.edited;
+  source.checkpoint = fs::absolute(ck_file).lexically_normal().string();
+  // Two files of one folder are told apart by their names, not their folder's ("edits").
+  if (own_file) source.title = (fs::absolute(ck_file).parent_path().filename() / ck_file.filename()).string();
+  train::write_analysis_files(folder, run, train::to_json(input.config()), source);
   if (args.json) {
     nlohmann::json j;
     analysis::to_json(j, run);
-    if (!ck.info.edited.is_null()) j["edited"] = ck.info.edited;  // as heads.json
+    j["checkpoint"] = source.checkpoint;  // as heads.json
+    if (!ck.info.edited.is_null()) j["edited"] = ck.info.edited;
     std::cout << j.dump(2) << '\n';
   } else {
     analysis::TextOptions text;
@@ -369,7 +392,8 @@ int run_analyze(const AnalyzeArgs& args) {
 
 Command add_analyze(CLI::App& app) {
   auto args = std::make_shared<AnalyzeArgs>();
-  app.add_option("target", args->target, "a run folder or a checkpoint.safetensors")->required();
+  app.add_option("target", args->target, "a run folder, or a checkpoint file (a snapshot, an edit saved from Python)")
+      ->required();
   app.add_option("--step", args->step,
                  "analyze the run's snapshot of this step (train --snapshot-every); the files go to "
                  "RUN/snapshots/step-NNNNNN/")
@@ -392,7 +416,10 @@ Command add_analyze(CLI::App& app) {
                      "at least 1)")
       ->each([args](const std::string&) { args->batch_given = true; });
   app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
-  app.add_option("--out", args->out, "where heads.json and report.html go (default: next to the checkpoint)");
+  app.add_option("--out", args->out,
+                 "where heads.json and report.html go (default: the run folder; for a snapshot "
+                 "RUN/snapshots/step-NNNNNN/; for another checkpoint file, a folder named after it beside it: "
+                 "edits/no-L1H0/ for edits/no-L1H0.safetensors)");
   app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)");
   app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_flag("--json", args->json, "print heads.json instead of the table");
