@@ -51,6 +51,10 @@ def train(out=None, **flags):
     -: train(out="runs/x", task="induction", attn_only=True, steps=500).
     Returns the Run. train(resume="runs/x", steps=1000) continues a run in its
     own folder (`headlab train --resume`, no out=); help=True prints the flags.
+    quiet=True (--quiet) prints only a summary of a few lines at the end
+    instead of every log line and the whole report (the engine writes to file
+    descriptor 1, which contextlib.redirect_stdout does not catch); train.log,
+    heads.json and report.html in the run folder keep everything.
     data= and eval_data= take a file, or rows (an int array [B, T], a list of
     sequences, or a dict of write_data's tokens, targets, lengths, attend):
     these are written into the run folder as data.jsonl and eval-data.jsonl

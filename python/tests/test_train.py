@@ -118,6 +118,19 @@ def test_train_refuses_bad_calls_before_training(tmp_path, monkeypatch, capfd):
     assert capfd.readouterr().err == ""
 
 
+def test_quiet_prints_a_summary_and_the_log_keeps_every_line(tmp_path, capfd):
+    # The engine writes to file descriptor 1: capfd sees what a notebook cell would. Two
+    # layers, as induction needs: one would add the warning naming the model that solves it.
+    run = headlab.train(out=tmp_path / "q", steps=4, quiet=True, **dict(TINY, layers=2))
+    out = capfd.readouterr().out.splitlines()
+    assert len(out) == 4, out
+    assert out[0].startswith("trained 4 steps in ") and out[0].endswith(f"checkpoint: {run.path}/checkpoint.safetensors")
+    assert out[1].startswith("Verdict: ")
+    assert out[2:] == [f"report: {run.path}/report.html", f"heads:  {run.path}/heads.json"]
+    log = (run.path / "train.log").read_text()
+    assert all(f"step {step:>6}  loss" in log for step in range(1, 5)), log
+
+
 def test_help_prints_the_flags_and_trains_nothing(tmp_path, capfd):
     assert headlab.train(out=tmp_path / "x", help=True) is None
     assert "--steps" in capfd.readouterr().out

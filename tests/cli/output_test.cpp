@@ -195,6 +195,19 @@ TEST(Analyze, TheFolderNamedAfterAFileIsNeverARunsOrTheUsers) {
   EXPECT_FALSE(std::filesystem::exists(run + "/checkpoint"));
 }
 
+// --quiet: the verdict's first line and where the files are, nothing more.
+TEST(Analyze, QuietPrintsTheVerdictAndTheFiles) {
+  TempDir tmp;
+  copy_dir(shared_run(), tmp / "run");
+  const RunResult r = run_headlab({"analyze", tmp / "run", "--quiet", "--threads", "1"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_TRUE(lines[0].starts_with("Verdict: ")) << r.out;
+  EXPECT_EQ(lines[1], "report: " + tmp / "run/report.html");
+  EXPECT_EQ(lines[2], "heads:  " + tmp / "run/heads.json");
+}
+
 // A run is complete when its heads.json is the analysis of its last step
 // ("step"): one of an earlier step -- an extension killed between its last
 // checkpoint and its final analysis keeps it -- or one without the step gets
@@ -282,6 +295,31 @@ TEST(Train, AnOutTooLongToWriteFailsAtOnceNamingTheReason) {
 }
 
 // --steps 0 keeps the model as initialized and says so, without a time per step.
+// --quiet keeps stdout to a summary (the last log line, the verdict's first
+// line, the files), for a notebook; train.log still has every line, and a
+// usage error still goes to stderr.
+TEST(Train, QuietPrintsASummaryAndTheLogKeepsEverything) {
+  TempDir tmp;
+  const RunResult r =
+      run_headlab(train_command(tmp / "run", {{"--quiet", ""}, {"--log-every", "5"}, {"--analyze-every", "10"}}),
+                  tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  EXPECT_TRUE(lines[0].starts_with("trained 20 steps in ")) << r.out;
+  EXPECT_TRUE(lines[0].ends_with("; checkpoint: " + tmp / "run/checkpoint.safetensors")) << r.out;
+  EXPECT_TRUE(lines[1].starts_with("Verdict: ")) << r.out;
+  EXPECT_EQ(lines[2], "report: " + tmp / "run/report.html");
+  EXPECT_EQ(lines[3], "heads:  " + tmp / "run/heads.json");
+  EXPECT_EQ(r.err, "");
+  const std::string log = read_bytes(tmp / "run/train.log");
+  for (const char* line : {"training first-prev-pair in ", "step      5  loss", "step     10  loss",
+                           "step     20  loss", "  L0H0 ", "trained 20 steps in "})
+    EXPECT_NE(log.find(line), std::string::npos) << line << " is not in train.log:\n" << log;
+  EXPECT_TRUE(clean_failure(run_headlab(train_command(tmp / "bad", {{"--quiet", ""}, {"--steps", "abc"}}), tmp.path()),
+                            2, {"--steps 'abc' is not a whole number"}));
+}
+
 TEST(Train, ZeroStepsSaysTheModelIsAsInitialized) {
   TempDir tmp;
   const RunResult r = run_headlab(train_command(tmp / "run", {{"--steps", "0"}}), tmp.path());

@@ -1,7 +1,7 @@
 // `headlab analyze RUN_DIR|CHECKPOINT`: the head analysis of a trained model
 // on its run's evaluation batch (or another task, or a data file's sequences): the terminal table and
-// heatmaps, heads.json and report.html, in the run folder or in a folder named after the checkpoint
-// file. With --patch, also the interventions:
+// heatmaps (--quiet: the verdict's first line), heads.json and report.html, in the run folder or in a
+// folder named after the checkpoint file. With --patch, also the interventions:
 // mean and resample ablation, and activation patching from the clean batch
 // into the task's corrupted one (Task::corrupt). A data file is analyzed
 // --batch sequences at a time (analysis/analyze_model.h, analyze_chunks),
@@ -47,7 +47,7 @@ struct AnalyzeArgs {
   int64_t batch = 0, example = 0, step = 0;  // step: a snapshot's, if step_given
   int threads = 0;
   std::string gemm;  // empty: the checkpoint's backend
-  bool json = false, no_color = false, batch_given = false, step_given = false, patch = false;
+  bool json = false, no_color = false, batch_given = false, step_given = false, patch = false, quiet = false;
   analysis::LabelOptions labels;
 };
 
@@ -378,6 +378,11 @@ int run_analyze(const AnalyzeArgs& args) {
     j["checkpoint"] = source.checkpoint;  // as heads.json
     if (!ck.info.edited.is_null()) j["edited"] = ck.info.edited;
     std::cout << j.dump(2) << '\n';
+  } else if (args.quiet) {
+    // The verdict's first line and where everything is.
+    const std::string verdict = analysis::verdict_text(run);
+    std::cout << verdict.substr(0, verdict.find('\n')) << "\nreport: " << folder.report() << "\nheads:  "
+              << folder.heads() << '\n';
   } else {
     analysis::TextOptions text;
     text.color = stdout_is_terminal() && !args.no_color;
@@ -423,6 +428,9 @@ Command add_analyze(CLI::App& app) {
   app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)");
   app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_flag("--json", args->json, "print heads.json instead of the table");
+  app.add_flag("--quiet", args->quiet,
+               "print only the verdict's first line and where report.html and heads.json are (they hold "
+               "everything)");
   app.add_flag("--patch", args->patch,
                "also intervene: mean and resample ablation of each head, and activation patching of each head's "
                "output from the clean batch into the task's corrupted batch (see `headlab tasks`), with the share "

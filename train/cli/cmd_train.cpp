@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 struct TrainArgs {
   std::string config_file, out, resume;
-  bool force = false;
+  bool force = false, quiet = false;
 };
 
 // --init's checkpoint: a file (a checkpoint or a snapshot) or a run folder's.
@@ -226,7 +226,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
     return trainer.run();
   }
 
-  auto log = make_run_logger(folder.log(), stdout_is_terminal());
+  auto log = make_run_logger(folder.log(), stdout_is_terminal(), args.quiet);
   const train::TrainConfig& config = session->config();
   const layers::ModelSpec& m = session->model().spec();
   log->info("{} {} in {}: {} layer(s), {} heads, d_model {}, d_k {}, {} parameters, {} thread(s)",
@@ -261,7 +261,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
 
   train::TrainerOptions options;
   options.target_steps = target;
-  TrainView view(log, folder, session->steps_done(), target, stderr_is_terminal());
+  TrainView view(log, folder, session->steps_done(), target, stderr_is_terminal() && !args.quiet, args.quiet);
   train::Trainer trainer(*session, folder, view, options);
   train::install_stop_handlers();
   int status = 0;
@@ -306,6 +306,9 @@ Command add_train(CLI::App& app) {
   app.add_option("--out", args->out, "the run folder (default: a fresh folder under runs/)");
   app.add_flag("--force", args->force, "overwrite the run files in an existing --out folder");
   app.add_option("--resume", args->resume, "continue the run in this folder (to --steps, by default its own target)");
+  app.add_flag("--quiet", args->quiet,
+               "print only a summary at the end (the last log line, the verdict's first line, where report.html and "
+               "heads.json are) and warnings; train.log, heads.json and report.html keep everything");
   app.footer(
       "With no flags: the default demo (first-prev-pair, vocabulary 8, 6 tokens, 1 layer, 2 heads,\n"
       "d_model 64), which should give one previous-token head and one first-token head.");

@@ -74,7 +74,7 @@ class DescriptorSink final : public spdlog::sinks::base_sink<std::mutex> {
 
 }  // namespace
 
-std::shared_ptr<spdlog::logger> make_run_logger(const std::string& log_path, bool color) {
+std::shared_ptr<spdlog::logger> make_run_logger(const std::string& log_path, bool color, bool quiet) {
   std::vector<spdlog::sink_ptr> sinks;
   if (color) {
     sinks.push_back(std::make_shared<spdlog::sinks::stdout_color_sink_mt>());
@@ -83,6 +83,7 @@ std::shared_ptr<spdlog::logger> make_run_logger(const std::string& log_path, boo
   }
   sinks.back() = std::make_shared<WatchedStdout>(sinks.back());
   sinks.back()->set_pattern("[%H:%M:%S] %^%v%$");
+  if (quiet) sinks.back()->set_level(spdlog::level::warn);
   if (!log_path.empty()) {
     int fd = -1;
     try {

@@ -8,6 +8,7 @@
 
 namespace headlab::cli {
 
-std::shared_ptr<spdlog::logger> make_run_logger(const std::string& log_path, bool color);
+// quiet: the terminal gets only warnings and errors; train.log still gets every line.
+std::shared_ptr<spdlog::logger> make_run_logger(const std::string& log_path, bool color, bool quiet = false);
 
 }  // namespace headlab::cli

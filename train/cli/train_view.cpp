@@ -5,17 +5,20 @@
 #include <cstdio>
 #include <iostream>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "analysis/text_report.h"
 #include "train/cli/progress_bar.h"
 
 namespace headlab::cli {
 TrainView::TrainView(std::shared_ptr<spdlog::logger> log, train::RunFolder folder, int64_t start_step,
-                     int64_t target_steps, bool progress_bar)
+                     int64_t target_steps, bool progress_bar, bool quiet)
     : log_(std::move(log)),
       folder_(std::move(folder)),
       start_step_(start_step),
       target_steps_(target_steps),
-      progress_bar_(progress_bar) {}
+      progress_bar_(progress_bar),
+      quiet_(quiet) {}
 
 void TrainView::clear_progress() const {
   if (progress_bar_) std::fprintf(stderr, "\r\033[K");
@@ -69,23 +72,28 @@ void TrainView::stopped(int signal, int64_t step) {
 
 void TrainView::finished(int64_t steps, double seconds) {
   clear_progress();
-  if (steps == 0 && start_step_ > 0) {  // a resume at its last step: only its final analysis was missing
-    log_->info("no steps left to train (at step {} of --steps {}); writing the final analysis; checkpoint: {}",
-               start_step_, target_steps_, folder_.checkpoint());
-    return;
-  }
-  if (steps == 0) {
-    log_->info("trained no steps (--steps 0): the model is as initialized; checkpoint: {}", folder_.checkpoint());
-    return;
-  }
-  log_->info("trained {} steps in {} ({:.1f} ms/step); checkpoint: {}", steps, format_duration(seconds),
-             1000 * seconds / static_cast<double>(steps), folder_.checkpoint());
+  if (steps == 0 && start_step_ > 0)  // a resume at its last step: only its final analysis was missing
+    finished_ = fmt::format("no steps left to train (at step {} of --steps {}); writing the final analysis; "
+                            "checkpoint: {}",
+                            start_step_, target_steps_, folder_.checkpoint());
+  else if (steps == 0)
+    finished_ = fmt::format("trained no steps (--steps 0): the model is as initialized; checkpoint: {}",
+                            folder_.checkpoint());
+  else
+    finished_ = fmt::format("trained {} steps in {} ({:.1f} ms/step); checkpoint: {}", steps, format_duration(seconds),
+                            1000 * seconds / static_cast<double>(steps), folder_.checkpoint());
+  log_->info("{}", finished_);
 }
 
 void TrainView::report(const analysis::RunAnalysis& analysis, bool color) const {
   analysis::TextOptions text;
   text.color = color;
-  std::cout << '\n' << analysis::text_report(analysis, text) << '\n';
+  if (quiet_) {
+    const std::string verdict = analysis::verdict_text(analysis, text);
+    std::cout << finished_ << '\n' << verdict.substr(0, verdict.find('\n')) << '\n';
+  } else {
+    std::cout << '\n' << analysis::text_report(analysis, text) << '\n';
+  }
   std::cout << "report: " << folder_.report() << "\nheads:  " << folder_.heads() << '\n';
   std::cout.flush();
 }
