@@ -10,12 +10,14 @@ its heads on your own sequences, train through the CLI's code path.
     run = headlab.train(out="runs/x", task="induction", layers=2, attn_only=True)
     headlab.write_data("rows.jsonl", tokens, targets)  # a data file the CLI reads
     run = headlab.train(out="runs/y", data=tokens)     # ... or written into the run
+    sweep = headlab.Sweep("runs/s")                    # a `headlab sweep` folder: .summary, .runs
 
 docs/python.md is the reference. torch, pandas and matplotlib are imported
 only by the calls that need them, so importing headlab stays cheap.
 """
 from ._model import Model, load
 from ._run import Run, train
+from ._sweep import Sweep
 from ._analyze import analyze
 from ._attribution import logit_attribution
 from ._cache import ActivationCache
@@ -27,5 +29,5 @@ from . import _patching as patching
 import sys as _sys
 _sys.modules[__name__ + ".patching"] = patching
 
-__all__ = ["ActivationCache", "Model", "Run", "analyze", "get_act_name", "load", "logit_attribution", "patching",
-           "read_data", "train", "write_data"]
+__all__ = ["ActivationCache", "Model", "Run", "Sweep", "analyze", "get_act_name", "load", "logit_attribution",
+           "patching", "read_data", "train", "write_data"]

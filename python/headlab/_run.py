@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _core, _data
+from ._sweep import is_sweep_folder
 
 
 def _flag_args(flags):
@@ -252,6 +253,10 @@ class Run:
         self.path = Path(path)
         if not self.path.is_dir():
             raise FileNotFoundError(f"{self.path}: no such run folder")
+        # A sweep's folder has a config.json too, but no run of its own.
+        if is_sweep_folder(self.path):
+            raise ValueError(f"{self.path} is a sweep folder; its runs are {self.path}/<name>/ "
+                             f"(headlab.Sweep({str(self.path)!r}))")
         if not (self.path / "config.json").exists() and not (self.path / "checkpoint.safetensors").exists():
             raise FileNotFoundError(f"{self.path}: not a run folder (no config.json nor checkpoint.safetensors)")
 

@@ -1,0 +1,95 @@
+"""headlab.Sweep: a folder `headlab sweep` wrote, and its runs."""
+import json
+import re
+import stat
+from pathlib import Path
+
+_MARKER = ".headlab"  # {"headlab": "sweep"} or "run" (train/run_folder.h)
+_SWEEP_JSON_START = b'{\n  "format": "headlab-sweep/1"'
+
+
+def _marker(folder):
+    """The kind a folder's marker names, "" without one (as the C++ side reads
+    it: a regular file of at most 256 bytes holding {"headlab": KIND})."""
+    path = Path(folder) / _MARKER
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode) or path.stat().st_size > 256:
+            return ""
+        marker = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return ""
+    if isinstance(marker, dict) and len(marker) == 1 and isinstance(marker.get("headlab"), str):
+        return marker["headlab"]
+    return ""
+
+
+def is_sweep_folder(folder):
+    """The rule of train/sweep_folder.cpp's is_sweep_folder: a marker saying
+    "sweep"; without a marker, a regular sweep.lock, or a sweep.json that
+    starts as a sweep's (a sweep from before sweep.lock). A folder marked
+    otherwise (a run's) is never one."""
+    folder = Path(folder)
+    kind = _marker(folder)
+    if kind:
+        return kind == "sweep"
+    try:
+        return stat.S_ISREG((folder / "sweep.lock").lstat().st_mode)
+    except OSError:
+        pass
+    try:
+        if stat.S_ISREG((folder / "sweep.json").lstat().st_mode):
+            with open(folder / "sweep.json", "rb") as f:
+                return f.read(len(_SWEEP_JSON_START)) == _SWEEP_JSON_START
+    except OSError:
+        pass
+    return False
+
+
+def _natural(name):
+    """h2-s2 before h2-s10."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)]
+
+
+class Sweep:
+    """A sweep folder (`headlab sweep --out DIR`): config.json, sweep.json and
+    one run folder per (configuration, seed)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise FileNotFoundError(f"{self.path}: no such sweep folder")
+        if not is_sweep_folder(self.path):
+            if _marker(self.path) == "run":
+                raise ValueError(f"{self.path} is a run folder, not a sweep's (headlab.Run({str(self.path)!r}))")
+            raise ValueError(f"{self.path} is not a sweep folder (no .headlab marker saying sweep, no sweep.lock, no "
+                             "sweep.json of a sweep)")
+
+    def __repr__(self):
+        return f"<headlab.Sweep {self.path}>"
+
+    @property
+    def config(self):
+        """config.json: the settings every run shares."""
+        return json.loads((self.path / "config.json").read_text())
+
+    @property
+    def summary(self):
+        """sweep.json: the plan, every finished run's results, and the rates
+        per configuration and per varied flag."""
+        path = self.path / "sweep.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no sweep.json yet (a sharded sweep gets it from `headlab sweep "
+                                    f"--collect {self.path}`)")
+        return json.loads(path.read_text())
+
+    @property
+    def runs(self):
+        """{name: headlab.Run} of the sweep's run folders that hold a run
+        (config.json or a checkpoint: finished, failed or still training), in
+        natural order of their names (h2-s2 before h2-s10)."""
+        from ._run import Run
+
+        names = [p.name for p in self.path.iterdir()
+                 if p.is_dir() and _marker(p) == "run"
+                 and ((p / "config.json").exists() or (p / "checkpoint.safetensors").exists())]
+        return {name: Run(self.path / name) for name in sorted(names, key=_natural)}

@@ -1,0 +1,64 @@
+"""headlab.Sweep reads a `headlab sweep` folder; Run and Sweep each refuse the other's."""
+import json
+import re
+
+import pytest
+
+import headlab
+from conftest import cli
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    """Two runs of 3 steps (well under a second), seeds 2 and 10: natural order."""
+    out = tmp_path_factory.mktemp("sweeps") / "s"
+    cli("sweep", "--seeds", "2,10", "--heads", "2", "--steps", "3", "--d-model", "16", "--batch", "8",
+        "--eval-batch", "8", "--analyze-every", "0", "--log-every", "3", "--jobs", "1", "--out", out)
+    return out
+
+
+def test_sweep_reads_its_files_and_runs(sweep_dir):
+    sweep = headlab.Sweep(sweep_dir)
+    assert repr(sweep) == f"<headlab.Sweep {sweep_dir}>"
+    assert sweep.config == json.loads((sweep_dir / "config.json").read_text())
+    assert sweep.summary == json.loads((sweep_dir / "sweep.json").read_text())
+    assert sweep.summary["format"] == "headlab-sweep/1"
+    runs = sweep.runs
+    assert list(runs) == ["h2-s2", "h2-s10"]
+    assert [r["dir"] for r in sweep.summary["runs"]] == list(runs)
+    for name, run in runs.items():
+        assert isinstance(run, headlab.Run) and run.path == sweep_dir / name
+        assert run.config["seed"] == int(name.split("-s")[1])
+        assert run.heads["layers"] == 1
+
+
+def test_run_of_a_sweep_folder_points_to_sweep(sweep_dir):
+    with pytest.raises(ValueError, match=re.escape(
+            f"{sweep_dir} is a sweep folder; its runs are {sweep_dir}/<name>/ (headlab.Sweep('{sweep_dir}'))")):
+        headlab.Run(sweep_dir)
+
+
+def test_sweep_refuses_what_is_no_sweep(sweep_dir, tmp_path):
+    run = sweep_dir / "h2-s2"
+    with pytest.raises(ValueError, match=re.escape(f"{run} is a run folder, not a sweep's (headlab.Run('{run}'))")):
+        headlab.Sweep(run)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")
+    (mine / "sweep.json").write_text('{"mine": 1}')  # not a sweep's: no format line, no lock, no marker
+    with pytest.raises(ValueError, match="is not a sweep folder"):
+        headlab.Sweep(mine)
+    with pytest.raises(FileNotFoundError, match="no such sweep folder"):
+        headlab.Sweep(tmp_path / "missing")
+
+
+def test_a_sharded_sweep_has_no_summary_until_collected(sweep_dir, tmp_path):
+    # As a shard leaves its folder before `sweep --collect`: the marker, no sweep.json.
+    shard = tmp_path / "shard"
+    shard.mkdir()
+    (shard / ".headlab").write_bytes((sweep_dir / ".headlab").read_bytes())
+    (shard / "config.json").write_bytes((sweep_dir / "config.json").read_bytes())
+    sweep = headlab.Sweep(shard)
+    assert sweep.runs == {}
+    with pytest.raises(FileNotFoundError, match=re.escape(f"headlab sweep --collect {shard}")):
+        sweep.summary
