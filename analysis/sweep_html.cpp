@@ -8,9 +8,18 @@
 namespace headlab::analysis {
 namespace {
 
-// "h2: 7 of 10 runs specialized (95% CI 40-89%)" ("layers 2, lr 0.001, h2: ..."
-// in a grid), from a configs[] entry, for readers without JavaScript. Missing
-// keys read as nothing.
+// " (95% CI 40-89%)" from c[key] = [lo, hi]; "" when it is not such a pair.
+std::string interval_text(const nlohmann::ordered_json& c, const char* key) {
+  const auto ci = c.find(key);
+  if (ci == c.end() || !ci->is_array() || ci->size() != 2 || !(*ci)[0].is_number() || !(*ci)[1].is_number()) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " (95%% CI %.0f-%.0f%%)", 100 * (*ci)[0].get<double>(), 100 * (*ci)[1].get<double>());
+  return buf;
+}
+
+// "h2: 7 of 10 runs specialized (95% CI 40-89%); 9 of 10 found the expected
+// roles (95% CI 60-98%)" ("layers 2, lr 0.001, h2: ..." in a grid), from a
+// configs[] entry, for readers without JavaScript. Missing keys read as nothing.
 std::string config_line(const nlohmann::ordered_json& c) {
   const auto count = [&](const char* key) {
     const auto it = c.find(key);
@@ -20,11 +29,15 @@ std::string config_line(const nlohmann::ordered_json& c) {
   std::string line = (name != c.end() && name->is_string() ? name->get<std::string>() : "h" + std::to_string(count("heads"))) +
                      ": " + std::to_string(count("specialized")) + " of " +
                      std::to_string(count("runs")) + " runs specialized";
-  const auto ci = c.find("specialized_ci");
-  if (ci != c.end() && ci->is_array() && ci->size() == 2 && (*ci)[0].is_number() && (*ci)[1].is_number()) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " (95%% CI %.0f-%.0f%%)", 100 * (*ci)[0].get<double>(), 100 * (*ci)[1].get<double>());
-    line += buf;
+  line += interval_text(c, "specialized_ci");
+  // A sweep.json from before the roles' rate has no "runs_expecting_roles": nothing said.
+  const auto expecting = c.find("runs_expecting_roles");
+  if (expecting != c.end() && expecting->is_number_integer()) {
+    if (expecting->get<long long>() == 0)
+      line += "; found the expected roles: n/a (none expected)";
+    else
+      line += "; " + std::to_string(count("roles_found")) + " of " + std::to_string(expecting->get<long long>()) +
+              " found the expected roles" + interval_text(c, "roles_found_ci");
   }
   return line;
 }

@@ -1,8 +1,8 @@
 // sweep.html: the self-contained page of a `headlab sweep` (analysis/html_page.h's
 // frame, report.html's stylesheet plus analysis/report/sweep.css, drawn by
 // analysis/report/sweep.js): per configuration (a head count, or a cell of a
-// grid) and per value of each varied flag the specialization and
-// target-accuracy rates with their Wilson 95% intervals, the distribution of
+// grid) and per value of each varied flag the specialization, expected-roles
+// and target-accuracy rates with their Wilson 95% intervals, the distribution of
 // head labels, the emergence steps, the final losses, and a table of the runs
 // linking each run's report.html by a relative address (h2-s4/report.html),
 // so the sweep folder can be moved or copied whole.

@@ -93,6 +93,10 @@ ConfigSummary summarize_where(std::span<const SweepRun> runs, const SweepCell& c
     seconds += r.seconds;
     if (reached_target(r, target_accuracy)) ++c.reached_target;
     if (r.specialized) ++c.specialized;
+    if (r.roles_found) {
+      ++c.runs_expecting_roles;
+      if (*r.roles_found) ++c.roles_found;
+    }
     for (const SweepHead& head : r.head_results) {
       LabelStats& s = c.labels[head.label];
       ++s.heads;
@@ -166,6 +170,7 @@ std::string status_name(RunStatus status) {
 }
 
 std::string setting_text(const nlohmann::json& value) {
+  if (value.is_boolean()) return value.get<bool>() ? "on" : "off";
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
@@ -175,7 +180,9 @@ std::string run_dir_name(int64_t heads, int64_t seed) {
 
 std::string run_dir_name(const SweepCell& cell, int64_t seed) {
   std::string prefix;
-  for (const auto& [flag, value] : cell.settings.items()) prefix += flag + setting_text(value) + "-";
+  // "lr0.001", but "attn-only-on": a switch's name ends in a letter, as on and off begin.
+  for (const auto& [flag, value] : cell.settings.items())
+    prefix += flag + (value.is_boolean() ? "-" : "") + setting_text(value) + "-";
   return prefix + run_dir_name(cell.heads, seed);
 }
 
@@ -195,6 +202,7 @@ void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis) {
   run.loss = analysis.loss;
   run.accuracy = analysis.accuracy;
   run.specialized = analysis.verdict.specialized;
+  run.roles_found = analysis.expected_roles.empty() ? std::nullopt : std::optional<bool>(analysis.verdict.roles_found);
   run.head_results.clear();
   for (const analysis::HeadAnalysis& h : analysis.heads) {
     SweepHead head{analysis::head_name(h.layer, h.head), h.label, analysis::label_score(h.scores, h.label), {}, std::nullopt};
@@ -223,6 +231,7 @@ std::string run_line(const SweepRun& run) {
   if (run.status == RunStatus::failed) return line + "failed: " + run.error + time;
   line += "acc " + (run.accuracy ? fixed(100 * *run.accuracy, 1) + "%" : std::string("-"));
   line += run.specialized ? ", specialized" : ", not specialized";
+  if (run.roles_found) line += *run.roles_found ? ", roles found" : ", roles not found";
   for (const SweepHead& h : run.head_results) {
     line += ", " + h.name + " " + label_name(h.label);
     if (h.label.is_pattern() || h.label == Label::sink()) {
@@ -247,6 +256,16 @@ double ConfigSummary::specialized_share() const {
 
 Interval ConfigSummary::reached_interval() const { return wilson_interval(reached_target, runs); }
 Interval ConfigSummary::specialized_interval() const { return wilson_interval(specialized, runs); }
+
+std::optional<double> ConfigSummary::roles_found_share() const {
+  if (runs_expecting_roles == 0) return std::nullopt;
+  return static_cast<double>(roles_found) / static_cast<double>(runs_expecting_roles);
+}
+
+std::optional<Interval> ConfigSummary::roles_found_interval() const {
+  if (runs_expecting_roles == 0) return std::nullopt;
+  return wilson_interval(roles_found, runs_expecting_roles);
+}
 
 std::vector<ConfigSummary> summarize(std::span<const SweepRun> runs, std::span<const SweepCell> cells,
                                      double target_accuracy) {
@@ -286,25 +305,37 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
     std::string text = c ? c->cell.name() : std::string("configuration");
     return text + std::string(width - text.size(), ' ');
   };
+  // "    2 (67%)  [21-94%] ": a count, its share and its interval, 23 characters wide.
+  const auto rate = [](int64_t count, int64_t total, Interval ci) {
+    char cell[64];
+    std::snprintf(cell, sizeof cell, "%5lld %-6s %-10s", static_cast<long long>(count), percent(count, total).c_str(),
+                  interval_text(ci).c_str());
+    return std::string(cell);
+  };
   std::string out;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "  runs  failed  %-23s  %-23s  s/run  labels\n", acc_head.c_str(), "specialized");
+  std::snprintf(buf, sizeof buf, "  runs  failed  %-23s  %-23s  %-23s  s/run  labels\n", acc_head.c_str(), "specialized",
+                "roles found");
   out += first_column(nullptr) + buf;
+  bool roles_expected = false, finished = false;
   for (const ConfigSummary& c : configs) {
+    roles_expected = roles_expected || c.runs_expecting_roles > 0;
+    finished = finished || c.runs > 0;
     std::string labels;
     for (const auto& [l, stats] : c.labels) {  // the built-in labels, then user patterns'
       const int64_t n = stats.heads;
       if (n == 0) continue;
       labels += (labels.empty() ? "" : ", ") + label_name(l) + " " + std::to_string(n);
     }
-    std::snprintf(buf, sizeof buf, "  %4lld  %6lld  %5lld %-6s %-10s  %5lld %-6s %-10s  %5.1f  %s\n",
-                  static_cast<long long>(c.runs), static_cast<long long>(c.failed),
-                  static_cast<long long>(c.reached_target), percent(c.reached_target, c.runs).c_str(),
-                  interval_text(c.reached_interval()).c_str(), static_cast<long long>(c.specialized),
-                  percent(c.specialized, c.runs).c_str(), interval_text(c.specialized_interval()).c_str(),
-                  c.mean_seconds, labels.empty() ? "-" : labels.c_str());
+    const std::string roles = c.roles_found_interval()
+                                  ? rate(c.roles_found, c.runs_expecting_roles, *c.roles_found_interval())
+                                  : "  n/a";
+    std::snprintf(buf, sizeof buf, "  %4lld  %6lld  %s  %s  %-23s  %5.1f  ", static_cast<long long>(c.runs),
+                  static_cast<long long>(c.failed), rate(c.reached_target, c.runs, c.reached_interval()).c_str(),
+                  rate(c.specialized, c.runs, c.specialized_interval()).c_str(), roles.c_str(), c.mean_seconds);
     const std::string first = first_column(&c);
-    out += (grid ? first : std::string(first.size() < 5 ? 5 - first.size() : 0, ' ') + first) + buf;
+    out += (grid ? first : std::string(first.size() < 5 ? 5 - first.size() : 0, ' ') + first) + buf +
+           (labels.empty() ? "-" : labels) + "\n";
   }
   int64_t interrupted = 0;
   std::string scores;
@@ -321,6 +352,11 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
     }
   }
   out += "[lo-hi%]: the Wilson 95% interval of the share over the finished runs\n";
+  if (roles_expected)
+    out += "roles found: the runs whose verdict found every role their task expects (of the runs expecting roles), "
+           "specialized or not\n";
+  else if (finished)
+    out += "roles found: n/a, the runs' task expects no roles\n";
   if (interrupted > 0) out += "(" + std::to_string(interrupted) + " run(s) stopped by a signal are not counted)\n";
   if (!scores.empty())
     out += "\nmean scores per label (top pattern score; attention on the previous and on the first token):\n" + scores;
@@ -349,6 +385,7 @@ nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy) {
           {"accuracy", optional_json(run.accuracy)},
           {"reached_target", reached_target(run, target_accuracy)},
           {"specialized", run.specialized},
+          {"roles_found", run.roles_found ? nlohmann::ordered_json(*run.roles_found) : nlohmann::ordered_json()},
           {"specialized_step", optional_json(run.specialized_step)},
           {"head_results", heads}};
 }
@@ -373,6 +410,10 @@ nlohmann::ordered_json config_json(const ConfigSummary& c) {
           {"specialized", c.specialized},
           {"specialized_share", c.specialized_share()},
           {"specialized_ci", interval_json(c.specialized_interval())},
+          {"runs_expecting_roles", c.runs_expecting_roles},
+          {"roles_found", c.roles_found},
+          {"roles_found_share", optional_json(c.roles_found_share())},
+          {"roles_found_ci", c.roles_found_interval() ? interval_json(*c.roles_found_interval()) : nlohmann::ordered_json()},
           {"mean_seconds", rounded(c.mean_seconds, 1e3)},
           {"labels", labels}};
 }

@@ -68,6 +68,12 @@ struct SweepRun {
   // Read from heads.json (status done only):
   std::optional<double> loss, accuracy;
   bool specialized = false;
+  // Whether the verdict found every role the run's task expects (heads.json's
+  // verdict.roles_found): a run can find its one expected role, the task's
+  // goal, and still not be "specialized", which wants two distinct roles.
+  // Absent when the analysis expects no roles (first-prev-sum, a data file
+  // without attend patterns), whose runs the roles' rate leaves out.
+  std::optional<bool> roles_found;
   std::vector<SweepHead> head_results;
   // Read from metrics.jsonl (record_history): the analysed step from which
   // the verdict stayed "specialized" to the end of training.
@@ -76,11 +82,12 @@ struct SweepRun {
   SweepCell cell() const { return {settings, heads}; }
 };
 
-// The command-line text of a setting's value: 0.001, 2, adamw.
+// The text of a setting's value in names and messages: 0.001, 2, adamw, and
+// on or off for a switch (--attn-only true,false).
 std::string setting_text(const nlohmann::json& value);
 
 // The name of a run's folder: "h2-s4"; with settings, their flags and values
-// first: "lr0.001-layers2-h2-s4".
+// first: "lr0.001-layers2-h2-s4" (a switch with a dash: "attn-only-on-h2-s4").
 std::string run_dir_name(int64_t heads, int64_t seed);
 std::string run_dir_name(const SweepCell& cell, int64_t seed);
 
@@ -96,7 +103,9 @@ void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis);
 void record_history(SweepRun& run, const std::vector<nlohmann::json>& history, double score_threshold);
 
 // "h2 s4: acc 100.0%, specialized, L0H0 previous-token 0.95, L0H1 mixed (prev 0.45, first 0.52) (3.1 s)",
-// or the reason a run failed; a head without a pattern shows its in_sweep scores.
+// or the reason a run failed; a head without a pattern shows its in_sweep
+// scores. A run whose task expects roles also says "roles found" or "roles not
+// found" after the verdict.
 std::string run_line(const SweepRun& run);
 
 struct LabelStats {
@@ -116,6 +125,10 @@ struct ConfigSummary {
   int64_t interrupted = 0;     // runs stopped by a signal
   int64_t reached_target = 0;  // finished runs whose accuracy >= the target
   int64_t specialized = 0;     // finished runs whose verdict is specialized
+  // Finished runs whose task expects roles (SweepRun::roles_found present):
+  // the denominator of the roles' share, and of them those that found every role.
+  int64_t runs_expecting_roles = 0;
+  int64_t roles_found = 0;
   std::map<Label, LabelStats> labels;  // every label, zero counts included
   double mean_seconds = 0;             // over the finished runs
 
@@ -124,6 +137,10 @@ struct ConfigSummary {
   // Wilson 95% intervals of the two shares ([0, 1] without runs).
   Interval reached_interval() const;
   Interval specialized_interval() const;
+  // roles_found / runs_expecting_roles and its Wilson 95% interval; absent
+  // ("n/a", not 0%) when no finished run expects roles.
+  std::optional<double> roles_found_share() const;
+  std::optional<Interval> roles_found_interval() const;
 };
 
 // Whether a run's accuracy reaches the target (a fraction, e.g. 0.99).
@@ -143,8 +160,9 @@ FlagSummary summarize_flag(std::span<const SweepRun> runs, const std::string& fl
                            std::span<const nlohmann::json> values, double target_accuracy);
 
 // The table printed at the end of a sweep: per configuration, the runs, the share
-// that reached the target and the share that specialized (each with its Wilson
-// 95% interval) and the labels; then the mean scores per label.
+// that reached the target, the share that specialized and the share that found
+// the task's expected roles ("n/a" when it expects none), each with its Wilson
+// 95% interval, and the labels; then the mean scores per label.
 std::string summary_text(std::span<const ConfigSummary> configs, double target_accuracy);
 
 // The parts of sweep.json. The whole file (written by the CLI):
@@ -153,11 +171,14 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
 //    "config": {the training config shared by every run; seed and heads vary},
 //    "runs": [run_json...], "configs": [config_json...]}
 // run_json: {"heads", "seed", "dir", "status", "exit_code", "seconds", "error",
-//   "loss", "accuracy" (null unless done), "reached_target", "specialized", "specialized_step" (or null),
+//   "loss", "accuracy" (null unless done), "reached_target", "specialized",
+//   "roles_found" (null when the run expects no roles), "specialized_step" (or null),
 //   "head_results": [{"name", "label", "score", then each in_sweep pattern's key: "previous_token", "first_token",
 //   then "emerged" (or null)}]}
 // config_json: {"name", "settings", "heads", "runs", "failed", "interrupted", "reached_target", "reached_target_share",
-//   "reached_target_ci": [lo, hi], "specialized", "specialized_share", "specialized_ci": [lo, hi], "mean_seconds",
+//   "reached_target_ci": [lo, hi], "specialized", "specialized_share", "specialized_ci": [lo, hi],
+//   "runs_expecting_roles", "roles_found", "roles_found_share" and "roles_found_ci" (both null without
+//   runs expecting roles), "mean_seconds",
 //   "labels": {"previous-token": {"heads", "score", "previous_token", "first_token"}, ...}}
 // flag_json: {"flag", "values": [config_json with "value"...]}.
 // Keys keep the order above (ordered_json).

@@ -65,6 +65,9 @@ void check_results(const nlohmann::json& r, const std::string& where) {
     if (it != r.end() && !it->is_null() && !it->is_number())
       throw UsageError(where + ": \"" + key + "\" " + brief_json(*it) + " is neither a number nor null");
   }
+  // Absent from a sweep.json written before the roles' rate: drawn without.
+  if (const auto it = r.find("roles_found"); it != r.end() && !it->is_null() && !it->is_boolean())
+    throw UsageError(where + ": \"roles_found\" " + brief_json(*it) + " is neither true, false nor null");
   check_objects(r, "head_results", where);
 }
 

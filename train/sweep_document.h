@@ -35,7 +35,8 @@ RunEntry run_entry(const nlohmann::json& r, const std::vector<SweepRun>& plan, c
 // (stored_config, and valid), "runs" with every entry checked as --collect checks a
 // shard's (run_entry; each folder once) and a finished run's results of the
 // types the page draws ("loss", "accuracy" and "specialized_step" numbers or
-// null, "head_results" a list of objects), and "configs" and "flags" (when
+// null, "roles_found" a boolean or null or, in an older file, absent,
+// "head_results" a list of objects), and "configs" and "flags" (when
 // there) lists of objects. Returns the plan; a UsageError names `where`, the
 // key and the value.
 SweepPlan check_sweep_file(const nlohmann::json& file, const std::string& where);

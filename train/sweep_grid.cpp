@@ -1,19 +1,22 @@
 #include "train/sweep_grid.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
 #include "core/shortest.h"
 #include "train/errors.h"
 #include "train/json_input.h"
+#include "train/tasks.h"
 
 namespace headlab::train {
 namespace {
 
-enum class Kind { none, whole, number, choice };
+enum class Kind { none, whole, number, choice, boolean };
 
 // The kind of a training flag's values, from its field's type.
 Kind kind_of(const std::string& flag) {
@@ -25,7 +28,10 @@ Kind kind_of(const std::string& flag) {
   TrainConfig::visit_fields(config, [&](const char* name, auto& field, const char*) {
     if (flag != name) return;
     using T = std::decay_t<decltype(field)>;
-    if constexpr (std::is_same_v<T, bool> || is_negated_v<T> || std::is_same_v<T, std::vector<double>>) kind = Kind::none;
+    // A switch (--attn-only, and --no-layernorm, whose field is its negation:
+    // config.json holds the switch's own value) takes true,false.
+    if constexpr (std::is_same_v<T, bool> || is_negated_v<T>) kind = Kind::boolean;
+    else if constexpr (std::is_same_v<T, std::vector<double>>) kind = Kind::none;
     else if constexpr (std::is_integral_v<T>) kind = Kind::whole;
     else if constexpr (std::is_floating_point_v<T>) kind = Kind::number;
     else if constexpr (std::is_same_v<T, std::string>) kind = Kind::choice;
@@ -55,10 +61,14 @@ void check_value(const std::string& flag, Kind kind, const nlohmann::json& value
     case Kind::whole: ok = value.is_number_integer() || (flag == "batch" && value == "full"); break;
     case Kind::number: ok = value.is_number() && std::isfinite(value.get<double>()); break;
     case Kind::choice: ok = value.is_string() && folder_safe(value.get<std::string>()); break;
+    case Kind::boolean: ok = value.is_boolean(); break;
     case Kind::none: break;
   }
   if (!ok) {
-    const char* want = kind == Kind::whole ? "a whole number" : kind == Kind::number ? "a finite number" : "a name of letters, digits, '.', '_' or '-'";
+    const char* want = kind == Kind::whole    ? "a whole number"
+                       : kind == Kind::number ? "a finite number"
+                       : kind == Kind::boolean ? "true or false"
+                                               : "a name of letters, digits, '.', '_' or '-'";
     throw UsageError(where + ": " + shown + " is not a value of --" + flag + " (want " + want + ")");
   }
   if (value.dump().size() > 64) throw UsageError(where + ": " + brief_json(value) + " is too long a value of --" + flag);
@@ -72,6 +82,23 @@ void add_value(GridAxis& axis, nlohmann::json value, const std::string& where) {
   if (axis.values.size() >= kMaxGridValues)
     throw UsageError(where + ": more than " + std::to_string(kMaxGridValues) + " values");
   axis.values.push_back(std::move(value));
+}
+
+// A switch's value as the command line may write it: true/false, on/off, 1/0
+// or yes/no, in any case; absent for anything else.
+std::optional<bool> switch_value(std::string_view item) {
+  std::string lower(item);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower == "true" || lower == "on" || lower == "1" || lower == "yes") return true;
+  if (lower == "false" || lower == "off" || lower == "0" || lower == "no") return false;
+  return std::nullopt;
+}
+
+// A task's own target accuracy (the one `headlab train` holds a too small
+// model's run to), else the sweep's default.
+double task_target(const std::string& task) {
+  const std::optional<SuggestedModel> model = suggested_model(task);
+  return model ? model->target_accuracy : kDefaultTargetAccuracy;
 }
 
 }  // namespace
@@ -105,6 +132,12 @@ GridAxis parse_grid_axis(const std::string& flag, const std::string& text) {
       if (static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) >= kMaxGridValues)
         throw UsageError(where + ": more than " + std::to_string(kMaxGridValues) + " values");
       for (int64_t v = lo; v <= hi; ++v) add_value(axis, v, where);
+    } else if (kind == Kind::boolean) {
+      const std::optional<bool> value = switch_value(item);
+      if (!value)
+        throw UsageError(where + ": '" + std::string(item) + "' is not on or off (write true,false, on,off or 1,0; " +
+                         "--" + flag + " alone is on)");
+      add_value(axis, *value, where);
     } else if (kind == Kind::number) {
       const std::string part(item);
       char* end = nullptr;
@@ -175,6 +208,28 @@ std::vector<std::string> SweepPlan::varied() const {
   std::vector<std::string> out;
   for (const GridAxis& axis : axes) out.push_back(axis.flag);
   if (heads.size() > 1) out.emplace_back("heads");
+  return out;
+}
+
+double default_target_accuracy(const TrainConfig& base, const std::vector<GridAxis>& axes) {
+  if (!base.data.empty()) return kDefaultTargetAccuracy;  // the runs train on a file, not on a task
+  std::vector<std::string> tasks = {base.task};
+  for (const GridAxis& axis : axes)
+    if (axis.flag == "task") {
+      tasks.clear();
+      for (const nlohmann::json& v : axis.values) tasks.push_back(v.get<std::string>());
+    }
+  const double target = task_target(tasks.front());
+  for (const std::string& task : tasks)
+    if (task_target(task) != target) return kDefaultTargetAccuracy;  // no one target fits every task
+  return target;
+}
+
+std::string task_targets_text() {
+  std::string out;
+  for (const TaskInfo& task : task_catalog())
+    if (const std::optional<SuggestedModel> model = suggested_model(task.name))
+      out += (out.empty() ? "" : ", ") + task.name + " " + core::shortest(model->target_accuracy);
   return out;
 }
 

@@ -24,9 +24,14 @@ inline constexpr std::size_t kMaxGridValues = 1000;
 // --heads takes at most this many heads per block.
 inline constexpr int64_t kMaxSweepHeads = 1024;
 
-// Whether a training flag ("lr", "layers", "optimizer") takes a comma list in
-// a sweep: every number and every choice, except what the sweep sets per run
-// itself (seed, heads, threads) and file names (data, eval-data, init).
+// The accuracy a run must reach to count as trained when neither
+// --target-accuracy nor the task says (default_target_accuracy).
+inline constexpr double kDefaultTargetAccuracy = 0.99;
+
+// Whether a training flag ("lr", "layers", "optimizer", "attn-only") takes a
+// comma list in a sweep: every number, every choice and every switch (true,false),
+// except what the sweep sets per run itself (seed, heads, threads), file names
+// (data, eval-data, init) and --betas (itself a list).
 bool is_grid_flag(const std::string& flag);
 
 // One varied flag: its values in the order given, each as config.json holds it.
@@ -36,9 +41,10 @@ struct GridAxis {
 };
 
 // "1e-3,3e-3" (a number flag), "1-3,8" (a whole-number flag: ranges too),
-// "adamw,sgd" (a choice): the values of `flag`. A UsageError names --flag and
-// the item when one is not of the flag's type, is not finite, repeats, or
-// when the list is empty or longer than kMaxGridValues.
+// "adamw,sgd" (a choice), "true,false" (a switch: also on,off, 1,0 or yes,no;
+// JSON booleans, as config.json holds the switch): the values of `flag`. A
+// UsageError names --flag and the item when one is not of the flag's type, is
+// not finite, repeats, or when the list is empty or longer than kMaxGridValues.
 GridAxis parse_grid_axis(const std::string& flag, const std::string& text);
 
 // The plan: the cross product of the axes (in the order of the training
@@ -47,7 +53,7 @@ GridAxis parse_grid_axis(const std::string& flag, const std::string& text);
 struct SweepPlan {
   std::vector<GridAxis> axes;  // flags with more than one value
   std::vector<int64_t> heads, seeds;
-  double target_accuracy = 0.99;
+  double target_accuracy = kDefaultTargetAccuracy;
 
   std::vector<SweepCell> cells() const;
   std::vector<SweepRun> runs() const;  // cells() x seeds, each with its folder name
@@ -56,6 +62,14 @@ struct SweepPlan {
   // A UsageError naming `where` unless the plan has 1 to kMaxSweepRuns runs.
   void check_size(const std::string& where) const;
 };
+
+// --target-accuracy's default for a sweep of `base` and `axes`: the task's own
+// target where it defines one (train::suggested_model's: induction 0.9), else
+// kDefaultTargetAccuracy -- also for a --data sweep, and for a --task list
+// whose tasks' targets differ.
+double default_target_accuracy(const TrainConfig& base, const std::vector<GridAxis>& axes);
+// "induction 0.9": each task that defines its own target, for --help.
+std::string task_targets_text();
 
 // The config of one cell: `base` with the cell's settings and head count.
 TrainConfig cell_config(const TrainConfig& base, const SweepCell& cell);

@@ -1,6 +1,7 @@
 // sweep.html's script: the sweep.json of `headlab sweep` (D.sweep) drawn as
 // rates with Wilson 95% intervals per configuration (a head count, or a cell
-// of a grid) and per value of each varied flag, the head labels per
+// of a grid) and per value of each varied flag (specialized, found the task's
+// expected roles, reached the target accuracy), the head labels per
 // configuration, emergence steps, final losses and a table linking every
 // run's report.html. The shared helpers are page.js's.
 (function () {
@@ -9,10 +10,17 @@
     section, footer } = headlab;
   const S = D.sweep, configs = S.configs || [], runs = S.runs || [], config = S.config || {};
   const steps = isNum(config.steps) ? config.steps : null;
-  const GOOD = '#15803d', TARGET = '#2563eb', OTHER = '#94a3b8';
+  const GOOD = '#15803d', TARGET = '#2563eb', ROLES = '#c2410c', OTHER = '#94a3b8';
   const pct = (v) => (isNum(v) ? (100 * v).toFixed(0) + '%' : '–');
   const ciText = (ci) => (Array.isArray(ci) && ci.length === 2 ? '[' + pct(ci[0]) + ', ' + pct(ci[1]) + ']' : '–');
   const flags = Array.isArray(S.flags) ? S.flags : [];
+  // A sweep.json from before the expected roles' rate has none of its keys:
+  // its page leaves the rate out rather than show 0%.
+  const hasRoles = configs.some((c) => c && 'runs_expecting_roles' in c) || runs.some((r) => r && 'roles_found' in r);
+  // The rate of the expected roles is n/a where no finished run expected any.
+  const rolesNA = (c) => !(isNum(c.runs_expecting_roles) && c.runs_expecting_roles > 0);
+  // A setting's value as a name: a switch is on or off (--attn-only true,false).
+  const valueText = (v) => (typeof v === 'boolean' ? (v ? 'on' : 'off') : typeof v === 'object' ? JSON.stringify(v) : String(v));
   // A grid names its configurations ("layers 2, lr 0.001, h2"); a sweep of head counts only, by its heads.
   const grid = configs.some((c) => c.settings && typeof c.settings === 'object' && Object.keys(c.settings).length > 0);
   const cname = (c) => (grid && typeof c.name === 'string' ? c.name : c.heads + ' head' + (c.heads === 1 ? '' : 's'));
@@ -37,7 +45,7 @@
       // A --data sweep's runs train on its file, not on a task ("task": "data").
       el('div', { class: 'chips' }, config.data ? kv('data', config.data) : kv('task', S.task), kv('runs', runs.length + ' of ' + S.planned_runs),
         ...Object.entries(S.grid && typeof S.grid === 'object' ? S.grid : {}).map(([f, vs]) =>
-          kv(f, Array.isArray(vs) ? vs.join(', ') : '')),
+          kv(f, Array.isArray(vs) ? vs.map(valueText).join(', ') : '')),
         kv('head counts', (S.heads || []).join(', ')), kv('seeds', (S.seeds || []).length),
         steps !== null ? kv('steps', steps) : null, kv('target accuracy', pct(S.target_accuracy)),
         isNum(S.seconds) ? kv('time', S.seconds.toFixed(1) + ' s') : null,
@@ -47,9 +55,11 @@
   // One row per configuration (rows: configs or a flag's values, named by
   // nameOf): the rate as a dot, its Wilson interval as a bar.
   function intervalChart(rows, nameOf, label) {
-    const series = [['specialized', 'specialized_share', 'specialized_ci', GOOD],
-      ['reached target', 'reached_target_share', 'reached_target_ci', TARGET]];
-    const rowH = 34, m = { l: margin(rows.map(nameOf)), r: 20, t: 24, b: 30 }, W = 1100, Ht = m.t + m.b + rowH * rows.length;
+    // [name, share key, interval key, colour, count key, denominator key]
+    const series = [['specialized', 'specialized_share', 'specialized_ci', GOOD, 'specialized', 'runs'],
+      ...(hasRoles ? [['roles found', 'roles_found_share', 'roles_found_ci', ROLES, 'roles_found', 'runs_expecting_roles']] : []),
+      ['reached target', 'reached_target_share', 'reached_target_ci', TARGET, 'reached_target', 'runs']];
+    const rowH = 6 + 14 * series.length, m = { l: margin(rows.map(nameOf)), r: 20, t: 24, b: 30 }, W = 1100, Ht = m.t + m.b + rowH * rows.length;
     const x = (v) => m.l + clamp(v, 0, 1) * (W - m.l - m.r);
     const svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + Ht, width: W, height: Ht, 'font-family': FONT, 'font-size': 11,
       role: 'img', 'aria-label': label });
@@ -65,15 +75,20 @@
       const y0 = m.t + row * rowH;
       svg.append(sv('text', { x: m.l - 10, y: y0 + rowH / 2 + 4, 'text-anchor': 'end', fill: '#334155', 'font-weight': 600,
         text: nameOf(c) }));
-      series.forEach(([name, share, ci, color], i) => {
-        const y = y0 + 10 + i * 14, [lo, hi] = Array.isArray(c[ci]) ? c[ci] : [0, 1];
-        const count = name === 'specialized' ? c.specialized : c.reached_target;
+      series.forEach(([name, share, ci, color, countKey, ofKey], i) => {
+        const y = y0 + 10 + i * 14;
+        if (ofKey === 'runs_expecting_roles' && rolesNA(c)) {
+          svg.append(sv('text', { class: 'na', x: m.l + 4, y: y + 4, fill: '#64748b', 'data-config': nameOf(c), 'data-series': name,
+            text: 'roles found: n/a (no run expected roles)' }));
+          return;
+        }
+        const [lo, hi] = Array.isArray(c[ci]) ? c[ci] : [0, 1];
         const g = sv('g', { class: 'ci', 'data-config': nameOf(c), 'data-series': name });
         g.append(sv('line', { x1: x(lo), x2: x(hi), y1: y, y2: y, stroke: color, 'stroke-width': 3, 'stroke-linecap': 'round', opacity: 0.45 }),
           sv('circle', { cx: x(c[share]), cy: y, r: 5, fill: color }),
           sv('rect', { x: m.l, y: y - 7, width: W - m.l - m.r, height: 14, fill: 'transparent' }));
         g.addEventListener('mousemove', (ev) => showTip(ev, nameOf(c) + ' · ' + name,
-          [count + ' of ' + c.runs + ' runs = ' + pct(c[share]), 'Wilson 95% interval ' + ciText(c[ci])]));
+          [c[countKey] + ' of ' + c[ofKey] + ' runs = ' + pct(c[share]), 'Wilson 95% interval ' + ciText(c[ci])]));
         g.addEventListener('mouseleave', hideTip);
         svg.append(g);
       });
@@ -86,14 +101,19 @@
       el('td', { text: grid ? c.name : c.heads }), el('td', { text: c.runs }), el('td', { text: c.failed + c.interrupted }),
       el('td', { text: c.reached_target + ' (' + pct(c.reached_target_share) + ')' }), el('td', { class: 'ci-cell', text: ciText(c.reached_target_ci) }),
       el('td', { class: 'top', text: c.specialized + ' (' + pct(c.specialized_share) + ')' }), el('td', { class: 'ci-cell', text: ciText(c.specialized_ci) }),
+      ...(hasRoles ? [el('td', { class: 'top', text: rolesNA(c) ? 'n/a' : c.roles_found + ' of ' + c.runs_expecting_roles + ' (' + pct(c.roles_found_share) + ')' }),
+        el('td', { class: 'ci-cell', text: rolesNA(c) ? '–' : ciText(c.roles_found_ci) })] : []),
       el('td', { text: fmt(c.mean_seconds, 1) })));
     const svg = configs.length ? intervalChart(configs, cname, 'rates with Wilson 95% intervals') : null;
     return section(grid ? 'Rates per configuration' : 'Rates per head count',
-      'The share of finished runs whose heads specialized (the verdict of heads.json) and whose accuracy reached the target, ' +
+      'The share of finished runs whose heads specialized (the verdict of heads.json), ' +
+      (hasRoles ? 'that found every role the task expects (heads.json’s roles_found: a run can find its one expected role and not ' +
+        'specialize, which wants two distinct roles; n/a when the task expects none), ' : '') +
+      'and whose accuracy reached the target, ' +
       'each with its Wilson 95% interval: with this many seeds, the range of true rates the counts are consistent with.',
       el('div', { class: 'table-wrap' }, el('table', { class: 'heads rates' },
         el('thead', {}, el('tr', {}, ...[grid ? 'configuration' : 'heads', 'runs', 'not finished', 'reached ' + pct(S.target_accuracy), '95% CI',
-          'specialized', '95% CI', 's / run'].map((t) => el('th', { text: t })))),
+          'specialized', '95% CI', ...(hasRoles ? ['roles found', '95% CI'] : []), 's / run'].map((t) => el('th', { text: t })))),
         el('tbody', {}, ...rows))),
       svg ? el('div', { class: 'chart' }, el('div', { class: 'chart-head' }, el('h3', { text: 'Rates and intervals' }),
         saveButton(() => svg, 'sweep-rates.svg')), svg) : null);
@@ -194,7 +214,8 @@
     const rows = configs.map((c) => ({ name: cname(c),
       points: runsOf(c).filter(done).map((r) => ({ x: r.loss, color: r.specialized ? GOOD : OTHER, title: runTitle(r),
         lines: ['loss ' + fmt(r.loss, 4), 'accuracy ' + (isNum(r.accuracy) ? (100 * r.accuracy).toFixed(1) + '%' : '–'),
-          r.specialized ? 'specialized' : 'not specialized'] })) }));
+          r.specialized ? 'specialized' : 'not specialized',
+          ...(typeof r.roles_found === 'boolean' ? [r.roles_found ? 'expected roles found' : 'expected roles not found'] : [])] })) }));
     return section('Final losses',
       'The evaluation loss of each finished run at its last step (log scale); green dots are runs whose heads specialized.',
       chartBox('Final evaluation loss', stripChart(rows, { log: true, width: 1100, xLabel: 'loss (nats)', label: 'final losses' }),
@@ -208,13 +229,15 @@
       el('td', { text: isNum(r.accuracy) ? (100 * r.accuracy).toFixed(1) + '%' : '–' }),
       el('td', { text: fmt(r.loss, 4) }),
       el('td', { text: done(r) ? (r.specialized ? 'yes' : 'no') : '–' }),
+      ...(hasRoles ? [el('td', { text: !done(r) ? '–' : typeof r.roles_found === 'boolean' ? (r.roles_found ? 'yes' : 'no') : 'n/a' })] : []),
       el('td', { text: isNum(r.specialized_step) ? r.specialized_step : '–' }),
       el('td', { class: 'labels-cell' }, ...(r.head_results || []).map((h) => el('span', { class: 'head-label' },
         el('span', { class: 'hname', text: h.name }), ' ', chip(h.label)))),
       el('td', { text: fmt(r.seconds, 1) })));
     return section('Runs', 'Each run’s folder holds its report.html (linked), heads.json, metrics.jsonl and stdout.log.',
       el('div', { class: 'table-wrap' }, el('table', { class: 'heads runs' },
-        el('thead', {}, el('tr', {}, ...['run', 'status', 'accuracy', 'loss', 'specialized', 'from step', 'heads', 's']
+        el('thead', {}, el('tr', {}, ...['run', 'status', 'accuracy', 'loss', 'specialized', ...(hasRoles ? ['roles found'] : []),
+          'from step', 'heads', 's']
           .map((t) => el('th', { text: t, class: t === 'heads' ? 'labels-cell' : null })))),
         el('tbody', {}, ...rows))));
   }
@@ -230,7 +253,7 @@
   function flagsSection() {
     if (!flags.length) return null;
     const boxes = flags.filter((f) => f && Array.isArray(f.values) && f.values.length).map((f) => {
-      const nameOf = (v) => String(f.flag) + ' ' + (typeof v.value === 'object' ? JSON.stringify(v.value) : String(v.value));
+      const nameOf = (v) => String(f.flag) + ' ' + valueText(v.value);
       const svg = intervalChart(f.values, nameOf, 'rates per value of ' + f.flag);
       return el('div', { class: 'chart', 'data-flag': String(f.flag) },
         el('div', { class: 'chart-head' }, el('h3', { text: '--' + f.flag }), saveButton(() => svg, 'sweep-' + f.flag + '.svg')),
@@ -238,7 +261,8 @@
           ', whatever the other flags: ' + f.values.map((v) => nameOf(v) + ' ' + v.runs + ' runs').join(', ') + '.' }));
     });
     return section('Rates per varied flag',
-      'For each flag the sweep varies, the share of runs that specialized and that reached the target per value, ' +
+      'For each flag the sweep varies, the share of runs that specialized, ' + (hasRoles ? 'that found the expected roles ' : '') +
+      'and that reached the target per value, ' +
       'over every configuration with that value, each with its Wilson 95% interval.', ...boxes);
   }
 

@@ -4,7 +4,9 @@
 # and what its script drew matches sweep.json: one rates row per head count
 # with the Wilson intervals, one label bar per head count, one emergence dot per
 # head with an emergence step, one loss dot per finished run, and a relative
-# link to every run's report.html, which exists and loads cleanly too.
+# link to every run's report.html, which exists and loads cleanly too. The
+# rate of runs that found their expected roles is shown beside specialized;
+# a sweep.json from before it is drawn without it.
 #
 #   tests/cli/sweep_page_test.sh [HEADLAB]   (default: $HEADLAB_BUILD_DIR/headlab, else build/headlab)
 #
@@ -94,6 +96,11 @@ for row, c in zip(rates[1:], s["configs"]):
     check(row[5] == "%d (%s)" % (c["specialized"], pct(c["specialized_share"])), "specialized cell %s" % row)
     check(row[6] == "[%s, %s]" % (pct(c["specialized_ci"][0]), pct(c["specialized_ci"][1])), "specialized CI %s" % row)
     check(row[4] == "[%s, %s]" % (pct(c["reached_target_ci"][0]), pct(c["reached_target_ci"][1])), "target CI %s" % row)
+    # first-prev-pair expects two roles: every finished run counts in the roles' rate.
+    check(c["runs_expecting_roles"] == c["runs"], "runs expecting roles %s" % c)
+    check(row[7] == "%d of %d (%s)" % (c["roles_found"], c["runs_expecting_roles"], pct(c["roles_found_share"])),
+          "roles found cell %s" % row)
+    check(row[8] == "[%s, %s]" % (pct(c["roles_found_ci"][0]), pct(c["roles_found_ci"][1])), "roles found CI %s" % row)
 check(p.stacks == len(s["configs"]), "one label bar per head count")
 shown = {}
 for label, n in p.segments:
@@ -121,6 +128,25 @@ if errors:
     print("\n".join(errors), file=sys.stderr)
     sys.exit(1)
 PY
+
+grep -q '<th>roles found</th>' "$tmp/dom.html" || fail "the page shows no roles found column"
+
+echo "== a sweep.json from before the roles' rate is redrawn without it, with no error"
+python3 - "$tmp/sweep/sweep.json" <<'PY' || fail "cannot edit sweep.json"
+import json, sys
+s = json.load(open(sys.argv[1]))
+for r in s["runs"]:
+    del r["roles_found"]
+for c in s["configs"] + [v for f in s["flags"] for v in f["values"]]:
+    for key in ("runs_expecting_roles", "roles_found", "roles_found_share", "roles_found_ci"):
+        del c[key]
+json.dump(s, open(sys.argv[1], "w"))
+PY
+"$headlab" sweep --redraw "$tmp/sweep" >/dev/null 2>"$tmp/err.txt" || fail "--redraw of the old sweep.json: $(cat "$tmp/err.txt")"
+HEADLAB_DOM_OUT=$tmp/old-dom.html "$shot" "$tmp/sweep/sweep.html" "$tmp/old.png" >"$tmp/shot.txt" 2>&1 ||
+  fail "the old sweep.json's page: $(cat "$tmp/shot.txt")"
+grep -q '<table class="heads rates">' "$tmp/old-dom.html" || fail "the old sweep.json's page drew no rates table"
+! grep -q '<th>roles found</th>' "$tmp/old-dom.html" || fail "the old sweep.json's page shows a roles column it has no data for"
 
 echo "== a run's report.html (linked from the page) loads cleanly too"
 "$shot" "$tmp/sweep/h2-s0/report.html" "$tmp/report.png" >"$tmp/shot.txt" 2>&1 ||

@@ -24,13 +24,85 @@ std::string axis_error(const std::string& flag, const std::string& text) {
   return "";
 }
 
-TEST(SweepGrid, EveryNumberAndChoiceFlagTakesAList) {
+// The UsageError message of plan_from_json, or "" if it read.
+std::string plan_error(const nlohmann::json& j) {
+  try {
+    (void)plan_from_json(j, "sweep.json");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SweepGrid, EveryNumberChoiceAndSwitchTakesAList) {
   for (const char* flag : {"lr", "layers", "weight-decay", "d-model", "steps", "optimizer", "schedule", "task",
-                           "activation", "batch", "warmup", "clip", "train-size"})
+                           "activation", "batch", "warmup", "clip", "train-size", "attn-only", "no-layernorm",
+                           "bidirectional", "shuffle"})
     EXPECT_TRUE(is_grid_flag(flag)) << flag;
-  // The sweep's own per-run flags, file names, switches and lists take none.
-  for (const char* flag : {"seed", "heads", "threads", "data", "eval-data", "init", "attn-only", "no-layernorm", "betas", "nope"})
+  // The sweep's own per-run flags, file names and lists take none.
+  for (const char* flag : {"seed", "heads", "threads", "data", "eval-data", "init", "betas", "nope"})
     EXPECT_FALSE(is_grid_flag(flag)) << flag;
+}
+
+// F10: a switch is an axis like any other: true,false (or on,off, 1,0).
+TEST(SweepGrid, ASwitchTakesTrueFalseOnOffOrOneZero) {
+  const std::vector<nlohmann::json> both = {true, false};
+  EXPECT_EQ(parse_grid_axis("attn-only", "true,false").values, both);
+  EXPECT_EQ(parse_grid_axis("attn-only", "on, off").values, both);
+  EXPECT_EQ(parse_grid_axis("no-layernorm", "1,0").values, both);
+  EXPECT_EQ(parse_grid_axis("bidirectional", "OFF,On").values, (std::vector<nlohmann::json>{false, true}));
+  EXPECT_EQ(parse_grid_axis("attn-only", "true").values, std::vector<nlohmann::json>{true});  // what --attn-only alone gives
+  EXPECT_NE(axis_error("attn-only", "maybe")
+                .find("--attn-only 'maybe': 'maybe' is not on or off (write true,false, on,off or 1,0; --attn-only alone is on)"),
+            std::string::npos)
+      << axis_error("attn-only", "maybe");
+  EXPECT_NE(axis_error("attn-only", "true,2").find("'2' is not on or off"), std::string::npos);
+  EXPECT_NE(axis_error("attn-only", "true,on").find("on is listed twice"), std::string::npos);
+}
+
+TEST(SweepGrid, ASwitchAxisNamesItsRunsOnAndOffAndTheirConfigsHoldIt) {
+  SweepPlan plan;
+  plan.axes = {parse_grid_axis("attn-only", "true,false"), parse_grid_axis("no-layernorm", "off,on")};
+  plan.heads = {2};
+  plan.seeds = {0};
+  const std::vector<SweepRun> runs = plan.runs();
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].dir, "attn-only-on-no-layernorm-off-h2-s0");
+  EXPECT_EQ(runs[3].dir, "attn-only-off-no-layernorm-on-h2-s0");
+  EXPECT_EQ(runs[3].cell().name(), "attn-only off, no-layernorm on, h2");
+  EXPECT_EQ(plan.varied(), (std::vector<std::string>{"attn-only", "no-layernorm"}));
+  const TrainConfig on = cell_config(TrainConfig{}, plan.cells()[0]);
+  EXPECT_TRUE(on.model.attn_only);
+  EXPECT_TRUE(on.model.layernorm);
+  TrainConfig base;
+  base.model.attn_only = true;  // as a --config file may set it: the cell's value wins
+  const TrainConfig off = cell_config(base, plan.cells()[3]);
+  EXPECT_FALSE(off.model.attn_only);
+  EXPECT_FALSE(off.model.layernorm);
+  // sweep.json keeps the switch's values as config.json does, and reads them back.
+  nlohmann::json saved = {{"seeds", {0}}, {"heads", {2}}, {"grid", grid_json(plan.axes)}, {"target_accuracy", 0.99}};
+  EXPECT_EQ(saved["grid"], (nlohmann::json{{"attn-only", {true, false}}, {"no-layernorm", {false, true}}}));
+  EXPECT_EQ(plan_from_json(saved, "sweep.json").runs()[3].dir, "attn-only-off-no-layernorm-on-h2-s0");
+  saved["grid"]["attn-only"] = {1, 0};
+  EXPECT_NE(plan_error(saved).find("1 is not a value of --attn-only (want true or false)"), std::string::npos)
+      << plan_error(saved);
+}
+
+// F14: --target-accuracy's default is the task's own target where it has one.
+TEST(SweepGrid, TheTargetAccuracyDefaultsToTheTasksOwn) {
+  TrainConfig config;
+  config.task = "induction";
+  EXPECT_DOUBLE_EQ(default_target_accuracy(config, {}), 0.9);
+  EXPECT_NE(task_targets_text().find("induction 0.9"), std::string::npos) << task_targets_text();
+  config.task = "first-prev-pair";
+  EXPECT_DOUBLE_EQ(default_target_accuracy(config, {}), kDefaultTargetAccuracy);
+  // A --task list: the tasks' one target, or 0.99 when they differ.
+  EXPECT_DOUBLE_EQ(default_target_accuracy(config, {parse_grid_axis("task", "induction,first-prev-pair")}), 0.99);
+  EXPECT_DOUBLE_EQ(default_target_accuracy(config, {parse_grid_axis("lr", "0.1,0.2")}), 0.99);
+  config.task = "induction";
+  EXPECT_DOUBLE_EQ(default_target_accuracy(config, {parse_grid_axis("lr", "0.1,0.2")}), 0.9);
+  config.data = "seqs.jsonl";  // a data file's runs have no task's target
+  EXPECT_DOUBLE_EQ(default_target_accuracy(config, {}), 0.99);
 }
 
 TEST(SweepGrid, ReadsListsOfNumbersRangesAndChoices) {
@@ -129,15 +201,6 @@ TEST(SweepGrid, RunsAreGroupedPerCellAndPerFlagValue) {
 nlohmann::json saved_plan() {
   return {{"seeds", {0, 1, 2}}, {"heads", {2}}, {"grid", {{"layers", {1, 2}}, {"lr", {0.001, 0.01}}}},
           {"target_accuracy", 0.99}};
-}
-
-std::string plan_error(const nlohmann::json& j) {
-  try {
-    (void)plan_from_json(j, "sweep.json");
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(SweepGrid, ASavedPlanReadsBackAsTheSamePlan) {

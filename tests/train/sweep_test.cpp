@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,97 @@ TEST(RecordAnalysis, TakesAccuracyVerdictAndEachHeadsLabelAndTopScore) {
   EXPECT_DOUBLE_EQ(r.head_results[1].score, 0.52);  // a mixed head's best pattern: first-token
   EXPECT_EQ(run_line(r),
             "h2 s4: acc 99.5%, specialized, L0H0 previous-token 0.95, L0H1 mixed (prev 0.45, first 0.52) (3.1 s)");
+}
+
+// F14: on `induction` a run can find the task's one expected role (its
+// induction heads) and so succeed, while "specialized" wants two distinct
+// roles. The sweep counts the roles found beside the specialized runs.
+TEST(RecordAnalysis, TakesWhetherTheExpectedRolesWereFoundAndNothingWithoutRoles) {
+  RunAnalysis a;
+  a.num_layers = 1;
+  a.num_heads = 1;
+  a.accuracy = 0.948;
+  HeadAnalysis induction;
+  induction.label = Label::pattern("induction");
+  induction.scores["induction"] = 0.8;
+  a.heads = {induction};
+  a.expected_roles = {{"the token after the earlier copy", "induction"}};
+  a.verdict.specialized = false;
+  a.verdict.roles_found = true;
+
+  SweepRun r;
+  r.heads = 1;
+  record_analysis(r, a);
+  EXPECT_FALSE(r.specialized);
+  ASSERT_TRUE(r.roles_found.has_value());
+  EXPECT_TRUE(*r.roles_found);
+  EXPECT_NE(run_line(r).find("acc 94.8%, not specialized, roles found, L0H0 induction 0.80"), std::string::npos)
+      << run_line(r);
+  EXPECT_EQ(run_json(r, 0.9)["roles_found"], true);
+
+  a.verdict.roles_found = false;
+  record_analysis(r, a);
+  EXPECT_EQ(r.roles_found, std::optional<bool>(false));
+  EXPECT_NE(run_line(r).find("not specialized, roles not found,"), std::string::npos) << run_line(r);
+
+  // A task that expects no roles (first-prev-sum): nothing to find, not "not found".
+  a.expected_roles.clear();
+  record_analysis(r, a);
+  EXPECT_FALSE(r.roles_found.has_value());
+  EXPECT_EQ(run_line(r).find("roles"), std::string::npos) << run_line(r);
+  EXPECT_TRUE(run_json(r, 0.9)["roles_found"].is_null());
+}
+
+TEST(Summarize, CountsTheRunsThatFoundTheirRolesOverTheRunsExpectingThemAndSaysNAWithout) {
+  // The repro's lr 0.001 runs: 94.8% and 97.7% accuracy, roles found, not specialized.
+  std::vector<SweepRun> runs = {done_run(2, 0, 0.977, false, {}), done_run(2, 1, 0.948, false, {}),
+                                done_run(4, 0, 1.0, true, {}), done_run(4, 1, 1.0, false, {}),
+                                done_run(1, 0, 1.0, false, {})};
+  runs[0].roles_found = runs[1].roles_found = runs[2].roles_found = true;
+  runs[3].roles_found = false;  // h1: the task expects no roles
+  const std::vector<ConfigSummary> s = summarize(runs, head_cells({2, 4, 1}), 0.9);
+  EXPECT_EQ(s[0].specialized, 0);
+  EXPECT_EQ(s[0].runs_expecting_roles, 2);
+  EXPECT_EQ(s[0].roles_found, 2);
+  EXPECT_EQ(s[0].roles_found_share(), 1.0);
+  EXPECT_NEAR(s[0].roles_found_interval()->lo, 0.3424, 1e-4);  // 2 of 2
+  EXPECT_EQ(s[1].roles_found, 1);
+  EXPECT_EQ(s[1].roles_found_share(), 0.5);
+  EXPECT_EQ(s[2].runs, 1);
+  EXPECT_EQ(s[2].runs_expecting_roles, 0);
+  EXPECT_FALSE(s[2].roles_found_share()) << "n/a, not 0%";
+  EXPECT_FALSE(s[2].roles_found_interval());
+
+  const std::string text = summary_text(s, 0.9);
+  EXPECT_NE(text.find("heads  runs  failed  acc >= 90.0%             specialized              roles found              s/run"),
+            std::string::npos) << text;
+  // 2 of 2 reached 90% and found their roles; none specialized.
+  EXPECT_NE(text.find("    2     2       0      2 (100%) [34-100%]       0 (0%)   [0-66%]         2 (100%) [34-100%]     2.0"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("1 (50%)  [9-91%]"), std::string::npos) << text;
+  EXPECT_NE(text.find("    1     1       0      1 (100%) [21-100%]       0 (0%)   [0-79%]       n/a                      2.0"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("roles found: the runs whose verdict found every role"), std::string::npos) << text;
+
+  const nlohmann::json c = config_json(s[0]);
+  EXPECT_EQ(c["runs_expecting_roles"], 2);
+  EXPECT_EQ(c["roles_found"], 2);
+  EXPECT_EQ(c["roles_found_share"], 1.0);
+  EXPECT_EQ(c["roles_found_ci"], nlohmann::json({0.3424, 1.0}));
+  const nlohmann::json none = config_json(s[2]);
+  EXPECT_EQ(none["runs_expecting_roles"], 0);
+  EXPECT_TRUE(none["roles_found_share"].is_null());
+  EXPECT_TRUE(none["roles_found_ci"].is_null());
+  // And per value of a varied flag (here heads), with the same keys.
+  const std::vector<nlohmann::json> heads = {2, 1};
+  const nlohmann::json flag = flag_json(summarize_flag(runs, "heads", heads, 0.9));
+  EXPECT_EQ(flag["values"][0]["roles_found_share"], 1.0);
+  EXPECT_EQ(flag["values"][0]["roles_found_ci"], nlohmann::json({0.3424, 1.0}));
+  EXPECT_TRUE(flag["values"][1]["roles_found_share"].is_null());
+
+  // A sweep whose task expects no roles at all says so once.
+  const std::vector<ConfigSummary> only_none = summarize(runs, head_cells({1}), 0.9);
+  EXPECT_NE(summary_text(only_none, 0.9).find("roles found: n/a, the runs' task expects no roles"), std::string::npos);
 }
 
 TEST(RunLine, SaysWhyARunFailed) {

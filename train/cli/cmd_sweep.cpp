@@ -47,7 +47,9 @@ using Clock = std::chrono::steady_clock;
 struct SweepArgs {
   std::string config_file, seeds = "0-9", heads, out, resume, shard, collect, redraw;
   int jobs = 0;
-  double target_accuracy = 0.99;
+  // Absent: the task's own target, else 0.99 (train::default_target_accuracy).
+  std::optional<double> target_accuracy;
+  double target_flag = 0;  // --target-accuracy's value, when given
   bool force = false;
   // The lists of the grid flags, by flag name ("lr" -> "1e-3,1e-2"); given ones only.
   std::map<std::string, std::string> grid;
@@ -169,6 +171,12 @@ std::vector<std::string> train_argv(const Sweep& sweep, const train::SweepRun& r
                                    "--heads", std::to_string(run.heads),
                                    "--threads", "1"};
   for (const auto& [flag, value] : run.settings.items()) {
+    if (value.is_boolean()) {
+      // A switch takes no value of its own but --flag=false, which also
+      // overrides a true in config.json.
+      argv.push_back("--" + flag + (value.get<bool>() ? "=true" : "=false"));
+      continue;
+    }
     argv.push_back("--" + flag);
     argv.push_back(train::setting_text(value));
   }
@@ -507,10 +515,11 @@ void read_new_plan(Sweep& sweep, const SweepArgs& args, const ConfigFlags& flags
     else train::apply_json(sweep.config, {{name, axis.values.front()}}, "--" + std::string(name));
   });
   sweep.config.threads = 1;
-  if (!(args.target_accuracy > 0 && args.target_accuracy <= 1))
+  if (args.target_accuracy && !(*args.target_accuracy > 0 && *args.target_accuracy <= 1))
     throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
-                            core::shortest(args.target_accuracy));
-  sweep.plan.target_accuracy = args.target_accuracy;
+                            core::shortest(*args.target_accuracy));
+  sweep.plan.target_accuracy =
+      args.target_accuracy.value_or(train::default_target_accuracy(sweep.config, sweep.plan.axes));
   sweep.plan.seeds = train::parse_int_list(args.seeds, "--seeds", 0, train::kMaxSweepRuns);
   sweep.plan.heads = args.heads.empty()
                          ? std::vector<int64_t>{sweep.config.model.heads}
@@ -677,9 +686,10 @@ Command add_sweep(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--heads", args->heads, "head counts to train, e.g. 1,2,4 (default: --config's, else 2)");
   app.add_option("--jobs", args->jobs, "runs at a time, each on one thread (0: one per core)")->capture_default_str();
-  app.add_option("--target-accuracy", args->target_accuracy,
-                 "evaluation accuracy a run must reach to count as trained (a fraction)")
-      ->capture_default_str();
+  app.add_option("--target-accuracy", args->target_flag,
+                 "evaluation accuracy a run must reach to count as trained (a fraction; default: the task's own "
+                 "target where it defines one (" + train::task_targets_text() + "), else " +
+                     core::shortest(train::kDefaultTargetAccuracy) + ")");
   app.add_option("--out", args->out, "the sweep folder (default: a fresh folder under runs/)");
   app.add_flag("--force", args->force, "run in a folder of an earlier sweep, overwriting its runs");
   app.add_option("--resume", args->resume,
@@ -699,25 +709,40 @@ Command add_sweep(CLI::App& app) {
   train::TrainConfig defaults;
   train::TrainConfig::visit_fields(defaults, [&](const char* name, auto& field, const char* help) {
     if (std::find(grid_flags.begin(), grid_flags.end(), name) == grid_flags.end()) return;
-    std::string shown;
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::string>) shown = field;
-    else shown = CLI::detail::to_string(field);
-    app.add_option("--" + std::string(name), (*grid_text)[name], std::string(help) + "; a comma list sweeps over it")
-        ->type_name(std::is_same_v<std::decay_t<decltype(field)>, std::string> ? "NAME[,...]" : "NUM[,...]")
-        ->default_str(shown);
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_same_v<T, bool> || train::is_negated_v<T>) {
+      // A switch: alone it is on, as for `headlab train`; given a value
+      // (--attn-only true,false), it is a list like any other. CLI11 hands a
+      // value-less option its default text: "true".
+      app.add_option("--" + std::string(name), (*grid_text)[name],
+                     std::string(help) + "; alone it is on; a list true,false (or on,off, 1,0) sweeps over it")
+          ->expected(0, 1)
+          ->default_str("true")
+          ->option_text("[BOOL[,...]]");
+    } else {
+      std::string shown;
+      if constexpr (std::is_same_v<T, std::string>) shown = field;
+      else shown = CLI::detail::to_string(field);
+      app.add_option("--" + std::string(name), (*grid_text)[name], std::string(help) + "; a comma list sweeps over it")
+          ->type_name(std::is_same_v<T, std::string> ? "NAME[,...]" : "NUM[,...]")
+          ->default_str(shown);
+    }
   });
   app.footer(
       "Trains one run per configuration and seed as a separate `headlab train` process with --threads 1\n"
       "and the training flags given here. Every training flag that takes a number or a choice takes a\n"
-      "comma list (whole numbers also ranges: --layers 1-3), and the plan is the cross product:\n"
+      "comma list (whole numbers also ranges: --layers 1-3), and so does every switch (--attn-only\n"
+      "true,false; alone it is on, as for train); the plan is the cross product:\n"
       "--lr 1e-3,1e-2 --layers 1,2 --seeds 0-2 is 2 x 2 configurations x 3 seeds = 12 runs. Each run\n"
-      "goes into OUT/<varied flags and values>h{heads}-s{seed}/ (e.g. layers2-lr0.001-h2-s0; its output\n"
-      "in stdout.log there), and a line is printed per finished run. Then, per configuration: the runs\n"
-      "that finished, the share that reached --target-accuracy, the share whose heads specialized (the\n"
-      "verdict of heads.json), the labels of all their heads and the mean scores per label, each share\n"
-      "with its Wilson 95% interval. OUT/sweep.json holds all of it, with the rates per value of each\n"
-      "varied flag, and OUT/sweep.html shows it (a chart per varied flag, emergence steps from the\n"
-      "analyses every --analyze-every steps, final losses, a link to each run's report.html);\n"
+      "goes into OUT/<varied flags and values>h{heads}-s{seed}/ (e.g. layers2-lr0.001-h2-s0, or\n"
+      "attn-only-on-h2-s0; its output in stdout.log there), and a line is printed per finished run.\n"
+      "Then, per configuration: the runs that finished, the share that reached --target-accuracy, the\n"
+      "share whose heads specialized and the share that found the roles the task expects (the verdict\n"
+      "of heads.json; n/a when the task expects none), the labels of all their heads and the mean\n"
+      "scores per label, each share with its Wilson 95% interval. OUT/sweep.json holds all of it, with\n"
+      "the rates per value of each varied flag, and OUT/sweep.html shows it (a chart per varied flag,\n"
+      "emergence steps from the analyses every --analyze-every steps, final losses, a link to each\n"
+      "run's report.html);\n"
       "`headlab sweep --redraw OUT` writes the page again. One sweep at a time writes a folder.\n"
       "SIGINT, SIGTERM and SIGHUP stop every run (each saves a checkpoint) and exit 128 + signal; the\n"
       "runs also stop when the sweep itself is killed. `headlab sweep --resume OUT` then continues with\n"
@@ -728,6 +753,8 @@ Command add_sweep(CLI::App& app) {
       "Example: headlab sweep --task first-prev-pair --seeds 0-9 --heads 1,2,4 --lr 1e-3,3e-3 --steps 300");
   return [args, flags, grid_text, &app] {
     args->grid.clear();
+    args->target_accuracy =
+        app.count("--target-accuracy") > 0 ? std::optional<double>(args->target_flag) : std::nullopt;
     for (const auto& [name, text] : *grid_text)
       if (app.count("--" + name) > 0) args->grid[name] = text;
     if (!args->resume.empty()) {
