@@ -195,7 +195,14 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
   // Second pass: what needs the first's results -- the pruning order (the
   // importance), the sets (the labels), mean ablation (the set's mean).
   run.set_ablations = candidate_sets(run, options.labels);
-  progress.add_second(static_cast<int64_t>(run.set_ablations.size()));
+  // A role's set of three or more is also ablated without each member in
+  // turn (what each adds to it): at most one more ablation per head, as a
+  // head is in one role's set.
+  std::vector<std::vector<EvalSums>> without(run.set_ablations.size());
+  for (std::size_t s = 0; s < without.size(); ++s) {
+    if (ablates_without(run.set_ablations[s])) without[s].resize(run.set_ablations[s].heads.size());
+    progress.add_second(1 + static_cast<int64_t>(without[s].size()));
+  }
   std::optional<PruningSums> pruning;
   if (options.pruning) pruning.emplace(L * H, normalized, options.pruning_random_orders);
   std::vector<EvalSums> sets(run.set_ablations.size()), mean(options.interventions ? heads : 0);
@@ -205,7 +212,15 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
       const int64_t n = std::min(chunk, rows - first);
       const ExampleChunk c = read(first, n, false);
       if (pruning) pruning->add(model, c.examples);
-      for (std::size_t s = 0; s < sets.size(); ++s) add_ablated(sets[s], model, c.examples, run.set_ablations[s].heads);
+      for (std::size_t s = 0; s < sets.size(); ++s) {
+        const std::vector<std::size_t>& members = run.set_ablations[s].heads;
+        add_ablated(sets[s], model, c.examples, members);
+        for (std::size_t k = 0; k < without[s].size(); ++k) {
+          std::vector<std::size_t> rest = members;
+          rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(k));
+          add_ablated(without[s][k], model, c.examples, rest);
+        }
+      }
       if (options.interventions) {
         const std::vector<core::Tensor> replacement = means.replacement(n);
         for (std::size_t i = 0; i < heads; ++i) add_ablated(mean[i], model, c.examples, {i}, replacement);
@@ -217,6 +232,10 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
     const Ablation a = deltas(sets[s]);
     run.set_ablations[s].delta_loss = a.delta_loss;
     run.set_ablations[s].delta_accuracy = a.delta_accuracy;
+    for (const EvalSums& rest : without[s]) {
+      const Ablation r = deltas(rest);
+      run.set_ablations[s].without.push_back({r.delta_loss, r.delta_accuracy});
+    }
   }
   if (options.interventions) {
     const std::vector<std::optional<double>> resampled = resample->delta_loss();

@@ -146,10 +146,14 @@ nlohmann::json sets_json(const RunAnalysis& run) {
     nlohmann::json names = nlohmann::json::array();
     for (std::size_t i : set.heads)
       names.push_back(i < run.heads.size() ? head_name(run.heads[i].layer, run.heads[i].head) : "?");
+    nlohmann::json without = nlohmann::json::array();
+    for (const SetAblation::Cost& c : set.without)
+      without.push_back({{"delta_loss", c.delta_loss}, {"delta_accuracy", c.delta_accuracy}});
     out.push_back({{"role", set.role},
                    {"heads", std::move(names)},
                    {"delta_loss", set.delta_loss},
-                   {"delta_accuracy", set.delta_accuracy}});
+                   {"delta_accuracy", set.delta_accuracy},
+                   {"without", std::move(without)}});
   }
   return out;
 }
@@ -213,6 +217,7 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
         {{"specialized", run.verdict.specialized},
          {"reasons", run.verdict.reasons},
          {"counted_heads", run.verdict.counted_heads},
+         {"counted", run.verdict.counted},
          {"distinct_labels", run.verdict.distinct_labels},
          {"min_js", optional_json(run.verdict.min_js)},
          {"roles_found", run.verdict.roles_found},
@@ -302,6 +307,7 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
   r.verdict.specialized = v.at("specialized").get<bool>();
   r.verdict.reasons = v.at("reasons").get<std::vector<std::string>>();
   r.verdict.counted_heads = v.at("counted_heads").get<int64_t>();
+  r.verdict.counted = v.value("counted", std::vector<std::string>{});
   r.verdict.distinct_labels = v.at("distinct_labels").get<int64_t>();
   r.verdict.min_js = optional_from(v, "min_js");
   r.verdict.roles_found = v.value("roles_found", false);
@@ -339,6 +345,12 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
       for (const nlohmann::json& name : set.at("heads")) s.heads.push_back(head_index(r, name.get<std::string>()));
       s.delta_loss = set.at("delta_loss").get<double>();
       s.delta_accuracy = set.at("delta_accuracy").get<double>();
+      if (set.contains("without"))
+        for (const nlohmann::json& c : set.at("without"))
+          s.without.push_back({c.at("delta_loss").get<double>(), c.at("delta_accuracy").get<double>()});
+      if (!s.without.empty() && s.without.size() != s.heads.size())
+        throw std::invalid_argument("heads.json: the set " + s.role + " of " + std::to_string(s.heads.size()) +
+                                    " heads is measured without " + std::to_string(s.without.size()) + " of them");
       r.set_ablations.push_back(std::move(s));
     }
   if (j.contains("position_loss"))

@@ -177,6 +177,18 @@ std::vector<SetAblation> candidate_sets(const RunAnalysis& run, const LabelOptio
   return sets;
 }
 
+bool ablates_without(const SetAblation& set) { return set.heads.size() > 2 && set.role != "induction circuit"; }
+
+std::optional<SetAblation::Cost> set_without(const RunAnalysis& run, const SetAblation& set, std::size_t k) {
+  if (set.without.size() == set.heads.size()) return set.without.at(k);
+  if (set.heads.size() != 2) return std::nullopt;
+  const std::size_t other = set.heads[1 - k];
+  if (other >= run.heads.size()) return std::nullopt;
+  const HeadAnalysis& h = run.heads[other];
+  if (!h.ablation_delta_loss || !h.ablation_delta_acc) return std::nullopt;
+  return SetAblation::Cost{*h.ablation_delta_loss, *h.ablation_delta_acc};
+}
+
 std::optional<double> layer_mean_js(const RunAnalysis& run, int64_t layer) {
   if (run.num_heads < 2) return std::nullopt;
   double total = 0;

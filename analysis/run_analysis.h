@@ -49,9 +49,17 @@ struct HeadAnalysis {
 // Heads ablated together (zero gates): all heads sharing a label (`role` is
 // the label), or a candidate circuit (`role` "induction circuit").
 struct SetAblation {
+  struct Cost {
+    double delta_loss = 0, delta_accuracy = 0;
+  };
   std::string role;
   std::vector<std::size_t> heads;  // layer-major indices
   double delta_loss = 0, delta_accuracy = 0;
+  // Per member, in `heads`' order: the set ablated without that member, which
+  // says whether the member adds to the set's cost (the verdict credits only
+  // those). Measured for a role's set of three or more heads (ablates_without);
+  // empty otherwise: see set_without.
+  std::vector<Cost> without;
 };
 
 // The corrupted run of activation patching.
@@ -163,6 +171,16 @@ void relabel(RunAnalysis& run, const LabelOptions& options = {});
 // with the earlier layers' heads labelled previous-token -- when both are
 // found. delta_* are left 0.
 std::vector<SetAblation> candidate_sets(const RunAnalysis& run, const LabelOptions& options = {});
+
+// Whether analyze_model also ablates `set` without each member in turn: a
+// role's set of three or more heads (for two, the other head's own ablation
+// is that; the induction circuit credits no head).
+bool ablates_without(const SetAblation& set);
+
+// What ablating `set` but its member `k` (an index into set.heads) costs:
+// set.without[k], or for a set of two the other head's own ablation; absent
+// when neither was measured.
+std::optional<SetAblation::Cost> set_without(const RunAnalysis& run, const SetAblation& set, std::size_t k);
 
 // Mean JS divergence between the heads of one layer; absent for one head.
 std::optional<double> layer_mean_js(const RunAnalysis& run, int64_t layer);

@@ -9,31 +9,49 @@
 namespace headlab::analysis {
 namespace {
 
-std::string points(double fraction) { return fixed(100.0 * fraction, 1) + " pts"; }
-
-// The indices of the heads that count towards specialization, with the reasons
-// for leaving pattern-labelled heads out.
-bool set_costs(const SetAblation& set, const LabelOptions& options) {
-  return -set.delta_accuracy >= options.min_ablation_acc_drop || set.delta_loss >= options.min_ablation_loss_rise;
+// A cost that rounds to nothing reads 0.0, not -0.0.
+std::string points(double fraction) {
+  const std::string s = fixed(100.0 * fraction, 1);
+  return (s == "-0.0" ? "0.0" : s) + " pts";
 }
 
-std::string set_names(const RunAnalysis& run, const SetAblation& set) {
-  std::string names;
-  for (std::size_t i : set.heads)
-    if (i < run.heads.size()) names += (names.empty() ? "" : "+") + head_name(run.heads[i].layer, run.heads[i].head);
-  return names;
+// Whether an ablation's cost reaches the thresholds a counted head's must.
+bool costs(double delta_loss, double delta_accuracy, const LabelOptions& options) {
+  return -delta_accuracy >= options.min_ablation_acc_drop || delta_loss >= options.min_ablation_loss_rise;
 }
 
-// The set of the head's role that costs enough, if any: redundant heads doing
-// one job are counted together.
+std::string names(const RunAnalysis& run, const std::vector<std::size_t>& heads) {
+  std::string out;
+  for (std::size_t i : heads)
+    if (i < run.heads.size()) out += (out.empty() ? "" : "+") + head_name(run.heads[i].layer, run.heads[i].head);
+  return out;
+}
+
+// The costly set of the head's role that holds it, if any (one at most: a
+// head has one label).
 const SetAblation* costly_role_set(const RunAnalysis& run, std::size_t i, const LabelOptions& options) {
   for (const SetAblation& set : run.set_ablations)
-    if (set.role == label_name(run.heads[i].label) && set_costs(set, options) &&
+    if (set.role == label_name(run.heads[i].label) && costs(set.delta_loss, set.delta_accuracy, options) &&
         std::find(set.heads.begin(), set.heads.end(), i) != set.heads.end())
       return &set;
   return nullptr;
 }
 
+// What head i adds to the cost of `set`, which holds it: the set's cost minus
+// that of the set without it. Absent when the latter was not measured.
+std::optional<SetAblation::Cost> added_cost(const RunAnalysis& run, const SetAblation& set, std::size_t i) {
+  const auto k = static_cast<std::size_t>(std::find(set.heads.begin(), set.heads.end(), i) - set.heads.begin());
+  const std::optional<SetAblation::Cost> rest = set_without(run, set, k);
+  if (!rest) return std::nullopt;
+  return SetAblation::Cost{set.delta_loss - rest->delta_loss, set.delta_accuracy - rest->delta_accuracy};
+}
+
+// The indices of the heads that count towards specialization, with the reasons
+// for leaving pattern-labelled heads out. Redundant heads doing one job each
+// cost little alone and are credited through the costly set of their role,
+// but only if they add to its cost: a head that writes nothing adds nothing to
+// its partners' cost. A set not measured without the head (a heads.json from
+// before) credits it, as it did then.
 std::vector<std::size_t> counted_heads(const RunAnalysis& run, const LabelOptions& options,
                                        std::vector<std::string>& left_out) {
   std::vector<std::size_t> counted;
@@ -42,17 +60,42 @@ std::vector<std::size_t> counted_heads(const RunAnalysis& run, const LabelOption
     if (!is_pattern(h.label)) continue;
     const bool costs_accuracy = !h.ablation_delta_acc || -*h.ablation_delta_acc >= options.min_ablation_acc_drop;
     const bool costs_loss = h.ablation_delta_loss && *h.ablation_delta_loss >= options.min_ablation_loss_rise;
-    if (!costs_accuracy && !costs_loss && costly_role_set(run, i, options) == nullptr) {
+    const SetAblation* set = costly_role_set(run, i, options);
+    const std::optional<SetAblation::Cost> added = set ? added_cost(run, *set, i) : std::nullopt;
+    const bool credited = set && (!added || costs(added->delta_loss, added->delta_accuracy, options));
+    if (!costs_accuracy && !costs_loss && !credited) {
       left_out.push_back(head_name(h.layer, h.head) + " " + label_name(h.label) + ": ablation costs only " +
                          points(-*h.ablation_delta_acc) + " of accuracy and " +
-                         fixed(h.ablation_delta_loss.value_or(0.0), 3) + " nats of loss (need " +
-                         points(options.min_ablation_acc_drop) + " or " + fixed(options.min_ablation_loss_rise, 2) +
-                         " nats), not counted");
+                         fixed(h.ablation_delta_loss.value_or(0.0), 3) + " nats of loss" +
+                         (set ? ", and adds only " + points(-added->delta_accuracy) + " and " +
+                                    fixed(added->delta_loss, 3) + " nats to ablating " + names(run, set->heads)
+                              : "") +
+                         " (need " + points(options.min_ablation_acc_drop) + " or " +
+                         fixed(options.min_ablation_loss_rise, 2) + " nats), not counted" +
+                         (set ? ": it has the pattern, but ablating it changes too little, alone or within its set"
+                              : ""));
       continue;
     }
     counted.push_back(i);
   }
   return counted;
+}
+
+// What a set ablated together means for the verdict, after its cost.
+std::string set_outcome(const RunAnalysis& run, const SetAblation& set, const std::vector<std::size_t>& counted,
+                        const LabelOptions& options) {
+  if (set.role == "induction circuit") return "";  // it credits no head
+  if (!costs(set.delta_loss, set.delta_accuracy, options))
+    return " (need " + points(options.min_ablation_acc_drop) + " or " + fixed(options.min_ablation_loss_rise, 2) +
+           " nats)";
+  // Its members left out (above) add too little to it.
+  std::vector<std::size_t> in, out;
+  for (std::size_t i : set.heads)
+    (std::find(counted.begin(), counted.end(), i) != counted.end() ? in : out).push_back(i);
+  if (out.empty()) return ": counted as one role, whatever each head alone costs";
+  if (in.empty()) return ": no head of it counted, as none adds enough to it";
+  return ": counted as one role for " + names(run, in) + " only (" + names(run, out) +
+         (out.size() == 1 ? " adds" : " add") + " too little to it)";
 }
 
 }  // namespace
@@ -62,6 +105,7 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
   std::vector<std::string> left_out;
   const std::vector<std::size_t> counted = counted_heads(run, options, left_out);
   v.counted_heads = static_cast<int64_t>(counted.size());
+  for (std::size_t i : counted) v.counted.push_back(head_name(run.heads[i].layer, run.heads[i].head));
 
   std::vector<Label> labels;
   std::string listed;
@@ -80,14 +124,9 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
                       " heads have a role (a clear pattern)" + (listed.empty() ? "" : ": " + listed));
   for (const std::string& s : left_out) v.reasons.push_back(s);
   for (const SetAblation& set : run.set_ablations)
-    v.reasons.push_back("ablating " + set_names(run, set) + " (" + set.role + ") together costs " +
+    v.reasons.push_back("ablating " + names(run, set.heads) + " (" + set.role + ") together costs " +
                         points(-set.delta_accuracy) + " of accuracy and " + fixed(set.delta_loss, 3) +
-                        " nats of loss" +
-                        (set.role == "induction circuit" ? ""
-                         : set_costs(set, options)
-                             ? ": counted as one role, whatever each head alone costs"
-                             : " (need " + points(options.min_ablation_acc_drop) + " or " +
-                                   fixed(options.min_ablation_loss_rise, 2) + " nats)"));
+                        " nats of loss" + set_outcome(run, set, counted, options));
   const bool enough_labels = v.distinct_labels >= needed;
   v.reasons.push_back(std::to_string(v.distinct_labels) + " distinct pattern label" +
                       (v.distinct_labels == 1 ? "" : "s") + " (need " + std::to_string(needed) + ")");

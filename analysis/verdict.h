@@ -26,7 +26,10 @@ struct Verdict {
   std::vector<RoleFound> roles;  // one per expected role, in the task's order
   bool success() const { return specialized || roles_found; }
   std::vector<std::string> reasons;  // one sentence each, with the numbers
-  int64_t counted_heads = 0;         // pattern-labelled heads whose ablation (if measured) costs accuracy
+  // Pattern-labelled heads whose ablation (if measured) costs accuracy or
+  // loss, alone or added to a set of their role (docs/head-metrics.md).
+  int64_t counted_heads = 0;
+  std::vector<std::string> counted;  // their names ("L0H1"), layer-major; empty in a heads.json from before
   int64_t distinct_labels = 0;       // among the counted heads
   std::optional<double> min_js;      // over counted heads with different labels
 };

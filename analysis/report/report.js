@@ -247,8 +247,11 @@
 
   function verdict() {
     const v = run.verdict, good = v.specialized || v.roles_found;
-    const counted = heads.filter((hd) => !['mixed', 'diffuse', 'sink'].includes(hd.label) &&
-      !(isNum(hd.ablation_delta_accuracy) && -hd.ablation_delta_accuracy < opt.min_ablation_acc_drop));
+    // The verdict's counted heads (a loss rise or a set they add to counts
+    // them too); a heads.json from before lists none: then by accuracy alone.
+    const counted = v.counted ? heads.filter((hd) => v.counted.includes(headName(hd.layer, hd.head)))
+      : heads.filter((hd) => !['mixed', 'diffuse', 'sink'].includes(hd.label) &&
+        !(isNum(hd.ablation_delta_accuracy) && -hd.ablation_delta_accuracy < opt.min_ablation_acc_drop));
     const roles = [...new Set(counted.map((hd) => hd.label))];
     const headline = v.specialized
       ? 'Heads took distinct roles: ' + roles.join(', ') + '.'

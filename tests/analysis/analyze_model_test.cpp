@@ -7,6 +7,7 @@
 #include <cmath>
 #include <thread>
 
+#include "analysis/ablation.h"
 #include "analysis/heads_json.h"
 #include "core/ops.h"
 
@@ -21,7 +22,8 @@ enum class Planted { previous, first, self, uniform };
 // A 1-layer attention-only model whose positions are one-hot (token
 // embeddings are zero) and whose head h is wired by hand to `patterns[h]`.
 struct PlantedModel {
-  static constexpr int64_t T = 6, D = 16, H = 2, DK = 8;
+  static constexpr int64_t T = 6, DK = 8;
+  int64_t H;  // one head per pattern, d_model = H * DK
   core::Generator gen{0};
   layers::Transformer model;
   std::vector<int32_t> tokens, targets;  // [8, T]
@@ -29,8 +31,9 @@ struct PlantedModel {
   Examples examples() const { return {8, T, tokens, targets}; }
 
   explicit PlantedModel(const std::vector<Planted>& patterns, bool values = false)
-      : model(layers::ModelSpec{.vocab = 4, .classes = 4, .max_seq_len = T, .layers = 1, .heads = H, .d_model = D,
-                                .attn_only = true, .layernorm = false, .causal = true},
+      : H(static_cast<int64_t>(patterns.size())),
+        model(layers::ModelSpec{.vocab = 4, .classes = 4, .max_seq_len = T, .layers = 1, .heads = H,
+                                .d_model = H * DK, .attn_only = true, .layernorm = false, .causal = true},
               gen, core::DType::f64) {
     model.parameter("tok_emb.weight").mutable_value().fill_(0);
     core::Tensor pos = model.parameter("pos_emb.weight").mutable_value();
@@ -66,7 +69,7 @@ struct PlantedModel {
         core::Tensor v = attn.head_weight(Projection::V, h), o = attn.head_output_weight(h);
         for (int64_t t = 0; t < T; ++t) {
           v.set({t, t}, 1);
-          o.set({8 * h + t, t}, 1);
+          o.set({DK * h + t, t}, 1);
         }
       }
     }
@@ -114,6 +117,30 @@ TEST(AnalyzeModel, AblationEqualsTheModelWithoutThatHead) {
     EXPECT_NEAR(*run.at(0, h).ablation_delta_acc, without.accuracy - base.accuracy, 1e-12) << h;
     EXPECT_GT(*run.at(0, h).importance, 0.0) << h;
   }
+}
+
+TEST(AnalyzeModel, ARolesSetOfThreeIsAlsoAblatedWithoutEachMember) {
+  PlantedModel p({Planted::previous, Planted::previous, Planted::previous}, /*values=*/true);
+  const RunAnalysis run = analyze_model(p.model, p.examples());
+  ASSERT_EQ(run.set_ablations.size(), 1u);
+  const SetAblation& set = run.set_ablations[0];
+  ASSERT_EQ(set.heads, (std::vector<std::size_t>{0, 1, 2}));
+  ASSERT_EQ(set.without.size(), 3u);
+  const EvalResult base = evaluate(p.model, p.examples());
+  for (std::size_t k = 0; k < 3; ++k) {
+    std::vector<std::size_t> rest = set.heads;
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(k));
+    const Ablation a = ablate_set(p.model, p.examples(), base, rest);
+    EXPECT_NEAR(set.without[k].delta_loss, a.delta_loss, 1e-12) << k;
+    EXPECT_NEAR(set.without[k].delta_accuracy, a.delta_accuracy, 1e-12) << k;
+  }
+  // With two heads the other head's own ablation is the set without one:
+  // nothing more is run.
+  PlantedModel two({Planted::previous, Planted::previous}, true);
+  const RunAnalysis pair = analyze_model(two.model, two.examples());
+  ASSERT_EQ(pair.set_ablations.size(), 1u);
+  EXPECT_TRUE(pair.set_ablations[0].without.empty());
+  EXPECT_EQ(set_without(pair, pair.set_ablations[0], 0)->delta_loss, *pair.at(0, 1).ablation_delta_loss);
 }
 
 TEST(AnalyzeModel, LeavesModelUntouchedEvenMidTraining) {

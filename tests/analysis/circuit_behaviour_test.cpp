@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "analysis/heads_json.h"
@@ -128,6 +129,79 @@ TEST(SetAblation, WhenTheSetCostsNothingEitherBothHeadsAreSinks) {
   EXPECT_EQ(run.at(0, 0).label, Label::sink());
   EXPECT_EQ(run.at(0, 1).label, Label::sink());
   EXPECT_EQ(run.verdict.counted_heads, 0);
+}
+
+// Heads that all attend to the previous token, with each head's own ablation
+// and the set's filled in as analyze_model would (`without`: the set ablated
+// without each member, which it measures for three heads or more).
+RunAnalysis previous_token_heads(const std::vector<SetAblation::Cost>& own, SetAblation::Cost set,
+                                 const std::vector<SetAblation::Cost>& without = {}) {
+  const std::vector<std::function<int64_t(int64_t)>> keys(own.size(), [](int64_t q) { return q > 0 ? q - 1 : 0; });
+  RunAnalysis run = analyze_attention({one_hot_heads(6, keys)}, {}, true);
+  for (std::size_t i = 0; i < own.size(); ++i) {
+    run.heads[i].ablation_delta_loss = own[i].delta_loss;
+    run.heads[i].ablation_delta_acc = own[i].delta_accuracy;
+  }
+  run.set_ablations = candidate_sets(run);
+  EXPECT_EQ(run.set_ablations.size(), 1u);
+  if (!run.set_ablations.empty()) {
+    run.set_ablations[0].delta_loss = set.delta_loss;
+    run.set_ablations[0].delta_accuracy = set.delta_accuracy;
+    run.set_ablations[0].without = without;
+  }
+  relabel(run);
+  return run;
+}
+
+bool says(const RunAnalysis& run, const std::string& text) {
+  for (const std::string& r : run.verdict.reasons)
+    if (r.find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(SetAblation, AHeadThatWritesNothingIsNotCreditedThroughItsPartnersSet) {
+  // L0H1's output is zero: ablating it changes nothing, and the set's whole
+  // cost is L0H0's own (QA F15).
+  const RunAnalysis run = previous_token_heads({{2.5, -0.8}, {0.0, 0.0}}, {2.5, -0.8});
+  EXPECT_EQ(run.at(0, 1).label, Label::pattern("previous-token")) << "the label still shows its attention";
+  EXPECT_EQ(run.verdict.counted_heads, 1);
+  EXPECT_EQ(run.verdict.counted, (std::vector<std::string>{"L0H0"}));
+  EXPECT_TRUE(says(run, "L0H1 previous-token: ablation costs only 0.0 pts of accuracy and 0.000 nats of loss, and "
+                        "adds only 0.0 pts and 0.000 nats to ablating L0H0+L0H1"));
+  EXPECT_TRUE(says(run, "changes too little, alone or within its set"));
+  EXPECT_TRUE(says(run, "together costs 80.0 pts of accuracy and 2.500 nats of loss: counted as one role for L0H0 "
+                        "only (L0H1 adds too little to it)"));
+  // heads.json says the same.
+  const nlohmann::json j = run;
+  EXPECT_EQ(j.at("verdict").at("counted"), nlohmann::json({"L0H0"}));
+  EXPECT_EQ(j.at("verdict").at("counted_heads"), 1);
+}
+
+TEST(SetAblation, TwoRedundantHeadsAreStillCreditedEachAddingToTheSet) {
+  // Each alone costs nothing, together a lot: each adds the set's cost.
+  const RunAnalysis run = previous_token_heads({{0.001, 0.0}, {0.001, 0.0}}, {2.5, -0.8});
+  EXPECT_EQ(run.verdict.counted, (std::vector<std::string>{"L0H0", "L0H1"}));
+  EXPECT_TRUE(says(run, "counted as one role, whatever each head alone costs"));
+  EXPECT_FALSE(says(run, "adds only"));
+}
+
+TEST(SetAblation, OfThreeHeadsThoseAddingToTheSetAreCreditedByItsAblationWithoutEach) {
+  // L0H0 and L0H1 back each other up; L0H2 writes nothing. Without L0H0 (L0H1
+  // and L0H2 ablated) the set costs nothing, without L0H2 all of it.
+  const SetAblation::Cost nothing{0.001, 0.0}, all{2.5, -0.8};
+  RunAnalysis run = previous_token_heads({nothing, nothing, {0.0, 0.0}}, all, {nothing, nothing, all});
+  EXPECT_EQ(run.verdict.counted, (std::vector<std::string>{"L0H0", "L0H1"}));
+  EXPECT_TRUE(says(run, "counted as one role for L0H0+L0H1 only (L0H2 adds too little to it)"));
+  // The measurements survive heads.json, and so does the verdict on them.
+  RunAnalysis back = nlohmann::json(run).get<RunAnalysis>();
+  ASSERT_EQ(back.set_ablations.at(0).without.size(), 3u);
+  EXPECT_EQ(back.set_ablations[0].without[2].delta_loss, 2.5);
+  relabel(back);
+  EXPECT_EQ(back.verdict.counted, run.verdict.counted);
+  // A heads.json from before these measurements credits the whole set, as it did.
+  back.set_ablations[0].without.clear();
+  relabel(back);
+  EXPECT_EQ(back.verdict.counted_heads, 3);
 }
 
 TEST(CandidateSets, FindTheInductionCircuitFromItsLabelledHeads) {
