@@ -100,6 +100,11 @@ grep -qF "sweep: cannot read $tmp/grid/layers2-lr0.001-h2-s0/heads.json: " "$tmp
 python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if all(r['status'] == 'done' for r in s['runs']) else 1)" \
   "$tmp/grid/sweep.json" || fail "a run of the resumed sweep is not done"
 [[ $(ls -d "$tmp"/grid/*-s* | wc -l) -eq 12 ]] || fail "--resume made other run folders"
+python3 -c "import json,sys; before={r['dir']: r['seconds'] for r in json.load(open(sys.argv[1]))['runs']}
+after={r['dir']: r['seconds'] for r in json.load(open(sys.argv[2]))['runs']}
+kept=[d for d in after if d not in ('layers2-lr0.01-h2-s2', 'layers1-lr0.001-h2-s1', 'layers2-lr0.001-h2-s0')]
+sys.exit(0 if len(kept) == 9 and all(after[d] == before[d] > 0 for d in kept) else 1)" "$tmp/grid.json" "$tmp/grid/sweep.json" ||
+  fail "--resume did not keep the times of the runs finished earlier"
 
 echo "== bad lists exit 2 and create nothing"
 refused "--lr '1e-3,abc': 'abc' is not a finite number" sweep --lr 1e-3,abc --out "$tmp/bad"

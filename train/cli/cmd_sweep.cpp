@@ -148,6 +148,9 @@ struct Sweep {
   train::TrainConfig config;  // shared by every run; seed, heads and the grid's flags vary
   int jobs = 1;               // at a time (for --collect: the shards' sum)
   int jobs_flag = 0;          // --jobs as given (0: one per core), kept for --resume
+  // --resume: each run's wall time as the sweep.json read recorded it, by
+  // folder, so that a run finished earlier keeps its time rather than 0.
+  std::map<std::string, double> earlier_seconds;
   std::string task() const { return config.data.empty() ? config.task : "data"; }
   // What messages and sweep.html say the runs train on: the task, or the file.
   std::string trained_on() const { return config.data.empty() ? config.task : "data " + config.data; }
@@ -228,6 +231,7 @@ int run_all(const Sweep& sweep, std::vector<train::SweepRun>& plan, std::vector<
     // final analysis again, or trains it anew without a checkpoint.
     if (resume && fs::exists(folder + "/heads.json")) {
       finish_run(sweep, run, 0);
+      if (const auto t = sweep.earlier_seconds.find(run.dir); t != sweep.earlier_seconds.end()) run.seconds = t->second;
       if (run.status == train::RunStatus::done) {
         std::fprintf(stderr, "[%zu/%zu] %s (finished earlier)\n", ++finished, plan.size(), train::run_line(run).c_str());
         return std::nullopt;
@@ -495,6 +499,12 @@ void read_resumed_plan(Sweep& sweep, const SweepArgs& args, bool jobs_given) {
   sweep.config = stored_config_file(config_path, "--resume " + sweep.dir + ": " + config_path);
   const nlohmann::json saved = read_plan_file(plan_path, "--resume " + sweep.dir);
   sweep.plan = train::plan_from_json(saved, "--resume " + sweep.dir + ": " + plan_path);
+  // Timing only: a run without a readable time gets none, as before.
+  if (const auto runs = saved.find("runs"); runs != saved.end() && runs->is_array())
+    for (const nlohmann::json& r : *runs)
+      if (r.is_object() && r.contains("dir") && r.at("dir").is_string() && r.contains("seconds") &&
+          r.at("seconds").is_number() && std::isfinite(r.at("seconds").get<double>()) && r.at("seconds").get<double>() >= 0)
+        sweep.earlier_seconds[r.at("dir").get<std::string>()] = r.at("seconds").get<double>();
   // The --jobs of the first sweep, unless given again (a sweep.json of an older headlab has none: one per core).
   sweep.jobs_flag = jobs_given || !saved.contains("jobs_flag")
                         ? args.jobs
