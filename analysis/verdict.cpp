@@ -15,6 +15,17 @@ std::string points(double fraction) {
   return (s == "-0.0" ? "0.0" : s) + " pts";
 }
 
+// "costs 31.4 pts of accuracy and 2.933 nats of loss"; an ablation that
+// helps on either count says how it changes them instead ("costs -0.511
+// nats" reads as a typo).
+std::string cost_text(double delta_accuracy, double delta_loss) {
+  if (-delta_accuracy >= 0 && delta_loss >= 0)
+    return "costs " + points(-delta_accuracy) + " of accuracy and " + fixed(delta_loss, 3) + " nats of loss";
+  const std::string acc = points(delta_accuracy), loss = fixed(delta_loss, 3);
+  return "changes accuracy by " + (acc[0] == '-' ? acc : "+" + acc) + " and the loss by " +
+         (loss[0] == '-' ? loss : "+" + loss) + " nats";
+}
+
 // Whether an ablation's cost reaches the thresholds a counted head's must.
 bool costs(double delta_loss, double delta_accuracy, const LabelOptions& options) {
   return -delta_accuracy >= options.min_ablation_acc_drop || delta_loss >= options.min_ablation_loss_rise;
@@ -124,9 +135,8 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
                       " heads have a role (a clear pattern)" + (listed.empty() ? "" : ": " + listed));
   for (const std::string& s : left_out) v.reasons.push_back(s);
   for (const SetAblation& set : run.set_ablations)
-    v.reasons.push_back("ablating " + names(run, set.heads) + " (" + set.role + ") together costs " +
-                        points(-set.delta_accuracy) + " of accuracy and " + fixed(set.delta_loss, 3) +
-                        " nats of loss" + set_outcome(run, set, counted, options));
+    v.reasons.push_back("ablating " + names(run, set.heads) + " (" + set.role + ") together " +
+                        cost_text(set.delta_accuracy, set.delta_loss) + set_outcome(run, set, counted, options));
   const bool enough_labels = v.distinct_labels >= needed;
   v.reasons.push_back(std::to_string(v.distinct_labels) + " distinct pattern label" +
                       (v.distinct_labels == 1 ? "" : "s") + " (need " + std::to_string(needed) + ")");

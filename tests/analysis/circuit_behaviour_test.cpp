@@ -124,6 +124,17 @@ TEST(SetAblation, TwoRedundantFirstTokenHeadsAreCreditedAsOneRoleNotSinks) {
   EXPECT_TRUE(said) << "the reasons say which set was ablated and what it cost";
 }
 
+// A set whose ablation lowers the loss says how it changes it, not "costs -0.5 nats".
+TEST(SetAblation, ASetThatHelpsSaysHowItChangesAccuracyAndLoss) {
+  const RunAnalysis run = redundant_first_token_pair(-0.511, -0.314);
+  bool said = false;
+  for (const std::string& r : run.verdict.reasons) {
+    EXPECT_EQ(r.find("costs -"), std::string::npos) << r;
+    said |= r.find("together changes accuracy by -31.4 pts and the loss by -0.511 nats") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+}
+
 TEST(SetAblation, WhenTheSetCostsNothingEitherBothHeadsAreSinks) {
   const RunAnalysis run = redundant_first_token_pair(0.001, 0.0);
   EXPECT_EQ(run.at(0, 0).label, Label::sink());
