@@ -18,13 +18,15 @@ def to_torch(spec, params):
             super().__init__()
             self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
 
-        def forward(self, x):
+        def forward(self, x, pad=None):
             B, T, _ = x.shape
             q, k, v = (p(x).view(B, T, h, d_k).transpose(1, 2) for p in (self.q, self.k, self.v))
             scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
             if spec["causal"]:
                 mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
                 scores = scores.masked_fill(mask, float("-inf"))
+            if pad is not None:  # [B, T] true at padding: no query reads a pad key
+                scores = scores.masked_fill(pad[:, None, None, :], float("-inf"))
             z = torch.softmax(scores, dim=-1) @ v
             return self.o(z.transpose(1, 2).reshape(B, T, d))
 
@@ -47,14 +49,16 @@ def to_torch(spec, params):
                 self.ln2 = norm()
                 self.mlp = MLP()
 
-        def forward(self, x):
-            x = x + self.attn(self.ln1(x))
+        def forward(self, x, pad=None):
+            x = x + self.attn(self.ln1(x), pad)
             if not spec["attn_only"]:
                 x = x + self.mlp(self.ln2(x))
             return x
 
     class Transformer(nn.Module):
-        """headlab's transformer (docs/model.md): forward(tokens [B, T]) -> logits [B, T, C]."""
+        """headlab's transformer (docs/model.md): forward(tokens [B, T], lengths=None)
+        -> logits [B, T, C]; lengths [B] marks each row's real tokens, whose
+        padding no query attends to (as headlab's padding mask)."""
 
         def __init__(self):
             super().__init__()
@@ -64,12 +68,16 @@ def to_torch(spec, params):
             self.ln_f = norm()
             self.head = nn.Linear(d, spec["classes"])
 
-        def forward(self, tokens):
+        def forward(self, tokens, lengths=None):
             tokens = torch.as_tensor(tokens, dtype=torch.long)
             T = tokens.shape[-1]
+            pad = None
+            if lengths is not None:
+                lengths = torch.as_tensor(lengths, dtype=torch.long, device=tokens.device)
+                pad = torch.arange(T, device=tokens.device)[None, :] >= lengths.reshape(-1, 1)
             x = self.tok_emb(tokens) + self.pos_emb(torch.arange(T, device=tokens.device))
             for block in self.blocks:
-                x = block(x)
+                x = block(x, pad)
             return self.head(self.ln_f(x))
 
     model = Transformer()

@@ -68,6 +68,15 @@ def test_sequences_of_different_lengths_run_padded_and_masked(mlp_model, tmp_pat
         # What the padding holds changes nothing; `lengths` marks the real tokens of an array.
         grid = np.array([[1, 2, 3, 7, 7, 7], [4, 5, 6, 7, 0, 1], [2, 2, 2, 2, 5, 5]])
         np.testing.assert_array_equal(model(grid, lengths=[3, 6, 4])[0, :3], logits[0, :3])
+        try:  # the PyTorch twin takes the same lengths
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            with torch.no_grad():
+                twin = model.to_torch()(torch.from_numpy(grid), lengths=[3, 6, 4]).numpy()
+            for b, n in enumerate([3, 6, 4]):
+                np.testing.assert_allclose(twin[b, :n], logits[b, :n], atol=1e-5)
         targets = [[1, 0, 1], [0, 1, 0, 1, 0, 1], [1, 1, 1, 1]]
         grads = model.gradients(rows, targets, ["hook_embed"])["hook_embed"]
         assert np.all(grads[0, 3:] == 0) and np.any(grads[0, :3] != 0)  # padding is no input to the loss
