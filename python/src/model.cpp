@@ -13,6 +13,7 @@
 #include "train/config.h"
 #include "train/input_file.h"
 #include "train/run_builder.h"
+#include "train/run_data.h"
 
 namespace headlab::python {
 
@@ -43,6 +44,20 @@ Model load_model(const std::string& path) {
         std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), file);
     m.transformer = train::load_model(ck, file);
     m.config = train::to_json(ck.info.config);
+    // A moved or copied run folder names the data files where task_batch()
+    // and the CLI find them (train/run_data.h); only when a recorded file is
+    // gone, so that loading reads no data file otherwise. One that cannot be
+    // found keeps the recorded path, which task_batch() then names.
+    const train::TrainConfig& recorded = ck.info.config;
+    if ((!recorded.data.empty() && !fs::exists(recorded.data)) ||
+        (!recorded.eval_data.empty() && !fs::exists(recorded.eval_data))) {
+      train::TrainConfig moved = recorded;
+      try {
+        train::locate_run_data(ck.info, moved, train::run_folder_of(file), false);
+        m.config = train::to_json(moved);
+      } catch (const std::exception&) {
+      }
+    }
     m.task = ck.info.task;
     m.step = ck.info.step;
     auto source = std::make_shared<Source>();

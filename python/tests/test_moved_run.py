@@ -17,6 +17,8 @@ def test_a_moved_run_folder_reads_its_own_data(tmp_path, capfd):
     headlab.train(out=tmp_path / "run", data=rows, **FLAGS)
     shutil.move(tmp_path / "run", tmp_path / "moved")
     moved = headlab.Run(tmp_path / "moved")
+    # The model's config names the file it reads now (the checkpoint still records the old path).
+    assert moved.model().config["data"] == str(tmp_path / "moved" / "data.jsonl")
     capfd.readouterr()
     batch = moved.model().task_batch()
     np.testing.assert_array_equal(batch["tokens"], rows[:4])
