@@ -42,8 +42,10 @@
     return el('header', {},
       el('div', { class: 'brand', text: 'headlab · sweep' }),
       el('h1', { text: D.title }),
-      // A --data sweep's runs train on its file, not on a task ("task": "data").
-      el('div', { class: 'chips' }, config.data ? kv('data', config.data) : kv('task', S.task), kv('runs', runs.length + ' of ' + S.planned_runs),
+      // A --data sweep's runs train on its file, not on a task ("task": "data");
+      // a --task list's tasks are the grid's chip.
+      el('div', { class: 'chips' }, config.data ? kv('data', config.data) : S.grid && S.grid.task ? null : kv('task', S.task),
+        kv('runs', runs.length + ' of ' + S.planned_runs),
         ...Object.entries(S.grid && typeof S.grid === 'object' ? S.grid : {}).map(([f, vs]) =>
           kv(f, Array.isArray(vs) ? vs.map(valueText).join(', ') : '')),
         kv('head counts', (S.heads || []).join(', ')), kv('seeds', (S.seeds || []).length),

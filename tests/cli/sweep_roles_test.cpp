@@ -6,6 +6,7 @@
 //   target accuracy defaults to the task's own (induction 0.9).
 // - A sweep.json (and shards' files) from before the roles' rate still
 //   redraws, resumes and collects.
+// - A --task list's sweep is named by its tasks, not by the default task.
 // - F10: --attn-only true,false is an axis of the grid; --attn-only alone
 //   still sets it for every run; a bad value names itself and what fits.
 #include <gtest/gtest.h>
@@ -193,6 +194,17 @@ TEST(SweepSwitches, AttnOnlyTrueFalseIsAGridAxisAndAloneStillSetsEveryRun) {
   EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--no-layernorm", "on,on", "--out", cwd / "bad"}, cwd.path()), 2,
                             {"--no-layernorm 'on,on'", "on is listed twice"}));
   EXPECT_FALSE(fs::exists(cwd / "bad"));
+}
+
+TEST(SweepRoles, ASweepOfATaskListIsNamedByItsTasks) {
+  TempDir cwd;
+  const std::string sweep = cwd / "tasks";
+  const RunResult r = tiny_sweep(cwd.path(), {"--task", "previous,first", "--seeds", "0", "--jobs", "1", "--out", sweep});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.err.find("runs of tasks previous, first ("), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("first-prev-pair"), std::string::npos) << r.err;
+  EXPECT_EQ(read_json(sweep + "/sweep.json").at("task"), "previous,first");
+  EXPECT_NE(read_bytes(sweep + "/sweep.html").find("headlab sweep: tasks previous, first"), std::string::npos);
 }
 
 }  // namespace

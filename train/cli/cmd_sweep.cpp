@@ -151,9 +151,26 @@ struct Sweep {
   // --resume: each run's wall time as the sweep.json read recorded it, by
   // folder, so that a run finished earlier keeps its time rather than 0.
   std::map<std::string, double> earlier_seconds;
-  std::string task() const { return config.data.empty() ? config.task : "data"; }
-  // What messages and sweep.html say the runs train on: the task, or the file.
-  std::string trained_on() const { return config.data.empty() ? config.task : "data " + config.data; }
+  // A --task list's axis, if any: config.task is then the default, which no run trains on.
+  const train::GridAxis* task_axis() const {
+    for (const train::GridAxis& axis : plan.axes)
+      if (axis.flag == "task") return &axis;
+    return nullptr;
+  }
+  // The task, or the list's tasks joined by `sep`.
+  std::string tasks(const std::string& sep) const {
+    const train::GridAxis* axis = task_axis();
+    if (axis == nullptr) return config.task;
+    std::string out;
+    for (const nlohmann::json& v : axis->values) out += (out.empty() ? "" : sep) + v.get<std::string>();
+    return out;
+  }
+  std::string task() const { return config.data.empty() ? tasks(",") : "data"; }
+  // What messages and sweep.html say the runs train on: the task(s), or the file.
+  std::string trained_on() const {
+    if (!config.data.empty()) return "data " + config.data;
+    return task_axis() ? "tasks " + tasks(", ") : config.task;
+  }
 };
 
 // DIR/config.json: the settings every run of the sweep reads (--config).
@@ -629,7 +646,8 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags, bool jobs_given) 
       // sweep's own.
       write_config(sweep);
     } else {
-      sweep.dir = trimmed_dir(args.out.empty() ? train::default_run_dir("sweep-" + sweep.task()) : args.out);
+      const std::string name = "sweep-" + (sweep.config.data.empty() ? sweep.tasks("+") : std::string("data"));
+      sweep.dir = trimmed_dir(args.out.empty() ? train::default_run_dir(name) : args.out);
       // The shards share the folder (each overwrites only its own runs).
       lock = train::prepare_sweep_folder(sweep.dir, args.force, shard);
       if (shard) {
