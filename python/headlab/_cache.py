@@ -44,6 +44,15 @@ class ActivationCache(dict):
                 self.model._check_names([key])  # no hook point at all: a KeyError naming the nearest ones
             raise
 
+    def __contains__(self, key):
+        """As cache[key] reads it: ("pattern", 0) is in the cache when its hook point is."""
+        if isinstance(key, tuple):
+            try:
+                key = get_act_name(*key, layers=self.model.spec["layers"])
+            except (TypeError, ValueError, KeyError):
+                return False
+        return dict.__contains__(self, key)
+
     def __repr__(self):
         """The names and shapes, not the arrays (a notebook cell ending in
         `cache` shows this)."""

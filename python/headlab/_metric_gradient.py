@@ -1,7 +1,11 @@
 """The seed of model.gradients for a metric of the caller's: its gradient at
 the logits, given as grad_logits= (numpy) or taken from metric= by torch's
 autograd. Padded positions get no gradient: their logits mean nothing."""
+import warnings
+
 import numpy as np
+
+from ._targets import _caller_level
 
 
 def seed_function(metric, grad_logits, lengths):
@@ -14,7 +18,18 @@ def seed_function(metric, grad_logits, lengths):
         else:
             g = _given(grad_logits, logits)
         if lengths is not None:
-            g[np.arange(logits.shape[1])[None, :] >= lengths[:, None]] = 0
+            padded = np.arange(logits.shape[1])[None, :] >= lengths[:, None]  # [B, T]
+            reads = (g != 0).any(axis=-1) & padded
+            if reads.any():
+                rows = ", ".join(str(int(b)) for b in np.unique(np.nonzero(reads)[0]))
+                if not g[~padded].any():
+                    raise ValueError(f"gradients: the metric reads only padded positions (of rows {rows}), whose "
+                                     "logits mean nothing, so every gradient would be 0; read each row's last real "
+                                     "position, logits[b, lengths[b] - 1]")
+                warnings.warn(f"gradients: the metric reads padded positions of rows {rows} (logits[:, -1] of a "
+                              "shorter row is padding); they get no gradient: read each row's last real position, "
+                              "logits[b, lengths[b] - 1]", UserWarning, stacklevel=_caller_level())
+            g[padded] = 0
         return g
 
     return seed
@@ -49,6 +64,8 @@ def _torch_gradient(metric, logits):
     x = torch.from_numpy(logits).requires_grad_(True)
     with torch.enable_grad():
         value = metric(x)
+    if isinstance(value, torch.Tensor) and value.is_complex():
+        raise TypeError(f"gradients: metric(logits) must return a real number, got the complex {value!r:.100}")
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"gradients: metric(logits) must return a torch tensor computed from the tensor it is "
                         f"given (logits [B, T, classes], torch), got {value!r:.200}")

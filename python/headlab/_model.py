@@ -43,12 +43,13 @@ class Model(TLWeights):
         self._params = None
 
     def __reduce__(self):
-        """Pickled as the file it was loaded from (or saved to), plus the
-        parameters an unsaved edit replaced: unpickling reads that file again."""
-        if self.path is not None:
-            return _unpickle, (self.path, {}, self.step)
-        replaced = {name: np.array(self.params[name]) for name in self.edited["replaced"]}
-        return _unpickle, (self.edited["source"]["path"], replaced, self.step)
+        """Pickled as the checkpoint file its weights were read from (an
+        edit's: its source's), with that file's size and hash as read, plus
+        the parameters an edit replaced: unpickling reads the file again and
+        refuses it if it has changed since."""
+        path, size, digest = self._core.source_file
+        replaced = {name: np.array(self.params[name]) for name in (self.edited or {}).get("replaced", [])}
+        return _unpickle, (path, size, digest, replaced, self.path)
 
     def __deepcopy__(self, memo):
         """The same weights (they never change), its own attributes."""
@@ -63,7 +64,9 @@ class Model(TLWeights):
         if where is None:
             nothing = "" if self.edited["replaced"] else ", nothing replaced"
             where = f"edited from {self.edited['source']['path']}{nothing}"
-        return (f"<headlab.Model {where}: {kind}{s['layers']} layers x {s['heads']} heads, d_model {s['d_model']}, "
+        layers = f"{s['layers']} layer{'' if s['layers'] == 1 else 's'}"
+        heads = f"{s['heads']} head{'' if s['heads'] == 1 else 's'}"
+        return (f"<headlab.Model {where}: {kind}{layers} x {heads}, d_model {s['d_model']}, "
                 f"vocab {s['vocab']}, {s['max_seq_len']} positions, step {self.step}>")
 
     @property
@@ -245,7 +248,10 @@ class Model(TLWeights):
         eigenvalue mass, None when classes != vocab), float64, each LayerNorm
         folded in as its centering and scale ("layernorm_folded"), biases and
         MLPs left out ("mlp_ignored")."""
-        return self._core.head_circuits(layer, head)
+        for what, value in (("layer", layer), ("head", head)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"head_circuits: the {what} is an int, got {value!r}")
+        return self._core.head_circuits(int(layer), int(head))
 
     def task_batch(self):
         """The batch the run's own head analysis reads, as headlab.analyze's
@@ -292,17 +298,25 @@ class Model(TLWeights):
         but a regular file, a path inside a run or sweep folder."""
         if not isinstance(overwrite, (bool, np.bool_)):  # "no" is truthy: never replace a file on it
             raise TypeError(f"save: overwrite must be True or False, got {overwrite!r}")
+        if not os.fspath(path).endswith(".safetensors"):  # what load, analyze and eval read as a checkpoint
+            raise ValueError(f"save: {os.fspath(path)!r} does not end in .safetensors, which headlab analyze, eval "
+                             "and headlab.load take a checkpoint file by; name it like edits/no-L1H0.safetensors")
         self._core.save(os.fspath(path), bool(overwrite))
         # The file now holds this model: its path, as headlab.load of it would give.
         self.path = os.path.abspath(os.fspath(path))
         return self.path
 
 
-def _unpickle(path, replaced, step):
+def _unpickle(path, size, digest, replaced, saved_as):
     model = load(path)
-    if model.step != step:
-        raise ValueError(f"unpickling a headlab.Model of step {step}: {path} now holds step {model.step}")
-    return model.with_params(replaced) if replaced else model
+    if model._core.source_file[1:] != (size, digest):
+        raise ValueError(f"unpickling a headlab.Model: its checkpoint {path} has changed since it was read (size "
+                         f"{size}, hash {digest:016x} then; size {model._core.source_file[1]}, hash "
+                         f"{model._core.source_file[2]:016x} now), so its weights are gone; load the model again")
+    if replaced:
+        model = model.with_params(replaced)
+    model.path = saved_as
+    return model
 
 
 class HookName(str):
@@ -324,8 +338,15 @@ class HookName(str):
 
 
 def _is_short_name(name):
-    """TransformerLens's short form of a hook name: ("pattern", 0), ("scale", 1, "ln2")."""
-    return isinstance(name, tuple) and 1 <= len(name) <= 3 and isinstance(name[0], str)
+    """TransformerLens's short form of a hook name: ("pattern", 0), ("scale",
+    1, "ln2"), ("embed",); not a tuple of full names ("hook_embed",
+    "blocks.0.attn.hook_z"), which is a list of names."""
+    if not (isinstance(name, tuple) and 1 <= len(name) <= 3 and isinstance(name[0], str)):
+        return False
+    if "." in name[0] or name[0].startswith("hook_"):
+        return False
+    layer = name[1] if len(name) > 1 else None
+    return layer is None or (isinstance(layer, (int, np.integer)) and not isinstance(layer, bool))
 
 
 def _from_torch(value):

@@ -70,14 +70,17 @@ def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_i
 
 def _receiver_points(receivers, receiver_input, L, H):
     """(layer, head or None, hook name) of every receiver input."""
+    if not isinstance(receiver_input, str) or not receiver_input or set(receiver_input) - set("qkv"):
+        raise ValueError(f"patching.path: receiver_input must be made of \"q\", \"k\" and \"v\" (\"k\": the "
+                         f"receivers' keys, K-composition), got {receiver_input!r}")
     if isinstance(receivers, str):
         if receivers != "logits":
             raise ValueError(f"patching.path: receivers must be \"logits\" or a list of (layer, head), "
                              f"got {receivers!r}")
+        if receiver_input != "qkv":
+            raise ValueError(f"patching.path: receiver_input={receiver_input!r} chooses the inputs of receiving "
+                             "heads; receivers=\"logits\" is the direct path, which has none")
         return [(L, None, f"blocks.{L - 1}.hook_resid_post")]
-    if not isinstance(receiver_input, str) or not receiver_input or set(receiver_input) - set("qkv"):
-        raise ValueError(f"patching.path: receiver_input must be made of \"q\", \"k\" and \"v\" (\"k\": the "
-                         f"receivers' keys, K-composition), got {receiver_input!r}")
     try:
         pairs = [tuple(r) for r in receivers]
     except TypeError:

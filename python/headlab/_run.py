@@ -1,8 +1,12 @@
 """headlab.train and headlab.Run: a run folder, written by the CLI's own code."""
+import contextlib
+import ctypes
 import json
 import os
 import re
 import stat
+import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -45,6 +49,28 @@ def command(*args):
     raise RuntimeError(message)
 
 
+@contextlib.contextmanager
+def _engine_output_through_sys_stdout():
+    """The engine's file-descriptor-1 output of the block, written to
+    sys.stdout once it ends: a notebook then shows it in order with the cell's
+    own prints (ipykernel forwards fd 1 on its own thread, later), and
+    contextlib.redirect_stdout catches it. Only for quiet runs: a few lines,
+    where nothing is lost by holding them until the end."""
+    sys.stdout.flush()
+    with tempfile.TemporaryFile(mode="w+b") as held:
+        saved = os.dup(1)
+        os.dup2(held.fileno(), 1)
+        try:
+            yield
+        finally:
+            ctypes.CDLL(None).fflush(None)  # the C library's buffer, before fd 1 is given back
+            os.dup2(saved, 1)
+            os.close(saved)
+            held.seek(0)
+            sys.stdout.write(held.read().decode("utf-8", "replace"))
+            sys.stdout.flush()
+
+
 def train(out=None, **flags):
     """Trains as `headlab train --out OUT --flag value ...` does, in this process
     and through the same code: the same flags give the same metrics.jsonl and
@@ -53,9 +79,10 @@ def train(out=None, **flags):
     Returns the Run. train(resume="runs/x", steps=1000) continues a run in its
     own folder (`headlab train --resume`, no out=); help=True prints the flags.
     quiet=True (--quiet) prints only a summary of a few lines at the end
-    instead of every log line and the whole report (the engine writes to file
-    descriptor 1, which contextlib.redirect_stdout does not catch); train.log,
-    heads.json and report.html in the run folder keep everything.
+    instead of every log line and the whole report, through sys.stdout (so
+    in order with a notebook cell's prints); train.log, heads.json and
+    report.html in the run folder keep everything. Without it the engine
+    writes each line to file descriptor 1 as it goes.
     data= and eval_data= take a file, or rows (an int array [B, T], a list of
     sequences, or a dict of write_data's tokens, targets, lengths, attend):
     these are written into the run folder as data.jsonl and eval-data.jsonl
@@ -70,8 +97,13 @@ def train(out=None, **flags):
     if out is None and resume is None:
         raise ValueError("train: give out=, the run folder to write (or resume=, a run folder to continue)")
     undo, written = _put_rows(out, resume, flags)
+    args = ("train", *([] if out is None else [f"--out={os.fspath(out)}"]), *_flag_args(flags))
     try:
-        command("train", *([] if out is None else [f"--out={os.fspath(out)}"]), *_flag_args(flags))
+        if _truthy(flags.get("quiet", False)):
+            with _engine_output_through_sys_stdout():
+                command(*args)
+        else:
+            command(*args)
     except ValueError as e:
         undo()
         raise ValueError(_as_rows(str(e), written)) from None

@@ -183,7 +183,7 @@ class TLWeights:
             raise KeyError(f"with_tl_params: {key!r}: this model is attn-only, it has no MLP")
         if key in _DERIVED:
             raise KeyError(f"with_tl_params: {key!r} is computed from {_DERIVED[key]}: give those instead (a "
-                           "product such as W_OV does not determine its factors)")
+                           "computed array: W_OV's factors are not determined by their product)")
         names = [n for n in _SOURCES if not (n in _MLP and self.spec["attn_only"])]
         lower = {n.lower(): n for n in names}  # W_q -> W_Q first
         near = [lower[n] for n in difflib.get_close_matches(str(key).lower(), lower, n=3, cutoff=0.5)]

@@ -107,6 +107,11 @@ py::class_<Model> bind_model(py::module_& m) {
       .def_property_readonly("path", [](const Model& model) { return model.path; })
       .def_property_readonly("task", [](const Model& model) { return model.task; })
       .def_property_readonly("step", [](const Model& model) { return model.step; })
+      // (path, size, hash) of the checkpoint file the weights were read from
+      // (an edit's: its source's), as read: what an unpickled model checks.
+      .def_property_readonly("source_file", [](const Model& model) {
+        return py::make_tuple(model.source->path, model.source->size, model.source->hash);
+      })
       .def_property_readonly("dtype", [](const Model& model) {
         return model.transformer->dtype() == core::DType::f32 ? "float32" : "float64";
       })

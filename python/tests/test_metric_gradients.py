@@ -76,13 +76,22 @@ def test_padded_positions_logits_reach_no_gradient(mlp_model):
     rows = [list(random_tokens(mlp_model, batch=1, seed=7)[0]), list(random_tokens(mlp_model, batch=1, seed=8)[0, :5])]
     ids, _ = mlp_model.padded(rows)
     seed = np.ones(mlp_model(rows).shape, dtype=np.float32)
-    batch = mlp_model.gradients(rows, names=NAMES, grad_logits=seed)
+    with pytest.warns(UserWarning, match="reads padded positions of rows 1 "):
+        batch = mlp_model.gradients(rows, names=NAMES, grad_logits=seed)
     for i, row in enumerate(rows):
         alone = mlp_model.gradients([row], names=NAMES, grad_logits=np.ones((1, len(row), seed.shape[-1]), np.float32))
         for name in NAMES:
             np.testing.assert_allclose(batch[name][i, :len(row)], alone[name][0], rtol=1e-4, atol=1e-6,
                                        err_msg=f"row {i} {name}")
     assert ids.shape == (2, len(rows[0]))
+
+
+def test_a_metric_of_padded_positions_only_is_an_error(mlp_model):
+    rows = [list(random_tokens(mlp_model, batch=1, seed=7)[0]), list(random_tokens(mlp_model, batch=1, seed=8)[0, :5])]
+    seed = np.zeros(mlp_model(rows).shape, dtype=np.float32)
+    seed[1, -1, 0] = 1.0  # logits[:, -1] of the short row: padding
+    with pytest.raises(ValueError, match=r"reads only padded positions \(of rows 1\)"):
+        mlp_model.gradients(rows, names=NAMES, grad_logits=seed)
 
 
 def test_bad_metrics_and_seeds_are_named(mlp_model):
@@ -113,6 +122,8 @@ def test_bad_torch_metrics_are_named_and_its_exceptions_reach_the_caller(mlp_mod
         mlp_model.gradients(tokens, names=NAMES, metric=lambda l: torch.tensor(float(l.detach().numpy().mean())))
     with pytest.raises(TypeError, match="must return a torch tensor"):
         mlp_model.gradients(tokens, names=NAMES, metric=lambda l: 1.5)
+    with pytest.raises(TypeError, match="must return a real number"):
+        mlp_model.gradients(tokens, names=NAMES, metric=lambda l: (l[:, -1, 0] * 1j).mean())
 
     class Mine(Exception):
         pass

@@ -87,5 +87,7 @@ def test_a_metric_of_your_own_and_bad_receivers(attn_model):
             patching.path(attn_model, clean, bad, receivers, progress=False)
     with pytest.raises(ValueError, match="receiver_input must be made of"):
         patching.path(attn_model, clean, bad, [(1, 0)], receiver_input="x", progress=False)
+    with pytest.raises(ValueError, match="receivers=\"logits\" is the direct path"):
+        patching.path(attn_model, clean, bad, "logits", receiver_input="k", progress=False)
     with pytest.raises(ValueError, match="targets are read by the default metric only"):
         patching.path(attn_model, clean, bad, metric=lambda l: 0.0, targets=clean)

@@ -173,6 +173,10 @@ def test_run_with_cache_takes_fwd_hooks_and_caches_what_flows_on(attn_model):
     patched = attn_model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", zero)])
     logits, cache = attn_model.run_with_cache(tokens, names=[("z", 0), ("pattern", 1)],
                                               fwd_hooks=[("blocks.0.attn.hook_z", zero)])
+    assert ("z", 0) in cache and ("pattern", 0) not in cache
+    # A tuple of full names is a list of names, not a short name.
+    _, both = attn_model.run_with_cache(tokens, names=("blocks.0.attn.hook_z", "hook_embed"))
+    assert set(both) == {"blocks.0.attn.hook_z", "hook_embed"}
     np.testing.assert_array_equal(logits, patched)
     assert not cache["z", 0][:, :, 1].any() and cache["z", 0][:, :, 0].any()
     _, plain = attn_model.run_with_cache(tokens, names=[("pattern", 1)])
@@ -194,12 +198,14 @@ def test_the_cache_shows_names_and_shapes_and_names_the_nearest_hook_points(attn
 def test_save_gives_the_edit_its_path_and_an_empty_edit_says_so(attn_model, tmp_path):
     same = attn_model.with_params({})
     assert "nothing replaced" in repr(same)
+    with pytest.raises(ValueError, match="does not end in .safetensors"):
+        same.save(tmp_path / "same.bin")
     path = same.save(tmp_path / "same.safetensors")
     assert path == str(tmp_path / "same.safetensors") == same.path
     assert str(tmp_path / "same.safetensors") in repr(same)
 
 
-def test_models_and_caches_pickle_and_deep_copy(attn_model, attn_run):
+def test_models_and_caches_pickle_and_deep_copy(attn_model, attn_run, tmp_path):
     import copy
     import pickle
 
@@ -212,6 +218,16 @@ def test_models_and_caches_pickle_and_deep_copy(attn_model, attn_run):
     for twin in (pickle.loads(pickle.dumps(edited)), copy.deepcopy(edited)):
         np.testing.assert_array_equal(twin(tokens), edited(tokens))
         assert twin.edited["replaced"] == ["blocks.1.attn.o.weight"]
+    # A checkpoint rewritten since: refused, not other weights without a word.
+    import shutil
+    own = tmp_path / "own"
+    shutil.copytree(attn_run, own)
+    kept = pickle.dumps(headlab.load(own))
+    data = bytearray((own / "checkpoint.safetensors").read_bytes())
+    data[-1] ^= 1  # the last byte of the last tensor: still a checkpoint, another weight
+    (own / "checkpoint.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="has changed since it was read"):
+        pickle.loads(kept)
     _, cache = attn_model.run_with_cache(tokens, names=[("pattern", 0)])
     back = pickle.loads(pickle.dumps(cache))
     np.testing.assert_array_equal(back["pattern", 0], cache["pattern", 0])

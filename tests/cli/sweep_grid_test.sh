@@ -91,6 +91,8 @@ rm "$tmp/grid/layers2-lr0.01-h2-s2/heads.json"
 rm -r "$tmp/grid/layers1-lr0.001-h2-s1"
 echo '{"format": "headlab-heads/1", ' >"$tmp/grid/layers2-lr0.001-h2-s0/heads.json"
 refused "--lr cannot be given with it" sweep --resume "$tmp/grid" --lr 0.1
+# As if layers2-lr0.01-h2-s2 had been stopped after 100 s: it goes on from its checkpoint.
+edit "$tmp/grid/sweep.json" 'r=[r for r in j["runs"] if r["dir"] == "layers2-lr0.01-h2-s2"][0]; r["status"]="interrupted"; r["seconds"]=100'
 "$headlab" sweep --resume "$tmp/grid" >"$tmp/out.txt" 2>"$tmp/err.txt" || fail "--resume failed: $(cat "$tmp/err.txt")"
 grep -q '^sweep: 12 runs of first-prev-pair (layers 1,2 x lr 0.001,0.01 x heads 2 x seeds 0,1,2, 2 steps each), 3 at a time' \
   "$tmp/err.txt" || fail "--resume did not keep the plan and --jobs 3: $(head -1 "$tmp/err.txt")"
@@ -105,6 +107,8 @@ after={r['dir']: r['seconds'] for r in json.load(open(sys.argv[2]))['runs']}
 kept=[d for d in after if d not in ('layers2-lr0.01-h2-s2', 'layers1-lr0.001-h2-s1', 'layers2-lr0.001-h2-s0')]
 sys.exit(0 if len(kept) == 9 and all(after[d] == before[d] > 0 for d in kept) else 1)" "$tmp/grid.json" "$tmp/grid/sweep.json" ||
   fail "--resume did not keep the times of the runs finished earlier"
+python3 -c "import json,sys; r=[r for r in json.load(open(sys.argv[1]))['runs'] if r['dir'] == 'layers2-lr0.01-h2-s2'][0]
+sys.exit(0 if 100 < r['seconds'] < 200 else 1)" "$tmp/grid/sweep.json" || fail "an interrupted run's earlier time is not added"
 
 echo "== bad lists exit 2 and create nothing"
 refused "--lr '1e-3,abc': 'abc' is not a finite number" sweep --lr 1e-3,abc --out "$tmp/bad"

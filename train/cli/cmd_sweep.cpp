@@ -148,9 +148,10 @@ struct Sweep {
   train::TrainConfig config;  // shared by every run; seed, heads and the grid's flags vary
   int jobs = 1;               // at a time (for --collect: the shards' sum)
   int jobs_flag = 0;          // --jobs as given (0: one per core), kept for --resume
-  // --resume: each run's wall time as the sweep.json read recorded it, by
-  // folder, so that a run finished earlier keeps its time rather than 0.
-  std::map<std::string, double> earlier_seconds;
+  // --resume: each run's status and wall time as the sweep.json read
+  // recorded them, by folder, so that a run finished earlier keeps its time
+  // rather than 0, and an interrupted one adds its earlier time to the rest.
+  std::map<std::string, std::pair<std::string, double>> earlier;
   // A --task list's axis, if any: config.task is then the default, which no run trains on.
   const train::GridAxis* task_axis() const {
     for (const train::GridAxis& axis : plan.axes)
@@ -248,7 +249,7 @@ int run_all(const Sweep& sweep, std::vector<train::SweepRun>& plan, std::vector<
     // final analysis again, or trains it anew without a checkpoint.
     if (resume && fs::exists(folder + "/heads.json")) {
       finish_run(sweep, run, 0);
-      if (const auto t = sweep.earlier_seconds.find(run.dir); t != sweep.earlier_seconds.end()) run.seconds = t->second;
+      if (const auto t = sweep.earlier.find(run.dir); t != sweep.earlier.end()) run.seconds = t->second.second;
       if (run.status == train::RunStatus::done) {
         std::fprintf(stderr, "[%zu/%zu] %s (finished earlier)\n", ++finished, plan.size(), train::run_line(run).c_str());
         return std::nullopt;
@@ -264,6 +265,9 @@ int run_all(const Sweep& sweep, std::vector<train::SweepRun>& plan, std::vector<
   const auto done = [&](std::size_t i, const train::ChildExit& exit) {
     train::SweepRun& run = plan[i];
     run.seconds = exit.seconds;
+    // A run stopped earlier went on from its checkpoint: its time is both parts'.
+    if (const auto t = sweep.earlier.find(run.dir); t != sweep.earlier.end() && t->second.first == "interrupted")
+      run.seconds += t->second.second;
     finish_run(sweep, run, exit.exit_code);
     std::fprintf(stderr, "[%zu/%zu] %s\n", ++finished, plan.size(), train::run_line(run).c_str());
   };
@@ -521,7 +525,9 @@ void read_resumed_plan(Sweep& sweep, const SweepArgs& args, bool jobs_given) {
     for (const nlohmann::json& r : *runs)
       if (r.is_object() && r.contains("dir") && r.at("dir").is_string() && r.contains("seconds") &&
           r.at("seconds").is_number() && std::isfinite(r.at("seconds").get<double>()) && r.at("seconds").get<double>() >= 0)
-        sweep.earlier_seconds[r.at("dir").get<std::string>()] = r.at("seconds").get<double>();
+        sweep.earlier[r.at("dir").get<std::string>()] = {
+            r.contains("status") && r.at("status").is_string() ? r.at("status").get<std::string>() : "",
+            r.at("seconds").get<double>()};
   // The --jobs of the first sweep, unless given again (a sweep.json of an older headlab has none: one per core).
   sweep.jobs_flag = jobs_given || !saved.contains("jobs_flag")
                         ? args.jobs
