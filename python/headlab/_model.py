@@ -298,7 +298,8 @@ class Model(TLWeights):
         but a regular file, a path inside a run or sweep folder."""
         if not isinstance(overwrite, (bool, np.bool_)):  # "no" is truthy: never replace a file on it
             raise TypeError(f"save: overwrite must be True or False, got {overwrite!r}")
-        if not os.fspath(path).endswith(".safetensors"):  # what load, analyze and eval read as a checkpoint
+        # What load, analyze and eval read as a checkpoint (a folder, a FIFO ... the binding names).
+        if not os.fspath(path).endswith(".safetensors") and (os.path.isfile(path) or not os.path.lexists(path)):
             raise ValueError(f"save: {os.fspath(path)!r} does not end in .safetensors, which headlab analyze, eval "
                              "and headlab.load take a checkpoint file by; name it like edits/no-L1H0.safetensors")
         self._core.save(os.fspath(path), bool(overwrite))
