@@ -100,6 +100,29 @@ TEST(Snapshots, AnotherTaskOrBatchGoesBesideTheSnapshotsOwnAnalysis) {
   EXPECT_EQ(read_bytes(own + "/report.html"), report);
 }
 
+// --keep-snapshots removes old snapshot files, never the analysis a user
+// asked for of one: the folder stays, and whatever lists or reads snapshots
+// (analyze --step, report.html's slider, --resume) goes on beside it.
+TEST(Snapshots, AnAnalysisOutlivesItsPrunedSnapshot) {
+  TempDir cwd;
+  const std::string run = cwd / "run";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--snapshot-every", "10"}, {"--keep-snapshots", "2"}}), cwd.path())
+                .exit_code,
+            0);
+  ASSERT_EQ(run_headlab({"analyze", run, "--step", "10"}, cwd.path()).exit_code, 0);
+  const std::string analysis = run + "/snapshots/step-000010";
+  const std::string heads = read_bytes(analysis + "/heads.json");
+  const RunResult resumed = run_headlab({"train", "--resume", run, "--steps", "30"}, cwd.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_FALSE(fs::exists(run + "/snapshots/step-000010.safetensors")) << "pruned";
+  EXPECT_EQ(read_bytes(analysis + "/heads.json"), heads) << "the analysis went with its snapshot";
+  const nlohmann::json data = page_data(read_bytes(run + "/report.html"));
+  ASSERT_EQ(data.at("snapshots").size(), 2u);
+  EXPECT_EQ(data.at("snapshots")[0].at("step"), 20);
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", run, "--step", "10"}, cwd.path()), 2,
+                            {"--step 10", "its snapshot is gone", "kept in " + analysis, "it has 20, 30"}));
+}
+
 TEST(Snapshots, StepOfARunWithoutSnapshotsSaysHowToGetThem) {
   TempDir cwd;
   const RunResult r = run_headlab({"analyze", shared_run(), "--step", "10"}, cwd.path());
