@@ -32,6 +32,10 @@ class Model(TLWeights):
                             "use headlab.load(path) with a run folder or a checkpoint")
         self._core = core_model
         self.spec = json.loads(core_model.spec_json)
+        if self.spec["attn_only"]:
+            # No MLP: its width and activation (kept in the checkpoint, whose
+            # readers need them) are no part of this model.
+            self.spec.update(d_ff=None, activation=None)
         self.config = json.loads(core_model.config_json)
         # A model made by with_params is held by no file until it is saved.
         self.path = None if core_model.edited else core_model.path
