@@ -1,48 +1,24 @@
 """headlab.Sweep: a folder `headlab sweep` wrote, and its runs."""
 import json
+import os
 import re
-import stat
 from pathlib import Path
 
-_MARKER = ".headlab"  # {"headlab": "sweep"} or "run" (train/run_folder.h)
-_SWEEP_JSON_START = b'{\n  "format": "headlab-sweep/1"'
+from . import _core
 
 
 def _marker(folder):
-    """The kind a folder's marker names, "" without one (as the C++ side reads
-    it: a regular file of at most 256 bytes holding {"headlab": KIND})."""
-    path = Path(folder) / _MARKER
-    try:
-        if not stat.S_ISREG(path.lstat().st_mode) or path.stat().st_size > 256:
-            return ""
-        marker = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return ""
-    if isinstance(marker, dict) and len(marker) == 1 and isinstance(marker.get("headlab"), str):
-        return marker["headlab"]
-    return ""
+    """The kind a folder's marker (.headlab) names, "" without one: the C++
+    side's own reading of it (train/run_folder.h)."""
+    return _core.folder_marker(os.fsencode(folder))
 
 
 def is_sweep_folder(folder):
-    """The rule of train/sweep_folder.cpp's is_sweep_folder: a marker saying
-    "sweep"; without a marker, a regular sweep.lock, or a sweep.json that
-    starts as a sweep's (a sweep from before sweep.lock). A folder marked
-    otherwise (a run's) is never one."""
-    folder = Path(folder)
-    kind = _marker(folder)
-    if kind:
-        return kind == "sweep"
-    try:
-        return stat.S_ISREG((folder / "sweep.lock").lstat().st_mode)
-    except OSError:
-        pass
-    try:
-        if stat.S_ISREG((folder / "sweep.json").lstat().st_mode):
-            with open(folder / "sweep.json", "rb") as f:
-                return f.read(len(_SWEEP_JSON_START)) == _SWEEP_JSON_START
-    except OSError:
-        pass
-    return False
+    """Whether `folder` is a sweep's, by the C++ side's own rule
+    (train/sweep_folder.h): a marker saying "sweep"; without a marker, a
+    regular sweep.lock, or a sweep.json that starts as a sweep's (a sweep from
+    before sweep.lock). A folder marked otherwise (a run's) is never one."""
+    return _core.is_sweep_folder(os.fsencode(folder))
 
 
 def _natural(name):

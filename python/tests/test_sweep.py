@@ -1,5 +1,6 @@
 """headlab.Sweep reads a `headlab sweep` folder; Run and Sweep each refuse the other's."""
 import json
+import os
 import re
 
 import pytest
@@ -62,3 +63,25 @@ def test_a_sharded_sweep_has_no_summary_until_collected(sweep_dir, tmp_path):
     assert sweep.runs == {}
     with pytest.raises(FileNotFoundError, match=re.escape(f"headlab sweep --collect {shard}")):
         sweep.summary
+
+
+def test_is_sweep_folder_is_the_cli_s_own_rule(sweep_dir, tmp_path):
+    # The binding of train::is_sweep_folder, which headlab.Sweep and headlab.Run call (no Python copy).
+    from headlab import _core, _sweep
+
+    mine = tmp_path / "mine"  # unmarked: the user's files, a sweep.json of their own
+    mine.mkdir()
+    (mine / "sweep.json").write_text('{"mine": 1}')
+    older = tmp_path / "older"  # a sweep from before the marker and sweep.lock: its sweep.json alone
+    older.mkdir()
+    (older / "sweep.json").write_bytes((sweep_dir / "sweep.json").read_bytes())
+    odd = tmp_path / os.fsdecode(b"sw\xe9ep")  # a name that is not UTF-8
+    odd.mkdir()
+    (odd / ".headlab").write_bytes((sweep_dir / ".headlab").read_bytes())
+    cases = [(sweep_dir, True, "sweep"), (sweep_dir / "h2-s2", False, "run"), (mine, False, ""), (older, True, ""),
+             (odd, True, "sweep"), (tmp_path / "missing", False, "")]
+    for folder, sweep, marker in cases:
+        assert _core.is_sweep_folder(os.fsencode(folder)) is sweep, folder
+        assert _sweep.is_sweep_folder(folder) is sweep, folder
+        assert _core.folder_marker(os.fsencode(folder)) == marker, folder
+    assert headlab.Sweep(older).summary["format"] == "headlab-sweep/1"
