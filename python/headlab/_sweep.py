@@ -69,3 +69,25 @@ class Sweep:
                  if p.is_dir() and _marker(p) == "run"
                  and ((p / "config.json").exists() or (p / "checkpoint.safetensors").exists())]
         return {name: Run(self.path / name) for name in sorted(names, key=_natural)}
+
+    @property
+    def settings(self):
+        """{name: {flag: value}} of each run in `runs`: the flags the sweep's
+        grid varies, then heads and seed, as the run's own config.json holds
+        them. Never read from the folder's name, whose parts a value may
+        blur: `taskfirst-prev-sum-h2-s0` is task first-prev-sum, heads 2, seed 0."""
+        flags = [*self._grid_flags(), "heads", "seed"]
+        return {name: {flag: run.config.get(flag) for flag in flags} for name, run in self.runs.items()}
+
+    def _grid_flags(self):
+        """The flags of the sweep's grid, from sweep.json's plan or, before
+        `--collect`, a shard's file (the same plan in each); none without one."""
+        for path in [self.path / "sweep.json", *sorted(self.path.glob("shard-*-of-*.json"))]:
+            if not path.is_file():  # nor a FIFO, whose read would wait
+                continue
+            try:
+                grid = json.loads(path.read_text()).get("grid", {})
+            except (OSError, ValueError, AttributeError):
+                continue
+            return list(grid) if isinstance(grid, dict) else []
+        return []
