@@ -14,23 +14,23 @@ namespace headlab::python {
 
 namespace py = pybind11;
 
+namespace {
+
+// `ask(path)` as a function of a bytes path, run without the GIL (it reads files).
+template <class Ask>
+auto of_bytes_path(Ask ask) {
+  return [ask](const py::bytes& dir) {
+    const std::string path = dir;
+    py::gil_scoped_release release;
+    return ask(path);
+  };
+}
+
+}  // namespace
+
 void bind_folders(py::module_& m) {
-  m.def(
-      "is_sweep_folder",
-      [](const py::bytes& dir) {
-        const std::string path = dir;
-        py::gil_scoped_release release;
-        return train::is_sweep_folder(path);
-      },
-      py::arg("dir"));
-  m.def(
-      "folder_marker",
-      [](const py::bytes& dir) {
-        const std::string path = dir;
-        py::gil_scoped_release release;
-        return train::folder_marker(path);
-      },
-      py::arg("dir"));
+  m.def("is_sweep_folder", of_bytes_path(&train::is_sweep_folder), py::arg("dir"));
+  m.def("folder_marker", of_bytes_path(&train::folder_marker), py::arg("dir"));
 }
 
 }  // namespace headlab::python
