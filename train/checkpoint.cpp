@@ -212,7 +212,7 @@ void check_model_matches_tensors(const layers::ModelSpec& m, const core::Safeten
   const std::string described = "the model metadata (vocab " + std::to_string(m.vocab) + ", classes " +
                                 std::to_string(m.classes) + ", max_seq_len " + std::to_string(m.max_seq_len) +
                                 ", layers " + std::to_string(m.layers) + ", d_model " + std::to_string(m.d_model) +
-                                ", d_ff " + std::to_string(m.d_ff) + ")";
+                                (m.attn_only ? ", attention only" : ", d_ff " + std::to_string(m.d_ff)) + ")";
   auto expect = [&](const std::string& name, const core::Shape& shape) {
     if (!file.contains(name))
       throw UsageError(path + ": the checkpoint has no tensor \"" + name + "\", which " + described + " needs");

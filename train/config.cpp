@@ -234,6 +234,11 @@ std::vector<std::string> TrainConfig::inert_settings() const {
   if (snapshot_every > steps)
     out.push_back("--snapshot-every " + std::to_string(snapshot_every) + " takes no snapshot in a run of --steps " +
                   std::to_string(steps) + ": the first would be at step " + std::to_string(snapshot_every));
+  // An attention-only model has no MLP, whose width and activation these are.
+  if (model.attn_only && model.d_ff != 0)
+    out.push_back("--d-ff " + std::to_string(model.d_ff) + " does nothing with --attn-only: the model has no MLP");
+  if (model.attn_only && model.activation != layers::ModelSpec{}.activation)
+    out.push_back("--activation " + model.activation + " does nothing with --attn-only: the model has no MLP");
   // A decaying schedule's warmup beyond its horizon is refused (validate).
   if (warmup > steps && steps > 0)
     out.push_back("--warmup " + std::to_string(warmup) + " outlasts the run's --steps " + std::to_string(steps) +

@@ -38,16 +38,29 @@ std::vector<int64_t> snapshot_steps(const std::string& run_dir) {
   return steps;
 }
 
+std::string snapshot_analysis_dir(const std::string& run_dir, int64_t step) {
+  std::string path = snapshot_path(run_dir, step);
+  return path.substr(0, path.size() - std::string(".safetensors").size());
+}
+
 std::string find_snapshot(const std::string& run_dir, int64_t step) {
   const std::vector<int64_t> steps = snapshot_steps(run_dir);
   if (std::find(steps.begin(), steps.end(), step) != steps.end()) return snapshot_path(run_dir, step);
+  // --keep-snapshots removes a snapshot but never the analysis of it a user asked for.
+  std::error_code ec;
+  const std::string analysis = snapshot_analysis_dir(run_dir, step);
+  const std::string kept = fs::is_directory(analysis, ec) ? " (its snapshot is gone; the analysis an earlier "
+                                                            "analyze --step " + std::to_string(step) +
+                                                                " wrote is kept in " + analysis + ")"
+                                                          : "";
   if (steps.empty())
     throw UsageError("--step " + std::to_string(step) + ": " + run_dir +
-                     " keeps no snapshots (train it with --snapshot-every N to keep the weights of every N-th step)");
+                     " keeps no snapshots (train it with --snapshot-every N to keep the weights of every N-th step)" +
+                     kept);
   std::string list;
   for (const int64_t s : steps) list += (list.empty() ? "" : ", ") + std::to_string(s);
-  throw UsageError("--step " + std::to_string(step) + ": " + run_dir + " has no snapshot of that step; it has " +
-                   list);
+  throw UsageError("--step " + std::to_string(step) + ": " + run_dir + " has no snapshot of that step" + kept +
+                   "; it has " + list);
 }
 
 void prune_snapshots(const std::string& run_dir, int64_t keep) {

@@ -26,11 +26,18 @@ int64_t snapshot_step(const std::string& file_name);
 // The steps that have a snapshot in the run folder, ascending.
 std::vector<int64_t> snapshot_steps(const std::string& run_dir);
 
+// The folder `analyze RUN --step N` writes the snapshot's analysis into:
+// DIR/snapshots/step-000500 for step-000500.safetensors.
+std::string snapshot_analysis_dir(const std::string& run_dir, int64_t step);
+
 // The snapshot of `step`; a UsageError naming the steps there are (or how to
-// get some) when that step has none.
+// get some) when that step has none, and, when an analysis of that step's
+// snapshot is still there, where it is.
 std::string find_snapshot(const std::string& run_dir, int64_t step);
 
-// Removes the oldest snapshots beyond the newest `keep` (0: keeps all).
+// Removes the oldest snapshots beyond the newest `keep` (0: keeps all). Only
+// the snapshot files: the folder an `analyze --step N` wrote for one is the
+// user's result and stays (snapshot_steps never lists it).
 void prune_snapshots(const std::string& run_dir, int64_t keep);
 
 // Each snapshot's head labels on `eval` and attention on its row `example`

@@ -24,7 +24,6 @@ from ._patterns import _is_int
 _ID_LIMIT = 2**31 - 1
 _INFERRED_POSITIONS = 1 << 16  # the positions a line may take while --seq-len is inferred
 _KEYS = ("tokens", "targets", "attend")
-_MARKER = ".headlab"
 _BLANKS = b" \t\r\n\f\v"
 _BOM = b"\xef\xbb\xbf"
 
@@ -401,14 +400,9 @@ def folder_kind(folder):
     a checkpoint, a sweep.json, a run's snapshots/), another marker's kind,
     else ""."""
     folder = Path(folder)
-    marker = folder / _MARKER
-    try:
-        if stat.S_ISREG(marker.lstat().st_mode) and marker.stat().st_size <= 256:
-            kind = json.loads(marker.read_text()).get("headlab")
-            if isinstance(kind, str) and kind:
-                return kind
-    except (OSError, ValueError, AttributeError):
-        pass
+    kind = _core.folder_marker(os.fsencode(folder))  # the C++ side's reading of the marker
+    if kind:
+        return kind
     if (folder / "sweep.json").exists():
         return "sweep"
     if (folder / "checkpoint.safetensors").exists():

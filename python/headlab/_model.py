@@ -32,6 +32,10 @@ class Model(TLWeights):
                             "use headlab.load(path) with a run folder or a checkpoint")
         self._core = core_model
         self.spec = json.loads(core_model.spec_json)
+        if self.spec["attn_only"]:
+            # No MLP: its width and activation (kept in the checkpoint, whose
+            # readers need them) are no part of this model.
+            self.spec.update(d_ff=None, activation=None)
         self.config = json.loads(core_model.config_json)
         # A model made by with_params is held by no file until it is saved.
         self.path = None if core_model.edited else core_model.path
@@ -198,6 +202,7 @@ class Model(TLWeights):
             fns, hook = hooks[name], HookName(name)
             for i, fn in enumerate(fns):
                 out = _from_torch(fn(activation, hook))
+                _check_not_whole_numbers(name, out)
                 if out is not None:
                     activation = out if i == len(fns) - 1 else _writable_copy(out, activation)
             return activation
@@ -363,12 +368,23 @@ def _from_torch(value):
     return value
 
 
+def _check_not_whole_numbers(name, out):
+    """A hook's integer or bool array is refused, not cast: one in place of
+    an activation is almost surely a bug (np.ones(shape, dtype=int), a mask
+    returned instead of applied). Checked at each hook, so that none in a
+    chain hands the next one whole numbers."""
+    if isinstance(out, np.ndarray) and out.dtype.kind in "biu":
+        raise ValueError(f"the hook at {name} returned an array of dtype {out.dtype}; a hook returns None or a float "
+                         f"array (integers or bools in place of the activation are almost surely a bug): return "
+                         f".astype(np.float32) of it if whole numbers are what you mean")
+
+
 def _writable_copy(out, like):
     """A hook's replacement as the next hook at its point receives it: a writable
     copy of the activation's dtype, as the first hook's was (a returned cache
     array is read-only). One that does not fit stays as it is, for the binding
     to name."""
-    if isinstance(out, np.ndarray) and out.shape == like.shape and out.dtype.kind in "fiu":
+    if isinstance(out, np.ndarray) and out.shape == like.shape and out.dtype.kind == "f":
         return np.array(out, dtype=like.dtype)
     return out
 

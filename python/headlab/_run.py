@@ -335,11 +335,13 @@ class Run:
     @property
     def snapshots(self):
         """{step: path} of the checkpoints `--snapshot-every` kept
-        (snapshots/step-NNNNNN.safetensors), by step."""
+        (snapshots/step-NNNNNN.safetensors), by step. The folder an `analyze
+        --step N` wrote (snapshots/step-NNNNNN/) is no snapshot; it stays when
+        --keep-snapshots removes the snapshot it analyzed."""
         found = {}
         for path in (self.path / "snapshots").glob("step-*.safetensors"):
             digits = path.name[len("step-"):-len(".safetensors")]
-            if digits.isdigit():
+            if digits.isdigit() and path.is_file():
                 found[int(digits)] = path
         return dict(sorted(found.items()))
 
@@ -355,5 +357,8 @@ class Run:
             raise TypeError(f"model: step must be an int (a snapshot's step), got {step!r}")
         if step not in snapshots:
             kept = ", ".join(map(str, snapshots)) or "none (train with --snapshot-every N to keep them)"
-            raise ValueError(f"{self.path} has no snapshot of step {step}; its snapshots: {kept}")
+            analysis = self.path / "snapshots" / f"step-{step:06d}"
+            gone = (f" (it is gone; the analysis an earlier `headlab analyze --step {step}` wrote is kept in "
+                    f"{analysis})") if analysis.is_dir() else ""
+            raise ValueError(f"{self.path} has no snapshot of step {step}{gone}; its snapshots: {kept}")
         return load(snapshots[step])

@@ -1,48 +1,24 @@
 """headlab.Sweep: a folder `headlab sweep` wrote, and its runs."""
 import json
+import os
 import re
-import stat
 from pathlib import Path
 
-_MARKER = ".headlab"  # {"headlab": "sweep"} or "run" (train/run_folder.h)
-_SWEEP_JSON_START = b'{\n  "format": "headlab-sweep/1"'
+from . import _core
 
 
 def _marker(folder):
-    """The kind a folder's marker names, "" without one (as the C++ side reads
-    it: a regular file of at most 256 bytes holding {"headlab": KIND})."""
-    path = Path(folder) / _MARKER
-    try:
-        if not stat.S_ISREG(path.lstat().st_mode) or path.stat().st_size > 256:
-            return ""
-        marker = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return ""
-    if isinstance(marker, dict) and len(marker) == 1 and isinstance(marker.get("headlab"), str):
-        return marker["headlab"]
-    return ""
+    """The kind a folder's marker (.headlab) names, "" without one: the C++
+    side's own reading of it (train/run_folder.h)."""
+    return _core.folder_marker(os.fsencode(folder))
 
 
 def is_sweep_folder(folder):
-    """The rule of train/sweep_folder.cpp's is_sweep_folder: a marker saying
-    "sweep"; without a marker, a regular sweep.lock, or a sweep.json that
-    starts as a sweep's (a sweep from before sweep.lock). A folder marked
-    otherwise (a run's) is never one."""
-    folder = Path(folder)
-    kind = _marker(folder)
-    if kind:
-        return kind == "sweep"
-    try:
-        return stat.S_ISREG((folder / "sweep.lock").lstat().st_mode)
-    except OSError:
-        pass
-    try:
-        if stat.S_ISREG((folder / "sweep.json").lstat().st_mode):
-            with open(folder / "sweep.json", "rb") as f:
-                return f.read(len(_SWEEP_JSON_START)) == _SWEEP_JSON_START
-    except OSError:
-        pass
-    return False
+    """Whether `folder` is a sweep's, by the C++ side's own rule
+    (train/sweep_folder.h): a marker saying "sweep"; without a marker, a
+    regular sweep.lock, or a sweep.json that starts as a sweep's (a sweep from
+    before sweep.lock). A folder marked otherwise (a run's) is never one."""
+    return _core.is_sweep_folder(os.fsencode(folder))
 
 
 def _natural(name):
@@ -93,3 +69,25 @@ class Sweep:
                  if p.is_dir() and _marker(p) == "run"
                  and ((p / "config.json").exists() or (p / "checkpoint.safetensors").exists())]
         return {name: Run(self.path / name) for name in sorted(names, key=_natural)}
+
+    @property
+    def settings(self):
+        """{name: {flag: value}} of each run in `runs`: the flags the sweep's
+        grid varies, then heads and seed, as the run's own config.json holds
+        them. Never read from the folder's name, whose parts a value may
+        blur: `taskfirst-prev-sum-h2-s0` is task first-prev-sum, heads 2, seed 0."""
+        flags = [*self._grid_flags(), "heads", "seed"]
+        return {name: {flag: run.config.get(flag) for flag in flags} for name, run in self.runs.items()}
+
+    def _grid_flags(self):
+        """The flags of the sweep's grid, from sweep.json's plan or, before
+        `--collect`, a shard's file (the same plan in each); none without one."""
+        for path in [self.path / "sweep.json", *sorted(self.path.glob("shard-*-of-*.json"))]:
+            if not path.is_file():  # nor a FIFO, whose read would wait
+                continue
+            try:
+                grid = json.loads(path.read_text()).get("grid", {})
+            except (OSError, ValueError, AttributeError):
+                continue
+            return list(grid) if isinstance(grid, dict) else []
+        return []

@@ -38,10 +38,14 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 core::Tensor tensor_from(const py::array& array, const core::Shape& shape, core::DType dtype, const std::string& what) {
   const char kind = array.dtype().kind();
   std::vector<int64_t> got(array.shape(), array.shape() + array.ndim());
-  if (got != shape || (kind != 'f' && kind != 'i' && kind != 'u'))
+  // Floats only: an integer or bool array in place of floats is almost surely a mistake, never cast.
+  if (got != shape || kind != 'f')
     throw std::invalid_argument(what + ": expected a float array of shape " + shape_text(shape) + ", got " +
-                                (kind == 'f' || kind == 'i' || kind == 'u' ? "shape " + shape_text(got)
-                                                                           : "dtype " + std::string(py::str(array.dtype()))));
+                                (kind == 'f' ? "shape " + shape_text(got)
+                                             : "dtype " + std::string(py::str(array.dtype())) +
+                                                   (kind == 'i' || kind == 'u' || kind == 'b'
+                                                        ? " (convert it with .astype(np.float32))"
+                                                        : "")));
   core::Tensor out = core::Tensor::empty(shape, dtype);
   if (dtype == core::DType::f32) {
     const auto src = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(array);

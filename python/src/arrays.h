@@ -29,8 +29,9 @@ py::array to_numpy_copy(const core::Tensor& t);
 std::string shape_text(const std::vector<int64_t>& shape);
 
 // A contiguous Tensor of `dtype` holding `array`, which must have exactly
-// `shape` and a floating-point (or integer) dtype; otherwise a ValueError
-// (std::invalid_argument) naming `what` and the shape expected.
+// `shape` and a floating-point dtype (an integer or bool one is refused, never
+// cast); otherwise a ValueError (std::invalid_argument) naming `what` and the
+// shape expected.
 core::Tensor tensor_from(const py::array& array, const core::Shape& shape, core::DType dtype, const std::string& what);
 
 // Token ids [B, T] as the forward pass reads them (row-major int32); the

@@ -15,6 +15,7 @@
 namespace headlab::python {
 void bind_analyze(py::module_& m);
 void bind_command(py::module_& m);
+void bind_folders(py::module_& m);
 void bind_task_batch(py::class_<Model>& model);
 }  // namespace headlab::python
 
@@ -38,6 +39,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_circuits(model);
   python::bind_analyze(m);
   python::bind_command(m);
+  python::bind_folders(m);
   // headlab.write_data checks a pattern's name by the analysis's own rule, not a copy of it.
   m.def("check_pattern_name", &analysis::check_pattern_name, py::arg("name"));
 }

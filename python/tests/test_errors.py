@@ -64,6 +64,26 @@ def test_a_hook_returning_the_wrong_shape_names_the_expected_one(mlp_model):
         mlp_model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", lambda z, n: z.astype(str))])
 
 
+def test_a_hook_returning_whole_numbers_is_refused_naming_the_point_and_dtype(mlp_model):
+    # An int or bool array in place of an activation is almost surely a bug: refused, never cast.
+    tokens = random_tokens(mlp_model, batch=2)
+    name = "blocks.0.attn.hook_z"
+    for dtype in (np.int64, np.int32, np.uint8, np.bool_):
+        with pytest.raises(ValueError, match=rf"the hook at {name} returned an array of dtype "
+                                             rf"{np.dtype(dtype)}; .*\.astype\(np\.float32\)"):
+            mlp_model.run_with_hooks(tokens, fwd_hooks=[(name, lambda z, n: np.ones(z.shape, dtype=dtype))])
+    # Also first of several hooks at one point: the next one never receives whole numbers.
+    seen = []
+    with pytest.raises(ValueError, match="dtype int64"):
+        mlp_model.run_with_hooks(tokens, fwd_hooks=[(name, lambda z, n: np.zeros(z.shape, dtype=np.int64)),
+                                                    (name, lambda z, n: seen.append(z.dtype))])
+    assert seen == []
+    # Floats of another width are the model's dtype once cast: the same logits.
+    as_f64 = mlp_model.run_with_hooks(tokens, fwd_hooks=[(name, lambda z, n: np.ones(z.shape, dtype=np.float64))])
+    as_f32 = mlp_model.run_with_hooks(tokens, fwd_hooks=[(name, lambda z, n: np.ones(z.shape, dtype=np.float32))])
+    np.testing.assert_array_equal(as_f64, as_f32)
+
+
 def test_an_exception_in_a_hook_reaches_the_caller(mlp_model):
     class Mine(Exception):
         pass

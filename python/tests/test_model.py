@@ -25,6 +25,15 @@ def test_spec_and_config_are_the_checkpoints(mlp_run, mlp_model):
     assert mlp_model.step == 6
 
 
+def test_an_attention_only_spec_shows_no_mlp(attn_run, attn_model, mlp_model):
+    # The checkpoint keeps d_ff and activation for its readers; the model has no MLP to use them.
+    assert attn_model.spec["attn_only"] is True
+    assert attn_model.spec["d_ff"] is None and attn_model.spec["activation"] is None
+    assert mlp_model.spec["d_ff"] == 64 and mlp_model.spec["activation"] == "gelu"
+    assert attn_model.config["d-ff"] == json.loads((attn_run / "config.json").read_text())["d-ff"] == 0
+    assert "d_ff" not in repr(attn_model) and "attn-only" in repr(attn_model)
+
+
 def test_params_have_the_documented_names_and_shapes(mlp_model):
     d, V, C, T = 16, mlp_model.spec["vocab"], mlp_model.spec["classes"], mlp_model.spec["max_seq_len"]
     params = mlp_model.params

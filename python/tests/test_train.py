@@ -1,6 +1,7 @@
 """headlab.train is `headlab train`, byte for byte; Run reads a run folder."""
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -92,6 +93,21 @@ def test_snapshots_are_models_of_their_step(tmp_path):
         run.model(step=3)
     with pytest.raises(TypeError, match="step must be an int"):
         run.model(step="2")
+
+
+def test_an_analysis_outlives_its_pruned_snapshot(tmp_path):
+    # --keep-snapshots removes snapshot files, never the analysis a user asked for of one.
+    run = headlab.train(out=tmp_path / "run", steps=4, snapshot_every=2, keep_snapshots=2, **TINY)
+    cli("analyze", run.path, "--step", "2", "--quiet")
+    analysis = run.path / "snapshots" / "step-000002"
+    assert (analysis / "heads.json").is_file()
+    run = headlab.train(resume=run.path, steps=6)
+    assert list(run.snapshots) == [4, 6]  # the folder is no snapshot
+    assert (analysis / "heads.json").is_file()
+    with pytest.raises(ValueError, match=re.escape(
+            f"has no snapshot of step 2 (it is gone; the analysis an earlier `headlab analyze --step 2` wrote is "
+            f"kept in {analysis}); its snapshots: 4, 6")):
+        run.model(step=2)
 
 
 def test_a_damaged_metrics_line_is_named_unless_it_is_the_last(tmp_path):

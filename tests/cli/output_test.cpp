@@ -320,6 +320,25 @@ TEST(Train, QuietPrintsASummaryAndTheLogKeepsEverything) {
                             2, {"--steps 'abc' is not a whole number"}));
 }
 
+// An attention-only model has no MLP: train.log's model line says so where
+// an MLP model's gives d_ff, a --d-ff given with it is warned of, and
+// config.json keeps the setting as given (older and newer readers need it).
+TEST(Train, AnAttentionOnlyModelShowsNoMlpWidth) {
+  TempDir tmp;
+  const RunResult mlp = run_headlab(train_command(tmp / "mlp", {{"--steps", "0"}}), tmp.path());
+  ASSERT_EQ(mlp.exit_code, 0) << mlp.describe();
+  EXPECT_NE(read_bytes(tmp / "mlp/train.log").find("d_model 16, d_k 8, d_ff 64, "), std::string::npos)
+      << read_bytes(tmp / "mlp/train.log");
+  const RunResult attn =
+      run_headlab(train_command(tmp / "attn", {{"--steps", "0"}, {"--attn-only", ""}, {"--d-ff", "32"}}), tmp.path());
+  ASSERT_EQ(attn.exit_code, 0) << attn.describe();
+  EXPECT_EQ(attn.err, "headlab train: warning: --d-ff 32 does nothing with --attn-only: the model has no MLP\n");
+  const std::string log = read_bytes(tmp / "attn/train.log");
+  EXPECT_NE(log.find("d_model 16, d_k 8, attention only, "), std::string::npos) << log;
+  EXPECT_EQ(log.find("d_ff"), std::string::npos) << log;
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(tmp / "attn/config.json")).at("d-ff"), 32);
+}
+
 TEST(Train, ZeroStepsSaysTheModelIsAsInitialized) {
   TempDir tmp;
   const RunResult r = run_headlab(train_command(tmp / "run", {{"--steps", "0"}}), tmp.path());

@@ -6,7 +6,8 @@
 //   target accuracy defaults to the task's own (induction 0.9).
 // - A sweep.json (and shards' files) from before the roles' rate still
 //   redraws, resumes and collects.
-// - A --task list's sweep is named by its tasks, not by the default task.
+// - A --task list's sweep is named by its tasks, not by the default task, and
+//   its runs are found by its plan, never by parsing their folders' names.
 // - F10: --attn-only true,false is an axis of the grid; --attn-only alone
 //   still sets it for every run; a bad value names itself and what fits.
 #include <gtest/gtest.h>
@@ -205,6 +206,38 @@ TEST(SweepRoles, ASweepOfATaskListIsNamedByItsTasks) {
   EXPECT_EQ(r.err.find("first-prev-pair"), std::string::npos) << r.err;
   EXPECT_EQ(read_json(sweep + "/sweep.json").at("task"), "previous,first");
   EXPECT_NE(read_bytes(sweep + "/sweep.html").find("headlab sweep: tasks previous, first"), std::string::npos);
+}
+
+// A --task list's run folders (taskfirst-prev-sum-h2-s0: the task's own "-s"
+// blurs the name's parts) are never parsed: --resume finds each run by the
+// folder name its plan gives, and reads its configuration from the plan, which
+// is each run's config.json's.
+TEST(SweepRoles, ATaskListSweepsRunsAreFoundByThePlanNotByParsingTheirNames) {
+  TempDir cwd;
+  const std::string sweep = cwd / "tasks";
+  ASSERT_EQ(tiny_sweep(cwd.path(), {"--task", "first-prev-sum,previous", "--seeds", "0,1", "--jobs", "1", "--out", sweep})
+                .exit_code,
+            0);
+  const std::string redo = sweep + "/taskfirst-prev-sum-h2-s1";
+  fs::remove_all(redo);
+  const RunResult resumed = run_headlab({"sweep", "--resume", sweep}, cwd.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  // The three others found finished, the removed one run again.
+  for (const char* line : {"task first-prev-sum, h2 s0: ", "task previous, h2 s0: ", "task previous, h2 s1: "}) {
+    const std::size_t at = resumed.err.find(line);
+    ASSERT_NE(at, std::string::npos) << line << resumed.err;
+    EXPECT_NE(resumed.err.substr(at, resumed.err.find('\n', at) - at).find("(finished earlier)"), std::string::npos)
+        << line << resumed.err;
+  }
+  EXPECT_TRUE(fs::exists(redo + "/heads.json"));
+  const nlohmann::json runs = read_json(sweep + "/sweep.json").at("runs");
+  ASSERT_EQ(runs.size(), 4u);
+  for (const nlohmann::json& r : runs) {
+    const nlohmann::json config = read_json(sweep + "/" + r.at("dir").get<std::string>() + "/config.json");
+    EXPECT_EQ(r.at("settings").at("task"), config.at("task")) << r.at("dir");
+    EXPECT_EQ(r.at("seed"), config.at("seed")) << r.at("dir");
+    EXPECT_EQ(r.at("status"), "done") << r.at("dir");
+  }
 }
 
 }  // namespace

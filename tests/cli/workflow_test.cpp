@@ -71,6 +71,58 @@ TEST(Snapshots, KeptPrunedAnalyzedAndRead) {
             from.tensor_bytes("head.weight"));
 }
 
+// analyze --step N with another --task or --batch is not the snapshot's
+// own analysis: it goes beside it (snapshots/step-NNNNNN/analysis-TASK/), as
+// in a run folder, says where, and the snapshot's own files stay as they were.
+TEST(Snapshots, AnotherTaskOrBatchGoesBesideTheSnapshotsOwnAnalysis) {
+  TempDir cwd;
+  const std::string run = cwd / "run";
+  // previous predicts tokens, so another such task (first) fits its model.
+  const RunResult trained =
+      run_headlab(train_command(run, {{"--task", "previous"}, {"--snapshot-every", "10"}}), cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  const std::string own = run + "/snapshots/step-000010";
+  ASSERT_EQ(run_headlab({"analyze", run, "--step", "10"}, cwd.path()).exit_code, 0);
+  const std::string heads = read_bytes(own + "/heads.json"), report = read_bytes(own + "/report.html");
+
+  const RunResult task = run_headlab({"analyze", run, "--step", "10", "--task", "first", "--no-color"}, cwd.path());
+  ASSERT_EQ(task.exit_code, 0) << task.describe();
+  EXPECT_NE(task.err.find("its analysis on first goes to " + own + "/analysis-first"), std::string::npos)
+      << task.err;
+  EXPECT_NE(task.out.find("heads:  " + own + "/analysis-first/heads.json"), std::string::npos) << task.out;
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(own + "/analysis-first/heads.json")).at("analyzed"), "first");
+  const RunResult batch = run_headlab({"analyze", run, "--step", "10", "--batch", "4"}, cwd.path());
+  ASSERT_EQ(batch.exit_code, 0) << batch.describe();
+  EXPECT_NE(batch.err.find("this one of 4 sequences goes to " + own + "/analysis-batch-4"), std::string::npos)
+      << batch.err;
+  EXPECT_TRUE(fs::exists(own + "/analysis-batch-4/heads.json"));
+  EXPECT_EQ(read_bytes(own + "/heads.json"), heads) << "the snapshot's own analysis was replaced";
+  EXPECT_EQ(read_bytes(own + "/report.html"), report);
+}
+
+// --keep-snapshots removes old snapshot files, never the analysis a user
+// asked for of one: the folder stays, and whatever lists or reads snapshots
+// (analyze --step, report.html's slider, --resume) goes on beside it.
+TEST(Snapshots, AnAnalysisOutlivesItsPrunedSnapshot) {
+  TempDir cwd;
+  const std::string run = cwd / "run";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--snapshot-every", "10"}, {"--keep-snapshots", "2"}}), cwd.path())
+                .exit_code,
+            0);
+  ASSERT_EQ(run_headlab({"analyze", run, "--step", "10"}, cwd.path()).exit_code, 0);
+  const std::string analysis = run + "/snapshots/step-000010";
+  const std::string heads = read_bytes(analysis + "/heads.json");
+  const RunResult resumed = run_headlab({"train", "--resume", run, "--steps", "30"}, cwd.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_FALSE(fs::exists(run + "/snapshots/step-000010.safetensors")) << "pruned";
+  EXPECT_EQ(read_bytes(analysis + "/heads.json"), heads) << "the analysis went with its snapshot";
+  const nlohmann::json data = page_data(read_bytes(run + "/report.html"));
+  ASSERT_EQ(data.at("snapshots").size(), 2u);
+  EXPECT_EQ(data.at("snapshots")[0].at("step"), 20);
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", run, "--step", "10"}, cwd.path()), 2,
+                            {"--step 10", "its snapshot is gone", "kept in " + analysis, "it has 20, 30"}));
+}
+
 TEST(Snapshots, StepOfARunWithoutSnapshotsSaysHowToGetThem) {
   TempDir cwd;
   const RunResult r = run_headlab({"analyze", shared_run(), "--step", "10"}, cwd.path());

@@ -173,6 +173,22 @@ TEST(TrainConfig, InertSettingsAreListedOnlyWhenTheyDoNothing) {
   EXPECT_NE(c.inert_settings()[0].find("--keep-snapshots 3 does nothing"), std::string::npos);
 }
 
+// An attention-only model has no MLP: its width and activation do nothing.
+TEST(TrainConfig, MlpSettingsOfAnAttentionOnlyModelAreInert) {
+  TrainConfig c;
+  c.model.d_ff = 128;
+  c.model.activation = "relu";
+  EXPECT_TRUE(c.inert_settings().empty()) << "an MLP model uses both";
+  c.model.attn_only = true;
+  const std::vector<std::string> inert = c.inert_settings();
+  ASSERT_EQ(inert.size(), 2u);
+  EXPECT_EQ(inert[0], "--d-ff 128 does nothing with --attn-only: the model has no MLP");
+  EXPECT_EQ(inert[1], "--activation relu does nothing with --attn-only: the model has no MLP");
+  c.model.d_ff = 0;  // the defaults given by no one
+  c.model.activation = "gelu";
+  EXPECT_TRUE(c.inert_settings().empty());
+}
+
 // A decaying schedule's warmup must end before its horizon.
 TEST(TrainConfig, WarmupReachingADecaysHorizonIsRefused) {
   TrainConfig c;

@@ -1,7 +1,8 @@
 // `headlab analyze RUN_DIR|CHECKPOINT`: the head analysis of a trained model
 // on its run's evaluation batch (or another task, or a data file's sequences): the terminal table and
 // heatmaps (--quiet: the verdict's first line), heads.json and report.html, in the run folder or in a
-// folder named after the checkpoint file. With --patch, also the interventions:
+// folder named after the checkpoint file (a snapshot's included); another task or batch than the run's
+// goes beside those (analysis-TASK/, analysis-batch-N/), never over them. With --patch, also the interventions:
 // mean and resample ablation, and activation patching from the clean batch
 // into the task's corrupted one (Task::corrupt). A data file is analyzed
 // --batch sequences at a time (analysis/analyze_model.h, analyze_chunks),
@@ -257,22 +258,23 @@ int run_analyze(const AnalyzeArgs& args) {
   // folder named after it, beside it (edits/no-L1H0.safetensors:
   // edits/no-L1H0/), so that the analyses of two files in one folder never
   // replace each other. A snapshot's analysis goes into such a folder too
-  // (snapshots/step-000500/).
+  // (snapshots/step-000500/), and so, as in a run folder, another task's or
+  // batch's goes beside that one (snapshots/step-000500/analysis-TASK/).
   const fs::path ck_file(ck_path);
   const std::string named_after_file = (ck_file.parent_path() / ck_file.stem()).string();
   const bool own_file = !is_dir && !snapshot && ck_file.filename() != "checkpoint.safetensors";
-  const std::string home = is_dir ? args.target : own_file ? named_after_file : ck_file.parent_path().string();
+  const bool named_folder = own_file || snapshot;  // the analysis's home is the folder named after the file
+  const std::string home = named_folder ? named_after_file : is_dir ? args.target : ck_file.parent_path().string();
   const std::string chosen = !args.out.empty() ? args.out
-                             : snapshot        ? named_after_file
                              : !beside.empty() ? (fs::path(home.empty() ? "." : home) / beside).string()
                                                : home;
   const std::string out = chosen.empty() ? "." : chosen;
   std::error_code same_ec;
   // The folder named after a file is never one a run owns: it is checked as any --out.
-  const bool own_folder = !own_file && fs::equivalent(out, home.empty() ? "." : home, same_ec);
+  const bool own_folder = !named_folder && fs::equivalent(out, home.empty() ? "." : home, same_ec);
   // The folder named after the file is picked as --out is: refused when it
   // is another run's, a sweep's, or the user's.
-  if (own_file && args.out.empty())
+  if (named_folder && args.out.empty())
     check_analysis_out(home, home + " (the folder named after " + ck_path +
                                  " for its analysis; --out DIR puts it elsewhere)");
   // The run folder this analysis takes the checkpoint for the run's of: the
@@ -280,8 +282,8 @@ int run_analyze(const AnalyzeArgs& args) {
   // heads.json and report.html it replaces (beside the run's metrics).
   check_run_checkpoint(ck, ck_path,
                        is_dir && !args.step_given                                          ? args.target
-                       : own_folder && !snapshot && train::folder_marker(out) == "run" ? out
-                                                                                           : "");
+                       : own_folder && train::folder_marker(out) == "run" ? out
+                                                                              : "");
   // The folders analyze picks itself (a snapshot's, another task's) are its own.
   if (!own_folder && !args.out.empty()) check_analysis_out(out, "--out " + out);
   // The run's own folder is written as its trainer writes it: not while a
@@ -346,13 +348,14 @@ int run_analyze(const AnalyzeArgs& args) {
   run.analyzed = input.task().name();
   run.step = ck.info.step;
 
-  if (!beside.empty() && args.out.empty() && !snapshot) {
+  if (!beside.empty() && args.out.empty()) {
     const std::string of_batch = other_batch ? " of " + std::to_string(args.batch) + " sequences" : "";
     std::cerr << "analyze: "
               << (other_task ? "the run trained on " + trained_on + "; its analysis on " + args.task + of_batch
                              : "the run's own analysis reads its eval batch of " + std::to_string(run_batch) +
                                    " sequences; this one" + of_batch)
-              << " goes to " << out << " (its own heads.json and report.html are kept; --out "
+              << " goes to " << out << " (the " << (snapshot ? "snapshot's" : own_file ? "file's" : "run's")
+              << " own heads.json and report.html in " << (home.empty() ? "." : home) << " are kept; --out "
               << (home.empty() ? "." : home) << " replaces them)\n";
   }
   std::error_code ec;
@@ -360,7 +363,8 @@ int run_analyze(const AnalyzeArgs& args) {
   if (ec) throw train::UsageError("cannot create --out " + out + ": " + ec.message());
   if (!own_folder && train::folder_marker(out).empty()) train::write_folder_marker(out, "analysis");
   // The file's own folder too, when its analysis went beside its heads.json (analysis-TASK/).
-  if (own_file && args.out.empty() && train::folder_marker(home).empty()) train::write_folder_marker(home, "analysis");
+  if (named_folder && args.out.empty() && train::folder_marker(home).empty())
+    train::write_folder_marker(home, "analysis");
   train::RunFolder folder{out, nullptr};
   train::AnalysisSource source;
   // A run folder's report steps through its snapshots as the trainer's does
@@ -401,7 +405,8 @@ Command add_analyze(CLI::App& app) {
       ->required();
   app.add_option("--step", args->step,
                  "analyze the run's snapshot of this step (train --snapshot-every); the files go to "
-                 "RUN/snapshots/step-NNNNNN/")
+                 "RUN/snapshots/step-NNNNNN/ (another --task or --batch: into analysis-TASK/ or analysis-batch-N/ "
+                 "there)")
       ->each([args](const std::string&) { args->step_given = true; });
   app.add_option("--task", args->task,
                  "analyze on this task's batch (default: the run's task); another task than the run's writes into "

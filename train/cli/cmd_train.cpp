@@ -229,9 +229,11 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   auto log = make_run_logger(folder.log(), stdout_is_terminal(), args.quiet);
   const train::TrainConfig& config = session->config();
   const layers::ModelSpec& m = session->model().spec();
-  log->info("{} {} in {}: {} layer(s), {} heads, d_model {}, d_k {}, {} parameters, {} thread(s)",
+  // An attention-only model's d_ff (config.json keeps the setting) is no part of it.
+  log->info("{} {} in {}: {} layer(s), {} heads, d_model {}, d_k {}, {}, {} parameters, {} thread(s)",
             args.resume.empty() ? "training" : "resuming", session->task().name(), folder.dir, m.layers, m.heads,
-            m.d_model, m.d_k(), session->model().num_parameters(), core::num_threads());
+            m.d_model, m.d_k(), m.attn_only ? "attention only" : "d_ff " + std::to_string(m.d_ff),
+            session->model().num_parameters(), core::num_threads());
   log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, session->batch_rows(), m.max_seq_len,
             config.optimizer, config.lr, config.seed);
   if (world.size() > 1 || config.micro_batches > 1)
