@@ -167,11 +167,37 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   openblas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
 }
 
+// Attention's products at short sequences (T = 3..16) are thousands of tiny
+// matrices, on which a library call costs far more than the arithmetic:
+// oneDNN ran Q K^T for 479 x 4 heads of 3 x 32 x 3 at 1 GFLOP/s, plain loops
+// at 14 (docs/performance.md, "Attention at short sequences"). Products of
+// at most this many multiply-adds (m n k) run in core/gemm_small.cpp's
+// loops, on either backend, in float32 and float64: up to 8192 when op(B) is
+// B (rows of B summed, lanes over n), 4096 when it is B^T (dot products over
+// k, which end in a sum across lanes). n is at most kSmallMaxN.
+inline constexpr int64_t kSmallRowsLimit = 8192, kSmallDotsLimit = 4096, kSmallMaxN = 256;
+template <class T>
+bool is_small_product(const BatchedGemm<T>& g) {
+  return g.k > 0 && g.n <= kSmallMaxN && g.m * g.n * g.k <= (g.tb ? kSmallDotsLimit : kSmallRowsLimit);
+}
+// The whole batch in those loops, on the calling thread. The order of
+// summation is fixed (over k in turn, lanes over n; or over k in vector
+// lanes, then across them), so each product's bits depend only on its shape
+// and layout, never on the thread count or the backend. As in BLAS, beta = 0
+// does not read C.
+template <class T>
+void small_batched_gemm(const BatchedGemm<T>& g);
+
 // The whole batch on the calling thread, as it stands (no recording, no
-// rounding): one oneDNN primitive, or a loop of OpenBLAS calls (always for
-// float64). Either way each product's bits depend only on its shape.
+// rounding): headlab's loops for small products; otherwise one oneDNN
+// primitive, or a loop of OpenBLAS calls (always for float64). Either way
+// each product's bits depend only on its shape.
 template <class T>
 void batched_gemm_on(const BatchedGemm<T>& g, GemmBackend backend) {
+  if (is_small_product(g)) {
+    small_batched_gemm(g);
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (backend == GemmBackend::onednn) {
       onednn_batched_gemm(g);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -28,6 +29,8 @@ std::string trimmed(const std::string& s) {
   return s.substr(b, s.find_last_not_of(' ') - b + 1);
 }
 
+std::atomic<bool> g_listing{false};
+
 // Restores file descriptor 1 and oneDNN's verbose level however `work` ends.
 class CapturedStdout {
  public:
@@ -36,8 +39,10 @@ class CapturedStdout {
     saved_ = dup(1);
     if (saved_ < 0 || dup2(fileno(into), 1) < 0) throw std::runtime_error("cannot redirect stdout to a file");
     dnnl_set_verbose(1);
+    g_listing.store(true);
   }
   ~CapturedStdout() {
+    g_listing.store(false);
     dnnl_set_verbose(0);
     std::fflush(stdout);
     dup2(saved_, 1);
@@ -55,13 +60,14 @@ class CapturedStdout {
 // oneDNN 2.x prints, per executed primitive:
 //   onednn_verbose,exec,cpu,matmul,IMPL,PROP,MEMORY DESCS,ATTRS,AUX,DIMS,MS
 // (dnnl_verbose before 2.5); its info lines ("info,...") are skipped.
+// headlab's loops print the same fields after "headlab_verbose".
 std::vector<GemmKernelUse> parse_onednn_verbose(const std::string& text) {
   std::vector<GemmKernelUse> uses;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
     const std::vector<std::string> f = split(line, ',');
-    if (f.size() < 11 || (f[0] != "onednn_verbose" && f[0] != "dnnl_verbose") || f[1] != "exec" || f[3] != "matmul")
+    if (f.size() < 11 || (f[0] != "onednn_verbose" && f[0] != "dnnl_verbose" && f[0] != "headlab_verbose") || f[1] != "exec" || f[3] != "matmul")
       continue;
     GemmKernelUse use{.kernel = f[4], .shapes = f[9], .layouts = trimmed(f[6]), .attrs = trimmed(f[7])};
     const double ms = std::strtod(f[10].c_str(), nullptr);
@@ -82,7 +88,7 @@ std::vector<GemmKernelUse> parse_onednn_verbose(const std::string& text) {
   return uses;
 }
 
-std::vector<GemmKernelUse> onednn_kernels_of(const std::function<void()>& work) {
+std::vector<GemmKernelUse> gemm_kernels_of(const std::function<void()>& work) {
   std::FILE* file = std::tmpfile();
   if (!file) throw std::runtime_error("cannot create a temporary file for oneDNN's verbose output");
   std::string text;
@@ -101,5 +107,22 @@ std::vector<GemmKernelUse> onednn_kernels_of(const std::function<void()>& work) 
   std::fclose(file);
   return parse_onednn_verbose(text);
 }
+
+namespace detail {
+
+bool kernel_listing_active() { return g_listing.load(std::memory_order_relaxed); }
+
+// Shapes as oneDNN gives a batched matmul's: src:weights:dst, batch first.
+void note_loops_product(bool ta, bool tb, int64_t outer, int64_t inner, int64_t m, int64_t n, int64_t k,
+                        const char* dtype, double ms) {
+  std::printf("headlab_verbose,exec,cpu,matmul,loops,undef,src_%s:%s wei_%s:%s dst_%s,,,"
+              "%ldx%ldx%ldx%ld:%ldx%ldx%ldx%ld:%ldx%ldx%ldx%ld,%g\n",
+              dtype, ta ? "A^T" : "A", dtype, tb ? "B^T" : "B", dtype, static_cast<long>(outer),
+              static_cast<long>(inner), static_cast<long>(m), static_cast<long>(k), static_cast<long>(outer),
+              static_cast<long>(inner), static_cast<long>(k), static_cast<long>(n), static_cast<long>(outer),
+              static_cast<long>(inner), static_cast<long>(m), static_cast<long>(n), ms);
+}
+
+}  // namespace detail
 
 }  // namespace headlab::core

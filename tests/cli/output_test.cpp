@@ -76,6 +76,28 @@ TEST(Bench, GemmAloneReportsBothTimes) {
   EXPECT_GT(j.at("gemm_alone_ms").get<double>(), 0.0) << r.out;
 }
 
+// Sizes left to the task are the run's own in the report: modular addition's
+// 3 tokens (--seq-len 0) and, under --batch 0, its whole training set (61 of
+// the 11 x 11 pairs at --train-fraction 0.5). Counted as 0 they read "batch
+// 0" and 0.00 GFLOP/s.
+TEST(Bench, SizesLeftToTheTaskAreTheRunsOwn) {
+  TempDir cwd;
+  const std::vector<std::string> command{
+      "bench", "--task", "modular-addition", "--vocab", "12", "--seq-len", "0", "--train-fraction", "0.5", "--batch",
+      "0", "--layers", "1", "--d-model", "16", "--heads", "2", "--bench-steps", "1", "--runs", "1", "--warmup-steps",
+      "0", "--threads", "1"};
+  const RunResult text = run_headlab(command, cwd.path());
+  ASSERT_EQ(text.exit_code, 0) << text.describe();
+  EXPECT_NE(text.out.find("batch 61 x 3 tokens"), std::string::npos) << text.out;
+  std::vector<std::string> with_json = command;
+  with_json.push_back("--json");
+  const RunResult r = run_headlab(with_json, cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j.at("gflops").get<double>(), 0.0) << r.out;
+  EXPECT_GT(j.at("mfu").get<double>(), 0.0) << r.out;
+}
+
 // A folder given with a trailing slash (as shell completion writes it)
 // gives paths with one slash.
 TEST(Analyze, PathsOfAFolderWithATrailingSlashHaveOneSlash) {

@@ -355,7 +355,7 @@ TEST(GemmKernels, WeightGradientBlocksRunOnBrgemmWithAvx512) {
         return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {r, c}, DType::f32);
       };
       const Tensor g = tensor(rows, out, 30), x = tensor(rows, in, 31), w = tensor(out, in, 32);
-      const std::vector<GemmKernelUse> uses = onednn_kernels_of([&] { linear_backward(g, x, w, false, true); });
+      const std::vector<GemmKernelUse> uses = gemm_kernels_of([&] { linear_backward(g, x, w, false, true); });
       ASSERT_FALSE(uses.empty());
       for (const GemmKernelUse& u : uses)
         EXPECT_EQ(u.kernel.rfind("brg:", 0), 0u)

@@ -1,6 +1,7 @@
 // Helpers shared by the GEMM tests (gemm_test.cpp, gemm_bf16_test.cpp).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -12,6 +13,24 @@ namespace headlab::core::test {
 inline std::vector<float> random_floats(int64_t count, uint64_t seed) {
   const std::vector<double> v = Generator(seed).normal({count}, 0, 1).to_vector();
   return {v.begin(), v.end()};
+}
+
+// Entry (i, j) of op(A) op(B) in double, and the sum of its terms' sizes
+// (what a tolerance scales with).
+struct ReferenceEntry {
+  double value = 0, size = 0;
+};
+template <class T>
+ReferenceEntry reference_entry(bool ta, bool tb, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+                               int64_t i, int64_t j) {
+  ReferenceEntry e;
+  for (int64_t p = 0; p < k; ++p) {
+    const double term = static_cast<double>(ta ? a[p * lda + i] : a[i * lda + p]) *
+                        static_cast<double>(tb ? b[j * ldb + p] : b[p * ldb + j]);
+    e.value += term;
+    e.size += std::abs(term);
+  }
+  return e;
 }
 
 // Attention's Q K^T as one batched product over [B, H]: q, k [B, T, H * dk]

@@ -86,7 +86,8 @@ void use_precision(const std::string& name);
 // descheduled thread, so a larger --threads is capped at the cores, with a
 // note on stderr.
 int use_threads(int requested, double flops_per_step);
-// The FLOPs of one training step of `config`'s model on its batch.
+// The FLOPs of one training step of `config`'s model on its batch, with the
+// sizes the config leaves to its task (vocab, seq-len, --batch 0) the task's.
 double train_flops_per_step(const train::TrainConfig& config);
 
 // Reads --config FILE.json onto `config` (UsageError on any problem);

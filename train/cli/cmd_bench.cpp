@@ -42,7 +42,7 @@ struct BenchArgs {
   std::string preset = "tiny";
   int64_t warmup = 5, steps = 20, runs = 5;
   bool json = false;
-  bool kernels = false;  // --kernels: list the oneDNN kernel of each of a step's GEMMs
+  bool kernels = false;  // --kernels: list the kernel of each of a step's GEMMs
   bool gemm_alone = false;  // --gemm-alone: a step's GEMM time inside the step and replayed alone
   std::vector<std::string> hooks;  // --hooks: also time forwards caching these ("all": every hook point)
 };
@@ -118,9 +118,10 @@ ForwardTimes time_forwards(const layers::Transformer& model, const train::Batch&
   return {median_ms(false), median_ms(true)};
 }
 
-// One step's matmuls, by oneDNN kernel: calls, oneDNN's own time for them
-// (each call waited for), shapes (src:weights:dst; batched ones lead with the
-// batch), the memory formats (ab row-major, ba transposed) and attributes.
+// One step's matmuls, by kernel (oneDNN's, or "loops": headlab's own, for
+// attention's small products): calls, the time of each call waited for,
+// shapes (src:weights:dst; batched ones lead with the batch), the memory
+// formats (ab row-major, ba transposed) and attributes.
 void print_kernels(const std::vector<core::GemmKernelUse>& kernels) {
   if (kernels.empty()) {
     std::printf("  oneDNN printed no verbose lines: this build of it has verbose mode off\n");
@@ -128,7 +129,9 @@ void print_kernels(const std::vector<core::GemmKernelUse>& kernels) {
   }
   double total = 0;
   for (const core::GemmKernelUse& k : kernels) total += k.ms;
-  std::printf("  one step's GEMMs by oneDNN kernel (%.3f ms in all, each call timed on its own):\n", total);
+  std::printf("  one step's GEMMs by kernel (%.3f ms in all, each call timed on its own; loops: headlab's own, for "
+              "small products):\n",
+              total);
   std::printf("  %-18s %5s %9s  %-28s %s\n", "kernel", "calls", "ms", "shapes src:wei:dst", "formats | attributes");
   for (const core::GemmKernelUse& k : kernels)
     std::printf("  %-18s %5d %9.3f  %-28s %s | %s\n", k.kernel.c_str(), k.calls, k.ms, k.shapes.c_str(),
@@ -180,8 +183,10 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
     }
   }
 
-  const double tokens = static_cast<double>(config.batch * m.max_seq_len);
-  const double flops_per_step = train_flops_per_step(config);
+  // The session's own sizes: the task's sequence length, and the whole
+  // training set under --batch 0.
+  const double tokens = static_cast<double>(session.batch_rows() * m.max_seq_len);
+  const double flops_per_step = m.train_flops_per_step(session.batch_rows());
 
   for (int64_t i = 0; i < args.warmup; ++i) session.step();
   std::vector<double> ms;
@@ -195,10 +200,10 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   if (!world.is_root()) return 0;
   ForwardTimes forwards;
   if (!hooks.empty())
-    forwards = time_forwards(session.model(), session.task().eval_batch(config.batch, config.seed), hooks, args);
+    forwards = time_forwards(session.model(), session.task().eval_batch(session.batch_rows(), config.seed), hooks, args);
   // After the timed runs: verbose mode makes oneDNN wait for and time each call.
   std::vector<core::GemmKernelUse> kernels;
-  if (args.kernels) kernels = core::onednn_kernels_of([&] { session.step(); });
+  if (args.kernels) kernels = core::gemm_kernels_of([&] { session.step(); });
   core::GemmTimes gemm_times;
   if (args.gemm_alone) gemm_times = core::gemm_time_inside_and_alone([&] { session.step(); });
   std::sort(ms.begin(), ms.end());
@@ -254,7 +259,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   }
   std::printf("%s: %lld layer(s), d_model %lld, %lld heads, batch %lld x %lld tokens, %lld parameters, %d thread(s)\n",
               args.preset.c_str(), static_cast<long long>(m.layers), static_cast<long long>(m.d_model),
-              static_cast<long long>(m.heads), static_cast<long long>(config.batch),
+              static_cast<long long>(m.heads), static_cast<long long>(session.batch_rows()),
               static_cast<long long>(m.max_seq_len), static_cast<long long>(session.model().num_parameters()),
               core::num_threads());
   std::printf("  %.3f ms/step (median of %lld runs of %lld steps; min %.3f, max %.3f)\n", median,
@@ -303,14 +308,15 @@ Command add_bench(CLI::App& app) {
       ->delimiter(',');
   app.add_flag("--json", args->json, "print one JSON object");
   app.add_flag("--kernels", args->kernels,
-               "after the timing, list the oneDNN kernel each GEMM of one step ran on (from oneDNN's verbose output)");
+               "after the timing, list the kernel each GEMM of one step ran on (oneDNN's, from its verbose output, or "
+               "headlab's loops for attention's small products)");
   app.add_flag("--gemm-alone", args->gemm_alone,
                "after the timing, time one step's GEMMs where they run and again replayed alone (the same shapes, "
                "layouts and precision, warm), and print both");
   auto flags = std::make_shared<ConfigFlags>(
       app, std::vector<std::string>{"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
-                                    "no-layernorm", "bidirectional", "batch", "lr", "optimizer", "weight-decay",
-                                    "clip", "seed", "threads", "gemm", "precision",
+                                    "no-layernorm", "bidirectional", "batch", "train-size", "train-fraction", "lr",
+                                    "optimizer", "weight-decay", "clip", "seed", "threads", "gemm", "precision",
                                     "micro-batches"});
   // The help shows the defaults the presets really use: the task they share,
   // and "the preset's" where they differ.

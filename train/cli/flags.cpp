@@ -100,7 +100,24 @@ void use_precision(const std::string& name) {
 }
 
 double train_flops_per_step(const train::TrainConfig& config) {
-  return config.model.resolved().train_flops_per_step(config.batch);
+  layers::ModelSpec spec = config.model;
+  int64_t batch = config.batch;
+  // Sizes left to the task (--vocab 0, --seq-len 0: its own; --batch 0: its
+  // whole training set) are the task's, so it is built to ask; counted as 0
+  // they made a full-batch run's step look like no work (1 thread, "0.00
+  // GFLOP/s"). A task that cannot be built leaves the estimate to the
+  // config: the command reports why once it builds its run.
+  if (spec.vocab == 0 || spec.max_seq_len == 0 || batch == 0) {
+    try {
+      const std::unique_ptr<train::Task> task = train::make_task_for(config);
+      spec.vocab = task->vocab();
+      spec.max_seq_len = task->seq_len();
+      spec.classes = task->num_classes();
+      if (batch == 0) batch = task->size();
+    } catch (const std::exception&) {
+    }
+  }
+  return spec.resolved().train_flops_per_step(batch);
 }
 
 int use_threads(int requested, double flops_per_step) {
