@@ -1,6 +1,7 @@
 #include "train/dist.h"
 
 #include <chrono>
+#include <initializer_list>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -84,6 +85,20 @@ bool launched_by_mpi() {
     if (std::getenv(name) != nullptr) return true;
   return false;
 }
+
+namespace {
+int positive_variable(std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (const char* value = std::getenv(name)) {
+      const long n = std::strtol(value, nullptr, 10);
+      if (n >= 1 && n <= 1 << 20) return static_cast<int>(n);
+    }
+  return 1;
+}
+}  // namespace
+
+int processes_on_this_node() { return positive_variable({"OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_LOCAL_SIZE"}); }
+int processes_in_job() { return positive_variable({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}); }
 
 bool is_launcher_variable(const std::string& name_and_value) {
   for (const char* prefix : {"OMPI_", "PMIX_", "PMI_", "OPAL_", "ORTE_"})

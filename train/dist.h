@@ -65,6 +65,12 @@ const World& current_world();
 
 // Whether this process was started by an MPI launcher (its environment says so).
 bool launched_by_mpi();
+// How many of the job's processes run on this machine (Open MPI's
+// OMPI_COMM_WORLD_LOCAL_SIZE, PMIx's PMIX_LOCAL_SIZE), and how many in all
+// (OMPI_COMM_WORLD_SIZE, PMI_SIZE): 1 and 1 without a launcher. Read from
+// the launcher's variables, so they can be asked before MPI starts.
+int processes_on_this_node();
+int processes_in_job();
 // The environment variables an MPI launcher gives its processes (prefixes);
 // a child that must run on its own (a sweep's run) gets none of them.
 bool is_launcher_variable(const std::string& name_and_value);

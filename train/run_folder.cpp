@@ -269,6 +269,14 @@ RunFolder create_run_folder(const std::string& dir, bool force, int64_t last_sna
     for (const std::string& f : {run.checkpoint(), run.config(), run.metrics(), run.heads(), run.report(), run.log()})
       fs::remove(f, ec);
     for (const int64_t step : snapshot_steps(dir)) fs::remove(snapshot_path(dir, step), ec);
+    // And the analyses of the old run's model (analyze's analysis-TASK/, a
+    // snapshot's step-NNNNNN/), which would sit beside the new run's
+    // snapshots of the same steps: the folders marked as headlab's analyses
+    // only, never a folder of the user's.
+    for (const fs::path& parent : {fs::path(dir), fs::path(dir) / "snapshots"})
+      for (const fs::directory_entry& e : fs::directory_iterator(parent, ec))
+        if (e.is_directory(ec) && !e.is_symlink(ec) && folder_marker(e.path().string()) == "analysis")
+          fs::remove_all(e.path(), ec);
     remove_stale_temporaries(run);
   }
   return run;

@@ -80,9 +80,11 @@ std::string default_run_dir(const std::string& task);
 // whose lock another process holds (a run in it, or one starting there, not
 // marked yet) is refused as RunLock refuses it. An existing DIR that holds
 // files (other than a train.lock nobody holds) is a UsageError unless it is
-// marked a run folder and `force` is given: then the old run's own files are
-// removed before this returns, so nothing of it can be mistaken for the new
-// run's (nothing else in DIR is touched). A folder without the marker is
+// marked a run folder and `force` is given: then the old run's own files
+// (its snapshots, and the folders marked as headlab's analyses of it:
+// analysis-TASK/, snapshots/step-NNNNNN/) are removed before this returns, so
+// nothing of it can be mistaken for the new run's (nothing else in DIR is
+// touched). A folder without the marker is
 // never cleared.
 // `last_snapshot` (>= 0 when the run writes snapshots: the last step it may
 // snapshot) adds snapshots/ to the paths check_run_paths probes. A probe that

@@ -374,9 +374,10 @@ def _check_not_whole_numbers(name, out):
     returned instead of applied). Checked at each hook, so that none in a
     chain hands the next one whole numbers."""
     if isinstance(out, np.ndarray) and out.dtype.kind in "biu":
-        raise ValueError(f"the hook at {name} returned an array of dtype {out.dtype}; a hook returns None or a float "
-                         f"array (integers or bools in place of the activation are almost surely a bug): return "
-                         f".astype(np.float32) of it if whole numbers are what you mean")
+        raise ValueError(f"the hook at {name} returned values of dtype {out.dtype}; a hook returns None or float "
+                         f"values (integers or bools in place of the activation are almost surely a bug): return "
+                         f".astype(np.float32) of a numpy array, or .float() of a torch tensor, if whole numbers are "
+                         f"what you mean")
 
 
 def _writable_copy(out, like):

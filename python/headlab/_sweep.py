@@ -45,8 +45,14 @@ class Sweep:
 
     @property
     def config(self):
-        """config.json: the settings every run shares."""
-        return json.loads((self.path / "config.json").read_text())
+        """config.json without the flags the sweep varies (its grid's, heads
+        and seed: `settings` has each run's): the settings every run shares.
+        config.json itself holds their base values too, which no run need
+        have trained with."""
+        config = json.loads((self.path / "config.json").read_text())
+        for flag in [*self._grid_flags(), "heads", "seed"]:
+            config.pop(flag, None)
+        return config
 
     @property
     def summary(self):

@@ -71,7 +71,9 @@ def test_the_path_into_a_later_heads_keys_is_its_keys_from_the_changed_residual(
 
         want = restored(model, clean, bad, targets, [(f"blocks.1.attn.hook_{what}", patch)])
         assert abs(want) > 1e-6
-        assert grid[0, head] == pytest.approx(want, rel=1e-3, abs=1e-8), head
+        # A share of a float32 loss gap: its rounding is about 1e-7 of the
+        # losses, so a near-zero share (a few 1e-6) is compared to that.
+        assert grid[0, head] == pytest.approx(want, rel=1e-3, abs=1e-7), head
 
 
 def test_a_metric_of_your_own_and_bad_receivers(attn_model):

@@ -21,7 +21,10 @@ def sweep_dir(tmp_path_factory):
 def test_sweep_reads_its_files_and_runs(sweep_dir):
     sweep = headlab.Sweep(sweep_dir)
     assert repr(sweep) == f"<headlab.Sweep {sweep_dir}>"
-    assert sweep.config == json.loads((sweep_dir / "config.json").read_text())
+    # The settings every run shares: config.json less what the sweep varies (here heads and seed).
+    on_file = json.loads((sweep_dir / "config.json").read_text())
+    assert "seed" in on_file and "heads" in on_file
+    assert sweep.config == {k: v for k, v in on_file.items() if k not in ("seed", "heads")}
     assert sweep.summary == json.loads((sweep_dir / "sweep.json").read_text())
     assert sweep.summary["format"] == "headlab-sweep/1"
     runs = sweep.runs

@@ -168,6 +168,30 @@ TEST(Force, ClearsTheOldRunBeforeTheNewOneWritesAnything) {
   EXPECT_EQ(eval.exit_code, 2) << "eval must not find the old run's model: " << eval.describe();
 }
 
+// The old run's analyses go with it (analyze's analysis-TASK/, a snapshot's
+// step-NNNNNN/): left, they sat beside the new run's snapshot of the same
+// step as if of it. A folder of the user's inside the run stays.
+TEST(Force, RemovesTheOldRunsAnalysesButNotTheUsersFolders) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--task", "previous"}, {"--steps", "10"}, {"--snapshot-every", "10"}}),
+                        dir.path())
+                .exit_code,
+            0);
+  ASSERT_EQ(run_headlab({"analyze", run, "--step", "10", "--quiet", "--threads", "1"}, dir.path()).exit_code, 0);
+  ASSERT_EQ(run_headlab({"analyze", run, "--task", "first", "--quiet", "--threads", "1"}, dir.path()).exit_code, 0);
+  ASSERT_TRUE(fs::exists(run + "/snapshots/step-000010/heads.json"));
+  ASSERT_TRUE(fs::exists(run + "/analysis-first/heads.json"));
+  fs::create_directory(run + "/notes");
+  write_bytes(run + "/notes/mine.txt", "the user's\n");
+  const RunResult r =
+      run_headlab(train_command(run, {{"--task", "previous"}, {"--force", ""}, {"--steps", "5"}}), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_FALSE(fs::exists(run + "/snapshots/step-000010")) << "the old snapshot's analysis outlived --force";
+  EXPECT_FALSE(fs::exists(run + "/analysis-first")) << "the old run's analysis on first outlived --force";
+  EXPECT_EQ(read_bytes(run + "/notes/mine.txt"), "the user's\n");
+}
+
 // A folder of the user's files is not a run: neither --force nor a plain
 // --out touches it, and the refusal does not call it a run.
 TEST(Force, NeverTouchesAFolderHeadlabDidNotMarkAsARun) {

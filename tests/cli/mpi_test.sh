@@ -9,6 +9,7 @@
 #    naming the step on every rank;
 #  - ranks given other flags (an MPMD line) or resuming checkpoints of other
 #    steps exit 2 before step 1, naming the difference;
+#  - 2 processes on one machine share its cores (--threads capped at a share);
 #  - SIGTERM to rank 0 alone stops both ranks after the same step (exit 143)
 #    with a checkpoint to resume from; a rank killed mid-run stops the job
 #    without a hang and the last checkpoint resumes.
@@ -198,6 +199,15 @@ wait_for $run 60
 step=$(checkpoint_step "$tmp/killed/checkpoint.safetensors")
 "${mpi[@]}" "$headlab" train --resume "$tmp/killed" --steps $((step + 5)) >/dev/null 2>"$tmp/err.txt" ||
   fail "resuming after the kill failed: $(cat "$tmp/err.txt")"
+
+echo "== the processes on one machine share its cores: --threads is capped at each one's share"
+share=$(( $(nproc) / 2 )); ((share >= 1)) || share=1
+"${mpi[@]}" "$headlab" train --d-model 16 --eval-batch 32 --analyze-every 0 --threads 64 --steps 2 --batch 16 \
+  --out "$tmp/threads" >/dev/null 2>"$tmp/err.txt" || fail "the run at --threads 64 failed: $(cat "$tmp/err.txt")"
+grep -q "training .* $share thread(s)" "$tmp/threads/train.log" ||
+  fail "2 processes on $(nproc) cores did not run $share thread(s) each: $(head -1 "$tmp/threads/train.log")"
+[[ $(grep -c "share of the cores" "$tmp/err.txt") -eq 1 ]] ||
+  fail "the cap's note is not said once (by rank 0): $(cat "$tmp/err.txt")"
 
 if ((failures)); then
   echo "mpi_test: $failures failure(s)" >&2

@@ -84,7 +84,8 @@ void use_precision(const std::string& name);
 // (core::threads_for_work: 1 for a toy model, one per core for a larger
 // one). More threads than cores only make every parallel region wait for a
 // descheduled thread, so a larger --threads is capped at the cores, with a
-// note on stderr.
+// note on stderr. Under mpirun the work is each process's share of the
+// step, and the cores are this machine's shared among its processes.
 int use_threads(int requested, double flops_per_step);
 // The FLOPs of one training step of `config`'s model on its batch, with the
 // sizes the config leaves to its task (vocab, seq-len, --batch 0) the task's.

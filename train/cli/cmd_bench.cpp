@@ -186,6 +186,12 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   // The session's own sizes: the task's sequence length, and the whole
   // training set under --batch 0.
   const double tokens = static_cast<double>(session.batch_rows() * m.max_seq_len);
+  // Model or task flags over the preset make another model: the report says so.
+  bool custom_model = false;
+  for (const std::string& flag : flags.given())
+    for (const char* model_flag : {"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
+                                   "no-layernorm", "bidirectional", "batch", "train-size", "train-fraction"})
+      custom_model = custom_model || flag == model_flag;
   const double flops_per_step = m.train_flops_per_step(session.batch_rows());
 
   for (int64_t i = 0; i < args.warmup; ++i) session.step();
@@ -218,6 +224,10 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   const core::FmaPeak bf16_peak = bf16 ? core::bf16_dot_peak(core::num_threads()) : core::FmaPeak{"none", 0};
   const core::FmaPeak peak = bf16_peak.gflops > 0 ? bf16_peak : fma;
   nlohmann::json result = {{"preset", args.preset},
+                           {"model_flags", custom_model},
+                           {"batch_rows", session.batch_rows()},
+                           {"seq_len", m.max_seq_len},
+                           {"gflop_per_step", flops_per_step / 1e9},
                                  {"threads", core::num_threads()},
                                  {"processes", world.size()},
                                  {"comm_ms_per_step", comm_ms},
@@ -257,8 +267,9 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
     std::cout << result.dump() << '\n';
     return 0;
   }
+  const std::string label = custom_model ? args.preset + " preset with the model flags given" : args.preset;
   std::printf("%s: %lld layer(s), d_model %lld, %lld heads, batch %lld x %lld tokens, %lld parameters, %d thread(s)\n",
-              args.preset.c_str(), static_cast<long long>(m.layers), static_cast<long long>(m.d_model),
+              label.c_str(), static_cast<long long>(m.layers), static_cast<long long>(m.d_model),
               static_cast<long long>(m.heads), static_cast<long long>(session.batch_rows()),
               static_cast<long long>(m.max_seq_len), static_cast<long long>(session.model().num_parameters()),
               core::num_threads());

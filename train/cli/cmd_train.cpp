@@ -238,7 +238,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
             config.optimizer, config.lr, config.seed);
   if (world.size() > 1 || config.micro_batches > 1)
     log->info("each step: {} slices of {} sequences, {} on each of {} process(es)", config.micro_batches,
-              config.batch / config.micro_batches, config.micro_batches / world.size(), world.size());
+              session->batch_rows() / config.micro_batches, config.micro_batches / world.size(), world.size());
   if (!config.data.empty() && config.eval_data.empty() && config.eval_fraction == 0)
     log->info("the held-out metrics (eval loss, eval acc) are computed on the first {} sequences of --data, which "
               "it also trains on: hold part of the file out with --eval-fraction F (such as 0.1), or give "

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "core/gemm.h"
 #include "core/threads.h"
@@ -121,11 +122,22 @@ double train_flops_per_step(const train::TrainConfig& config) {
 }
 
 int use_threads(int requested, double flops_per_step) {
-  const int cores = core::hardware_threads();
-  if (requested == 0) requested = core::threads_for_work(flops_per_step);
+  // Under mpirun each process computes its slice of the batch, and the
+  // processes on this machine share its cores: 2 processes on 2 cores at 2
+  // threads each wait for one another in every parallel region.
+  const int here = train::dist::processes_on_this_node();
+  const int cores = std::max(1, core::hardware_threads() / here);
+  if (requested == 0) requested = core::threads_for_work(flops_per_step / train::dist::processes_in_job());
   if (requested > cores) {
-    std::fprintf(stderr, "headlab: --threads %d is more than the %d core%s here: using %d\n", requested, cores,
-                 cores == 1 ? "" : "s", cores);
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (rank == nullptr || std::string(rank) == "0") {
+      if (here > 1)
+        std::fprintf(stderr, "headlab: --threads %d is more than this process's share of the cores (%d cores, %d "
+                     "processes here): using %d\n", requested, core::hardware_threads(), here, cores);
+      else
+        std::fprintf(stderr, "headlab: --threads %d is more than the %d core%s here: using %d\n", requested, cores,
+                     cores == 1 ? "" : "s", cores);
+    }
     requested = cores;
   }
   core::set_num_threads(requested);
