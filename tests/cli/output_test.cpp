@@ -98,6 +98,19 @@ TEST(Bench, SizesLeftToTheTaskAreTheRunsOwn) {
   EXPECT_GT(j.at("mfu").get<double>(), 0.0) << r.out;
 }
 
+// A task with a length of its own refuses the preset's: the error says the
+// 8 is the preset's (the user never typed it) and how to take the task's.
+TEST(Bench, APresetsLengthATaskRefusesIsNamedAsThePresets) {
+  TempDir cwd;
+  const RunResult r = run_headlab({"bench", "--task", "modular-addition", "--bench-steps", "1", "--runs", "1"}, cwd.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"seq-len 8", "the tiny preset's", "--seq-len 0"})) << r.describe();
+  const RunResult typed =
+      run_headlab({"bench", "--task", "modular-addition", "--seq-len", "5", "--bench-steps", "1", "--runs", "1"},
+                  cwd.path());
+  EXPECT_TRUE(clean_failure(typed, 2, {"seq-len 5"})) << typed.describe();
+  EXPECT_EQ(typed.err.find("preset's"), std::string::npos) << "a typed length is the user's: " << typed.err;
+}
+
 // A folder given with a trailing slash (as shell completion writes it)
 // gives paths with one slash.
 TEST(Analyze, PathsOfAFolderWithATrailingSlashHaveOneSlash) {

@@ -162,7 +162,20 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   // batch each); rank 0 reports.
   const train::dist::World& world = train::dist::world();
   std::unique_ptr<train::Session> built;
-  train::dist::all_or_none(world, [&] { built = std::make_unique<train::Session>(config, world); });
+  train::dist::all_or_none(world, [&] {
+    try {
+      built = std::make_unique<train::Session>(config, world);
+    } catch (const train::UsageError& e) {
+      // The preset's sequence length, which the user never typed, refused by
+      // a task with a length of its own (modular addition's 3): say whose it is.
+      const std::vector<std::string> typed = flags.given();
+      if (std::string(e.what()).find("seq-len") == std::string::npos ||
+          std::find(typed.begin(), typed.end(), "seq-len") != typed.end())
+        throw;
+      throw train::UsageError(std::string(e.what()) + " (--seq-len " + std::to_string(config.model.max_seq_len) +
+                              " is the " + args.preset + " preset's: give --seq-len 0 for the task's own)");
+    }
+  });
   train::Session& session = *built;
   if (world.size() > 1) {
     // The ranks step together: they must time the same steps of the same run.
