@@ -60,15 +60,16 @@ class CapturedStdout {
 // oneDNN 2.x prints, per executed primitive:
 //   onednn_verbose,exec,cpu,matmul,IMPL,PROP,MEMORY DESCS,ATTRS,AUX,DIMS,MS
 // (dnnl_verbose before 2.5); its info lines ("info,...") are skipped.
-// headlab's loops print the same fields after "headlab_verbose".
+// The products headlab runs in its own loops or on OpenBLAS print the same
+// fields after "headlab_verbose" (detail::note_product).
 std::vector<GemmKernelUse> parse_onednn_verbose(const std::string& text) {
   std::vector<GemmKernelUse> uses;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
     const std::vector<std::string> f = split(line, ',');
-    if (f.size() < 11 || (f[0] != "onednn_verbose" && f[0] != "dnnl_verbose" && f[0] != "headlab_verbose") || f[1] != "exec" || f[3] != "matmul")
-      continue;
+    if (f.size() < 11 || f[1] != "exec" || f[3] != "matmul") continue;
+    if (f[0] != "onednn_verbose" && f[0] != "dnnl_verbose" && f[0] != "headlab_verbose") continue;
     GemmKernelUse use{.kernel = f[4], .shapes = f[9], .layouts = trimmed(f[6]), .attrs = trimmed(f[7])};
     const double ms = std::strtod(f[10].c_str(), nullptr);
     bool found = false;
@@ -112,15 +113,23 @@ namespace detail {
 
 bool kernel_listing_active() { return g_listing.load(std::memory_order_relaxed); }
 
-// Shapes as oneDNN gives a batched matmul's: src:weights:dst, batch first.
-void note_loops_product(bool ta, bool tb, int64_t outer, int64_t inner, int64_t m, int64_t n, int64_t k,
-                        const char* dtype, double ms) {
-  std::printf("headlab_verbose,exec,cpu,matmul,loops,undef,src_%s:%s wei_%s:%s dst_%s,,,"
-              "%ldx%ldx%ldx%ld:%ldx%ldx%ldx%ld:%ldx%ldx%ldx%ld,%g\n",
-              dtype, ta ? "A^T" : "A", dtype, tb ? "B^T" : "B", dtype, static_cast<long>(outer),
-              static_cast<long>(inner), static_cast<long>(m), static_cast<long>(k), static_cast<long>(outer),
-              static_cast<long>(inner), static_cast<long>(k), static_cast<long>(n), static_cast<long>(outer),
-              static_cast<long>(inner), static_cast<long>(m), static_cast<long>(n), ms);
+// Formats in oneDNN's letters (ab row-major, ba transposed; a batched
+// operand leads with its two batch dims: abcd, abdc), shapes src:weights:dst
+// with the batch first, as oneDNN gives a batched matmul's.
+void note_product(const char* kernel, bool ta, bool tb, int64_t outer, int64_t inner, int64_t m, int64_t n,
+                  int64_t k, const char* dtype, double ms) {
+  const bool batched = outer != 1 || inner != 1;
+  const std::string lead = batched ? std::to_string(outer) + "x" + std::to_string(inner) + "x" : "";
+  const auto dims = [&](int64_t rows, int64_t cols) {
+    return lead + std::to_string(rows) + "x" + std::to_string(cols);
+  };
+  const auto letters = [&](bool transposed) -> std::string {
+    if (batched) return transposed ? "abdc" : "abcd";
+    return transposed ? "ba" : "ab";
+  };
+  std::printf("headlab_verbose,exec,cpu,matmul,%s,undef,src_%s:%s wei_%s:%s dst_%s:%s,,,%s:%s:%s,%g\n", kernel, dtype,
+              letters(ta).c_str(), dtype, letters(tb).c_str(), dtype, letters(false).c_str(), dims(m, k).c_str(),
+              dims(k, n).c_str(), dims(m, n).c_str(), ms);
 }
 
 }  // namespace detail

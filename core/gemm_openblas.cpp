@@ -10,7 +10,10 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <chrono>
+
 #include "core/gemm.h"
+#include "core/gemm_kernels.h"
 
 #pragma weak cblas_sbgemm
 
@@ -39,22 +42,46 @@ class SingleThreadedBlas {
   int previous_;
 };
 
-}  // namespace
-
-void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                   int64_t ldb, float* c, int64_t ldc, float alpha, float beta) {
-  const SingleThreadedBlas single;
+void call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float* c, int64_t ldc, float alpha, float beta) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-                   int64_t ldb, double* c, int64_t ldc, double alpha, double beta) {
-  const SingleThreadedBlas single;
+void call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+          int64_t ldb, double* c, int64_t ldc, double alpha, double beta) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+// While `headlab bench --kernels` lists a step's products (core/
+// gemm_kernels.h), each call is timed and listed as "openblas".
+template <class T>
+void listed_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                 int64_t ldb, T* c, int64_t ldc, T alpha, T beta) {
+  const SingleThreadedBlas single;
+  if (!kernel_listing_active()) {
+    call(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  call(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  note_product("openblas", ta, tb, 1, 1, m, n, k, sizeof(T) == 4 ? "f32" : "f64", ms);
+}
+
+}  // namespace
+
+void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float* c, int64_t ldc, float alpha, float beta) {
+  listed_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
+}
+
+void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+                   int64_t ldb, double* c, int64_t ldc, double alpha, double beta) {
+  listed_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
 }
 
 void openblas_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {

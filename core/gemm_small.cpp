@@ -122,7 +122,7 @@ void small_batched_gemm(const BatchedGemm<T>& g) {
   const auto start = std::chrono::steady_clock::now();
   run_batch(g);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  note_loops_product(g.ta, g.tb, g.outer, g.inner, g.m, g.n, g.k, sizeof(T) == 4 ? "f32" : "f64", ms);
+  note_product("loops", g.ta, g.tb, g.outer, g.inner, g.m, g.n, g.k, sizeof(T) == 4 ? "f32" : "f64", ms);
 }
 
 template void small_batched_gemm<float>(const BatchedGemm<float>&);

@@ -195,6 +195,19 @@ std::string slice_counts_near(int64_t rows, int64_t k, int64_t processes) {
   return below > 0 ? std::to_string(below) : above > 0 ? std::to_string(above) : "";
 }
 
+// The advice for `rows` sequences that `k` slices do not split: the slice
+// counts nearest to k that split them evenly over the processes, or, where
+// none does (an odd number over 2 processes), `resize`: how to change the
+// number of sequences ("" for none but --batch).
+std::string split_advice(int64_t rows, int64_t k, int64_t processes, const std::string& resize) {
+  const std::string n = std::to_string(rows), near = slice_counts_near(rows, k, processes);
+  if (!near.empty()) return "give --micro-batches " + near + (resize.empty() ? "" : ", or " + resize);
+  if (processes == 1) return "give --micro-batches a divisor of " + n + (resize.empty() ? "" : ", or " + resize);
+  const std::string p = std::to_string(processes);
+  return "no number of slices splits " + n + " sequences evenly over " + p + " processes: give " +
+         (resize.empty() ? "a --batch that is a multiple of " + p : resize);
+}
+
 }  // namespace
 
 int64_t micro_batches_for(const TrainConfig& config, int processes) {
@@ -205,12 +218,10 @@ int64_t micro_batches_for(const TrainConfig& config, int processes) {
     throw UsageError("--micro-batches " + std::to_string(k) + " does not spread over " + std::to_string(n) +
                      " processes: give a multiple of " + std::to_string(n) + " (or 0, one slice per process)");
   // More slices than sequences: no multiple of k is the batch that was meant.
-  if (config.micro_batches > 0 && config.batch > 0 && k > config.batch) {
-    const std::string near = slice_counts_near(config.batch, k, n);
+  if (config.micro_batches > 0 && config.batch > 0 && k > config.batch)
     throw UsageError("--micro-batches " + std::to_string(k) + " is more slices than the " + b +
-                     " sequences of --batch " + b + ", and each slice needs at least one: give --micro-batches " +
-                     (near.empty() ? "a divisor of " + b : near));
-  }
+                     " sequences of --batch " + b + ", and each slice needs at least one: " +
+                     split_advice(config.batch, k, n, ""));
   if (config.batch % k != 0) {
     const int64_t lower = config.batch / k * k, higher = lower + k;
     const std::string fix = "use a multiple of " + std::to_string(k) + ", such as " +
@@ -233,20 +244,18 @@ void check_full_batch_splits(const TrainConfig& config, int64_t rows, int proces
   if (config.train_size > 0) {
     source = "--train-size " + n;
     const int64_t lower = rows / k * k;
-    resize = ", or --train-size a multiple of " + slices + ", such as " +
+    resize = "--train-size a multiple of " + slices + ", such as " +
              (lower > 0 ? std::to_string(lower) + " or " : std::string()) + std::to_string(lower + k);
   } else if (config.train_fraction > 0) {
     source = "the examples --train-fraction " + core::shortest(config.train_fraction) + " keeps";
-    resize = ", or in place of --train-fraction a --train-size that is a multiple of " + slices;
+    resize = "in place of --train-fraction a --train-size that is a multiple of " + slices;
   } else {
     source = "the sequences of --data " + config.data +
              (config.eval_fraction > 0 ? " less --eval-fraction " + core::shortest(config.eval_fraction) : "");
   }
   if (k > rows) resize.clear();  // no training set of more sequences is the one meant
-  const std::string near = slice_counts_near(rows, k, processes);
   throw UsageError("--batch full (" + n + " sequences: " + source + ") does not split into " + slices +
-                   " slices (--micro-batches, or one per process): give --micro-batches " +
-                   (near.empty() ? "a divisor of " + n : near) + resize);
+                   " slices (--micro-batches, or one per process): " + split_advice(rows, k, processes, resize));
 }
 
 std::unique_ptr<layers::Transformer> load_model(const Checkpoint& checkpoint, const std::string& source) {

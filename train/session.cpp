@@ -211,10 +211,10 @@ Session::Session(const Checkpoint& checkpoint, const dist::World& world)
 
 void Session::build(const layers::ModelSpec& spec) {
   batch_rows_ = config_.batch > 0 ? config_.batch : task_->size();
-  if (batch_rows_ == 0)
+  if (batch_rows_ == 0)  // --train-fraction only where every example can be listed (train/fixed_sets.h)
     throw UsageError("--batch 0 (full) trains on the whole training set, but task " + task_->name() +
-                     " draws fresh examples: give --train-size N (or --train-fraction F, or --data FILE), or a --batch "
-                     "of 1 or more");
+                     " draws fresh examples: give --train-size N" +
+                     (task_->all_examples() ? " (or --train-fraction F)" : "") + ", or a --batch of 1 or more");
   if (config_.batch == 0) check_full_batch_splits(config_, batch_rows_, world_->size());
   const int64_t train_eval_rows = has_fixed_sets(config_) ? std::min(config_.eval_batch, task_->size()) : 0;
   check_sizes(spec, {{"--batch", batch_rows_},

@@ -26,6 +26,7 @@ struct BadCase {
   std::vector<std::string> args;
   int status;
   std::vector<std::string> mentions;  // each must appear in the stderr line
+  std::vector<std::string> absent = {};  // advice that would not work here: none may appear
 };
 
 std::ostream& operator<<(std::ostream& os, const BadCase& c) { return os << c.name; }
@@ -250,7 +251,9 @@ const std::vector<BadCase>& cases() {
                  {"does not split into 9223372036854775807 slices (--micro-batches, or one per process): give "
                   "--micro-batches 10"}});
     c.push_back({"train_full_batch_of_a_stream", train_tiny({{"--batch", "full"}}), 2,
-                 {"--batch 0 (full)", "--train-size"}});
+                 {"--batch 0 (full)", "--train-size"}, {"--train-fraction"}});
+    c.push_back({"train_full_batch_of_a_listable_stream", mod_with({{"--batch", "full"}}), 2,
+                 {"--batch 0 (full)", "--train-size N (or --train-fraction F)"}});
     c.push_back({"train_batch_neither_number_nor_full", train_tiny({{"--batch", "half"}}), 2, {"--batch", "half"}});
     c.push_back({"train_eval_data_missing", train_tiny({{"--eval-data", "{missing}"}}), 2, {"{missing}"}});
     c.push_back({"train_eval_data_not_jsonl", train_tiny({{"--eval-data", "{file}"}}), 2, {"notes.txt:1", "JSON"}});
@@ -306,6 +309,8 @@ const std::vector<BadCase>& cases() {
     c.push_back({"gradcheck_unknown_flag", {"gradcheck", "--bogus"}, 2, {"--bogus"}});
     c.push_back({"sweep_unknown_flag", {"sweep", "--bogus"}, 2, {"--bogus"}});
     c.push_back({"bench_unknown_flag", {"bench", "--bogus"}, 2, {"--bogus"}});
+    c.push_back({"bench_full_batch_of_a_stream", {"bench", "--batch", "0"}, 2, {"--train-size"},
+                 {"--train-fraction", "--data"}});
     c.push_back({"bench_zero_runs", {"bench", "--runs", "0"}, 2, {"--runs must be at least 1, got 0"}});
     c.push_back({"bench_zero_steps", {"bench", "--bench-steps", "0"}, 2, {"--bench-steps must be at least 1, got 0"}});
     c.push_back({"bench_negative_warmup", {"bench", "--warmup-steps", "-2"}, 2,
@@ -441,6 +446,7 @@ TEST_P(BadUsage, FailsWithOneClearLineAndWritesNothing) {
   const RunResult r = run_headlab(args, cwd.path());
 
   EXPECT_TRUE(clean_failure(r, c.status, mentions));
+  for (const std::string& advice : c.absent) EXPECT_EQ(r.err.find(advice), std::string::npos) << r.err;
   EXPECT_LT(r.err.size(), 2000u) << "an error line quotes a value at most in part";
   EXPECT_EQ(r.out, "") << "a failed command prints nothing on stdout";
   EXPECT_TRUE(is_empty_dir(cwd.path())) << "the working folder (and --out " << cwd / "out" << ") must stay empty";

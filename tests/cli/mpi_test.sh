@@ -141,6 +141,15 @@ grep -q -- '--batch 15 does not divide among the 2 processes (mpirun -np 2)' "$t
 [[ $(grep -c '^headlab train: error' "$tmp/err.txt") -eq 1 ]] || fail "not exactly one error line: $(cat "$tmp/err.txt")"
 [[ ! -e $tmp/bad ]] || fail "the failed run created its folder"
 
+echo "== a full batch no slice count splits over 2 processes is told to resize, not to pick a count"
+# p = 5: 25 pairs, --train-size 15 odd; no --micro-batches (a multiple of 2) divides it.
+"${mpi[@]}" "$headlab" train --task modular-addition --vocab 6 --seq-len 3 --train-size 15 --batch 0 --steps 2 \
+  --out "$tmp/odd" >/dev/null 2>"$tmp/err.txt"
+status=$?
+[[ $status -eq 2 ]] || fail "an odd full batch on 2 processes exited $status, not 2"
+grep -q -- 'no number of slices splits 15 sequences evenly over 2 processes: give --train-size a multiple of 2' \
+  "$tmp/err.txt" || fail "no resize advice: $(cat "$tmp/err.txt")"
+
 echo "== a usage error is said once, by rank 0, and every rank exits 2 (no hang)"
 for args in "train --d_model 5" "trian"; do
   # shellcheck disable=SC2086  # the words of $args are the command line

@@ -121,6 +121,14 @@ TEST(Snapshots, AnAnalysisOutlivesItsPrunedSnapshot) {
   EXPECT_EQ(data.at("snapshots")[0].at("step"), 20);
   EXPECT_TRUE(clean_failure(run_headlab({"analyze", run, "--step", "10"}, cwd.path()), 2,
                             {"--step 10", "its snapshot is gone", "kept in " + analysis, "it has 20, 30"}));
+  // The kept folder itself, given as the run: named for what it is.
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", analysis}, cwd.path()), 2,
+                            {analysis + " holds the analysis of step 10's snapshot, which is gone",
+                             "its heads.json and report.html are still there"}));
+  // --out naming the run for a snapshot's analysis: the run's own folder, not "another run's".
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", run, "--step", "20", "--out", run}, cwd.path()), 2,
+                            {"--out " + run + " is the run's own folder",
+                             "this analysis then goes to " + run + "/snapshots/step-000020"}));
 }
 
 TEST(Snapshots, StepOfARunWithoutSnapshotsSaysHowToGetThem) {

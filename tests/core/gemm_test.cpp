@@ -175,6 +175,28 @@ TEST(GemmKernels, NamesTheKernelOfEachProductRun) {
   EXPECT_TRUE(gemm_kernels_of([] {}).empty());
 }
 
+// On OpenBLAS each call is listed on its own, in oneDNN's form (core/
+// gemm_kernels.h): bench --kernels works on either backend.
+TEST(GemmKernels, ListsOpenBlasCallsInOneDnnsForm) {
+  const BackendScope scope(GemmBackend::openblas);
+  const F32Gemms f32;  // the suite's bf16 pass would take cblas_sbgemm where the library has it
+  const int64_t m = 64, n = 48, k = 40;
+  const std::vector<float> a = random_floats(m * k, 8), b = random_floats(k * n, 9);
+  std::vector<float> c(static_cast<std::size_t>(m * n));
+  const std::vector<GemmKernelUse> uses = gemm_kernels_of([&] {
+    for (int i = 0; i < 3; ++i) detail::gemm<float>(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n);
+    detail::gemm<float>(false, true, m, n, k, a.data(), k, b.data(), k, c.data(), n);
+  });
+  ASSERT_EQ(uses.size(), 2u);
+  EXPECT_EQ(uses[0].kernel, "openblas");
+  EXPECT_EQ(uses[0].shapes, "64x40:40x48:64x48");
+  EXPECT_EQ(uses[0].layouts, "src_f32:ab wei_f32:ab dst_f32:ab");
+  EXPECT_EQ(uses[0].calls, 3);
+  EXPECT_GT(uses[0].ms, 0);
+  EXPECT_EQ(uses[1].layouts, "src_f32:ab wei_f32:ba dst_f32:ab");
+  EXPECT_EQ(uses[1].calls, 1);
+}
+
 // The attention scale is applied outside QK^T: no product of the forward
 // carries an output scale (one takes oneDNN off its fastest kernels). T 40,
 // d_k 32: products large enough for oneDNN (small ones run in headlab's

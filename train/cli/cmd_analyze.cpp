@@ -209,6 +209,26 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_;
 };
 
+// Why `target` has no checkpoint to analyze: a folder an analysis wrote (a
+// snapshot's, kept after --keep-snapshots removed the snapshot) or a folder
+// of other files is named as what it is.
+std::string no_checkpoint(const std::string& target, bool is_dir) {
+  if (!is_dir) return target + ": no such run folder or checkpoint";
+  if (train::folder_marker(target) == "analysis") {
+    const fs::path folder = fs::path(target).lexically_normal();
+    const fs::path dir = folder.has_filename() ? folder : folder.parent_path();
+    const int64_t step = train::snapshot_step(dir.filename().string() + ".safetensors");
+    if (step >= 0 && dir.parent_path().filename() == "snapshots")
+      return target + " holds the analysis of step " + std::to_string(step) + "'s snapshot, which is gone (" +
+             (dir.parent_path() / (dir.filename().string() + ".safetensors")).string() +
+             "; --keep-snapshots removes the oldest): its heads.json and report.html are still there to read";
+    return target + " holds an analysis (heads.json, report.html), not a checkpoint: analyze the run folder or "
+                    "checkpoint it came from";
+  }
+  return target + " is a folder without a checkpoint.safetensors: give a run folder, a checkpoint file, or a run "
+                  "folder with --step N";
+}
+
 int run_analyze(const AnalyzeArgs& args) {
   const bool is_dir = fs::is_directory(args.target);
   if (args.step_given && args.step < 0)
@@ -219,7 +239,7 @@ int run_analyze(const AnalyzeArgs& args) {
   const std::string ck_path = args.step_given ? train::find_snapshot(args.target, args.step)
                               : is_dir       ? args.target + "/checkpoint.safetensors"
                                              : args.target;
-  if (!fs::exists(ck_path)) throw train::UsageError(args.target + ": no such run folder or checkpoint");
+  if (!fs::exists(ck_path)) throw train::UsageError(no_checkpoint(args.target, is_dir));
   // A snapshot's analysis goes beside it (snapshots/step-000500/), never over the run's own.
   const bool snapshot = train::snapshot_step(fs::path(ck_path).filename().string()) >= 0 &&
                         fs::path(ck_path).parent_path().filename() == "snapshots";
@@ -265,9 +285,8 @@ int run_analyze(const AnalyzeArgs& args) {
   const bool own_file = !is_dir && !snapshot && ck_file.filename() != "checkpoint.safetensors";
   const bool named_folder = own_file || snapshot;  // the analysis's home is the folder named after the file
   const std::string home = named_folder ? named_after_file : is_dir ? args.target : ck_file.parent_path().string();
-  const std::string chosen = !args.out.empty() ? args.out
-                             : !beside.empty() ? (fs::path(home.empty() ? "." : home) / beside).string()
-                                               : home;
+  const std::string picked = !beside.empty() ? (fs::path(home.empty() ? "." : home) / beside).string() : home;
+  const std::string chosen = !args.out.empty() ? args.out : picked;
   const std::string out = chosen.empty() ? "." : chosen;
   std::error_code same_ec;
   // The folder named after a file is never one a run owns: it is checked as any --out.
@@ -284,6 +303,12 @@ int run_analyze(const AnalyzeArgs& args) {
                        is_dir && !args.step_given                                          ? args.target
                        : own_folder && train::folder_marker(out) == "run" ? out
                                                                               : "");
+  // --out naming the run itself for what is not its own analysis (a
+  // snapshot's, another task's or batch's): said as such, not as another run.
+  if (!own_folder && !args.out.empty() && is_dir && fs::equivalent(out, args.target, same_ec))
+    throw train::UsageError("--out " + out + " is the run's own folder, whose heads.json and report.html are its "
+                            "final model's on its own batch: leave out --out (this analysis then goes to " + picked +
+                            ") or give a new folder");
   // The folders analyze picks itself (a snapshot's, another task's) are its own.
   if (!own_folder && !args.out.empty()) check_analysis_out(out, "--out " + out);
   // The run's own folder is written as its trainer writes it: not while a
