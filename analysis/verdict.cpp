@@ -57,12 +57,37 @@ std::optional<SetAblation::Cost> added_cost(const RunAnalysis& run, const SetAbl
   return SetAblation::Cost{set.delta_loss - rest->delta_loss, set.delta_accuracy - rest->delta_accuracy};
 }
 
+// For a set of three, what head i adds beside one other member x: the pair
+// {i, x} (the set without the third member, measured) against x's own
+// ablation. Three heads of which any two do the job each add nothing to the
+// three (the one left cannot do it alone either way), but each adds all of
+// it beside one partner. The largest over x (one that reaches the
+// thresholds first); absent unless measured.
+std::optional<SetAblation::Cost> added_beside_one(const RunAnalysis& run, const SetAblation& set, std::size_t i,
+                                                  const LabelOptions& options) {
+  if (set.heads.size() != 3 || set.without.size() != 3) return std::nullopt;
+  const auto own = static_cast<std::size_t>(std::find(set.heads.begin(), set.heads.end(), i) - set.heads.begin());
+  std::optional<SetAblation::Cost> best;
+  for (std::size_t x = 0; x < 3; ++x) {
+    if (x == own || set.heads[x] >= run.heads.size()) continue;
+    const HeadAnalysis& partner = run.heads[set.heads[x]];
+    if (!partner.ablation_delta_loss || !partner.ablation_delta_acc) continue;
+    const SetAblation::Cost& pair = set.without[3 - x - own];  // members 0 + 1 + 2: the third one's index
+    const SetAblation::Cost c{pair.delta_loss - *partner.ablation_delta_loss,
+                              pair.delta_accuracy - *partner.ablation_delta_acc};
+    if (costs(c.delta_loss, c.delta_accuracy, options)) return c;
+    if (!best || c.delta_loss > best->delta_loss) best = c;
+  }
+  return best;
+}
+
 // The indices of the heads that count towards specialization, with the reasons
 // for leaving pattern-labelled heads out. Redundant heads doing one job each
 // cost little alone and are credited through the costly set of their role,
-// but only if they add to its cost: a head that writes nothing adds nothing to
-// its partners' cost. A set not measured without the head (a heads.json from
-// before) credits it, as it did then.
+// but only if they add to its cost (or, in a set of three, to one partner's:
+// added_beside_one): a head that writes nothing adds nothing to its partners'
+// cost. A set not measured without the head (a heads.json from before)
+// credits it, as it did then.
 std::vector<std::size_t> counted_heads(const RunAnalysis& run, const LabelOptions& options,
                                        std::vector<std::string>& left_out) {
   std::vector<std::size_t> counted;
@@ -73,14 +98,20 @@ std::vector<std::size_t> counted_heads(const RunAnalysis& run, const LabelOption
     const bool costs_loss = h.ablation_delta_loss && *h.ablation_delta_loss >= options.min_ablation_loss_rise;
     const SetAblation* set = costly_role_set(run, i, options);
     const std::optional<SetAblation::Cost> added = set ? added_cost(run, *set, i) : std::nullopt;
-    const bool credited = set && (!added || costs(added->delta_loss, added->delta_accuracy, options));
+    const std::optional<SetAblation::Cost> beside = set ? added_beside_one(run, *set, i, options) : std::nullopt;
+    const bool credited = set && (!added || costs(added->delta_loss, added->delta_accuracy, options) ||
+                                  (beside && costs(beside->delta_loss, beside->delta_accuracy, options)));
     if (!costs_accuracy && !costs_loss && !credited) {
+      const SetAblation::Cost to_set = added.value_or(SetAblation::Cost{});  // measured when set and not credited
       left_out.push_back(head_name(h.layer, h.head) + " " + label_name(h.label) + ": ablation costs only " +
                          points(-*h.ablation_delta_acc) + " of accuracy and " +
                          fixed(h.ablation_delta_loss.value_or(0.0), 3) + " nats of loss" +
-                         (set ? ", and adds only " + points(-added->delta_accuracy) + " and " +
-                                    fixed(added->delta_loss, 3) + " nats to ablating " + names(run, set->heads)
+                         (set ? ", and adds only " + points(-to_set.delta_accuracy) + " and " +
+                                    fixed(to_set.delta_loss, 3) + " nats to ablating " + names(run, set->heads)
                               : "") +
+                         (beside ? " (at most " + points(-beside->delta_accuracy) + " and " +
+                                       fixed(beside->delta_loss, 3) + " nats beside one other of them)"
+                                 : "") +
                          " (need " + points(options.min_ablation_acc_drop) + " or " +
                          fixed(options.min_ablation_loss_rise, 2) + " nats), not counted" +
                          (set ? ": it has the pattern, but ablating it changes too little, alone or within its set"

@@ -215,6 +215,23 @@ TEST(SetAblation, OfThreeHeadsThoseAddingToTheSetAreCreditedByItsAblationWithout
   EXPECT_EQ(back.verdict.counted_heads, 3);
 }
 
+TEST(SetAblation, OfThreeHeadsOfWhichAnyTwoSufficeEachIsCreditedBesideOnePartner) {
+  // Any two do the job, one alone cannot: each costs nothing alone and adds
+  // nothing to the three (without it, the one head left fails as well), but
+  // the pair of it and a partner costs all that the partner alone does not.
+  const SetAblation::Cost nothing{0.001, 0.0}, all{2.5, -0.8};
+  const RunAnalysis run = previous_token_heads({nothing, nothing, nothing}, all, {all, all, all});
+  EXPECT_EQ(run.verdict.counted, (std::vector<std::string>{"L0H0", "L0H1", "L0H2"}));
+  EXPECT_TRUE(says(run, "counted as one role, whatever each head alone costs"));
+  // A head that writes nothing beside two that back each other up still adds
+  // nothing beside either of them.
+  const RunAnalysis idle = previous_token_heads({nothing, nothing, {0.0, 0.0}}, all, {nothing, nothing, all});
+  EXPECT_EQ(idle.verdict.counted, (std::vector<std::string>{"L0H0", "L0H1"}));
+  EXPECT_TRUE(says(idle, "L0H2 previous-token: ablation costs only 0.0 pts of accuracy and 0.000 nats of loss, and "
+                         "adds only 0.0 pts and 0.000 nats to ablating L0H0+L0H1+L0H2 (at most 0.0 pts and 0.000 "
+                         "nats beside one other of them)"));
+}
+
 TEST(CandidateSets, FindTheInductionCircuitFromItsLabelledHeads) {
   // Layer 0: a previous-token head and a self head; layer 1: two induction
   // heads at the targets. Only heads labelled for the circuit are in it.
