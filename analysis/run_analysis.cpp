@@ -134,9 +134,14 @@ void relabel(RunAnalysis& run, const LabelOptions& options) {
     HeadAnalysis& h = run.heads[i];
     std::optional<double> delta = h.ablation_delta_loss;
     const Label alone = label_head(h.scores, std::nullopt, options);
-    for (const SetAblation& set : run.set_ablations)
-      if (delta && set.role == label_name(alone) && std::find(set.heads.begin(), set.heads.end(), i) != set.heads.end())
-        delta = std::max(*delta, set.delta_loss);
+    for (const SetAblation& set : run.set_ablations) {
+      if (!delta || set.role != label_name(alone) || std::find(set.heads.begin(), set.heads.end(), i) == set.heads.end())
+        continue;
+      const std::optional<SetAblation::Cost> added = added_cost(run, set, i);
+      delta = std::max(*delta, added ? added->delta_loss : set.delta_loss);
+      for (const SetAblation::Cost& beside : added_beside_partners(run, set, i))
+        delta = std::max(*delta, beside.delta_loss);
+    }
     h.label = label_head(h.scores, delta, options);
   }
   run.verdict = judge(run, options);
@@ -187,6 +192,27 @@ std::optional<SetAblation::Cost> set_without(const RunAnalysis& run, const SetAb
   const HeadAnalysis& h = run.heads[other];
   if (!h.ablation_delta_loss || !h.ablation_delta_acc) return std::nullopt;
   return SetAblation::Cost{*h.ablation_delta_loss, *h.ablation_delta_acc};
+}
+
+std::optional<SetAblation::Cost> added_cost(const RunAnalysis& run, const SetAblation& set, std::size_t i) {
+  const auto k = static_cast<std::size_t>(std::find(set.heads.begin(), set.heads.end(), i) - set.heads.begin());
+  const std::optional<SetAblation::Cost> rest = set_without(run, set, k);
+  if (!rest) return std::nullopt;
+  return SetAblation::Cost{set.delta_loss - rest->delta_loss, set.delta_accuracy - rest->delta_accuracy};
+}
+
+std::vector<SetAblation::Cost> added_beside_partners(const RunAnalysis& run, const SetAblation& set, std::size_t i) {
+  std::vector<SetAblation::Cost> added;
+  if (set.heads.size() != 3 || set.without.size() != 3) return added;
+  const auto own = static_cast<std::size_t>(std::find(set.heads.begin(), set.heads.end(), i) - set.heads.begin());
+  for (std::size_t x = 0; x < 3; ++x) {
+    if (x == own || set.heads[x] >= run.heads.size()) continue;
+    const HeadAnalysis& partner = run.heads[set.heads[x]];
+    if (!partner.ablation_delta_loss || !partner.ablation_delta_acc) continue;
+    const SetAblation::Cost& pair = set.without[3 - x - own];  // members 0 + 1 + 2: the third one's index
+    added.push_back({pair.delta_loss - *partner.ablation_delta_loss, pair.delta_accuracy - *partner.ablation_delta_acc});
+  }
+  return added;
 }
 
 std::optional<double> layer_mean_js(const RunAnalysis& run, int64_t layer) {

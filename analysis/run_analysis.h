@@ -160,9 +160,11 @@ class AttentionSums {
 };
 
 // Recomputes every label and the verdict, e.g. after ablation was filled in.
-// A first-token head is a sink only if the set of its role (set_ablations)
-// costs no more than the sink bound either, so two redundant first-token
-// heads are not both called sinks.
+// A first-token head is a sink only if it adds no more than the sink bound to
+// the set of its role (set_ablations) either (added_cost, and in a set of
+// three added_beside_partners; the set's whole cost where neither was
+// measured): two redundant first-token heads are not both called sinks, and
+// one that writes nothing beside a used one is.
 void relabel(RunAnalysis& run, const LabelOptions& options = {});
 
 // The sets worth ablating together, from scores and labels without ablation:
@@ -181,6 +183,17 @@ bool ablates_without(const SetAblation& set);
 // set.without[k], or for a set of two the other head's own ablation; absent
 // when neither was measured.
 std::optional<SetAblation::Cost> set_without(const RunAnalysis& run, const SetAblation& set, std::size_t k);
+
+// What head `i` (a member of `set`) adds to its cost: the set's cost less
+// set_without's; absent when that was not measured.
+std::optional<SetAblation::Cost> added_cost(const RunAnalysis& run, const SetAblation& set, std::size_t i);
+
+// In a set of three, what head `i` adds beside each other member x: the pair
+// {i, x} (the set without the third member, measured) against x's own
+// ablation. Three heads of which any two do the job each add nothing to the
+// three (the one left cannot do it alone either way), but each adds all of it
+// beside one partner. Empty for other sets, or unmeasured.
+std::vector<SetAblation::Cost> added_beside_partners(const RunAnalysis& run, const SetAblation& set, std::size_t i);
 
 // Mean JS divergence between the heads of one layer; absent for one head.
 std::optional<double> layer_mean_js(const RunAnalysis& run, int64_t layer);

@@ -48,46 +48,13 @@ const SetAblation* costly_role_set(const RunAnalysis& run, std::size_t i, const 
   return nullptr;
 }
 
-// What head i adds to the cost of `set`, which holds it: the set's cost minus
-// that of the set without it. Absent when the latter was not measured.
-std::optional<SetAblation::Cost> added_cost(const RunAnalysis& run, const SetAblation& set, std::size_t i) {
-  const auto k = static_cast<std::size_t>(std::find(set.heads.begin(), set.heads.end(), i) - set.heads.begin());
-  const std::optional<SetAblation::Cost> rest = set_without(run, set, k);
-  if (!rest) return std::nullopt;
-  return SetAblation::Cost{set.delta_loss - rest->delta_loss, set.delta_accuracy - rest->delta_accuracy};
-}
-
-// For a set of three, what head i adds beside one other member x: the pair
-// {i, x} (the set without the third member, measured) against x's own
-// ablation. Three heads of which any two do the job each add nothing to the
-// three (the one left cannot do it alone either way), but each adds all of
-// it beside one partner. The largest over x (one that reaches the
-// thresholds first); absent unless measured.
-std::optional<SetAblation::Cost> added_beside_one(const RunAnalysis& run, const SetAblation& set, std::size_t i,
-                                                  const LabelOptions& options) {
-  if (set.heads.size() != 3 || set.without.size() != 3) return std::nullopt;
-  const auto own = static_cast<std::size_t>(std::find(set.heads.begin(), set.heads.end(), i) - set.heads.begin());
-  std::optional<SetAblation::Cost> best;
-  for (std::size_t x = 0; x < 3; ++x) {
-    if (x == own || set.heads[x] >= run.heads.size()) continue;
-    const HeadAnalysis& partner = run.heads[set.heads[x]];
-    if (!partner.ablation_delta_loss || !partner.ablation_delta_acc) continue;
-    const SetAblation::Cost& pair = set.without[3 - x - own];  // members 0 + 1 + 2: the third one's index
-    const SetAblation::Cost c{pair.delta_loss - *partner.ablation_delta_loss,
-                              pair.delta_accuracy - *partner.ablation_delta_acc};
-    if (costs(c.delta_loss, c.delta_accuracy, options)) return c;
-    if (!best || c.delta_loss > best->delta_loss) best = c;
-  }
-  return best;
-}
-
 // The indices of the heads that count towards specialization, with the reasons
 // for leaving pattern-labelled heads out. Redundant heads doing one job each
 // cost little alone and are credited through the costly set of their role,
 // but only if they add to its cost (or, in a set of three, to one partner's:
-// added_beside_one): a head that writes nothing adds nothing to its partners'
-// cost. A set not measured without the head (a heads.json from before)
-// credits it, as it did then.
+// added_beside_partners): a head that writes nothing adds nothing to its
+// partners' cost. A set not measured without the head (a heads.json from
+// before) credits it, as it did then.
 std::vector<std::size_t> counted_heads(const RunAnalysis& run, const LabelOptions& options,
                                        std::vector<std::string>& left_out) {
   std::vector<std::size_t> counted;
@@ -98,7 +65,12 @@ std::vector<std::size_t> counted_heads(const RunAnalysis& run, const LabelOption
     const bool costs_loss = h.ablation_delta_loss && *h.ablation_delta_loss >= options.min_ablation_loss_rise;
     const SetAblation* set = costly_role_set(run, i, options);
     const std::optional<SetAblation::Cost> added = set ? added_cost(run, *set, i) : std::nullopt;
-    const std::optional<SetAblation::Cost> beside = set ? added_beside_one(run, *set, i, options) : std::nullopt;
+    // Beside one partner (a set of three): the first that reaches the thresholds, else the largest.
+    std::optional<SetAblation::Cost> beside;
+    for (const SetAblation::Cost& c : set ? added_beside_partners(run, *set, i) : std::vector<SetAblation::Cost>{}) {
+      if (beside && costs(beside->delta_loss, beside->delta_accuracy, options)) break;
+      if (!beside || costs(c.delta_loss, c.delta_accuracy, options) || c.delta_loss > beside->delta_loss) beside = c;
+    }
     const bool credited = set && (!added || costs(added->delta_loss, added->delta_accuracy, options) ||
                                   (beside && costs(beside->delta_loss, beside->delta_accuracy, options)));
     if (!costs_accuracy && !costs_loss && !credited) {

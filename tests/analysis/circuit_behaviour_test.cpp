@@ -91,11 +91,12 @@ TEST(LossDropStep, IsTheFirstStepHalfwayDownAndAbsentWithoutADrop) {
 }
 
 // Two redundant first-token heads: each alone costs nothing, together a lot.
-RunAnalysis redundant_first_token_pair(double set_delta_loss, double set_delta_acc) {
+RunAnalysis redundant_first_token_pair(double set_delta_loss, double set_delta_acc,
+                                       SetAblation::Cost first_own = {0.001, 0.0}) {
   RunAnalysis run = analyze_attention({one_hot_heads(6, {[](int64_t) { return 0; }, [](int64_t) { return 0; }})}, {}, true);
   for (int64_t h = 0; h < 2; ++h) {
-    run.at(0, h).ablation_delta_loss = 0.001;
-    run.at(0, h).ablation_delta_acc = 0.0;
+    run.at(0, h).ablation_delta_loss = h == 0 ? first_own.delta_loss : 0.001;
+    run.at(0, h).ablation_delta_acc = h == 0 ? first_own.delta_accuracy : 0.0;
   }
   run.set_ablations = candidate_sets(run);
   EXPECT_EQ(run.set_ablations.size(), 1u);
@@ -133,6 +134,16 @@ TEST(SetAblation, ASetThatHelpsSaysHowItChangesAccuracyAndLoss) {
     said |= r.find("together changes accuracy by -31.4 pts and the loss by -0.511 nats") != std::string::npos;
   }
   EXPECT_TRUE(said);
+}
+
+// A first-token head that adds nothing to its costly set (L0H0 alone costs
+// what both do) is a sink: the model does not use its output. Its partner is
+// not.
+TEST(SetAblation, AFirstTokenHeadAddingNothingToItsSetIsASink) {
+  const RunAnalysis run = redundant_first_token_pair(2.5, -0.8, {2.5, -0.8});
+  EXPECT_EQ(run.at(0, 0).label, Label::pattern("first-token"));
+  EXPECT_EQ(run.at(0, 1).label, Label::sink());
+  EXPECT_EQ(run.verdict.counted, (std::vector<std::string>{"L0H0"}));
 }
 
 TEST(SetAblation, WhenTheSetCostsNothingEitherBothHeadsAreSinks) {
