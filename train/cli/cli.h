@@ -16,6 +16,9 @@
 
 #include "train/config.h"
 
+namespace headlab::layers {
+struct ModelSpec;
+}  // namespace headlab::layers
 namespace headlab::train {
 class Session;
 }  // namespace headlab::train
@@ -87,9 +90,14 @@ void use_precision(const std::string& name);
 // note on stderr. Under mpirun the work is each process's share of the
 // step, and the cores are this machine's shared among its processes.
 int use_threads(int requested, double flops_per_step);
-// The FLOPs of one training step of `config`'s model on its batch, with the
-// sizes the config leaves to its task (vocab, seq-len, --batch 0) the task's.
-double train_flops_per_step(const train::TrainConfig& config);
+// The FLOPs of one training step of a run of `config` whose model is `model`
+// (a checkpoint's, resolved), on its batch. A full batch (--batch 0) is the
+// task's training set, so the task is built to count it; otherwise nothing
+// is read (a --data file is parsed by the command itself, once).
+double train_flops_per_step(const train::TrainConfig& config, const layers::ModelSpec& model);
+// use_threads for a session just built (its model and batch rows), recording
+// the count picked in its config (config.json).
+void use_threads_for(train::Session& session);
 
 // Reads --config FILE.json onto `config` (UsageError on any problem);
 // returns the keys it set.

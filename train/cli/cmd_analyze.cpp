@@ -251,7 +251,7 @@ int run_analyze(const AnalyzeArgs& args) {
   if (!args.data.empty() && !args.task.empty()) throw train::UsageError("give --task or --data, not both");
   check_data_out(args.data, args.out);
   train::Checkpoint ck = train::read_checkpoint(ck_path);
-  use_threads(args.threads, train_flops_per_step(ck.info.config));  // 0: as the run's training would
+  use_threads(args.threads, train_flops_per_step(ck.info.config, ck.model));  // 0: as the run's training would
   use_gemm_backend(args.gemm.empty() ? ck.info.config.gemm : args.gemm);
   // Another task than the run's: its files go beside the run's, never over them.
   const std::string trained_on =

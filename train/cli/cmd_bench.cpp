@@ -152,7 +152,6 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   train::TrainConfig config = preset_config(args.preset);
   flags.apply(config);
   config.validate();
-  use_threads(config.threads, train_flops_per_step(config));
   use_gemm_backend(config.gemm);
   use_precision(config.precision);
   // Under mpirun -np N the N processes train one model (one slice of the
@@ -174,6 +173,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
     }
   });
   train::Session& session = *built;
+  use_threads_for(session);
   if (world.size() > 1) {
     // The ranks step together: they must time the same steps of the same run.
     train::RunFingerprint mine = train::run_fingerprint(session);

@@ -84,7 +84,7 @@ int run_eval(const EvalArgs& args) {
          "Put back the run's own checkpoint, or evaluate the file as a checkpoint of its own: headlab eval " +
              args.checkpoint});
   check_dumps(args, ck.info.config);
-  use_threads(args.threads, train_flops_per_step(ck.info.config));  // 0: as the run's training would
+  use_threads(args.threads, train_flops_per_step(ck.info.config, ck.model));  // 0: as the run's training would
   // The run's own task and evaluation batch unless told otherwise; the model
   // is always the checkpoint's.
   train::TrainConfig config = ck.info.config;

@@ -123,11 +123,11 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       resumed = ck.info.config;
       flags.apply(ck.info.config);
       ck.info.config.validate();
-      // config.json records the count a new run picked; --threads 0 picks again.
-      ck.info.config.threads = use_threads(ck.info.config.threads, train_flops_per_step(ck.info.config));
       use_gemm_backend(ck.info.config.gemm);
       use_precision(ck.info.config.precision);  // the run's: --precision cannot change on resume
       session = std::make_unique<train::Session>(ck, world);
+      // config.json records the count a new run picked; --threads 0 picks again.
+      use_threads_for(*session);
       // A checkpoint that is whole (the session took it) but another run's.
       if (world.is_root())
         train::check_checkpoint_is_the_folders(
@@ -180,10 +180,10 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
           throw train::UsageError("--init " + init_source + ": " + e.what() + " (give --task or --data that fits it)");
         }
       }
-      config.threads = use_threads(config.threads, train_flops_per_step(config));  // recorded as picked
       use_gemm_backend(config.gemm);
       use_precision(config.precision);
       session = std::make_unique<train::Session>(config, world);  // validates the task and model before anything is written
+      use_threads_for(*session);  // from the session's own sizes: a --data file is parsed once
       if (init) {
         train::load_weights(session->model(), init->file, "--init " + init_source);
         session->set_init(train::init_identity(config.init, *init));

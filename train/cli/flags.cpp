@@ -100,25 +100,23 @@ void use_precision(const std::string& name) {
   core::set_gemm_precision(precision);
 }
 
-double train_flops_per_step(const train::TrainConfig& config) {
-  layers::ModelSpec spec = config.model;
+double train_flops_per_step(const train::TrainConfig& config, const layers::ModelSpec& model) {
   int64_t batch = config.batch;
-  // Sizes left to the task (--vocab 0, --seq-len 0: its own; --batch 0: its
-  // whole training set) are the task's, so it is built to ask; counted as 0
-  // they made a full-batch run's step look like no work (1 thread, "0.00
-  // GFLOP/s"). A task that cannot be built leaves the estimate to the
-  // config: the command reports why once it builds its run.
-  if (spec.vocab == 0 || spec.max_seq_len == 0 || batch == 0) {
+  // Counted as 0 rows, a full-batch run's step looked like no work (1
+  // thread). A task that cannot be built leaves the estimate at that: the
+  // command reports why once it builds its run.
+  if (batch == 0) {
     try {
-      const std::unique_ptr<train::Task> task = train::make_task_for(config);
-      spec.vocab = task->vocab();
-      spec.max_seq_len = task->seq_len();
-      spec.classes = task->num_classes();
-      if (batch == 0) batch = task->size();
+      batch = train::make_task_for(config)->size();
     } catch (const std::exception&) {
     }
   }
-  return spec.resolved().train_flops_per_step(batch);
+  return model.resolved().train_flops_per_step(batch);
+}
+
+void use_threads_for(train::Session& session) {
+  train::TrainConfig& config = session.config();
+  config.threads = use_threads(config.threads, session.model().spec().train_flops_per_step(session.batch_rows()));
 }
 
 int use_threads(int requested, double flops_per_step) {
