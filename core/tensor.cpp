@@ -82,7 +82,7 @@ class BufferCache {
 #if !defined(__SANITIZE_ADDRESS__)
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_bytes_ + size <= kMaxCachedBytes) {
+      if (cached_bytes_ + size <= limit_) {
         free_[size].push_back(p);
         cached_bytes_ += size;
         return;
@@ -92,8 +92,27 @@ class BufferCache {
     std::free(p);
   }
 
+  // Frees kept buffers, largest sizes first, until at most `bytes` are kept.
+  void set_limit(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    limit_ = bytes;
+    while (cached_bytes_ > limit_) {
+      auto largest = free_.begin();
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (it->first > largest->first) largest = it;
+      for (void* p : largest->second) std::free(p);
+      cached_bytes_ -= largest->first * largest->second.size();
+      free_.erase(largest);
+    }
+  }
+
+  std::size_t bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_bytes_;
+  }
+
  private:
-  static constexpr std::size_t kMaxCachedBytes = std::size_t{1} << 30;
+  std::size_t limit_ = std::size_t{1} << 30;
   std::mutex mutex_;
   std::unordered_map<std::size_t, std::vector<void*>> free_;
   std::size_t cached_bytes_ = 0;
@@ -107,6 +126,9 @@ BufferCache& buffer_cache() {
 }
 
 }  // namespace
+
+void set_buffer_cache_limit(std::size_t bytes) { buffer_cache().set_limit(bytes); }
+std::size_t buffer_cache_bytes() { return buffer_cache().bytes(); }
 
 Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
   data_ = buffer_cache().take(rounded_size(nbytes));

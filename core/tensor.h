@@ -33,6 +33,15 @@ std::string to_string(const Shape& shape);  // "[2, 3]"
 int64_t numel_of(const Shape& shape);
 Shape contiguous_strides(const Shape& shape);
 
+// Freed storage is kept for reuse at the same size (a training step
+// allocates the same sizes every step), up to a limit: 1 GiB unless set.
+// Setting it frees what is kept beyond it, so 0 returns every kept buffer to
+// the allocator (the Python package keeps less: a notebook's caches vary in
+// size, and a kept buffer of another size is only held memory).
+void set_buffer_cache_limit(std::size_t bytes);
+// The bytes of freed storage kept for reuse now.
+std::size_t buffer_cache_bytes();
+
 // Raw bytes, 64-byte aligned, never resized. Shared by every view.
 class Storage {
  public:

@@ -23,6 +23,7 @@ from ._attribution import logit_attribution
 from ._cache import ActivationCache
 from ._names import get_act_name
 from ._data import read_data, write_data
+from ._memory import release_memory
 from . import _patching as patching
 
 # `import headlab.patching as patching` too, as TransformerLens users write it.
@@ -30,4 +31,4 @@ import sys as _sys
 _sys.modules[__name__ + ".patching"] = patching
 
 __all__ = ["ActivationCache", "Model", "Run", "Sweep", "analyze", "get_act_name", "load", "logit_attribution",
-           "patching", "read_data", "train", "write_data"]
+           "patching", "read_data", "release_memory", "train", "write_data"]

@@ -10,7 +10,7 @@ from ._targets import warn_if_not_next_token
 
 def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=None, sources=False, example=0,
             pruning=True, importance_examples=64, corrupted=None, corruption="the caller's corrupted tokens",
-            threshold=0.5, margin=0.15, diffuse_entropy=0.8, sink_delta_loss=0.02):
+            threshold=0.5, margin=0.15, diffuse_entropy=0.8, sink_delta_loss=0.02, chunk_rows=None):
     """The records heads.json holds (scores, labels, ablations, importance,
     circuits, the verdict ...; docs/head-metrics.md) for these sequences, as a dict.
 
@@ -35,7 +35,10 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     a list of sequences, each as long as its clean one, or a [B, T] array
     whose positions past a clean sequence's length are padding. threshold, margin,
     diffuse_entropy, sink_delta_loss: the label rules (`headlab analyze
-    --threshold ...`). Needs seq_len >= 3. A model edited from Python
+    --threshold ...`). chunk_rows: sequences run at a time (None: as `headlab
+    analyze` picks them, about 64 MiB of activations per chunk), so memory
+    does not grow with the set; the numbers do not depend on it but for float
+    rounding. Needs seq_len >= 3. A model edited from Python
     (Model.with_params) adds its provenance, "edited", as heads.json does."""
     model = _as_model(model)
     ragged = _tokens.ragged(tokens, lengths)  # then the targets come per sequence too
@@ -46,6 +49,7 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     example = _whole("example", example, 0, ids.shape[0] - 1, f"one of the {ids.shape[0]} sequences")
     importance_examples = _whole("importance_examples", importance_examples, 1, None,
                                  "how many sequences the gradient importance averages over")
+    chunk = 0 if chunk_rows is None else _whole("chunk_rows", chunk_rows, 1, None, "sequences run at a time")
     for name, flag in (("pruning", pruning), ("sources", sources)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"analyze: {name} must be True or False, got {flag!r}")
@@ -57,7 +61,7 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     bad = None if corrupted is None else _corrupted(corrupted, ids, lengths, model.spec)
     user = _patterns.patterns(patterns, ids.shape[0], ids.shape[1], lengths)
     records = json.loads(_core.analyze(model._core, ids, ys, lengths, user, _patterns.roles(roles), bool(sources),
-                                       labels, example, bool(pruning), importance_examples, bad, corruption))
+                                       labels, example, bool(pruning), importance_examples, bad, corruption, chunk))
     if model.edited is not None:  # as heads.json of `headlab analyze` on the saved edit: not the source's heads
         records["edited"] = model.edited
     return records

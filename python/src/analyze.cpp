@@ -12,6 +12,7 @@
 #include "attend.h"
 #include "interrupt.h"
 #include "model.h"
+#include "train/analysis_chunk.h"
 
 namespace headlab::python {
 
@@ -40,7 +41,8 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
                     const std::optional<IntArray>& lengths, const std::vector<PatternTuple>& patterns,
                     const std::vector<std::pair<std::string, std::string>>& roles, bool sources, const Labels& labels,
                     int64_t example, bool pruning, int64_t importance_examples,
-                    const std::optional<IntArray>& corrupted, const std::string& corruption_text) {
+                    const std::optional<IntArray>& corrupted, const std::string& corruption_text,
+                    int64_t chunk_rows) {
   const Tokens t = tokens_from(tokens);
   const Tokens y = tokens_from(targets);
   if (y.batch != t.batch || y.seq_len != t.seq_len)
@@ -63,6 +65,9 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
   if (example < 0 || example >= t.batch)
     throw std::invalid_argument("example " + std::to_string(example) + " is not one of the " + std::to_string(t.batch) +
                                 " sequences");
+  if (chunk_rows < 0)
+    throw std::invalid_argument("chunk_rows must be >= 1, or None for the CLI's default (got " +
+                                std::to_string(chunk_rows) + ")");
   if (importance_examples < 1)
     throw std::invalid_argument("importance_examples must be >= 1 (got " + std::to_string(importance_examples) + ")");
   std::optional<Tokens> c;
@@ -82,6 +87,8 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
   options.example = example;
   options.pruning = pruning;
   options.importance_examples = importance_examples;
+  // As `headlab analyze` does: a chunk's activations, not the whole set's, are held at once.
+  options.chunk_rows = chunk_rows > 0 ? chunk_rows : train::default_analysis_chunk(model.transformer->spec());
   if (c) {
     options.interventions = true;
     options.corruption.tokens = c->ids;
@@ -106,14 +113,15 @@ void bind_analyze(py::module_& m) {
       [](const Model& model, const IntArray& tokens, const IntArray& targets, const std::optional<IntArray>& lengths,
          const std::vector<PatternTuple>& patterns, const std::vector<std::pair<std::string, std::string>>& roles,
          bool sources, const std::tuple<double, double, double, double>& labels, int64_t example, bool pruning,
-         int64_t importance_examples, const std::optional<IntArray>& corrupted, const std::string& corruption_text) {
+         int64_t importance_examples, const std::optional<IntArray>& corrupted, const std::string& corruption_text,
+         int64_t chunk_rows) {
         const auto [threshold, margin, diffuse, sink] = labels;
         return analyze(model, tokens, targets, lengths, patterns, roles, sources, {threshold, margin, diffuse, sink},
-                       example, pruning, importance_examples, corrupted, corruption_text);
+                       example, pruning, importance_examples, corrupted, corruption_text, chunk_rows);
       },
       py::arg("model"), py::arg("tokens"), py::arg("targets"), py::arg("lengths"), py::arg("patterns"),
       py::arg("roles"), py::arg("sources"), py::arg("labels"), py::arg("example"), py::arg("pruning"),
-      py::arg("importance_examples"), py::arg("corrupted"), py::arg("corruption_text"));
+      py::arg("importance_examples"), py::arg("corrupted"), py::arg("corruption_text"), py::arg("chunk_rows"));
 }
 
 }  // namespace headlab::python

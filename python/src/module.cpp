@@ -16,6 +16,7 @@ namespace headlab::python {
 void bind_analyze(py::module_& m);
 void bind_command(py::module_& m);
 void bind_folders(py::module_& m);
+void bind_memory(py::module_& m);
 void bind_task_batch(py::class_<Model>& model);
 }  // namespace headlab::python
 
@@ -40,6 +41,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_analyze(m);
   python::bind_command(m);
   python::bind_folders(m);
+  python::bind_memory(m);
   // headlab.write_data checks a pattern's name by the analysis's own rule, not a copy of it.
   m.def("check_pattern_name", &analysis::check_pattern_name, py::arg("name"));
 }

@@ -288,3 +288,22 @@ def test_ctrl_c_stops_an_analysis_at_once(attn_model):
         signal.signal(signal.SIGINT, previous)
     # Nothing of the stop is left behind: the next analysis runs to its end.
     assert len(headlab.analyze(attn_model, tokens[:4], **FAST)["heads"]) == 4
+
+
+def test_analyze_in_chunks_matches_one_chunk_and_memory_is_released(mlp_model):
+    """chunk_rows bounds what analyze holds at once without changing its numbers
+    (but for float rounding); release_memory returns the engine's kept buffers."""
+    import headlab
+    batch = mlp_model.task_batch()
+    whole = headlab.analyze(mlp_model, **batch, pruning=False, chunk_rows=len(batch["tokens"]))
+    chunked = headlab.analyze(mlp_model, **batch, pruning=False, chunk_rows=7)
+    for a, b in zip(whole["heads"], chunked["heads"]):
+        assert a["label"] == b["label"]
+        assert abs(a["scores"]["previous_token"] - b["scores"]["previous_token"]) < 1e-6
+    with pytest.raises(ValueError, match="chunk_rows"):
+        headlab.analyze(mlp_model, **batch, chunk_rows=0)
+    logits, cache = mlp_model.run_with_cache(batch["tokens"])
+    del logits, cache
+    assert headlab._core.cached_bytes() <= headlab._core.cache_limit_bytes
+    headlab.release_memory()
+    assert headlab._core.cached_bytes() == 0
