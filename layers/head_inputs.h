@@ -19,8 +19,8 @@ struct HeadInputs {
   // all three copy); undefined where they read the residual stream as
   // without hooks.
   Variable q, k, v;
-  // The first point whose replacement the heads read ("hook_attn_in" ...);
-  // null when they read no replacement.
+  // The first of the four points the hooks replaced ("hook_attn_in" ...);
+  // null when they replaced none (the heads read the residual stream).
   const char* replaced = nullptr;
 };
 
