@@ -35,7 +35,13 @@ MultiHeadAttention::MultiHeadAttention(const ModelSpec& spec, core::Generator& g
 
 Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_mask, LayerProbe* probe,
                                     const HookScope& hooks) const {
+  return forward(AttentionInput{.x = x}, padding_mask, probe, hooks);
+}
+
+Variable MultiHeadAttention::forward(const AttentionInput& in, const Tensor* padding_mask, LayerProbe* probe,
+                                    const HookScope& hooks) const {
   using namespace autograd;
+  const Variable& x = in.x;
   const int64_t d_model = spec_.d_model;
   const int64_t h = spec_.heads;
   const int64_t dk = d_k();
@@ -43,6 +49,12 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
     throw std::invalid_argument("MultiHeadAttention::forward: input " + core::to_string(x.shape()) +
                                 " is not [B, T, d_model=" + std::to_string(d_model) + "]");
   }
+  const Shape per_head{x.size(0), x.size(1), h, d_model};
+  for (const Variable* p : {&in.q, &in.k, &in.v})
+    if (p->defined() && (p->shape() != per_head || p->dtype() != x.dtype()))
+      throw std::invalid_argument("MultiHeadAttention::forward: per-head input " + core::to_string(p->dtype()) + " " +
+                                  core::to_string(p->shape()) + " is not " + core::to_string(x.dtype()) + " " +
+                                  core::to_string(per_head) + " [B, T, h, d_model]");
   const Variable no_gates;
   const Variable& gates = probe != nullptr ? probe->gates : no_gates;
   if (gates.defined() && (gates.shape() != Shape{h} || gates.dtype() != x.dtype())) {
@@ -61,9 +73,12 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
   // with the per-head d_k (never d_model), and gate_i * A_i V_i written into
   // head i's columns, which is concat(head_1..head_h) [B, T, d_model].
   const Shape heads_layout{batch, seq_len, h, dk};  // TransformerLens's view of Q, K, V and z
-  const Variable q = hooks.visit("hook_q", q_->forward(x), heads_layout);
-  const Variable k = hooks.visit("hook_k", k_->forward(x), heads_layout);
-  const Variable v = hooks.visit("hook_v", v_->forward(x), heads_layout);
+  const auto project = [&](const Linear& p, const Variable& heads_in) {
+    return heads_in.defined() ? project_heads(p, heads_in) : p.forward(x);
+  };
+  const Variable q = hooks.visit("hook_q", project(*q_, in.q), heads_layout);
+  const Variable k = hooks.visit("hook_k", project(*k_, in.k), heads_layout);
+  const Variable v = hooks.visit("hook_v", project(*v_, in.v), heads_layout);
   // All-ones gates change no bit, so they enter the op only when a gate
   // differs from 1 or its gradient is wanted.
   const bool gated = gates.defined() && (gates.requires_grad() || !all_ones(gates.value()));
@@ -89,6 +104,18 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor* padding_ma
   concat = hooks.visit("hook_z", concat, heads_layout);
   if (probe != nullptr) probe->head_outputs = concat.value();
   return hooks.wants("hook_result") ? output_result_hooked(concat, hooks) : o_->forward(concat);
+}
+
+Variable MultiHeadAttention::project_heads(const Linear& p, const Variable& heads_in) const {
+  using namespace autograd;
+  const int64_t batch = heads_in.size(0), seq_len = heads_in.size(1), d = spec_.d_model, h = spec_.heads, dk = d_k();
+  // Head i's rows of the fused weight [h d_k, d] read head i's input only:
+  // x [B T, h, d] permuted to [h, B T, d] times the weight viewed [h, d_k, d]
+  // permuted to [h, d, d_k] gives [h, B T, d_k], head i in columns i*d_k ..
+  // of the [B, T, d] output once permuted back (as hook_result's GEMM).
+  const Variable x = permute(reshape(heads_in, {batch * seq_len, h, d}), {1, 0, 2});
+  const Variable w = permute(reshape(p.weight(), {h, dk, d}), {0, 2, 1});
+  return reshape(permute(matmul(x, w), {1, 0, 2}), {batch, seq_len, d}) + p.bias();
 }
 
 Variable MultiHeadAttention::output_result_hooked(const Variable& concat, const HookScope& hooks) const {

@@ -24,6 +24,14 @@
 
 namespace headlab::layers {
 
+// What the projections read: x [B, T, d_model], the same for every head
+// (ln1's output), and, for a projection whose heads read inputs of their own
+// (a replaced hook_attn_in or hook_q_input ..., layers/head_inputs.h), those
+// [B, T, h, d_model], each head's through ln1 (undefined: x).
+struct AttentionInput {
+  Variable x{}, q{}, k{}, v{};
+};
+
 class MultiHeadAttention : public Module {
  public:
   enum class Projection { Q, K, V };
@@ -50,6 +58,12 @@ class MultiHeadAttention : public Module {
   // hook replaces it the output is its sum over the heads + o's bias.
   Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr,
                    const HookScope& hooks = {}) const;
+  // The same with per-head inputs: head i's Q is in.q[:, :, i] W_Q^i^T + b_Q^i
+  // (likewise K, V), one batched GEMM over the heads; a projection without
+  // them reads in.x as above (the same bits). Throws std::invalid_argument
+  // for per-head inputs that are not [B, T, h, d_model] of x's dtype.
+  Variable forward(const AttentionInput& in, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr,
+                   const HookScope& hooks = {}) const;
 
   const ModelSpec& spec() const { return spec_; }
   int64_t heads() const { return spec_.heads; }
@@ -73,6 +87,8 @@ class MultiHeadAttention : public Module {
   void check_head(int64_t head, const char* who) const;
   // The probe's replacement of some heads' outputs in concat [B, T, d_model].
   Variable replace_heads(const Variable& concat, const LayerProbe& probe) const;
+  // p's output [B, T, d_model] for per-head inputs [B, T, h, d_model].
+  Variable project_heads(const Linear& p, const Variable& heads_in) const;
   // o applied to concat [B, T, d_model] with a wanted hook_result.
   Variable output_result_hooked(const Variable& concat, const HookScope& hooks) const;
   Linear& projection(Projection which) const;

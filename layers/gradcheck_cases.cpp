@@ -184,8 +184,9 @@ void hook_cases(Registry& r) {
     bool padded;
   };
   const ModelSpec causal{.vocab = 5, .classes = 3, .max_seq_len = 4, .layers = 2, .heads = 2, .d_model = 8, .d_ff = 16};
-  ModelSpec bidirectional = causal;
+  ModelSpec bidirectional = causal, no_layernorm = causal;
   bidirectional.causal = false;
+  no_layernorm.layernorm = false;
   const std::vector<HookCase> cases{
       {"Transformer 2 layers: cross-entropy loss w.r.t. hook_attn_scores, hook_pattern, hook_resid_pre and every "
        "parameter",
@@ -204,7 +205,22 @@ void hook_cases(Registry& r) {
        causal,
        {"blocks.0.attn.hook_result", "blocks.1.attn.hook_result", "blocks.0.ln1.hook_scale", "blocks.1.ln2.hook_scale",
         "ln_final.hook_scale"},
-       false}};
+       false},
+      // A delta at a head's input takes the per-head path: ln1 of each head's
+      // input, each projection's heads in one batched GEMM (block 1: Q and K
+      // read attn_in's copies, V its own on top); one at mlp_in feeds ln2
+      // apart from resid_mid's skip path.
+      {"Transformer 2 layers: cross-entropy loss w.r.t. hook_q_input, hook_k_input, hook_attn_in, hook_v_input, "
+       "hook_mlp_in and every parameter",
+       causal,
+       {"blocks.0.hook_q_input", "blocks.0.hook_k_input", "blocks.1.hook_attn_in", "blocks.1.hook_v_input",
+        "blocks.0.hook_mlp_in"},
+       false},
+      {"Transformer without LayerNorm, padded: cross-entropy loss w.r.t. hook_attn_in, hook_k_input, hook_mlp_in and "
+       "every parameter",
+       no_layernorm,
+       {"blocks.0.hook_attn_in", "blocks.1.hook_k_input", "blocks.1.hook_mlp_in"},
+       true}};
   const Tensor pad = Tensor::from_vector({1, 1, 1, 1, 1, 1, 0, 0}, {2, 4}, f64);
   for (const HookCase& c : cases) {
     std::vector<Tensor> deltas;

@@ -13,7 +13,7 @@ namespace {
 
 // A block's points in forward order, with the spec's conditions.
 std::vector<std::string> block_points(const ModelSpec& s) {
-  std::vector<std::string> p{"hook_resid_pre"};
+  std::vector<std::string> p{"hook_resid_pre", "hook_attn_in", "hook_q_input", "hook_k_input", "hook_v_input"};
   if (s.layernorm)
     for (const char* n : {"ln1.hook_scale", "ln1.hook_normalized"}) p.emplace_back(n);
   for (const char* a : {"attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern",
@@ -21,7 +21,7 @@ std::vector<std::string> block_points(const ModelSpec& s) {
     p.emplace_back(a);
   p.emplace_back("hook_attn_out");
   if (!s.attn_only) {
-    p.emplace_back("hook_resid_mid");
+    for (const char* r : {"hook_resid_mid", "hook_mlp_in"}) p.emplace_back(r);
     if (s.layernorm)
       for (const char* n : {"ln2.hook_scale", "ln2.hook_normalized"}) p.emplace_back(n);
     for (const char* m : {"mlp.hook_pre", "mlp.hook_post", "hook_mlp_out"}) p.emplace_back(m);
@@ -84,7 +84,8 @@ Shape hook_shape(const ModelSpec& spec, const std::string& name, int64_t batch, 
       ends_with(name, ".hook_z"))
     return {batch, seq_len, s.heads, s.d_k()};
   if (ends_with(name, ".hook_attn_scores") || ends_with(name, ".hook_pattern")) return {batch, s.heads, seq_len, seq_len};
-  if (ends_with(name, ".hook_result")) return {batch, seq_len, s.heads, s.d_model};
+  for (const char* per_head : {".hook_result", ".hook_attn_in", ".hook_q_input", ".hook_k_input", ".hook_v_input"})
+    if (ends_with(name, per_head)) return {batch, seq_len, s.heads, s.d_model};
   if (ends_with(name, ".hook_scale")) return {batch, seq_len, 1};
   if (ends_with(name, ".hook_pre") || ends_with(name, ".hook_post")) return {batch, seq_len, s.d_ff};
   return {batch, seq_len, s.d_model};
@@ -104,6 +105,17 @@ Variable HookScope::visit_wanted(const char* point, const Variable& x, const Sha
                                                : std::string("an undefined variable")) +
                                 "; expected " + core::to_string(view.dtype()) + " " + core::to_string(view.shape()));
   return out.shape() == x.shape() ? out : autograd::reshape(out, x.shape());
+}
+
+Variable HookScope::replacement(const char* point, const Variable& copy) const {
+  const Variable given = visit_wanted(point, copy);
+  return given.node() == copy.node() ? Variable() : given;
+}
+
+Variable hook_copy(const Variable& x) {
+  // concat writes its one input into a new tensor; its backward hands the
+  // gradient on.
+  return autograd::concat({x}, -1);
 }
 
 }  // namespace headlab::layers

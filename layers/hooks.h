@@ -5,6 +5,8 @@
 //
 //   hook_embed, hook_pos_embed                 [B, T, d_model]
 //   blocks.{i}.hook_resid_pre                  [B, T, d_model]
+//   blocks.{i}.hook_attn_in                    [B, T, h, d_model]
+//   blocks.{i}.hook_q_input|hook_k_input|hook_v_input  [B, T, h, d_model]
 //   blocks.{i}.ln1.hook_scale                  [B, T, 1]         (layernorm)
 //   blocks.{i}.ln1.hook_normalized             [B, T, d_model]   (layernorm)
 //   blocks.{i}.attn.hook_q|hook_k|hook_v       [B, T, h, d_k]
@@ -14,6 +16,7 @@
 //   blocks.{i}.attn.hook_result                [B, T, h, d_model]
 //   blocks.{i}.hook_attn_out                   [B, T, d_model]
 //   blocks.{i}.hook_resid_mid                  [B, T, d_model]   (with an MLP)
+//   blocks.{i}.hook_mlp_in                     [B, T, d_model]   (with an MLP)
 //   blocks.{i}.ln2.hook_scale                  [B, T, 1]         (layernorm, MLP)
 //   blocks.{i}.ln2.hook_normalized             [B, T, d_model]   (layernorm, MLP)
 //   blocks.{i}.mlp.hook_pre|hook_post          [B, T, d_ff]      (with an MLP)
@@ -32,6 +35,21 @@
 // work and is bit-identical to a pass without hooks. hook_result and
 // hook_scale are computed on the side, only when wanted: handed back
 // unchanged, the pass goes on as without them (the same bits).
+//
+// TransformerLens's copies (its use_attn_in, use_split_qkv_input and
+// use_hook_mlp_in), each a copy of its own made only when wanted:
+// hook_attn_in is resid_pre once per head, the input every head's Q, K and
+// V read; hook_q_input, hook_k_input and hook_v_input each head's input to
+// one projection, copies of hook_attn_in; hook_mlp_in resid_mid, what ln2 and
+// the MLP read (the skip path keeps resid_mid). Handed back unchanged (an
+// edit in place included: return another Variable to replace), the pass
+// reads the residual stream as without them, the same bits. Replaced, each
+// head's input goes through ln1 apart, [B, T, h, d_model], and through its
+// own rows of W_Q (W_K, W_V) in one batched GEMM. ln1's two points then have
+// no activation (TransformerLens visits ln1 per head, once for each of Q, K
+// and V): a pass that replaces a head's input and wants one of its block's
+// ln1 points throws std::invalid_argument naming both (want ln1's point in
+// a pass of its own).
 #pragma once
 
 #include <cstdint>
@@ -84,6 +102,16 @@ struct HookScope {
   Variable visit(const char* point, const Variable& x, const Shape& layout = {}) const {
     return wants(point) ? visit_wanted(point, x, layout) : x;
   }
+  // For a wanted point whose activation is `copy`, a copy made for the
+  // hooks of what the pass reads (hook_mlp_in, hook_attn_in ...): what they
+  // give back if they replace it, undefined if they hand the copy back (the
+  // pass then reads the original, as without the hook).
+  Variable replacement(const char* point, const Variable& copy) const;
 };
+
+// A copy of x in memory of its own, through which the gradient flows back
+// to x: a hook may edit it in place without touching x (TransformerLens
+// clones the activations of its copy points).
+Variable hook_copy(const Variable& x);
 
 }  // namespace headlab::layers

@@ -26,7 +26,9 @@ class TransformerBlock : public Module {
 
   // x [B, T, d_model] -> [B, T, d_model]; padding_mask and probe as in
   // MultiHeadAttention; the probe also receives the block's output (residual).
-  // `hooks` (prefix "blocks.{i}.") visits the block's points of layers/hooks.h.
+  // `hooks` (prefix "blocks.{i}.") visits the block's points of layers/hooks.h;
+  // std::invalid_argument when they replace a head's input (hook_attn_in,
+  // hook_q_input ...) and want one of ln1's points, which the pass then lacks.
   Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr,
                    const HookScope& hooks = {}) const;
 
@@ -37,6 +39,10 @@ class TransformerBlock : public Module {
   MLP* mlp() const { return mlp_.get(); }        // null with attn_only
 
  private:
+  // ln1 and attention: resid_pre -> attn_out before its hook.
+  Variable attend(const Variable& resid_pre, const Tensor* padding_mask, LayerProbe* probe,
+                  const HookScope& hooks) const;
+
   ModelSpec spec_;  // resolved
   std::shared_ptr<LayerNorm> ln1_;
   std::shared_ptr<MultiHeadAttention> attn_;

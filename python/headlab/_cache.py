@@ -3,7 +3,7 @@ array with TransformerLens's methods for reading the residual stream as a sum
 of components (docs/python.md, "Direct logit attribution")."""
 import numpy as np
 
-from ._names import SHORT_NAMES as _SHORT, get_act_name
+from ._names import SHORT_NAMES as _SHORT, get_act_name, is_copy_point
 
 
 class ActivationCache(dict):
@@ -61,8 +61,9 @@ class ActivationCache(dict):
         return f"<headlab.ActivationCache of {len(items)} hook points: {shown}>"
 
     def _missing(self, name):
-        return KeyError(f"the cache has no {name!r}: {self._made_by}(tokens, names=...) must include it "
-                        f"(or names=None, every hook point)")
+        every = ("names=None leaves out TransformerLens's copy points" if is_copy_point(name)
+                 else "or names=None, every hook point")
+        return KeyError(f"the cache has no {name!r}: {self._made_by}(tokens, names=...) must include it ({every})")
 
     def _need(self, name):
         """The cached activation at `name`, or a KeyError saying how to cache it."""

@@ -9,7 +9,7 @@ import numpy as np
 from . import _core, _tokens
 from ._cache import ActivationCache
 from ._metric_gradient import seed_function
-from ._names import get_act_name
+from ._names import get_act_name, is_copy_point
 from ._targets import mean_loss, warn_if_not_next_token
 from ._tl_weights import TLWeights
 
@@ -118,6 +118,13 @@ class Model(TLWeights):
         """Every hook point of this model, in forward order (TransformerLens's names)."""
         return list(self._core.hook_names())
 
+    def _every_point(self):
+        """What names=None caches and differentiates: every hook point but the
+        copies TransformerLens computes only when asked (hook_attn_in,
+        hook_q_input, hook_k_input, hook_v_input, hook_mlp_in; named, they
+        come too)."""
+        return [n for n in self.hook_names() if not is_copy_point(n)]
+
     def _check_names(self, names):
         for name in names:
             if not isinstance(name, str):
@@ -144,9 +151,10 @@ class Model(TLWeights):
 
     def run_with_cache(self, tokens, names=None, lengths=None, *, names_filter=None, return_type="logits",
                        targets=None, fwd_hooks=()):
-        """(logits, cache): cache maps each hook name (or only those in `names`,
-        a list of names or a predicate name -> bool; TransformerLens's
-        `names_filter=` is the same) to its activation as numpy;
+        """(logits, cache): cache maps each hook name (but TransformerLens's
+        copy points, hook_q_input ..., which come when named) or only those in
+        `names`, a list of names or a predicate name -> bool (TransformerLens's
+        `names_filter=` is the same), to its activation as numpy;
         an ActivationCache, a dict with TransformerLens's methods
         (stack_head_results, decompose_resid, logit_attrs, ...) and short
         names (cache["pattern", 0]). fwd_hooks as for run_with_hooks: the
@@ -158,7 +166,7 @@ class Model(TLWeights):
                 raise TypeError("run_with_cache: give names or names_filter (TransformerLens's name for it), not both")
             names = names_filter
         ids, lengths = self.padded(tokens, lengths)
-        keep = self.hook_names() if names is None else self._select(names)
+        keep = self._every_point() if names is None else self._select(names)
         hooked, call = self._hooks(fwd_hooks)
         logits, cache = self._core.run(ids, keep, hooked, call, lengths)
         out = self._returned(logits, return_type, tokens, targets, ids, lengths, "run_with_cache")
@@ -211,7 +219,8 @@ class Model(TLWeights):
 
     def gradients(self, tokens, targets=None, names=None, lengths=None, *, metric=None, grad_logits=None):
         """name -> the gradient at each named hook point (a list of names, a
-        predicate name -> bool, or None: every point), as an ActivationCache
+        predicate name -> bool, or None: every point but the copy points
+        hook_q_input ..., as run_with_cache's), as an ActivationCache
         (grads["z", 0]), of one of:
         - the loss against `targets`: the mean cross-entropy over the targets
           != -1, as in training;
@@ -224,7 +233,7 @@ class Model(TLWeights):
         gradient. One forward and one backward pass; the weights are never touched."""
         ragged = _tokens.ragged(tokens, lengths)
         ids, lengths = self.padded(tokens, lengths)
-        names = self.hook_names() if names is None else self._select(names)
+        names = self._every_point() if names is None else self._select(names)
         if metric is not None and grad_logits is not None:
             raise ValueError("gradients: give metric= or grad_logits=, not both")
         if metric is not None or grad_logits is not None:

@@ -8,6 +8,7 @@ get_act_name("resid_post", 1) read as a TransformerLens user writes them."""
 _WHERE = {
     "embed": "top", "pos_embed": "top",
     "resid_pre": "block", "resid_mid": "block", "resid_post": "block", "attn_out": "block", "mlp_out": "block",
+    "attn_in": "block", "q_input": "block", "k_input": "block", "v_input": "block", "mlp_in": "block",
     "q": "attn", "k": "attn", "v": "attn", "z": "attn", "result": "attn", "attn_scores": "attn", "pattern": "attn",
     "pre": "mlp", "post": "mlp",
     "scale": "ln", "normalized": "ln",
@@ -17,6 +18,16 @@ _ALIASES = {"attn": "pattern", "attn_logits": "attn_scores", "query": "q", "key"
             "mlp_pre": "pre", "mlp_post": "post"}
 
 SHORT_NAMES = frozenset(_WHERE) | frozenset(_ALIASES)
+
+# TransformerLens's copy points, which its models compute only when the config
+# asks (use_attn_in, use_split_qkv_input, use_hook_mlp_in), so that its cache
+# of every point leaves them out: headlab's "every point" (names=None) too.
+_COPIES = tuple(f".hook_{n}" for n in ("attn_in", "q_input", "k_input", "v_input", "mlp_in"))
+
+
+def is_copy_point(name):
+    """Whether `name` is one of TransformerLens's copy points (blocks.0.hook_q_input ...)."""
+    return name.endswith(_COPIES)
 
 
 def get_act_name(name, layer=None, layer_type=None, *, layers=None):

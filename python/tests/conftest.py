@@ -67,6 +67,15 @@ def attn_model(attn_run):
     return headlab.load(attn_run)
 
 
+# TransformerLens's copy points, which names=None leaves out (they come when named).
+COPY_POINTS = ("hook_attn_in", "hook_q_input", "hook_k_input", "hook_v_input", "hook_mlp_in")
+
+
+def every_point(model):
+    """The hook names run_with_cache and gradients take for names=None."""
+    return [n for n in model.hook_names() if not n.endswith(COPY_POINTS)]
+
+
 def random_tokens(model, batch=3, seq_len=None, seed=0):
     rng = np.random.default_rng(seed)
     return rng.integers(0, model.spec["vocab"], size=(batch, seq_len or model.spec["max_seq_len"]))

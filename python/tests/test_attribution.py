@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import headlab
-from conftest import random_tokens
+from conftest import every_point, random_tokens
 
 
 @pytest.fixture(params=["mlp", "attn", "no_ln"])
@@ -23,7 +23,7 @@ def test_the_cache_is_still_a_dict(mlp_model):
     tokens = random_tokens(mlp_model, batch=2, seq_len=5)
     _, cache = mlp_model.run_with_cache(tokens)
     assert isinstance(cache, headlab.ActivationCache) and isinstance(cache, dict)
-    assert list(cache) == mlp_model.hook_names()
+    assert list(cache) == every_point(mlp_model)
     plain = dict(cache)
     assert set(plain) == set(cache) and all(plain[n] is cache[n] for n in cache)
     assert cache["blocks.0.attn.hook_result"].shape == (2, 5, 2, 16)

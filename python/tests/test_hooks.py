@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import headlab
-from conftest import cross_entropy, random_tokens
+from conftest import cross_entropy, every_point, random_tokens
 
 
 def test_hook_names_follow_transformer_lens(mlp_model, attn_model):
@@ -25,7 +25,7 @@ def test_cache_shapes(mlp_model):
     B, T = tokens.shape
     h, d = mlp_model.spec["heads"], mlp_model.spec["d_model"]
     logits, cache = mlp_model.run_with_cache(tokens)
-    assert set(cache) == set(mlp_model.hook_names())
+    assert set(cache) == set(every_point(mlp_model))
     assert cache["hook_embed"].shape == (B, T, d)
     assert cache["hook_pos_embed"].shape == (B, T, d)
     assert cache["blocks.0.attn.hook_q"].shape == (B, T, h, d // h)

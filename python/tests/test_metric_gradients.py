@@ -4,7 +4,7 @@ torch) or as a function differentiated by torch (metric=)."""
 import numpy as np
 import pytest
 
-from conftest import cross_entropy, random_tokens
+from conftest import cross_entropy, every_point, random_tokens
 
 NAMES = ["blocks.0.hook_resid_mid", "blocks.1.attn.hook_z", "blocks.1.mlp.hook_pre"]
 
@@ -66,7 +66,7 @@ def test_a_torch_metric_equals_its_gradient_given_by_hand(mlp_model):
     seed = logit_diff_seed(mlp_model(tokens).shape, 1, 2)
     by_hand = mlp_model.gradients(tokens, names=None, grad_logits=seed)
     by_torch = mlp_model.gradients(tokens, metric=lambda l: (l[:, -1, 1] - l[:, -1, 2]).mean())
-    assert set(by_torch) == set(mlp_model.hook_names()) == set(by_hand)
+    assert set(by_torch) == set(every_point(mlp_model)) == set(by_hand)
     for name in by_hand:
         np.testing.assert_allclose(by_torch[name], by_hand[name], rtol=1e-5, atol=1e-7, err_msg=name)
 

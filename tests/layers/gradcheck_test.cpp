@@ -38,7 +38,8 @@ TEST(LayerGradcheckCases, CoverEveryLayerAndTheWholeModel) {
   std::vector<std::string> names;
   for (const auto& c : layers_gradcheck_cases()) names.push_back(c.name);
   for (const char* layer : {"Linear", "LayerNorm", "Embedding", "PositionalEmbedding", "Softmax", "MLP",
-                            "MultiHeadAttention", "TransformerBlock", "Transformer 2 layers", "gates"}) {
+                            "MultiHeadAttention", "TransformerBlock", "Transformer 2 layers", "gates", "hook_q_input",
+                            "hook_attn_in", "hook_mlp_in"}) {
     bool found = false;
     for (const auto& n : names) found = found || n.find(layer) != std::string::npos;
     EXPECT_TRUE(found) << "no gradcheck case for " << layer;
