@@ -285,8 +285,12 @@ RunFolder create_run_folder(const std::string& dir, bool force, int64_t last_sna
 RunFolder open_run_folder(const std::string& dir) {
   RunFolder run{dir, nullptr};
   if (!fs::is_directory(dir)) throw UsageError("--resume " + dir + ": no such run folder");
-  if (!fs::exists(run.checkpoint()))
-    throw UsageError("--resume " + dir + ": the folder has no checkpoint.safetensors to resume from");
+  // Without a checkpoint, a snapshot (resume_checkpoint in cmd_train.cpp) is as whole a one.
+  if (!fs::exists(run.checkpoint()) && snapshot_steps(dir).empty())
+    throw UsageError("--resume " + dir +
+                     ": the folder has no checkpoint.safetensors and no snapshot to resume from (a run writes its "
+                     "checkpoint every --checkpoint-every N steps, on a stop signal and at its end; one killed "
+                     "before that keeps none unless --snapshot-every wrote some); train it again");
   run.lock = std::make_shared<RunLock>(dir);
   remove_stale_temporaries(run);
   return run;
@@ -318,11 +322,18 @@ std::vector<nlohmann::json> read_metrics(const std::string& path) {
   return lines;
 }
 
-void truncate_metrics(const std::string& path, int64_t max_step) {
+void truncate_metrics(const std::string& path, int64_t max_step, const std::vector<std::string>& drop_at_max) {
   if (!fs::exists(path)) return;
   std::ostringstream kept;
-  for (const auto& j : read_metrics(path))
-    if (j.value("step", int64_t{0}) <= max_step) kept << j.dump() << '\n';
+  for (nlohmann::json& j : read_metrics(path)) {
+    const int64_t step = j.value("step", int64_t{0});
+    if (step > max_step) continue;
+    if (step == max_step && !drop_at_max.empty()) {
+      for (const std::string& key : drop_at_max) j.erase(key);
+      if (j.size() <= 1) continue;  // its step alone
+    }
+    kept << j.dump() << '\n';
+  }
   write_file_atomic(path, kept.str());
 }
 

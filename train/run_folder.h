@@ -91,7 +91,8 @@ std::string default_run_dir(const std::string& task);
 // fails removes the folders this call created.
 RunFolder create_run_folder(const std::string& dir, bool force, int64_t last_snapshot = -1);
 
-// An existing run folder, locked; a UsageError if it holds no checkpoint.
+// An existing run folder, locked; a UsageError if it holds no checkpoint
+// and no snapshot.
 // (Its paths are probed once the resumed settings are known: check_run_paths.)
 RunFolder open_run_folder(const std::string& dir);
 
@@ -120,7 +121,8 @@ void write_file_atomic(const std::string& path, const std::string& text);
 std::vector<nlohmann::json> read_metrics(const std::string& path);
 
 // Keeps only the lines with "step" <= max_step (a resumed run rewrites the
-// steps after its checkpoint).
-void truncate_metrics(const std::string& path, int64_t max_step);
+// steps after its checkpoint), less the fields `drop_at_max` in the line of
+// max_step (which goes when only its step is left).
+void truncate_metrics(const std::string& path, int64_t max_step, const std::vector<std::string>& drop_at_max = {});
 
 }  // namespace headlab::train

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "analysis/heads_json.h"
 #include "analysis/html_report.h"
@@ -25,6 +27,10 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
+
+// The fields record() writes for a log step (the rest of a line is its step and head analysis).
+const std::vector<std::string> kLogFields = {"loss",      "accuracy",     "eval_loss",  "eval_accuracy", "lr",
+                                             "grad_norm", "tokens_per_s", "train_loss", "train_accuracy"};
 
 // metrics.jsonl, opened without following a link (core::append_file).
 void append_line(const std::string& path, const nlohmann::json& j) { core::append_file(path, j.dump() + "\n"); }
@@ -141,14 +147,19 @@ int Trainer::run() {
     logged_ = w.value("logged", nlohmann::json());
   }
   const dist::World& world = session_.world();
-  // A run that finished off the --log-every grid logged its last step early
-  // and kept that window's sums in its checkpoint: extending it drops that
-  // line and goes on with the sums, as if it had never stopped.
+  // The lines after the checkpoint's step are written again. The line of
+  // that step stays, but for one case: a run that finished off the
+  // --log-every grid logged its last step early and kept that window's sums
+  // in its checkpoint, so extending it drops that line's log fields and goes
+  // on with the sums, as if it had never stopped; the line's head analysis
+  // stays (no later step writes it). A line with no sums kept (a step on the
+  // grid --log-every had before this resume changed it) stays whole.
   // A resume with no step to train (only the final analysis was missing)
-  // keeps that last line: no step would log it again.
+  // keeps that last line whole: no step would log it again.
   const bool on_grid = config.log_every > 0 && start_step_ % config.log_every == 0;
-  const bool keep_last = on_grid || start_step_ == 0 || start_step_ == options_.target_steps;
-  if (world.is_root()) truncate_metrics(folder_.metrics(), keep_last ? start_step_ : start_step_ - 1);
+  const bool relogged = !on_grid && start_step_ < options_.target_steps && window_steps_ > 0;
+  if (world.is_root())
+    truncate_metrics(folder_.metrics(), start_step_, relogged ? kLogFields : std::vector<std::string>{});
   if (on_grid) window_loss_ = window_acc_ = 0, window_steps_ = window_tokens_ = 0;
   const auto start = Clock::now();
   auto window_start = start;

@@ -17,6 +17,7 @@
 #include "train/run_builder.h"
 #include "train/run_identity.h"
 #include "train/signals.h"
+#include "train/snapshots.h"
 #include "train/trainer.h"
 
 namespace headlab::cli {
@@ -51,6 +52,41 @@ void check_init_outlives_out(const std::string& path, const std::string& source,
                             ", which --force removes before the new run starts: its config.json would name a file "
                             "that no longer holds the weights it started from. Copy it out first (cp " + path +
                             " init.safetensors; --init init.safetensors), or give another --out");
+}
+
+// A setting's value as typed: a string without its JSON quotes.
+std::string shown_value(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// Whether a setting given again with --resume is config.json's: a data file
+// by the file it names, however it is spelled (config.json's path is absolute).
+bool same_setting(const std::string& flag, const nlohmann::json& was, const nlohmann::json& now) {
+  if (was == now) return true;
+  if ((flag != "data" && flag != "eval-data") || !was.is_string() || !now.is_string()) return false;
+  std::error_code ec;
+  return fs::equivalent(was.get<std::string>(), now.get<std::string>(), ec);
+}
+
+// The checkpoint --resume continues from: checkpoint.safetensors, or the
+// run's newest snapshot when the folder has none (a run killed before its
+// first checkpoint: --checkpoint-every 0 writes one only on a stop signal and
+// at the end) or one of an earlier step (killed between a snapshot and the
+// next checkpoint). A snapshot is the run's whole checkpoint of its step, so
+// the run goes on bit for bit; `note` says which one was taken and why.
+train::Checkpoint resume_checkpoint(const train::RunFolder& folder, std::string& note) {
+  const std::vector<int64_t> snapshots = train::snapshot_steps(folder.dir);
+  std::optional<train::Checkpoint> checkpoint;
+  if (fs::exists(folder.checkpoint())) {
+    checkpoint = train::read_checkpoint(folder.checkpoint());
+    if (snapshots.empty() || snapshots.back() <= checkpoint->info.step) return std::move(*checkpoint);
+  }
+  const std::string path = train::snapshot_path(folder.dir, snapshots.back());
+  note = "resuming from the run's newest snapshot, " + path + " (step " + std::to_string(snapshots.back()) + "): " +
+         (checkpoint ? "its checkpoint.safetensors is of step " + std::to_string(checkpoint->info.step)
+                     : std::string("the folder has no checkpoint.safetensors")) +
+         ", so the run was stopped without a checkpoint (SIGKILL, a power cut) after that snapshot";
+  return train::read_checkpoint(path);
 }
 
 // What an extension does to a decaying schedule's learning rate: "" when
@@ -102,6 +138,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   train::TrainConfig resumed;  // the run's settings before this resume
   std::string init_source;     // --init's checkpoint, as given
   bool complete = false;  // --resume of a run already at its --steps
+  std::string resumed_from;  // why --resume took a snapshot instead of checkpoint.safetensors
   std::string new_dir;    // a new run's folder, created once the ranks agree
   train::dist::all_or_none(world, [&] {
     if (!args.resume.empty()) {
@@ -109,19 +146,31 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       if (!args.out.empty() || std::find(typed.begin(), typed.end(), "init") != typed.end() ||
           !args.config_file.empty() || args.force)
         throw train::UsageError("--resume continues a run in its own folder: it takes no --out, --init, --config or --force");
-      for (const std::string& flag : flags.given())
-        if (std::find(train::kResumeFlags.begin(), train::kResumeFlags.end(), flag) == train::kResumeFlags.end())
-          throw train::UsageError("--" + flag + " cannot change when resuming (the run's config.json fixes it); "
-                                  "only --steps, --lr, --schedule-steps, --threads, --micro-batches, --log-every, "
-                                  "--analyze-every, --checkpoint-every, --snapshot-every and --keep-snapshots can");
       // Rank 0 locks the folder and writes into it; the others only read the checkpoint.
       folder = world.is_root() ? train::open_run_folder(args.resume) : train::RunFolder{args.resume, nullptr};
-      train::Checkpoint ck = train::read_checkpoint(folder.checkpoint());
+      train::Checkpoint ck = resume_checkpoint(folder, resumed_from);
       // A checkpoint from before --schedule-steps decayed to its --steps.
       if (ck.info.config.schedule_steps == 0 && ck.info.config.schedule != "constant")
         ck.info.config.schedule_steps = ck.info.config.steps;
       resumed = ck.info.config;
       flags.apply(ck.info.config);
+      // Any other setting is the run's: given again at config.json's value
+      // (a script that resumes with the flags it started with), it changes
+      // nothing; another value is refused.
+      const nlohmann::json was = train::to_json(resumed), now = train::to_json(ck.info.config);
+      nlohmann::json kept = nlohmann::json::object();  // those settings, as config.json spells them
+      for (const std::string& flag : flags.given())
+        if (std::find(train::kResumeFlags.begin(), train::kResumeFlags.end(), flag) != train::kResumeFlags.end())
+          continue;
+        else if (was.contains(flag) && same_setting(flag, was[flag], now[flag]))
+          kept[flag] = was[flag];
+        else
+          throw train::UsageError(
+              "--" + flag + (now.contains(flag) ? " " + shown_value(now[flag]) : "") + " cannot change when resuming" +
+              (was.contains(flag) ? ": the run's config.json has " + shown_value(was[flag]) : "") +
+              "; only --steps, --lr, --schedule-steps, --threads, --micro-batches, --log-every, --analyze-every, "
+              "--checkpoint-every, --snapshot-every and --keep-snapshots can (drop --" + flag + ")");
+      train::apply_json(ck.info.config, kept, "config.json");
       ck.info.config.validate();
       use_gemm_backend(ck.info.config.gemm);
       use_precision(ck.info.config.precision);  // the run's: --precision cannot change on resume
@@ -132,7 +181,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       if (world.is_root())
         train::check_checkpoint_is_the_folders(
             folder, ck,
-            {"--resume " + folder.dir, folder.checkpoint(),
+            {"--resume " + folder.dir, ck.path,
              "Put back the run's own checkpoint (or one of its snapshots), or resume the other run in its own folder"});
       target = session->config().steps;
       if (target < session->steps_done())
@@ -230,9 +279,13 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   const train::TrainConfig& config = session->config();
   const layers::ModelSpec& m = session->model().spec();
   // An attention-only model's d_ff (config.json keeps the setting) is no part of it.
-  log->info("{} {} in {}: {} layer(s), {} heads, d_model {}, d_k {}, {}, {} parameters, {} thread(s)",
-            args.resume.empty() ? "training" : "resuming", session->task().name(), folder.dir, m.layers, m.heads,
-            m.d_model, m.d_k(), m.attn_only ? "attention only" : "d_ff " + std::to_string(m.d_ff),
+  // Which snapshot, in train.log's history; why, on stderr (the terminal's
+  // log lines would say it twice).
+  if (!resumed_from.empty()) std::fprintf(stderr, "headlab train: warning: %s\n", resumed_from.c_str());
+  log->info("{} {} in {}{}: {} layer(s), {} heads, d_model {}, d_k {}, {}, {} parameters, {} thread(s)",
+            args.resume.empty() ? "training" : "resuming", session->task().name(), folder.dir,
+            resumed_from.empty() ? "" : " from its snapshot of step " + std::to_string(session->steps_done()),
+            m.layers, m.heads, m.d_model, m.d_k(), m.attn_only ? "attention only" : "d_ff " + std::to_string(m.d_ff),
             session->model().num_parameters(), core::num_threads());
   log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, session->batch_rows(), m.max_seq_len,
             config.optimizer, config.lr, config.seed);

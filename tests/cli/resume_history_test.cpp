@@ -1,0 +1,145 @@
+// A resumed or extended run keeps its history (README, "--resume DIR"):
+//  - the line metrics.jsonl has of the checkpoint's step stays when that step
+//    is off the --log-every grid: its head analysis (no later step writes it
+//    again), and the whole line when the old --log-every wrote it on its grid;
+//    only an early last log line's fields go, whose window the next log line
+//    of the extension covers, so the run equals the uninterrupted one;
+//  - a run killed with snapshots but no (or an older) checkpoint goes on from
+//    its newest snapshot, bit for bit, and says so;
+//  - a setting config.json fixes may be given again at its own value.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "tests/cli/fixtures.h"
+
+namespace headlab::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<int64_t> steps_of(const std::vector<nlohmann::json>& lines) {
+  std::vector<int64_t> steps;
+  for (const nlohmann::json& line : lines) steps.push_back(line.at("step").get<int64_t>());
+  return steps;
+}
+
+// Analysis at steps 4, 8, 12, 16, 20 (and the log-spaced ones before 4), logs at 5, 10, 15, 20.
+const std::vector<std::pair<std::string, std::string>> kGrids = {{"--log-every", "5"}, {"--analyze-every", "4"}};
+
+// Repro 2 of QA19 F3: a run that ended at step 12 (an analysis step off the log grid: its last line holds its
+// analysis and an early log), extended to 20, equals the 20-step run, which has step 12's analysis.
+TEST(ResumeHistory, ExtendingFromAnAnalysisStepOffTheLogGridKeepsItsAnalysis) {
+  TempDir dir;
+  auto whole = kGrids, short_run = kGrids;
+  short_run.emplace_back("--steps", "12");
+  ASSERT_EQ(run_headlab(train_command(dir / "whole", whole), dir.path()).exit_code, 0);
+  ASSERT_EQ(run_headlab(train_command(dir / "extended", short_run), dir.path()).exit_code, 0);
+  ASSERT_TRUE(metrics_without_timing(dir / "extended").back().contains("eval_loss")) << "the last step logs early";
+  const RunResult r = run_headlab({"train", "--resume", dir / "extended", "--steps", "20"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+
+  const auto lines = metrics_without_timing(dir / "extended"), reference = metrics_without_timing(dir / "whole");
+  EXPECT_EQ(steps_of(lines), steps_of(reference));
+  EXPECT_EQ(lines, reference);
+  EXPECT_EQ(read_bytes(dir / "extended/checkpoint.safetensors"), read_bytes(dir / "whole/checkpoint.safetensors"));
+}
+
+// Repro 4 of QA19 F3: --log-every changed on resume keeps the line the old grid wrote at the checkpoint's step,
+// although that step is off the new grid.
+TEST(ResumeHistory, ANewLogEveryKeepsTheLineTheOldGridWrote) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--steps", "10"}, {"--log-every", "5"}}), dir.path()).exit_code, 0);
+  const std::vector<nlohmann::json> before = metrics_without_timing(run);
+  ASSERT_EQ(steps_of(before), (std::vector<int64_t>{5, 10}));
+  const RunResult r = run_headlab({"train", "--resume", run, "--steps", "20", "--log-every", "3"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+
+  const std::vector<nlohmann::json> after = metrics_without_timing(run);
+  EXPECT_EQ(steps_of(after), (std::vector<int64_t>{5, 10, 12, 15, 18, 20}));
+  ASSERT_GE(after.size(), 2u);
+  EXPECT_EQ(after[1], before[1]) << "step 10's line, loss and eval loss included, is the old run's";
+}
+
+// QA19 F15 with F3's repro 3: a run killed (SIGKILL) after its step-12 snapshot, before any checkpoint
+// (--checkpoint-every 0), and one whose checkpoint is older than its newest snapshot, go on from that snapshot and
+// end as the uninterrupted run, step 12's analysis line (off the log grid) included. Built from a finished run:
+// what a kill leaves is the snapshots, metrics.jsonl past the snapshot, and no heads.json.
+TEST(ResumeHistory, AKilledRunGoesOnFromItsNewestSnapshot) {
+  TempDir dir;
+  auto flags = kGrids;
+  flags.emplace_back("--snapshot-every", "6");
+  ASSERT_EQ(run_headlab(train_command(dir / "whole", flags), dir.path()).exit_code, 0);
+  for (const bool older_checkpoint : {false, true}) {
+    SCOPED_TRACE(older_checkpoint ? "a checkpoint of step 6" : "no checkpoint");
+    const std::string run = dir / (older_checkpoint ? "older" : "none");
+    copy_dir(dir / "whole", run);
+    fs::remove(run + "/snapshots/step-000018.safetensors");
+    fs::remove(run + "/heads.json");
+    fs::remove(run + "/checkpoint.safetensors");
+    if (older_checkpoint) fs::copy_file(run + "/snapshots/step-000006.safetensors", run + "/checkpoint.safetensors");
+
+    const RunResult r = run_headlab({"train", "--resume", run}, dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    const std::string said = std::string("resuming from the run's newest snapshot, ") + run +
+                             "/snapshots/step-000012.safetensors (step 12): " +
+                             (older_checkpoint ? "its checkpoint.safetensors is of step 6"
+                                               : "the folder has no checkpoint.safetensors");
+    EXPECT_NE(r.err.find("headlab train: warning: " + said), std::string::npos) << r.describe();
+    EXPECT_NE(read_bytes(run + "/train.log").find("in " + run + " from its snapshot of step 12: "), std::string::npos);
+    EXPECT_EQ(read_bytes(run + "/checkpoint.safetensors"), read_bytes(dir / "whole/checkpoint.safetensors"));
+    EXPECT_EQ(read_bytes(run + "/snapshots/step-000018.safetensors"),
+              read_bytes(dir / "whole/snapshots/step-000018.safetensors"));
+    EXPECT_EQ(metrics_without_timing(run), metrics_without_timing(dir / "whole"));
+  }
+}
+
+// Neither a checkpoint nor a snapshot: nothing to resume, and the message says why a run can have none.
+TEST(ResumeHistory, NoCheckpointAndNoSnapshotIsRefusedSayingWhy) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  copy_dir(shared_run(), run);
+  fs::remove(run + "/checkpoint.safetensors");
+  const auto before = snapshot(run);
+  const RunResult r = run_headlab({"train", "--resume", run}, dir.path());
+  EXPECT_TRUE(clean_failure(r, 2, {run, "no checkpoint.safetensors and no snapshot", "--checkpoint-every"}));
+  EXPECT_EQ(snapshot(run), before);
+}
+
+// QA19 F13 item 2: --seed (or --data) at config.json's own value changes nothing and is accepted; another value is
+// refused naming both.
+TEST(ResumeHistory, AFixedSettingAtItsOwnValueIsAcceptedAnotherIsRefused) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  copy_dir(shared_run(), run);
+  const int64_t seed = nlohmann::json::parse(read_bytes(run + "/config.json")).at("seed").get<int64_t>();
+  const auto before = snapshot(run);
+  const RunResult other = run_headlab({"train", "--resume", run, "--seed", std::to_string(seed + 1)}, dir.path());
+  EXPECT_TRUE(clean_failure(other, 2,
+                            {"--seed " + std::to_string(seed + 1) + " cannot change when resuming",
+                             "config.json has " + std::to_string(seed), "drop --seed"}));
+  EXPECT_EQ(snapshot(run), before);
+  const RunResult same = run_headlab({"train", "--resume", run, "--seed", std::to_string(seed)}, dir.path());
+  EXPECT_EQ(same.exit_code, 0) << same.describe();
+  EXPECT_NE(same.out.find("is complete at step 20"), std::string::npos) << same.describe();
+
+  // config.json names the data file absolutely: the same file spelled relatively is the run's; it stays absolute.
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "{\"tokens\": [" + std::to_string(i % 7) + ", 1, 2, 3]}\n";
+  write_bytes(dir / "seqs.jsonl", text);
+  write_bytes(dir / "other.jsonl", text);
+  const std::string data_run = dir / "data-run";
+  const RunResult trained = run_headlab(train_command(data_run, {{"--data", "seqs.jsonl"}, {"--steps", "2"}}), dir.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  const RunResult relative =
+      run_headlab({"train", "--resume", data_run, "--data", "seqs.jsonl", "--steps", "3"}, dir.path());
+  EXPECT_EQ(relative.exit_code, 0) << relative.describe();
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(data_run + "/config.json")).at("data"), dir / "seqs.jsonl");
+  const RunResult another = run_headlab({"train", "--resume", data_run, "--data", "other.jsonl"}, dir.path());
+  EXPECT_TRUE(clean_failure(another, 2, {"--data other.jsonl cannot change", "config.json has " + dir / "seqs.jsonl"}));
+}
+
+}  // namespace
+}  // namespace headlab::cli_test
