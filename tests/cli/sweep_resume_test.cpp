@@ -203,8 +203,9 @@ TEST(SweepResume, ARunExtendedOrReanalyzedOutsideTheSweepIsRefusedNamingRunAndKe
 }
 
 // Shards started from two folders, one naming the file relatively and one
-// absolutely, are one sweep; --collect refuses a run extended since.
-TEST(SweepCollect, ShardsNameTheirFileAnyWayAndARunExtendedSinceIsRefused) {
+// absolutely, are one sweep; --collect refuses a run extended or
+// re-analyzed with another pattern since.
+TEST(SweepCollect, ShardsNameTheirFileAnyWayAndARunExtendedOrReanalyzedSinceIsRefused) {
   TempDir cwd, elsewhere;
   write_bytes(cwd / "seqs.jsonl", "{\"tokens\": [1, 2, 3, 4]}\n{\"tokens\": [4, 3, 2, 1]}\n");
   const std::string sweep = cwd / "sweep", absolute = fs::absolute(cwd / "seqs.jsonl").lexically_normal().string();
@@ -220,6 +221,11 @@ TEST(SweepCollect, ShardsNameTheirFileAnyWayAndARunExtendedSinceIsRefused) {
   ASSERT_EQ(extended.exit_code, 0) << extended.describe();
   EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--collect", sweep}, elsewhere.path()), 2,
                             {"h2-s1 (the plan vs its config.json: steps 2 vs 3)"}));
+  const RunResult analyzed = run_headlab({"analyze", sweep + "/h2-s0", "--pattern", "offset:2"}, cwd.path());
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.describe();
+  fs::rename(sweep + "/h2-s1", cwd / "h2-s1-extended");
+  EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--collect", sweep}, elsewhere.path()), 2,
+                            {"h2-s0 (its heads.json scores the pattern offset:2"}));
 }
 
 // One file per sweep, and the configuration of a grid that cannot read it named.

@@ -428,6 +428,8 @@ int report(const Sweep& sweep, const std::vector<train::SweepRun>& runs, std::si
   return 0;
 }
 
+void validate_plan(Sweep& sweep);
+
 // A run of a shard's file, checked (train::run_entry) and in this shard; a
 // finished one's results read again, at full precision, from its heads.json.
 train::SweepRun shard_run(const Sweep& sweep, const nlohmann::json& r, const std::vector<train::SweepRun>& plan,
@@ -513,6 +515,16 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
   if (const auto files = first.find("data_files"); files != first.end() && files->is_object())
     sweep.data_files = *files;
   const std::vector<train::SweepRun> plan = sweep.plan.runs();
+  // The patterns each configuration's analysis scores, as the shards found
+  // them; a data file gone since (the runs' results stand) leaves only the
+  // config.json check.
+  try {
+    validate_plan(sweep);
+  } catch (const train::UsageError& e) {
+    sweep.patterns.clear();
+    std::fprintf(stderr, "sweep: the runs' heads.json are not checked for patterns the sweep's analysis does not "
+                 "score: %s\n", e.what());
+  }
   check_runs_follow_plan(sweep, plan, where);
   std::map<std::string, train::SweepRun> by_dir;
   double seconds = 0;
