@@ -327,9 +327,11 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
       if (n == 0) continue;
       labels += (labels.empty() ? "" : ", ") + label_name(l) + " " + std::to_string(n);
     }
-    const std::string roles = c.roles_found_interval()
-                                  ? rate(c.roles_found, c.runs_expecting_roles, *c.roles_found_interval())
-                                  : "  n/a";
+    // n/a says the task expects no roles, which only a finished run's analysis tells.
+    const std::optional<Interval> roles_ci = c.roles_found_interval();
+    const std::string roles = roles_ci      ? rate(c.roles_found, c.runs_expecting_roles, *roles_ci)
+                              : c.runs == 0 ? "  none finished"
+                                            : "  n/a";
     std::snprintf(buf, sizeof buf, "  %4lld  %6lld  %s  %s  %-23s  %5.1f  ", static_cast<long long>(c.runs),
                   static_cast<long long>(c.failed), rate(c.reached_target, c.runs, c.reached_interval()).c_str(),
                   rate(c.specialized, c.runs, c.specialized_interval()).c_str(), roles.c_str(), c.mean_seconds);

@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 
 #include "train/errors.h"
 #include "train/input_file.h"
+#include "train/json_input.h"
 #include "train/run_folder.h"
 
 namespace headlab::train {
@@ -111,6 +113,72 @@ void prepare_run_folder(const std::string& dir) {
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("sweep: cannot create " + dir + ": " + ec.message());
   if (fresh) write_folder_marker(dir, "run");
+}
+
+namespace {
+
+// The files a sweep names: its flag, its key in the record, and its path in `config`.
+struct DataFileFlag {
+  const char* flag;
+  const char* key;
+  const std::string TrainConfig::*path;
+};
+constexpr DataFileFlag kDataFileFlags[] = {{"--data", "data", &TrainConfig::data},
+                                           {"--eval-data", "eval_data", &TrainConfig::eval_data}};
+
+ByteHash hash_data_file(const std::string& flag, const std::string& path) {
+  return hash_file(path, "the sweep's " + flag + " " + path,
+                   "a sweep compares it with the size and hash it recorded when it started; save it to a file");
+}
+
+// "264000 bytes, hash 00ab...", as a run's checkpoint describes its file.
+std::string describe(uint64_t size, uint64_t hash) {
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return std::to_string(size) + " bytes, hash " + hex;
+}
+
+}  // namespace
+
+nlohmann::ordered_json data_files_record(const TrainConfig& config) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const DataFileFlag& f : kDataFileFlags) {
+    const std::string& path = config.*f.path;
+    if (path.empty()) continue;
+    const ByteHash h = hash_data_file(f.flag, path);
+    out[f.key] = {{"path", path}, {"size", h.size}, {"hash", h.hash}};
+  }
+  return out;
+}
+
+void check_data_files(const nlohmann::json& recorded, const TrainConfig& config, const std::string& where) {
+  if (!recorded.is_object()) throw UsageError(where + ": the record of the sweep's data files is not a JSON object");
+  for (const DataFileFlag& f : kDataFileFlags) {
+    const auto it = recorded.find(f.key);
+    if (it == recorded.end()) continue;
+    const nlohmann::json& r = *it;
+    if (!r.is_object() || !r.contains("path") || !r.at("path").is_string() || !r.contains("size") ||
+        !r.at("size").is_number_unsigned() || !r.contains("hash") || !r.at("hash").is_number_unsigned())
+      throw UsageError(where + ": the record of the sweep's " + f.flag +
+                       " file must be {\"path\", \"size\": unsigned, \"hash\": unsigned}, got " + brief_json(r, 80));
+    const std::string then_path = r.at("path").get<std::string>(), now_path = config.*f.path;
+    const std::string then = describe(r.at("size").get<uint64_t>(), r.at("hash").get<uint64_t>());
+    std::error_code ec;
+    // The same file by another spelling (an older sweep's relative path, a link) is the same file.
+    if (now_path != then_path && !fs::equivalent(now_path, then_path, ec))
+      throw UsageError(where + ": the sweep started on the " + f.flag + " file " + then_path + " (" + then +
+                       "), not " + (now_path.empty() ? std::string("on none") : now_path) +
+                       ": every run of a sweep trains on the same file; start a new sweep with another --out");
+    if (!fs::exists(fs::symlink_status(now_path, ec)))
+      throw UsageError(where + ": cannot read the sweep's " + f.flag + " file " + now_path + ": it is missing; put it "
+                       "back (" + then + ", as when the sweep started) and run this again");
+    const ByteHash h = hash_data_file(f.flag, now_path);
+    if (h.size != r.at("size").get<uint64_t>() || h.hash != r.at("hash").get<uint64_t>())
+      throw UsageError(where + ": the " + f.flag + " file " + now_path + " has changed since the sweep started (then " +
+                       then + "; now " + describe(h.size, h.hash) +
+                       "): its runs so far trained on the earlier file, and no run is started on this one. Restore "
+                       "the file, or start a new sweep on it with another --out");
+  }
 }
 
 }  // namespace headlab::train

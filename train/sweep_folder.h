@@ -5,7 +5,7 @@
 // "run") and DIR/sweep.lock, created by the first sweep (or shard) in the
 // folder, are both: headlab replaces or deletes files only in a folder that holds them
 // (and there only its own: config.json, sweep.json, sweep.html,
-// shard-K-of-N.json and the runs' folders), and its POSIX record locks say
+// data-files.json, shard-K-of-N.json and the runs' folders), and its POSIX record locks say
 // who writes the folder. A sweep, --resume, --collect and --redraw hold the
 // whole folder; a shard shares the folder with the other shards of its sweep
 // and holds its own shard alone. The kernel releases a lock when its process
@@ -16,6 +16,9 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "train/config.h"
 #include "train/sweep_shard.h"
 
 namespace headlab::train {
@@ -63,5 +66,21 @@ bool is_sweep_folder(const std::string& dir);
 void prepare_run_folder(const std::string& dir);
 
 std::unique_ptr<SweepLock> prepare_sweep_folder(const std::string& dir, bool force, std::optional<Shard> shard);
+
+// DIR/data-files.json: the sweep's --data and --eval-data files as they were
+// when it started (its first shard, for a sharded sweep), so that the runs it
+// starts later (--resume, another shard) train on the same bytes as the first
+// ones. Also sweep.json's "data_files".
+inline constexpr const char* kDataFilesName = "data-files.json";
+
+// {"data": {"path", "size", "hash"}, "eval_data": {...}}: each file `config`
+// names (absolute), as a checkpoint records it (train/checkpoint.h: its size
+// and 64-bit FNV-1a hash), read now; {} for a sweep without files.
+nlohmann::ordered_json data_files_record(const TrainConfig& config);
+
+// A UsageError after `where` unless every file of `recorded`
+// (data_files_record's) is `config`'s and has the recorded size and hash: it
+// names the file, then and now, and the way out. Reads the files again.
+void check_data_files(const nlohmann::json& recorded, const TrainConfig& config, const std::string& where);
 
 }  // namespace headlab::train

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -308,6 +309,16 @@ SweepPlan plan_from_json(const nlohmann::json& saved, const std::string& source)
   }
   plan.check_size(source);
   return plan;
+}
+
+std::vector<std::string> run_departures(TrainConfig planned, const TrainConfig& run) {
+  // As train::Session derives them for one process.
+  if (planned.micro_batches == 0) planned.micro_batches = 1;
+  if (planned.schedule_steps == 0 && planned.schedule != "constant") planned.schedule_steps = planned.steps;
+  for (std::string* path : {&planned.data, &planned.eval_data})
+    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
+  planned.threads = run.threads;
+  return differing_keys(to_json(planned), to_json(run));
 }
 
 std::vector<std::string> differing_keys(const nlohmann::json& a, const nlohmann::json& b) {

@@ -88,6 +88,15 @@ SweepPlan plan_from_json(const nlohmann::json& saved, const std::string& source)
 std::vector<int64_t> checked_int_list(const nlohmann::json& values, const std::string& what, int64_t min_value,
                                       int64_t max_value, std::size_t max_items);
 
+// The keys in which a run folder's config.json (`run`) departs from what the
+// plan trains there (`planned`: cell_config's with the run's seed), as
+// differing_keys says them: a run extended (`train --resume RUN --steps N`)
+// or edited outside the sweep. What `headlab train` derives from the plan
+// (one process's micro-batches, a decaying schedule's horizon, the data
+// files' absolute paths) and the thread count, which changes nothing
+// trained, are no departure.
+std::vector<std::string> run_departures(TrainConfig planned, const TrainConfig& run);
+
 // The keys in which two JSON objects differ, each as "steps 20 vs 40" (a key
 // only one holds: "d-model 32 vs none"), in the order of `a` then of `b`.
 std::vector<std::string> differing_keys(const nlohmann::json& a, const nlohmann::json& b);

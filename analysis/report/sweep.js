@@ -103,7 +103,7 @@
       el('td', { text: grid ? c.name : c.heads }), el('td', { text: c.runs }), el('td', { text: c.failed + c.interrupted }),
       el('td', { text: c.reached_target + ' (' + pct(c.reached_target_share) + ')' }), el('td', { class: 'ci-cell', text: ciText(c.reached_target_ci) }),
       el('td', { class: 'top', text: c.specialized + ' (' + pct(c.specialized_share) + ')' }), el('td', { class: 'ci-cell', text: ciText(c.specialized_ci) }),
-      ...(hasRoles ? [el('td', { class: 'top', text: rolesNA(c) ? 'n/a' : c.roles_found + ' of ' + c.runs_expecting_roles + ' (' + pct(c.roles_found_share) + ')' }),
+      ...(hasRoles ? [el('td', { class: 'top', text: rolesNA(c) ? (c.runs === 0 ? 'none finished' : 'n/a') : c.roles_found + ' of ' + c.runs_expecting_roles + ' (' + pct(c.roles_found_share) + ')' }),
         el('td', { class: 'ci-cell', text: rolesNA(c) ? '–' : ciText(c.roles_found_ci) })] : []),
       el('td', { text: fmt(c.mean_seconds, 1) })));
     const svg = configs.length ? intervalChart(configs, cname, 'rates with Wilson 95% intervals') : null;

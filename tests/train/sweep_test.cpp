@@ -206,6 +206,18 @@ TEST(Summarize, CountsTheRunsThatFoundTheirRolesOverTheRunsExpectingThemAndSaysN
   EXPECT_NE(summary_text(only_none, 0.9).find("roles found: n/a, the runs' task expects no roles"), std::string::npos);
 }
 
+// A configuration none of whose runs finished cannot say whether its task
+// expects roles: "none finished", not the n/a of a task that expects none.
+TEST(Summarize, AConfigurationWithoutAFinishedRunSaysNoneFinishedNotNA) {
+  SweepRun stopped;
+  stopped.heads = 2;
+  stopped.status = RunStatus::interrupted;
+  const std::vector<SweepRun> runs = {stopped};
+  const std::string text = summary_text(summarize(runs, head_cells({2}), 0.9), 0.9);
+  EXPECT_NE(text.find("[0-100%]      none finished"), std::string::npos) << text;
+  EXPECT_EQ(text.find("n/a"), std::string::npos) << text;
+}
+
 TEST(RunLine, SaysWhyARunFailed) {
   SweepRun r;
   r.heads = 1;

@@ -152,6 +152,11 @@ struct Sweep {
   // recorded them, by folder, so that a run finished earlier keeps its time
   // rather than 0, and an interrupted one adds its earlier time to the rest.
   std::map<std::string, std::pair<std::string, double>> earlier;
+  // Its data files as they were when it started (train::data_files_record).
+  nlohmann::ordered_json data_files = nlohmann::ordered_json::object();
+  // By configuration (SweepCell::name), the user patterns its runs' analysis
+  // scores (a task's own, a data file's "attend"), as validate_plan found them.
+  std::map<std::string, std::vector<std::string>> patterns;
   // A --task list's axis, if any: config.task is then the default, which no run trains on.
   const train::GridAxis* task_axis() const {
     for (const train::GridAxis& axis : plan.axes)
@@ -204,6 +209,16 @@ std::vector<std::string> train_argv(const Sweep& sweep, const train::SweepRun& r
   return argv;
 }
 
+// A run's heads.json (`file`); throws what is wrong with it, after "it".
+analysis::RunAnalysis read_heads(const std::string& file) {
+  constexpr std::size_t kMaxBytes = std::size_t{256} << 20;  // a heads.json is some kilobytes per head
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(file, ec))) throw std::runtime_error("it is missing");
+  const std::string text = train::read_input(file, "it", kMaxBytes, kRunFileIsHeadlabs);
+  if (text.size() > kMaxBytes) throw std::runtime_error("it is larger than a heads.json can be");
+  return nlohmann::json::parse(text).get<analysis::RunAnalysis>();
+}
+
 // Reads a finished child's results into `run`.
 void finish_run(const Sweep& sweep, train::SweepRun& run, int exit_code) {
   const std::string folder = sweep.dir + "/" + run.dir;
@@ -211,13 +226,7 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int exit_code) {
   if (run.exit_code == 0) {
     std::string file = folder + "/heads.json";  // the one being read
     try {
-      constexpr std::size_t kMaxBytes = std::size_t{256} << 20;  // a heads.json is some kilobytes per head
-      std::error_code ec;
-      if (!fs::exists(fs::symlink_status(file, ec))) throw std::runtime_error("it is missing");
-      const std::string text = train::read_input(file, "it", kMaxBytes, kRunFileIsHeadlabs);
-      if (text.size() > kMaxBytes) throw std::runtime_error("it is larger than a heads.json can be");
-      const auto result = nlohmann::json::parse(text).get<analysis::RunAnalysis>();
-      train::record_analysis(run, result);
+      train::record_analysis(run, read_heads(file));
       // The emergence steps: from the analyses logged during training, if any.
       file = folder + "/metrics.jsonl";
       train::record_history(run, train::read_metrics(file), analysis::LabelOptions{}.score_threshold);
@@ -233,6 +242,60 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int exit_code) {
     run.error = "exit status " + std::to_string(run.exit_code) + (why.empty() ? "" : ": " + why) + " (see " +
                 folder + "/stdout.log)";
   }
+}
+
+// The plan's runs whose folders hold what the sweep did not make there: a
+// config.json other than the plan's for that run (extended with `train
+// --resume RUN --steps N`, edited), or a heads.json that scores other user
+// patterns than the sweep's analysis (rewritten by `analyze RUN --pattern`).
+// Pooled, a configuration's rates would mix two settings: refused before any
+// run starts, naming each run and what differs. The label options an
+// analysis used (--threshold, --margin) are not in heads.json: a heads.json
+// rewritten with only those cannot be told apart here.
+void check_runs_follow_plan(const Sweep& sweep, const std::vector<train::SweepRun>& plan, const std::string& where) {
+  std::vector<std::string> problems;
+  for (const train::SweepRun& run : plan) {
+    const std::string folder = sweep.dir + "/" + run.dir;
+    if (fs::is_regular_file(folder + "/config.json")) {
+      train::TrainConfig planned = train::cell_config(sweep.config, run.cell());
+      planned.seed = run.seed;
+      const std::string path = folder + "/config.json";
+      const std::vector<std::string> diff =
+          train::run_departures(planned, stored_config_file(path, where + ": " + path));
+      if (!diff.empty()) {
+        std::string keys;
+        for (std::size_t i = 0; i < diff.size() && i < 4; ++i) keys += (i ? ", " : "") + diff[i];
+        problems.push_back(run.dir + " (the plan vs its config.json: " + keys + (diff.size() > 4 ? ", ..." : "") + ")");
+        continue;
+      }
+    }
+    const auto expected = sweep.patterns.find(run.cell().name());
+    if (expected == sweep.patterns.end() || !fs::exists(folder + "/heads.json")) continue;
+    std::vector<std::string> extra;
+    try {
+      for (const analysis::PatternInfo& p : read_heads(folder + "/heads.json").user_patterns)
+        if (std::find(expected->second.begin(), expected->second.end(), p.name) == expected->second.end())
+          extra.push_back(p.name);
+    } catch (const std::exception&) {
+      continue;  // a damaged heads.json: the run is run again (run_all)
+    }
+    if (!extra.empty()) {
+      std::string names;
+      for (const std::string& n : extra) names += (names.empty() ? "" : ", ") + n;
+      problems.push_back(run.dir + " (its heads.json scores the pattern" + (extra.size() > 1 ? "s " : " ") + names +
+                         ", which the sweep's analysis does not: `analyze " + folder + " --pattern` without --out "
+                         "rewrote it; `headlab analyze " + folder + "` writes the sweep's analysis again)");
+    }
+  }
+  if (problems.empty()) return;
+  std::string list;
+  for (std::size_t i = 0; i < problems.size() && i < 5; ++i) list += (i ? "; " : "") + problems[i];
+  if (problems.size() > 5) list += "; and " + std::to_string(problems.size() - 5) + " more";
+  throw train::UsageError(where + ": " + std::to_string(problems.size()) + " run folder" +
+                          (problems.size() > 1 ? "s hold runs" : " holds a run") +
+                          " the sweep's plan did not make, which it would pool with its own: " + list +
+                          ". Move such a run folder out of the sweep folder: the sweep then trains that run again as "
+                          "planned");
 }
 
 // Runs the plan, `sweep.jobs` at a time. Returns the first stop signal, or 0.
@@ -291,7 +354,8 @@ nlohmann::ordered_json plan_json(const Sweep& sweep) {
           {"seeds", sweep.plan.seeds},
           {"heads", sweep.plan.heads},
           {"grid", train::grid_json(sweep.plan.axes)},
-          {"target_accuracy", sweep.plan.target_accuracy}};
+          {"target_accuracy", sweep.plan.target_accuracy},
+          {"data_files", sweep.data_files}};
 }
 
 nlohmann::ordered_json sweep_json(const Sweep& sweep, const std::vector<train::SweepRun>& runs, std::size_t planned,
@@ -364,6 +428,8 @@ int report(const Sweep& sweep, const std::vector<train::SweepRun>& runs, std::si
   return 0;
 }
 
+void validate_plan(Sweep& sweep);
+
 // A run of a shard's file, checked (train::run_entry) and in this shard; a
 // finished one's results read again, at full precision, from its heads.json.
 train::SweepRun shard_run(const Sweep& sweep, const nlohmann::json& r, const std::vector<train::SweepRun>& plan,
@@ -426,7 +492,7 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
     nlohmann::json f = j.contains("config") && j.at("config").is_object()
                            ? train::to_json(train::stored_config(j.at("config"), where + ": " + name + " \"config\""))
                            : nlohmann::json::object();
-    for (const char* key : {"task", "seeds", "heads", "grid", "target_accuracy"})
+    for (const char* key : {"task", "seeds", "heads", "grid", "target_accuracy", "data_files"})
       f[std::string("plan ") + key] = j.contains(key) ? j.at(key) : nlohmann::json();
     return f;
   };
@@ -446,7 +512,20 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
   if (!first.contains("config")) throw train::UsageError(where + ": " + first_name + " holds no \"config\"");
   sweep.config = train::stored_config(first.at("config"), where + ": " + first_name + " \"config\"");
   sweep.plan = train::plan_from_json(first, where + ": " + first_name);
+  if (const auto files = first.find("data_files"); files != first.end() && files->is_object())
+    sweep.data_files = *files;
   const std::vector<train::SweepRun> plan = sweep.plan.runs();
+  // The patterns each configuration's analysis scores, as the shards found
+  // them; a data file gone since (the runs' results stand) leaves only the
+  // config.json check.
+  try {
+    validate_plan(sweep);
+  } catch (const train::UsageError& e) {
+    sweep.patterns.clear();
+    std::fprintf(stderr, "sweep: the runs' heads.json are not checked for patterns the sweep's analysis does not "
+                 "score: %s\n", e.what());
+  }
+  check_runs_follow_plan(sweep, plan, where);
   std::map<std::string, train::SweepRun> by_dir;
   double seconds = 0;
   bool interrupted = false;
@@ -498,14 +577,40 @@ int redraw_sweep(const std::string& dir_arg) {
   return 0;
 }
 
-// Checks every configuration of the plan the way `headlab train` would, before anything runs.
-void validate_plan(const Sweep& sweep) {
+// Checks every configuration of the plan the way `headlab train` would, before
+// anything runs, and notes the user patterns each one's analysis scores.
+void validate_plan(Sweep& sweep) {
   sweep.plan.check_size("the sweep");
-  for (const train::SweepCell& cell : sweep.plan.cells()) {
-    const train::TrainConfig c = train::cell_config(sweep.config, cell);
-    c.validate();
-    if (c.precision == "bf16") use_precision(c.precision);  // refused on a CPU without bf16 units
-    (void)train::Session(c);  // the task, its sizes and the model
+  const std::vector<train::SweepCell> cells = sweep.plan.cells();
+  for (const train::SweepCell& cell : cells) {
+    try {
+      const train::TrainConfig c = train::cell_config(sweep.config, cell);
+      c.validate();
+      if (c.precision == "bf16") use_precision(c.precision);  // refused on a CPU without bf16 units
+      const train::Session session(c);  // the task, its sizes and the model
+      std::vector<std::string>& names = sweep.patterns[cell.name()];
+      for (const analysis::AttendPattern& p : session.eval_batch().attend) names.push_back(p.name);
+    } catch (const train::UsageError& e) {
+      // Which part of a grid cannot train: --bidirectional true,false on a causal file, say.
+      if (cells.size() == 1) throw;
+      throw train::UsageError("the configuration " + cell.name() + " (one of the sweep's " +
+                              std::to_string(cells.size()) + "): " + e.what());
+    }
+  }
+}
+
+// A sweep names its data files absolutely, as a run's config.json does
+// (train::Session): --resume, --collect and the other shards find them from
+// any folder, and compare them whatever their spelling.
+void name_data_files(train::TrainConfig& config) {
+  for (auto [flag, path] :
+       {std::pair<const char*, std::string*>{"--data", &config.data}, {"--eval-data", &config.eval_data}}) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    if (path->find(',') != std::string::npos && !fs::exists(*path, ec))
+      throw train::UsageError(std::string(flag) + " '" + *path + "': a sweep trains on one " + flag +
+                              " file, and a file name takes no list; run one sweep per file, each with its own --out");
+    *path = fs::absolute(*path).lexically_normal().string();
   }
 }
 
@@ -529,6 +634,13 @@ void read_resumed_plan(Sweep& sweep, const SweepArgs& args, bool jobs_given) {
             r.contains("status") && r.at("status").is_string() ? r.at("status").get<std::string>() : "",
             r.at("seconds").get<double>()};
   // The --jobs of the first sweep, unless given again (a sweep.json of an older headlab has none: one per core).
+  // Before any run reads them: the files the sweep started on, unchanged (a
+  // sweep from before the record is not checked).
+  const std::string files_path = sweep.dir + "/" + train::kDataFilesName;
+  if (fs::exists(files_path)) {
+    sweep.data_files = read_plan_file(files_path, "--resume " + sweep.dir);
+    train::check_data_files(sweep.data_files, sweep.config, "--resume " + sweep.dir);
+  }
   sweep.jobs_flag = jobs_given || !saved.contains("jobs_flag")
                         ? args.jobs
                         : static_cast<int>(train::file_int(saved, "jobs_flag", 0, static_cast<int64_t>(train::kMaxSweepRuns),
@@ -547,6 +659,7 @@ void read_new_plan(Sweep& sweep, const SweepArgs& args, const ConfigFlags& flags
     if (axis.values.size() > 1) sweep.plan.axes.push_back(std::move(axis));
     else train::apply_json(sweep.config, {{name, axis.values.front()}}, "--" + std::string(name));
   });
+  name_data_files(sweep.config);
   sweep.config.threads = 1;
   if (args.target_accuracy && !(*args.target_accuracy > 0 && *args.target_accuracy <= 1))
     throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +
@@ -578,11 +691,23 @@ std::string plan_text(const Sweep& sweep, const std::string& seeds_text) {
 // A shard's settings must be those of the other shards in its folder, which
 // may be running (they share config.json, which every run reads). Called
 // under the folder's setup lock.
-void write_shard_config(const Sweep& sweep) {
+void write_shard_config(Sweep& sweep) {
+  // The data files the first shard started on, unchanged.
+  const std::string files_path = sweep.dir + "/" + train::kDataFilesName;
+  if (fs::exists(files_path))
+    train::check_data_files(read_plan_file(files_path, "--out " + sweep.dir), sweep.config, "--out " + sweep.dir);
+  else
+    train::write_file_atomic(files_path, sweep.data_files.dump(2) + "\n");
   const std::string path = sweep.dir + "/config.json";
-  const nlohmann::json ours = train::to_json(sweep.config);
   if (fs::is_regular_file(path)) {
     const train::TrainConfig theirs = stored_config_file(path, "--out " + sweep.dir + ": " + path);
+    // The same data file by another spelling (a link) is the same file: named as the first shard named it.
+    for (auto [mine, first] :
+         {std::pair{&sweep.config.data, &theirs.data}, {&sweep.config.eval_data, &theirs.eval_data}}) {
+      std::error_code ec;
+      if (!mine->empty() && !first->empty() && fs::equivalent(*mine, *first, ec)) *mine = *first;
+    }
+    const nlohmann::json ours = train::to_json(sweep.config);
     const std::vector<std::string> diff = train::differing_keys(train::to_json(theirs), ours);
     if (!diff.empty()) {
       std::string keys;
@@ -644,8 +769,10 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags, bool jobs_given) 
       throw train::UsageError("--jobs must be 0 (one per core) or more, got " + std::to_string(sweep.jobs_flag));
     validate_plan(sweep);
     plan = sweep.plan.runs();
+    if (args.resume.empty()) sweep.data_files = train::data_files_record(sweep.config);
     if (!args.resume.empty()) {
       lock = std::make_unique<train::SweepLock>(sweep.dir, std::nullopt);
+      check_runs_follow_plan(sweep, plan, "--resume " + sweep.dir);
       // The runs started now read config.json (--config), where a missing
       // key would take this process's default (HEADLAB_PRECISION's for the
       // precision): written again from the settings read, every key is the
@@ -663,6 +790,7 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags, bool jobs_given) 
         });
       } else {
         write_config(sweep);
+        train::write_file_atomic(sweep.dir + "/" + train::kDataFilesName, sweep.data_files.dump(2) + "\n");
       }
     }
   });
