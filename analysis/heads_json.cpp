@@ -206,6 +206,7 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
        {"step", run.step ? nlohmann::json(*run.step) : nlohmann::json()},
        {"patterns", std::move(patterns)},
        {"expected_roles", std::move(roles)},
+       {"chance", run.chance ? scores_json(*run.chance) : nlohmann::json()},
        {"layers", run.num_layers},
        {"heads_per_layer", run.num_heads},
        {"causal", run.causal},
@@ -269,6 +270,9 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
   if (j.contains("expected_roles"))
     for (const nlohmann::json& role : j.at("expected_roles"))
       r.expected_roles.push_back({role.at("role").get<std::string>(), role.at("pattern").get<std::string>()});
+  // Files written before chance scores were measured have none: their labels take no chance test.
+  if (const auto chance = j.find("chance"); chance != j.end() && chance->is_object())
+    r.chance = scores_from(*chance, r.user_patterns);
   for (const nlohmann::json& h : j.at("heads")) {
     HeadAnalysis a;
     a.layer = h.at("layer").get<int64_t>();

@@ -71,8 +71,28 @@ std::vector<PatternScore> ranked_patterns(const HeadScores& s) {
     if (u.score) r.push_back({Label::user(u.name), *u.score});
   for (std::size_t i = 0; i < kPatternCount; ++i)
     if (s.patterns[i]) r.push_back({Label::pattern_at(i), *s.patterns[i]});
-  std::stable_sort(r.begin(), r.end(), [](const PatternScore& a, const PatternScore& b) { return a.score > b.score; });
+  std::sort(r.begin(), r.end(), [](const PatternScore& a, const PatternScore& b) {
+    return a.score != b.score ? a.score > b.score : a.pattern > b.pattern;
+  });
+  // Each run of scores within kSameScore of its first is one tie: user patterns (by name), then the table's.
+  // Label's order is the table's, then user patterns by name: the reverse for the first, the same for the rest.
+  const auto tie_order = [](const PatternScore& a, const PatternScore& b) {
+    return a.pattern.is_user() != b.pattern.is_user() ? a.pattern.is_user() : a.pattern < b.pattern;
+  };
+  for (auto first = r.begin(); first != r.end();) {
+    auto last = first;
+    while (last != r.end() && first->score - last->score <= kSameScore) ++last;
+    std::sort(first, last, tie_order);
+    first = last;
+  }
   return r;
+}
+
+std::optional<double> pattern_score(const HeadScores& scores, const std::string& name) {
+  for (std::size_t i = 0; i < kPatternCount; ++i)
+    if (kPatterns[i].name == name) return scores.patterns[i];
+  const UserScore* u = scores.user_score(name);
+  return u ? u->score : std::nullopt;
 }
 
 double label_score(const HeadScores& scores, const Label& label) {
@@ -83,19 +103,31 @@ double label_score(const HeadScores& scores, const Label& label) {
   return ranked_patterns(scores)[0].score;
 }
 
+double label_threshold(const Label& pattern, const LabelSet& set, const LabelOptions& options) {
+  const std::optional<double> chance = set.chance ? pattern_score(*set.chance, label_name(pattern)) : std::nullopt;
+  return chance ? std::max(options.score_threshold, *chance + options.margin) : options.score_threshold;
+}
+
 namespace {
+
+// Whether `p` beats its chance score on the set by the margin (true where chance was not measured).
+bool above_chance(const PatternScore& p, const LabelSet& set, const LabelOptions& options) {
+  if (!set.chance) return true;
+  const std::optional<double> chance = pattern_score(*set.chance, label_name(p.pattern));
+  return !chance || p.score - *chance >= options.margin;
+}
 
 // The user pattern that takes the label from the built-in patterns it nests
 // with (docs/head-metrics.md, "Nested patterns"), the first in `ranked` that
-// can: it reaches the threshold, no pattern nested with it scores a margin
-// more, none that is not nested with it scores more (ties apart), and it
-// beats the best of those by the margin.
+// can: it reaches the threshold and beats its chance score by the margin, no
+// pattern nested with it scores a margin more, none that is not nested with
+// it scores more (ties apart), and it beats the best of those by the margin.
 std::optional<Label> nested_winner(const HeadScores& scores, const std::vector<PatternScore>& ranked,
-                                   const LabelOptions& options) {
+                                   const LabelOptions& options, const LabelSet& set) {
   for (const PatternScore& candidate : ranked) {
     if (!candidate.pattern.is_user() || candidate.score < options.score_threshold) continue;
     const std::vector<std::string>& nests_with = scores.user_score(candidate.pattern.user_name())->nests_with;
-    if (nests_with.empty()) continue;  // the ordinary rule decides
+    if (nests_with.empty() || !above_chance(candidate, set, options)) continue;  // the ordinary rule decides
     bool clear = true;
     double rival = 0.0;  // the best pattern not nested with it
     for (const PatternScore& other : ranked) {
@@ -113,11 +145,11 @@ std::optional<Label> nested_winner(const HeadScores& scores, const std::vector<P
   return std::nullopt;
 }
 
-}  // namespace
-
-Label label_head(const HeadScores& scores, std::optional<double> ablation_delta_loss, const LabelOptions& options) {
+// label_head over the patterns of `scores`, all of them taken as they are.
+Label label_all(const HeadScores& scores, std::optional<double> ablation_delta_loss, const LabelOptions& options,
+                const LabelSet& set) {
   const std::vector<PatternScore> ranked = ranked_patterns(scores);
-  if (const std::optional<Label> user = nested_winner(scores, ranked, options)) return *user;
+  if (const std::optional<Label> user = nested_winner(scores, ranked, options, set)) return *user;
   const PatternScore& top = ranked[0];
   double runner_up = 0.0;
   for (std::size_t i = 1; i < ranked.size(); ++i)
@@ -125,13 +157,34 @@ Label label_head(const HeadScores& scores, std::optional<double> ablation_delta_
       runner_up = ranked[i].score;
       break;
     }
-  if (top.score >= options.score_threshold && top.score - runner_up >= options.margin) {
+  if (top.score >= options.score_threshold && top.score - runner_up >= options.margin &&
+      above_chance(top, set, options)) {
     if (top.pattern == Label::pattern("first-token") && ablation_delta_loss &&
         *ablation_delta_loss <= options.sink_max_delta_loss)
       return Label::sink();
     return top.pattern;
   }
   return scores.entropy >= options.diffuse_entropy ? Label::diffuse() : Label::mixed();
+}
+
+bool names_role(const LabelSet& set, const std::string& pattern) {
+  return std::find(set.roles.begin(), set.roles.end(), pattern) != set.roles.end();
+}
+
+}  // namespace
+
+Label label_head(const HeadScores& scores, std::optional<double> ablation_delta_loss, const LabelOptions& options,
+                 const LabelSet& set) {
+  // Without the scored-only user patterns first: a label they would take from (or deny) an expected role's
+  // pattern stays the role's, so adding a diagnostic pattern never changes which roles are found.
+  HeadScores expected = scores;
+  std::erase_if(expected.user, [&](const UserScore& u) { return !names_role(set, u.name); });
+  if (expected.user.size() < scores.user.size()) {
+    const Label label = label_all(expected, ablation_delta_loss, options, set);
+    if (names_role(set, label_name(label)) || (label == Label::sink() && names_role(set, "first-token")))
+      return label;
+  }
+  return label_all(scores, ablation_delta_loss, options, set);
 }
 
 }  // namespace headlab::analysis

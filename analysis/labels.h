@@ -93,10 +93,32 @@ struct PatternScore {
   Label pattern;
   double score;
 };
-// The pattern scores that exist, highest first: user patterns, then the
-// built-in ones; ties keep that order (a user pattern that coincides with a
-// built-in one, offset:1 and previous-token, ranks first).
+// The pattern scores that exist, highest first. Scores within kSameScore of
+// each other tie, and ties go to user patterns before built-in ones (offset:1
+// ranks before previous-token, with which it coincides), user patterns by
+// name, built-in ones in table order: never to the order the patterns were given.
 std::vector<PatternScore> ranked_patterns(const HeadScores& scores);
+
+// What the labels know of the analyzed set besides a head's own scores
+// (docs/head-metrics.md, "Labels").
+struct LabelSet {
+  // Uniform attention's scores on the set (each query's mass spread evenly over the keys it sees): a pattern
+  // labels a head only when it beats its own chance score by the margin, so a pattern that covers most keys
+  // (modular-addition's operands, 2 of the 3 keys at '=') does not label an untrained head. nullptr: not
+  // measured (a heads.json from before), no such test.
+  const HeadScores* chance = nullptr;
+  // The expected roles' pattern names. A user pattern no role names is scored only, and never takes from or
+  // blocks a label one of these patterns would have without it.
+  std::vector<std::string> roles;
+};
+
+// The score at which `pattern` can label a head on the set: score_threshold, or its chance score plus the
+// margin where that is higher. Emergence steps are taken at it.
+double label_threshold(const Label& pattern, const LabelSet& set, const LabelOptions& options);
+
+// A pattern's score by name, built-in or user; absent when it has none (or
+// no pattern has that name).
+std::optional<double> pattern_score(const HeadScores& scores, const std::string& name);
 
 // The score behind a head's label: its pattern's score when the label is a
 // pattern (a user pattern's may not be the highest: see label_head), else the
@@ -110,9 +132,13 @@ inline constexpr double kSameScore = 1e-9;
 
 // The label of one head: a user pattern that takes it from the built-in
 // patterns it nests with (UserScore::nests_with, docs/head-metrics.md "Nested
-// patterns"), else the highest pattern clear of the next by the margin.
-// ablation_delta_loss = loss with the head's gate at 0
-// minus the loss without ablation; when absent, no head is called a sink.
-Label label_head(const HeadScores& scores, std::optional<double> ablation_delta_loss, const LabelOptions& options);
+// patterns"), else the highest pattern clear of the next by the margin; in
+// both cases clear of its chance score by the margin too (LabelSet::chance).
+// A label an expected role's pattern has without the scored-only user
+// patterns stays (LabelSet::roles). ablation_delta_loss = loss with the
+// head's gate at 0 minus the loss without ablation; when absent, no head is
+// called a sink.
+Label label_head(const HeadScores& scores, std::optional<double> ablation_delta_loss, const LabelOptions& options,
+                 const LabelSet& set = {});
 
 }  // namespace headlab::analysis

@@ -26,6 +26,26 @@ HeadAnalysis& RunAnalysis::at(int64_t layer, int64_t head) {
   return const_cast<HeadAnalysis&>(static_cast<const RunAnalysis&>(*this).at(layer, head));
 }
 
+namespace {
+
+// [B, 1, T, T]: each query's mass spread evenly over the keys it sees (its row's real ones; at most q when
+// causal), as `like` ([B, h, T, T]) has them; a padded query sees every real key, as a real last one does.
+core::Tensor uniform_attention(const core::Tensor& like, bool causal, std::span<const int32_t> lengths) {
+  const int64_t B = like.size(0), T = like.size(2);
+  std::vector<double> v(static_cast<std::size_t>(B * T * T), 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = lengths.empty() ? T : lengths[static_cast<std::size_t>(b)];
+    for (int64_t q = 0; q < T; ++q) {
+      const int64_t keys = causal ? std::min(q + 1, len) : len;
+      for (int64_t k = 0; k < keys; ++k)
+        v[static_cast<std::size_t>((b * T + q) * T + k)] = 1.0 / static_cast<double>(keys);
+    }
+  }
+  return core::Tensor::from_vector(v, {B, 1, T, T}, core::DType::f64);
+}
+
+}  // namespace
+
 RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, bool causal,
                               const LabelOptions& options, int64_t example, const BatchContext& context) {
   AttentionSums sums(causal, example);
@@ -52,6 +72,7 @@ void AttentionSums::add(const std::vector<core::Tensor>& layers, std::span<const
     run_.causal = causal_;
     scores_.resize(layers.size());
     user_.assign(layers.size(), std::vector<AttendScoreSums>(patterns.size()));
+    chance_user_.assign(patterns.size(), AttendScoreSums());
   } else if (run_.num_layers != static_cast<int64_t>(layers.size()) || run_.num_heads != heads ||
              run_.user_patterns != patterns) {
     throw std::invalid_argument("analyze_attention: a chunk of " + std::to_string(layers.size()) + " layers of " +
@@ -90,6 +111,9 @@ void AttentionSums::add(const std::vector<core::Tensor>& layers, std::span<const
     run_.example.attention.push_back(std::move(maps));
   }
   js_.add(layers, causal_, context.lengths);
+  const core::Tensor uniform = uniform_attention(layers[0], causal_, context.lengths);
+  chance_.add(uniform, tokens, causal_, context.targets, context.lengths);
+  for (std::size_t p = 0; p < context.attend.size(); ++p) chance_user_[p].add(uniform, context.attend[p], causal_);
   nesting_.add(context.attend, tokens, causal_, context.targets, context.lengths);
   if (has_example) {
     if (!tokens.empty()) {
@@ -125,15 +149,25 @@ RunAnalysis AttentionSums::value(const LabelOptions& options) const {
     }
   }
   run.js = js_.value();
+  run.chance = chance_.value()[0];
+  for (std::size_t p = 0; p < chance_user_.size(); ++p)
+    run.chance->user.push_back({run.user_patterns[p].name, chance_user_[p].value()[0], nests_with[p]});
   relabel(run, options);
   return run;
 }
 
+LabelSet label_set(const RunAnalysis& run) {
+  LabelSet set{run.chance ? &*run.chance : nullptr, {}};
+  for (const ExpectedRole& r : run.expected_roles) set.roles.push_back(r.pattern);
+  return set;
+}
+
 void relabel(RunAnalysis& run, const LabelOptions& options) {
+  const LabelSet known = label_set(run);
   for (std::size_t i = 0; i < run.heads.size(); ++i) {
     HeadAnalysis& h = run.heads[i];
     std::optional<double> delta = h.ablation_delta_loss;
-    const Label alone = label_head(h.scores, std::nullopt, options);
+    const Label alone = label_head(h.scores, std::nullopt, options, known);
     for (const SetAblation& set : run.set_ablations) {
       if (!delta || set.role != label_name(alone) || std::find(set.heads.begin(), set.heads.end(), i) == set.heads.end())
         continue;
@@ -142,7 +176,7 @@ void relabel(RunAnalysis& run, const LabelOptions& options) {
       for (const SetAblation::Cost& beside : added_beside_partners(run, set, i))
         delta = std::max(*delta, beside.delta_loss);
     }
-    h.label = label_head(h.scores, delta, options);
+    h.label = label_head(h.scores, delta, options, known);
   }
   run.verdict = judge(run, options);
 }
@@ -150,7 +184,8 @@ void relabel(RunAnalysis& run, const LabelOptions& options) {
 std::vector<SetAblation> candidate_sets(const RunAnalysis& run, const LabelOptions& options) {
   std::vector<SetAblation> sets;
   std::vector<Label> labels;  // every head's label without ablation
-  for (const HeadAnalysis& h : run.heads) labels.push_back(label_head(h.scores, std::nullopt, options));
+  const LabelSet known = label_set(run);
+  for (const HeadAnalysis& h : run.heads) labels.push_back(label_head(h.scores, std::nullopt, options, known));
   std::vector<Label> patterns;
   for (std::size_t p = 0; p < kPatternCount; ++p) patterns.push_back(Label::pattern_at(p));
   for (const PatternInfo& p : run.user_patterns) patterns.push_back(Label::user(p.name));

@@ -99,6 +99,9 @@ struct RunAnalysis {
   std::optional<int64_t> step;
   std::vector<PatternInfo> user_patterns;   // every head's scores.user, in this order
   std::vector<ExpectedRole> expected_roles;  // what the verdict looks for
+  // Uniform attention's scores on the set (LabelSet::chance), the user patterns' among them; absent in a
+  // heads.json from before they were measured.
+  std::optional<HeadScores> chance;
   std::optional<double> loss, accuracy;   // of the unablated model on the analysis batch
   std::vector<HeadAnalysis> heads;        // layer-major: index = layer * num_heads + head
   std::vector<std::vector<double>> js;    // JS divergence (bits) between heads, same order
@@ -157,7 +160,13 @@ class AttentionSums {
   std::vector<std::vector<AttendScoreSums>> user_;  // per layer, per user pattern
   JsSums js_;
   NestingSums nesting_;
+  // One head of uniform attention over the same rows: the chance scores.
+  HeadScoreSums chance_;
+  std::vector<AttendScoreSums> chance_user_;  // per user pattern
 };
+
+// What the labels of `run`'s heads know of its set: its chance scores and its expected roles' patterns.
+LabelSet label_set(const RunAnalysis& run);
 
 // Recomputes every label and the verdict, e.g. after ablation was filled in.
 // A first-token head is a sink only if it adds no more than the sink bound to

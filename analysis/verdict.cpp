@@ -1,9 +1,11 @@
 #include "analysis/verdict.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "analysis/attend.h"
 #include "analysis/fixed.h"
+#include "analysis/nesting.h"
 #include "analysis/run_analysis.h"
 
 namespace headlab::analysis {
@@ -112,6 +114,26 @@ std::string set_outcome(const RunAnalysis& run, const SetAblation& set, const st
          (out.size() == 1 ? " adds" : " add") + " too little to it)";
 }
 
+// Whether a head labelled `label` fills a role whose pattern is `pattern`, and how: "" when its label is that
+// pattern; "the same pattern" when the label's pattern coincides with it on the set (the same keys at every query
+// either scores, so the same score on every head and under uniform attention, within kSameScore: a file's
+// "two-back" and offset:2); "nested with it" when the label is a user pattern nested with that built-in pattern
+// (it took the label under "Nested patterns": offset:1 and previous-token); absent when it does not fill it.
+std::optional<std::string> fills(const RunAnalysis& run, const Label& label, const std::string& pattern) {
+  if (label_name(label) == pattern) return "";
+  if (!label.is_pattern() || run.heads.empty()) return std::nullopt;
+  const auto same = [&](const HeadScores& s) {
+    const std::optional<double> a = pattern_score(s, label_name(label)), b = pattern_score(s, pattern);
+    return a && b && std::abs(*a - *b) <= kSameScore;
+  };
+  if (std::all_of(run.heads.begin(), run.heads.end(), [&](const HeadAnalysis& h) { return same(h.scores); }) &&
+      (!run.chance || same(*run.chance)))
+    return "the same pattern";
+  for (const PatternInfo& p : run.user_patterns)
+    if (label.is_user() && p.name == label.user_name() && nests(p.nests_with, pattern)) return "nested with it";
+  return std::nullopt;
+}
+
 }  // namespace
 
 Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
@@ -200,11 +222,19 @@ Verdict judge(const RunAnalysis& run, const LabelOptions& options) {
   std::string listed_roles;
   for (const ExpectedRole& role : run.expected_roles) {
     RoleFound r{role.role, role.pattern, {}};
-    for (std::size_t i : counted)
-      if (label_name(run.heads[i].label) == role.pattern)
-        r.heads.push_back(head_name(run.heads[i].layer, run.heads[i].head));
+    std::vector<std::string> as;  // the other labels that fill it, and how
+    for (std::size_t i : counted) {
+      const Label& label = run.heads[i].label;
+      const std::optional<std::string> how = fills(run, label, role.pattern);
+      if (!how) continue;
+      r.heads.push_back(head_name(run.heads[i].layer, run.heads[i].head));
+      const std::string as_label = label_name(label) + ", " + *how + " on this set";
+      if (!how->empty() && std::find(as.begin(), as.end(), as_label) == as.end()) as.push_back(as_label);
+    }
     std::string heads;
     for (const std::string& h : r.heads) heads += (heads.empty() ? "" : "+") + h;
+    for (std::size_t a = 0; a < as.size(); ++a) heads += (a == 0 ? " (labelled " : "; ") + as[a];
+    if (!as.empty()) heads += ")";
     listed_roles += (listed_roles.empty() ? "" : ", ") + role.role +
                     (role.role == role.pattern ? "" : " [" + role.pattern + "]") + ": " +
                     (heads.empty() ? "none" : heads);

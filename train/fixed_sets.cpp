@@ -269,6 +269,15 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
                         config.model.causal);
     held_out = file.rows(0, file.size());
     eval_file = file.fingerprint();
+    // The task's own pattern of that name would give way to the file's (describe keeps what the batch has), and
+    // the task's role be judged on the file's keys, under the task's words.
+    for (const analysis::AttendPattern& p : held_out->attend)
+      for (const analysis::ExpectedRole& role : base->expected_roles())
+        if (role.pattern == p.name)
+          throw UsageError("--eval-data " + config.eval_data + ": its \"attend\" pattern \"" + p.name +
+                           "\" has the name of the " + base->name() + " task's own pattern for its role '" +
+                           role.role + "'; rename the file's pattern (say \"my-" + p.name +
+                           "\"): both are then scored and expected");
   }
   return std::make_unique<FixedSets>(std::move(base), std::move(train), std::move(held_out), eval_file);
 }

@@ -29,6 +29,11 @@ def patterns(specs, batch, seq_len, lengths):
         definition = ""
         if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
             value, definition = value
+        elif isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], (str, np.ndarray)):
+            # A mask or string is no sequence's key list: this is a (pattern, definition) pair.
+            raise TypeError(f"patterns['{name}']: a (pattern, definition) pair's definition is a string, got "
+                            f"{type(value[1]).__name__} {value[1]!r:.40}; a pattern alone is a mask, an \"offset:K\" "
+                            "or \"position:K\" string, or per-sequence key lists")
         if isinstance(value, str):
             out.append((name, definition, value, *_NO_KEYS))
         elif isinstance(value, np.ndarray) and value.dtype == np.bool_:

@@ -128,7 +128,12 @@ TEST(UserPatterns, APositionalPatternThatCoincidesWithABuiltInOneStillLabelsItsH
   const RunAnalysis run = analyze_attention({planted(m.batch, m.len, {kPrevious})}, m.tokens, true, {}, 0,
                                             {m.targets, attend, {}});
   EXPECT_EQ(run.at(0, 0).label, Label::user("offset:1"));  // not "mixed" for a tie with previous-token
-  EXPECT_THROW(positional_pattern("offset:-1", 1, 4, true, {}), std::invalid_argument);
+  try {
+    positional_pattern("offset:-1", 1, 4, true, {});
+    ADD_FAILURE() << "offset:-1 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'offset:-1': K must be >= 0"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(positional_pattern("lag:1", 1, 4, true, {}), std::invalid_argument);
 }
 
@@ -221,6 +226,116 @@ TEST(InductionCircuit, HoldsOnlyHeadsLabelledForIt) {
   const auto circuit = std::find_if(sets.begin(), sets.end(), [](const SetAblation& s) { return s.role == "induction circuit"; });
   ASSERT_NE(circuit, sets.end());
   EXPECT_EQ(circuit->heads, (std::vector<std::size_t>{0, 2}));  // L0H0 and L1H0, not the mixed L0H1
+}
+
+}  // namespace
+}  // namespace headlab::analysis
+
+namespace headlab::analysis {
+namespace {
+
+// A pattern of the Marker's shape that coincides with offset:1, under another name.
+AttendPattern renamed(AttendPattern p, const std::string& name) {
+  p.name = name;
+  return p;
+}
+
+TEST(ScoredOnlyPatterns, NeverChangeTheVerdictNorTakeAnExpectedRolesLabel) {
+  // QA19 F2: `analyze --pattern offset:1` took the previous-token head's label, and the role was "none";
+  // position:0 likewise took first-token's (nested with it, so within the margin).
+  const Marker m;
+  const std::vector<ExpectedRole> roles = {{"previous token", "previous-token"}, {"first token", "first-token"}};
+  const Tensor a = planted(m.batch, m.len, {kPrevious, kFirst});
+  const RunAnalysis plain = analyze_attention({a}, m.tokens, true, {}, 0, {{}, {}, roles});
+  const std::vector<AttendPattern> scored = {positional_pattern("offset:1", m.batch, m.len, true, {}),
+                                             positional_pattern("position:0", m.batch, m.len, true, {})};
+  const RunAnalysis with = analyze_attention({a}, m.tokens, true, {}, 0, {{}, scored, roles});
+  EXPECT_EQ(with.at(0, 0).label, Label::pattern("previous-token"));
+  EXPECT_EQ(with.at(0, 1).label, Label::pattern("first-token"));
+  EXPECT_TRUE(with.verdict.roles_found);
+  EXPECT_EQ(with.verdict.reasons, plain.verdict.reasons);
+  EXPECT_EQ(with.verdict.specialized, plain.verdict.specialized);
+  // Without expected roles the user's pattern labels its heads, as before.
+  const RunAnalysis no_roles = analyze_attention({a}, m.tokens, true, {}, 0, {{}, scored, {}});
+  EXPECT_EQ(no_roles.at(0, 0).label, Label::user("offset:1"));
+}
+
+TEST(ScoredOnlyPatterns, ARoleIsFoundByAHeadLabelledWithAPatternThatCoincidesWithItsOwn) {
+  // QA19 F2 repro B: a task's previous-token role and a file's one-back role, the same keys.
+  const Marker m;
+  const std::vector<AttendPattern> attend = {renamed(positional_pattern("offset:1", m.batch, m.len, true, {}),
+                                                     "one-back")};
+  const std::vector<ExpectedRole> roles = {{"previous token", "previous-token"}, {"one-back", "one-back"}};
+  const RunAnalysis run =
+      analyze_attention({planted(m.batch, m.len, {kPrevious, kPrevious})}, m.tokens, true, {}, 0, {{}, attend, roles});
+  EXPECT_EQ(run.at(0, 0).label, Label::user("one-back"));  // a tie: the user's pattern
+  EXPECT_TRUE(run.verdict.roles_found);
+  EXPECT_EQ(run.verdict.reasons[0], "expected roles found: 2 of 2 (previous token [previous-token]: L0H0+L0H1 "
+                                    "(labelled one-back, nested with it on this set), one-back: L0H0+L0H1)");
+  // Two user patterns with the same keys: the same scores on every head.
+  const std::vector<AttendPattern> twice = {attend[0], renamed(attend[0], "back-one")};
+  const std::vector<ExpectedRole> both = {{"one-back", "one-back"}, {"back-one", "back-one"}};
+  const RunAnalysis same = analyze_attention({planted(m.batch, m.len, {kPrevious, kFirst})}, m.tokens, true, {}, 0,
+                                             {{}, twice, both});
+  EXPECT_EQ(same.at(0, 0).label, Label::user("back-one"));
+  EXPECT_EQ(same.verdict.reasons[0], "expected roles found: 2 of 2 (one-back: L0H0 (labelled back-one, the same "
+                                     "pattern on this set), back-one: L0H0)");
+}
+
+TEST(ScoredOnlyPatterns, IdenticalUserPatternsTieByNameWhateverTheirOrderAndARolesPatternWins) {
+  // QA19 F2 repro C: patterns {"aa": M, "zz": M} labelled by dict order.
+  const Marker m;
+  const AttendPattern back = positional_pattern("offset:1", m.batch, m.len, true, {});
+  const Tensor a = planted(m.batch, m.len, {kPrevious});
+  for (const bool zz_first : {false, true}) {
+    std::vector<AttendPattern> attend = {renamed(back, "aa"), renamed(back, "zz")};
+    if (zz_first) std::swap(attend[0], attend[1]);
+    EXPECT_EQ(analyze_attention({a}, m.tokens, true, {}, 0, {{}, attend, {}}).at(0, 0).label, Label::user("aa"));
+    const std::vector<ExpectedRole> role = {{"one back", "zz"}};
+    const RunAnalysis run = analyze_attention({a}, m.tokens, true, {}, 0, {{}, attend, role});
+    EXPECT_EQ(run.at(0, 0).label, Label::user("zz"));
+    EXPECT_TRUE(run.verdict.roles_found) << zz_first;
+  }
+}
+
+TEST(ChanceScores, UniformAttentionTakesNoPatternThatCoversMostKeysButATrainedHeadKeepsIt) {
+  // QA19 F16: modular-addition's "operands" (keys a and b at '=') scores 2/3 under uniform attention, beating
+  // the single-key patterns by the margin: an untrained model's heads were "operands" at entropy 1.00.
+  const int64_t batch = 4, len = 3;
+  std::vector<int32_t> tokens, targets;
+  AttendPattern operands = AttendPattern::empty("operands", batch, len);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t q = 0; q < len; ++q) {
+      tokens.push_back(static_cast<int32_t>(q == 2 ? 5 : (b + q) % 5));
+      targets.push_back(q == 2 ? static_cast<int32_t>(b % 5) : -1);
+    }
+    operands.keys[static_cast<std::size_t>(b * len + 2)] = {0, 1};
+  }
+  const RowFn uniform = [](int64_t, int64_t q, int64_t n) {
+    std::vector<double> r(static_cast<std::size_t>(n), 0.0);
+    for (int64_t k = 0; k <= q; ++k) r[static_cast<std::size_t>(k)] = 1.0 / static_cast<double>(q + 1);
+    return r;
+  };
+  const RowFn both = [](int64_t, int64_t q, int64_t n) { return q == 2 ? mix(0, 1, 0.5, n) : one_hot(0, n); };
+  const std::vector<AttendPattern> attend = {operands};
+  const std::vector<ExpectedRole> roles = {{"both operands", "operands"}};
+  RunAnalysis run = analyze_attention({planted(batch, len, {uniform, both})}, tokens, true, {}, 0,
+                                      {targets, attend, roles});
+  ASSERT_TRUE(run.chance);
+  EXPECT_DOUBLE_EQ(*run.chance->user_score("operands")->score, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(*run.chance->patterns[pattern_index("first-token")], 1.0 / 3.0);
+  EXPECT_DOUBLE_EQ(*run.at(0, 0).scores.user_score("operands")->score, 2.0 / 3.0);
+  EXPECT_EQ(run.at(0, 0).label, Label::diffuse());
+  EXPECT_EQ(run.at(0, 1).label, Label::user("operands"));
+  // heads.json keeps the chance scores, and a file from before them labels as it did.
+  nlohmann::json j = run;
+  RunAnalysis back = j.get<RunAnalysis>();
+  relabel(back);
+  EXPECT_EQ(back.at(0, 0).label, Label::diffuse());
+  j.erase("chance");
+  RunAnalysis old = j.get<RunAnalysis>();
+  relabel(old);
+  EXPECT_EQ(old.at(0, 0).label, Label::user("operands"));
 }
 
 }  // namespace

@@ -165,6 +165,20 @@ TEST(DataFile, AnalyzeDataGivesTheFilesPatternsTheRolesOfARunTrainedOnIt) {
   }
 }
 
+// An --eval-data file whose pattern has the name of the task's own (sort's next-sorted) would replace the
+// task's, and the task's role be judged on the file's keys (QA19 F11): refused before anything is written.
+TEST(DataFile, EvalDataMayNotNameAPatternAsTheTasksOwn) {
+  TempDir cwd;
+  const std::string data = cwd / "sorted.jsonl";
+  write_bytes(data, "{\"tokens\": [2, 1, 3, 1, 2], \"attend\": {\"next-sorted\": [null, null, 2, 2, null]}}\n");
+  const RunResult r = run_headlab(
+      train_command(cwd / "run", {{"--task", "sort"}, {"--vocab", "4"}, {"--seq-len", "5"}, {"--eval-data", data}}),
+      cwd.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"--eval-data " + data, "\"next-sorted\"", "sort task's own pattern",
+                                   "rename the file's pattern"}));
+  EXPECT_FALSE(std::filesystem::exists(cwd / "run"));
+}
+
 // A pattern no line gives a key is refused by analyze --data before any work,
 // as is a --pattern no sequence has the key of; one whose keys all lie in the
 // file's second chunk is scored over the whole file, the first chunk adding
