@@ -2,7 +2,9 @@
 // out of range, a line that is not JSON... stops `train --data` and
 // `eval --data` with one line naming FILE:LINE and the value, exit 2, before
 // anything is written.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -316,6 +318,29 @@ TEST(DataFile, AnalyzeDataRecordsWhatItReadAndKeepsOtherAnalyses) {
       run_headlab({"analyze", shared_run(), "--data", cwd / "other.jsonl", "--out", cwd / "x"}, cwd.path());
   EXPECT_TRUE(clean_failure(other_data, 2, {"of this checkpoint on data:" + cwd / "rows.jsonl", "new folder"}));
   EXPECT_EQ(snapshot(cwd / "x"), before);
+}
+
+// A pipe (`--data <(cmd)`) is named /dev/fd/N, which says nothing later
+// (QA19 F13.3): heads.json records it as a pipe with its rows, size and hash,
+// and the report is titled "pipe".
+TEST(DataFile, AnAnalysisOfAPipeRecordsWhatItHeld) {
+  TempDir cwd;
+  const std::string rows = "{\"tokens\": [3, 0, 7, 1, 2, 5]}\n{\"tokens\": [7, 0, 1]}\n";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::fcntl(fds[1], F_SETFD, FD_CLOEXEC), 0);  // the child holds the read end only: it sees the end
+  ASSERT_EQ(::write(fds[1], rows.data(), rows.size()), static_cast<ssize_t>(rows.size()));
+  ::close(fds[1]);
+  const RunResult r = run_headlab(
+      {"analyze", shared_run(), "--data", "/dev/fd/" + std::to_string(fds[0]), "--out", cwd / "p", "--quiet"},
+      cwd.path());
+  ::close(fds[0]);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json record = nlohmann::json::parse(read_bytes(cwd / "p/heads.json")).at("data_file");
+  EXPECT_EQ(record.at("pipe"), true);
+  EXPECT_EQ(record.at("sequences"), 2);
+  EXPECT_EQ(record.at("size"), rows.size());
+  EXPECT_NE(read_bytes(cwd / "p/report.html").find("<title>p · pipe · headlab</title>"), std::string::npos);
 }
 
 }  // namespace
