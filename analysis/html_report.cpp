@@ -46,7 +46,11 @@ std::string page_title(const RunAnalysis& run, const nlohmann::json& config, con
                                                                                    : std::string();
   };
   const std::string data = text_of("data");
-  const std::string source = !data.empty() ? std::filesystem::path(data).filename().string() : text_of("task");
+  // A pipe's name (/dev/fd/63) says nothing of what it held: heads.json's data_file does.
+  const bool pipe = data.starts_with("/dev/fd/") || data.starts_with("/proc/self/fd/");
+  const std::string source = pipe             ? "pipe"
+                             : !data.empty() ? std::filesystem::path(data).filename().string()
+                                             : text_of("task");
   // "analyzed on" only when the analysis read something other than what the run trained on.
   const bool elsewhere = !run.analyzed.empty() && run.analyzed != text_of("task") &&
                          (data.empty() || run.analyzed != "data:" + data);

@@ -145,10 +145,17 @@ DataFile::Needs DataFile::needs(const std::string& path, int64_t seq_len, bool c
   // seq_len, if given, else for kInferredPositions.
   const DataFile file(path, kMax, kMax, kMaxLinePositions, false, causal, seq_len > 0 ? seq_len : kInferredPositions);
   Needs n;
+  // The first line that reaches a new largest size names it.
+  const auto grow = [](int64_t& size, int64_t& line, int64_t value, int64_t at) {
+    if (value > size) {
+      size = value;
+      line = at;
+    }
+  };
   for (const Sequence& s : file.sequences_) {
-    n.seq_len = std::max(n.seq_len, static_cast<int64_t>(s.tokens.size()));
-    for (const int32_t t : s.tokens) n.vocab = std::max<int64_t>(n.vocab, t + 1);
-    for (const int32_t t : s.targets) n.classes = std::max<int64_t>(n.classes, t + 1);
+    grow(n.seq_len, n.seq_len_line, static_cast<int64_t>(s.tokens.size()), s.line);
+    for (const int32_t t : s.tokens) grow(n.vocab, n.vocab_line, int64_t{t} + 1, s.line);
+    for (const int32_t t : s.targets) grow(n.classes, n.classes_line, int64_t{t} + 1, s.line);
   }
   return n;
 }
@@ -181,6 +188,7 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
   }
 
   Sequence sequence;
+  sequence.line = line_number;
   for (std::size_t i = 0; i < tokens->size(); ++i) {
     const json& value = (*tokens)[i];
     const auto token = integer_of(value);
@@ -201,6 +209,7 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
   const auto targets = object.find("targets");
   if (targets == object.end()) {
     // Next-token targets; the last position has no next token.
+    ++lines_without_targets_;
     for (std::size_t i = 0; i + 1 < sequence.tokens.size(); ++i) {
       check_target(sequence.tokens[i + 1], "next-token target " + std::to_string(sequence.tokens[i + 1]) + " (tokens[" +
                                                std::to_string(i + 1) + "])");

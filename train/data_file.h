@@ -62,8 +62,11 @@ class DataFile final : public Task {
   // positions' bytes. `causal` is the model's attention, which the "attend"
   // keys must respect here as in the constructor (a bidirectional model's
   // keys may lie after their query, whether or not its sizes are given).
+  // The lines (1-based) that set them: the first with the largest token, the
+  // largest target, the longest sequence, for messages about inferred sizes.
   struct Needs {
     int64_t vocab = 0, classes = 0, seq_len = 0;
+    int64_t vocab_line = 0, classes_line = 0, seq_len_line = 0;
   };
   static Needs needs(const std::string& path, int64_t seq_len, bool causal);
   static constexpr int64_t kInferredPositions = int64_t{1} << 16;
@@ -101,6 +104,15 @@ class DataFile final : public Task {
   std::optional<Fingerprint> fingerprint() const override { return fingerprint_; }
   const std::string& path() const { return path_; }
 
+  // The lines without "targets", whose targets are the next token (eval and
+  // analyze --data warn when the model learned other targets).
+  int64_t lines_without_targets() const { return lines_without_targets_; }
+
+  // Which of vocab, classes and seq-len were read from the file rather than
+  // given, and the lines that set them (run_builder.cpp writes it).
+  std::string inferred_sizes() const override { return inferred_; }
+  void set_inferred_sizes(std::string text) { inferred_ = std::move(text); }
+
  private:
   // The longest sequence any line may be read for (needs()).
   static constexpr int64_t kMaxLinePositions = int64_t{1} << 24;
@@ -109,6 +121,7 @@ class DataFile final : public Task {
            int64_t line_positions);
 
   struct Sequence {
+    int64_t line = 0;  // in the file, 1-based (needs() names it)
     std::vector<int32_t> tokens, targets;
     // "attend": pattern index (into pattern_names_) -> keys per position.
     std::vector<std::pair<std::size_t, std::vector<std::vector<int32_t>>>> attend;
@@ -127,6 +140,8 @@ class DataFile final : public Task {
   std::vector<bool> pattern_keyed_;         // whether it gives some query a key
   EpochOrder order_{1, false};  // sized once the file is read
   Fingerprint fingerprint_;
+  std::string inferred_;
+  int64_t lines_without_targets_ = 0;
 };
 
 }  // namespace headlab::train

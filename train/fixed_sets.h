@@ -64,6 +64,7 @@ class FixedSets final : public Task {
   // The training file's (with --data), and --eval-data's.
   std::optional<Fingerprint> fingerprint() const override { return base_->fingerprint(); }
   std::optional<Fingerprint> eval_fingerprint() const override { return eval_file_; }
+  std::string inferred_sizes() const override { return base_->inferred_sizes(); }
 
   std::optional<Position> position() const override;
   void set_position(const Position& position) override;

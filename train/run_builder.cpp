@@ -19,6 +19,38 @@ namespace headlab::train {
 
 namespace {
 
+// The sizes make_base_task read from `path` rather than from a flag, and
+// the lines that set them: "vocab 5001, classes 5001 and seq-len 8 inferred
+// from FILE (largest target 5000 at line 11; longest sequence 8 tokens at
+// line 1)". The text starts with "vocab " when the vocab was inferred
+// (slow_analysis_warning). "" when every size was given.
+std::string inferred_text(const std::string& path, const layers::ModelSpec& m, const DataFile::Needs& needs,
+                          int64_t vocab, int64_t seq_len) {
+  std::vector<std::string> sizes, sources;
+  if (m.vocab <= 0) {
+    sizes.push_back("vocab " + std::to_string(vocab));
+    // Without --classes the targets are tokens too: the larger of the two sets the vocab.
+    const bool by_target = m.classes <= 0 && needs.classes > needs.vocab;
+    sources.push_back(by_target ? "largest target " + std::to_string(needs.classes - 1) + " at line " +
+                                      std::to_string(needs.classes_line)
+                                : "largest token " + std::to_string(needs.vocab - 1) + " at line " +
+                                      std::to_string(needs.vocab_line));
+    if (m.classes <= 0) sizes.push_back("classes " + std::to_string(vocab));
+  }
+  if (m.max_seq_len <= 0) {
+    sizes.push_back("seq-len " + std::to_string(seq_len));
+    sources.push_back("longest sequence " + std::to_string(needs.seq_len) + " tokens at line " +
+                      std::to_string(needs.seq_len_line) +
+                      (seq_len > needs.seq_len ? ", raised to the analysis's least " + std::to_string(seq_len) : ""));
+  }
+  if (sizes.empty()) return "";
+  std::string text = sizes[0];
+  for (std::size_t i = 1; i < sizes.size(); ++i) text += (i + 1 == sizes.size() ? " and " : ", ") + sizes[i];
+  text += " inferred from " + path + " (" + sources[0];
+  for (std::size_t i = 1; i < sources.size(); ++i) text += "; " + sources[i];
+  return text + ")";
+}
+
 std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
   const layers::ModelSpec& m = config.model;
   if (!config.data.empty()) {
@@ -26,6 +58,7 @@ std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
     // or, as targets are tokens unless --classes says otherwise, target; its
     // longest sequence).
     int64_t vocab = m.vocab, seq_len = m.max_seq_len;
+    std::string inferred;
     if (vocab <= 0 || seq_len <= 0) {
       // Read twice (its sizes, then its rows): a pipe would be empty the second time.
       require_regular_file(config.data, "--data " + config.data,
@@ -34,8 +67,12 @@ std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
       const DataFile::Needs needs = DataFile::needs(config.data, seq_len, m.causal);
       if (vocab <= 0) vocab = std::max(needs.vocab, m.classes > 0 ? int64_t{1} : needs.classes);
       if (seq_len <= 0) seq_len = std::max(needs.seq_len, kMinSeqLen);
+      inferred = inferred_text(config.data, m, needs, vocab, seq_len);
     }
-    return std::make_unique<DataFile>(config.data, vocab, m.classes > 0 ? m.classes : vocab, seq_len, config.shuffle, m.causal);
+    auto file = std::make_unique<DataFile>(config.data, vocab, m.classes > 0 ? m.classes : vocab, seq_len,
+                                           config.shuffle, m.causal);
+    file->set_inferred_sizes(std::move(inferred));
+    return file;
   }
   const TaskInfo& info = task_info(config.task);
   return make_task(config.task, m.vocab > 0 ? m.vocab : info.default_vocab,
@@ -92,7 +129,8 @@ void check_token_count(const std::string& flag, int64_t rows, int64_t seq_len) {
                      " tokens exceed 2^31-1 tokens (at most " + std::to_string(max_rows) + ")");
 }
 
-void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::string, int64_t>>& batches) {
+void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::string, int64_t>>& batches,
+                 const std::string& inferred) {
   const int64_t t = m.max_seq_len;
   int64_t most_rows = 0;
   std::string flags;
@@ -116,19 +154,29 @@ void check_sizes(const layers::ModelSpec& m, const std::vector<std::pair<std::st
     char need[32], have[32];
     std::snprintf(need, sizeof need, "%.3g", bytes / 1e9);
     std::snprintf(have, sizeof have, "%.3g", ram / 1e9);
+    // Sizes no flag gave come from one line of the file: name it, and the flags that bound it.
+    const std::string from_file =
+        inferred.empty() ? ""
+                         : "; the " + inferred + ": fix the line if it is a stray, or give --vocab and --seq-len " +
+                               "(a line beyond them is then refused by its number)";
     throw UsageError(std::string("this model and batch need at least ") + need + " GB of memory, more than the " + have +
-                     " GB this process may use (reduce " + flags + "--seq-len, --vocab, --layers or --d-model)");
+                     " GB this process may use (reduce " + flags + "--seq-len, --vocab, --layers or --d-model)" +
+                     from_file);
   }
 }
 
-std::string slow_analysis_warning(const layers::ModelSpec& m, int64_t rows, int64_t seq_len) {
+std::string slow_analysis_warning(const layers::ModelSpec& m, int64_t rows, int64_t seq_len,
+                                  const std::string& inferred) {
   const int64_t positions = rows * seq_len;  // both bounded by check_sizes: no overflow
   const double logits = static_cast<double>(positions) * static_cast<double>(m.classes);
   if (logits < kSlowAnalysisLogits) return "";
   // The flag the classes follow from: a task's --vocab (squared for a pair
-  // of tokens), or --classes.
+  // of tokens), or --classes; or a data file's largest id, which no smaller
+  // --vocab can read.
   const std::string v = std::to_string(m.vocab);
-  const std::string from = m.classes == m.vocab * m.vocab ? "--vocab " + v + " squared"
+  const bool from_file = m.classes == m.vocab && inferred.starts_with("vocab ");
+  const std::string from = from_file                     ? inferred
+                           : m.classes == m.vocab * m.vocab ? "--vocab " + v + " squared"
                            : m.classes == m.vocab        ? "--vocab " + v
                                                           : "--classes";
   char bytes[32];  // float32 logits
@@ -138,8 +186,10 @@ std::string slow_analysis_warning(const layers::ModelSpec& m, int64_t rows, int6
     std::snprintf(bytes, sizeof bytes, "%.3g GB", 4 * logits / 1e9);
   return "every head analysis (at the end, and at --analyze-every) runs dozens of forward passes over " +
          std::to_string(rows) + " x " + std::to_string(seq_len) + " positions x " + std::to_string(m.classes) +
-         " output classes (" + from + "): " + bytes + " of logits each, slow and memory-hungry; a smaller " +
-         (from == "--classes" ? "--classes" : "--vocab") + ", --eval-batch or --seq-len shrinks it";
+         " output classes (" + from + "): " + bytes + " of logits each, slow and memory-hungry; " +
+         (from_file ? "a smaller --eval-batch shrinks it (the file's ids need that many classes)"
+                    : "a smaller " + std::string(from == "--classes" ? "--classes" : "--vocab") +
+                          ", --eval-batch or --seq-len shrinks it");
 }
 
 void check_analysable(const Batch& rows, const std::string& source) {

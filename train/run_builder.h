@@ -51,7 +51,10 @@ double memory_limit_bytes();
 // cannot address and sizes that cannot fit in the machine's memory: they
 // would otherwise fail deep inside an allocation. `batches`: each batch's
 // flag (for the message) and its number of sequences of max_seq_len tokens.
-void check_sizes(const layers::ModelSpec& model, const std::vector<std::pair<std::string, int64_t>>& batches);
+// `inferred`: the sizes the task read from its data file
+// (Task::inferred_sizes), which the message then names with their lines.
+void check_sizes(const layers::ModelSpec& model, const std::vector<std::pair<std::string, int64_t>>& batches,
+                 const std::string& inferred = "");
 // The size of the head analysis's logits, positions x classes, from which
 // train warns that it will be slow: each analysis runs dozens of forward
 // passes (ablations, importance, the pruning curve), each scoring every
@@ -60,7 +63,10 @@ void check_sizes(const layers::ModelSpec& model, const std::vector<std::pair<std
 inline constexpr double kSlowAnalysisLogits = double(int64_t{1} << 25);
 // A warning naming the numbers and the flags to change when the analysis of
 // `rows` sequences of `seq_len` positions by `model` reaches that size; "".
-std::string slow_analysis_warning(const layers::ModelSpec& model, int64_t rows, int64_t seq_len);
+// `inferred` (Task::inferred_sizes): classes read from a data file are
+// named as such, not as a --vocab the user gave.
+std::string slow_analysis_warning(const layers::ModelSpec& model, int64_t rows, int64_t seq_len,
+                                  const std::string& inferred = "");
 
 // The first half of check_sizes for one batch: a UsageError naming `flag`
 // unless `rows` sequences of `seq_len` tokens fit in 32-bit token indices.

@@ -322,6 +322,37 @@ std::vector<nlohmann::json> read_metrics(const std::string& path) {
   return lines;
 }
 
+std::string still_training_without_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / "checkpoint.safetensors", ec)) return "";
+  // Asked, not taken: a reader never holds the lock, and opens no file it would create.
+  const int fd = ::open((fs::path(dir) / "train.lock").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct flock exclusion = byte_lock(0), marker = byte_lock(1);
+  const bool held = ::fcntl(fd, F_OFD_GETLK, &exclusion) == 0 && exclusion.l_type != F_UNLCK;
+  const pid_t pid = held && ::fcntl(fd, F_OFD_GETLK, &marker) == 0 && marker.l_type != F_UNLCK ? marker.l_pid : -1;
+  ::close(fd);
+  if (!held) return "";
+  // When its first checkpoint comes, from the settings it started with.
+  const std::optional<std::string> text = read_regular_file_head((fs::path(dir) / "config.json").string(), 1 << 20);
+  const nlohmann::json config = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  const auto number = [&](const char* key) {
+    return config.is_object() && config.contains(key) && config[key].is_number_integer() ? config[key].get<int64_t>()
+                                                                                        : int64_t{-1};
+  };
+  const int64_t steps = number("steps"), every = number("checkpoint-every"), snapshots = number("snapshot-every");
+  std::string when = "until the end of its training";
+  if (every > 0 && (steps < 0 || every < steps)) when = "until step " + std::to_string(every) + " (--checkpoint-every " +
+                                                        std::to_string(every) + ")";
+  else if (steps >= 0) when = "until its last step, " + std::to_string(steps) + " (--checkpoint-every 0: only at the end)";
+  return dir + " is a run still training (PID " + (pid > 0 ? std::to_string(pid) : std::string("unknown")) +
+         " holds its train.lock): it has no checkpoint.safetensors " + when + "; wait for it, or train with "
+         "--checkpoint-every N to read a run while it trains" +
+         (snapshots > 0 ? " (its snapshots, every " + std::to_string(snapshots) +
+                              " steps, are read with analyze --step N or headlab.Run(...).model(step=N))"
+                        : "");
+}
+
 void truncate_metrics(const std::string& path, int64_t max_step, const std::vector<std::string>& drop_at_max) {
   if (!fs::exists(path)) return;
   std::ostringstream kept;

@@ -120,6 +120,12 @@ void write_file_atomic(const std::string& path, const std::string& text);
 // resume's rewrite.
 std::vector<nlohmann::json> read_metrics(const std::string& path);
 
+// When a process holds DIR's train.lock (a run training there) and DIR has
+// no checkpoint.safetensors yet: why there is nothing to read, naming the
+// PID, the step of the first checkpoint (from its config.json) and
+// --checkpoint-every, for eval, analyze and the Python package; else "".
+std::string still_training_without_checkpoint(const std::string& dir);
+
 // Keeps only the lines with "step" <= max_step (a resumed run rewrites the
 // steps after its checkpoint), less the fields `drop_at_max` in the line of
 // max_step (which goes when only its step is left).

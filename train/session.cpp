@@ -218,7 +218,8 @@ void Session::build(const layers::ModelSpec& spec) {
   if (config_.batch == 0) check_full_batch_splits(config_, batch_rows_, world_->size());
   const int64_t train_eval_rows = has_fixed_sets(config_) ? std::min(config_.eval_batch, task_->size()) : 0;
   check_sizes(spec, {{"--batch", batch_rows_},
-                     {"--eval-batch", std::max(task_->eval_rows(config_.eval_batch), train_eval_rows)}});
+                     {"--eval-batch", std::max(task_->eval_rows(config_.eval_batch), train_eval_rows)}},
+              task_->inferred_sizes());
   core::Generator init_gen(config_.seed);
   model_ = std::make_unique<layers::Transformer>(spec, init_gen);
   layers::apply_init_scale(*model_, config_.init_std, spec);

@@ -146,6 +146,10 @@ class Task {
   // The same of the file a task evaluates on instead of its own held-out
   // batch (--eval-data, FixedSets); none otherwise.
   virtual std::optional<Fingerprint> eval_fingerprint() const { return std::nullopt; }
+  // The sizes read from a data file rather than given (--vocab, --classes,
+  // --seq-len left at 0) and the lines that set them, for train.log and for
+  // messages about them; "" when every size was given.
+  virtual std::string inferred_sizes() const { return ""; }
 };
 
 // Task::eval_batch draws from a generator seeded with seed ^ kEvalStream,

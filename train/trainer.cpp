@@ -233,6 +233,7 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   if (config.is_object() && config.value("data", std::string()).empty()) heads["task"] = config.value("task", "");
   else if (config.is_object()) heads["data"] = config.value("data", "");
   if (!source.checkpoint.empty()) heads["checkpoint"] = source.checkpoint;
+  if (!source.data_file.is_null()) heads["data_file"] = source.data_file;
   if (!edited.is_null()) heads["edited"] = edited;
   nlohmann::json shown = config;
   if (edited.is_object() && shown.is_object()) shown["edited"] = edited_text(edited);

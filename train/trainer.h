@@ -109,6 +109,9 @@ struct AnalysisSource {
   // "checkpoint"; empty for the trainer's own analysis, whose heads.json
   // stays the same bytes wherever the run folder is.
   std::string checkpoint;
+  // What `analyze --data` read (AnalysisInput::data_record), heads.json's
+  // "data_file"; null otherwise.
+  nlohmann::json data_file;
   // The start of the report's title; empty: the folder's name. A checkpoint
   // file of its own is named by its file ("edits/no-L1H0.safetensors").
   std::string title;

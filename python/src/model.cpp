@@ -14,6 +14,7 @@
 #include "train/input_file.h"
 #include "train/run_builder.h"
 #include "train/run_data.h"
+#include "train/run_folder.h"
 
 namespace headlab::python {
 
@@ -27,8 +28,10 @@ void raise(PyObject* type, const std::string& what) {
 Model load_model(const std::string& path) {
   const std::string file = fs::is_directory(path) ? (fs::path(path) / "checkpoint.safetensors").string() : path;
   if (!fs::exists(file)) {
-    const std::string what = fs::is_directory(path) ? path + " is a folder without checkpoint.safetensors (not a run folder)"
-                                                    : path + ": no such run folder or checkpoint";
+    const std::string training = fs::is_directory(path) ? train::still_training_without_checkpoint(path) : "";
+    const std::string what = !training.empty()          ? training
+                             : fs::is_directory(path) ? path + " is a folder without checkpoint.safetensors (not a run folder)"
+                                                      : path + ": no such run folder or checkpoint";
     raise(PyExc_FileNotFoundError, what);
   }
   Model m;

@@ -208,8 +208,8 @@ def test_analyze_of_read_data_equals_analyze_data(mlp_run, mlp_model, tmp_path):
     cli("analyze", mlp_run, "--data", path, "--out", tmp_path / "out", "--threads", "1")
     theirs = json.loads((tmp_path / "out" / "heads.json").read_text())
     ours = headlab.analyze(mlp_model, **headlab.read_data(path, seq_len=T))
-    # What the CLI read: a checkpoint's step and path, a file's name.
-    for key in ("analyzed", "data", "step", "checkpoint"):
+    # What the CLI read: a checkpoint's step and path, a file's name, size and rows.
+    for key in ("analyzed", "data", "data_file", "step", "checkpoint"):
         theirs.pop(key)
         ours.pop(key, None)
     assert_close(ours, theirs)

@@ -108,6 +108,35 @@ def test_bad_paths_and_files(tmp_path):
         headlab.load(junk)
 
 
+def test_a_run_still_training_before_its_first_checkpoint_is_said_to_be_one(tmp_path):
+    # QA19 F7: not "a folder without checkpoint.safetensors (not a run folder)".
+    import subprocess
+    import time
+
+    from conftest import HEADLAB, MLP_FLAGS
+
+    live = tmp_path / "live"
+    flags = [f for f in MLP_FLAGS]
+    flags[flags.index("--steps") + 1] = "100000"
+    child = subprocess.Popen([str(HEADLAB), "train", *flags, "--out", str(live)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (live / "metrics.jsonl").exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert child.poll() is None
+        said = rf"{live} is a run still training \(PID {child.pid} holds its train.lock\).*until its last step, 100000"
+        with pytest.raises(FileNotFoundError, match=said):
+            headlab.load(live)
+        with pytest.raises(FileNotFoundError, match=said):
+            headlab.Run(live).model()
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(FileNotFoundError, match="not a run folder"):
+        headlab.load(live)
+
+
 def test_analyze_options_are_checked_not_coerced(mlp_model):
     tokens = random_tokens(mlp_model, batch=2)
     targets = tokens % mlp_model.spec["classes"]

@@ -3,6 +3,7 @@
 // analyze --data analyzes those sequences into a folder of their own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -64,17 +65,40 @@ TEST(Activations, EvalDumpsTheHookPointsOfADataFileInBatches) {
                             one_batch = a.get("blocks.0.attn.hook_pattern").to_vector();
   ASSERT_EQ(pattern.size(), one_batch.size());
   for (std::size_t k = 0; k < pattern.size(); ++k) EXPECT_NEAR(pattern[k], one_batch[k], 1e-6) << "[" << k << "]";
-  ASSERT_EQ(s.integers.size(), 1u);
+  ASSERT_EQ(s.integers.size(), 2u);
   EXPECT_EQ(s.integers[0].first, "tokens");
   EXPECT_EQ(s.integers[0].second.shape, (core::Shape{5, 6}));
   EXPECT_EQ(s.integers[0].second.values[6], 7);  // row 1 starts with 7
   EXPECT_EQ(s.integers[0].second.values[29], 5);
+  EXPECT_EQ(s.integers[1].first, "lengths");
+  EXPECT_EQ(s.integers[1].second.values, std::vector<int64_t>(5, 6));  // every row full
 
   EXPECT_TRUE(clean_failure(run_headlab({"eval", shared_run(), "--data", data, "--dump-activations", "x.safetensors",
                                          "--hooks", "blocks.0.attn.hook_patern"},
                                         tmp.path()),
                             2, {"blocks.0.attn.hook_patern", "blocks.0.attn.hook_pattern"}));
   EXPECT_FALSE(std::filesystem::exists(tmp / "x.safetensors"));
+}
+
+// A file of mixed lengths is padded with token 0, which a real token 0 looks
+// like (QA19 F4): both dumps carry each row's real length, across batches.
+TEST(Activations, DumpsOfMixedLengthsCarryEachRowsLength) {
+  TempDir tmp;
+  write_bytes(tmp / "mixed.jsonl", "{\"tokens\": [3, 0, 7, 1, 2, 5]}\n{\"tokens\": [7, 0, 1]}\n"
+                                   "{\"tokens\": [0, 1, 2, 3, 0]}\n");
+  const RunResult r = run_headlab({"eval", shared_run(), "--data", "mixed.jsonl", "--batch", "2", "--dump-logits",
+                                   "logits.safetensors", "--dump-activations", "acts.safetensors", "--hooks",
+                                   "hook_embed"},
+                                  tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  for (const char* dump : {"logits.safetensors", "acts.safetensors"}) {
+    const core::SafetensorsFile f = core::load_safetensors(tmp / dump);
+    const auto lengths = std::find_if(f.integers.begin(), f.integers.end(),
+                                      [](const auto& entry) { return entry.first == "lengths"; });
+    ASSERT_NE(lengths, f.integers.end()) << dump;
+    EXPECT_EQ(lengths->second.shape, (core::Shape{3})) << dump;
+    EXPECT_EQ(lengths->second.values, (std::vector<int64_t>{6, 3, 5})) << dump;
+  }
 }
 
 // eval --data --dump-logits/--dump-grads score the file --batch sequences at

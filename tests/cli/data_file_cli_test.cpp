@@ -2,7 +2,9 @@
 // out of range, a line that is not JSON... stops `train --data` and
 // `eval --data` with one line naming FILE:LINE and the value, exit 2, before
 // anything is written.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -209,6 +211,150 @@ TEST(DataFile, APatternIsRefusedOnlyWhenTheWholeSetHasNoKeyOfIt) {
   EXPECT_TRUE(clean_failure(run_headlab(train, cwd.path()), 2,
                             {"late.jsonl", "\"p\" gives no query a key in the 1 sequences", "--eval-batch"}));
   EXPECT_FALSE(std::filesystem::exists(cwd / "run"));
+}
+
+// Sizes no flag gave are read from the file (QA19 F1): train.log names them
+// and the lines that set them, and one stray id or line too large for memory
+// is named by its line in the refusal, with the flags that bound the sizes.
+TEST(DataFile, SizesReadFromTheFileAreLoggedAndNamedWhenTheyCannotFit) {
+  TempDir cwd;
+  const auto with_line_11 = [](const std::string& line) {
+    std::string rows;
+    for (int i = 1; i <= 20; ++i) rows += i == 11 ? line + "\n" : "{\"tokens\": [0, 1, 2, 3, 4, 5, 6, 7]}\n";
+    return rows;
+  };
+  write_bytes(cwd / "target.jsonl", with_line_11("{\"tokens\": [1, 2, 3], \"targets\": [-1, 2, 5000]}"));
+  const RunResult trained =
+      run_headlab(train_command(cwd / "run", {{"--data", cwd / "target.jsonl"}, {"--steps", "1"}}), cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  const std::string log = read_bytes(cwd / "run/train.log");
+  EXPECT_NE(log.find("vocab 5001, classes 5001 and seq-len 8 inferred from " + cwd / "target.jsonl" +
+                     " (largest target 5000 at line 11; longest sequence 8 tokens at line 1)"),
+            std::string::npos)
+      << log;
+
+  write_bytes(cwd / "token.jsonl", with_line_11("{\"tokens\": [1, 2, 2147483646, 3]}"));
+  const RunResult huge_id =
+      run_headlab(train_command(cwd / "huge", {{"--data", cwd / "token.jsonl"}, {"--steps", "1"}}), cwd.path());
+  EXPECT_TRUE(clean_failure(huge_id, 2,
+                            {"GB of memory", "vocab 2147483647", "inferred from " + cwd / "token.jsonl",
+                             "largest token 2147483646 at line 11", "fix the line", "give --vocab and --seq-len"}));
+  std::string long_line = "{\"tokens\": [1";
+  for (int i = 1; i < 100000; ++i) long_line += ", 1";
+  write_bytes(cwd / "long.jsonl", "{\"tokens\": [1, 2, 3]}\n" + long_line + "]}\n");
+  const RunResult too_long =
+      run_headlab(train_command(cwd / "long", {{"--data", cwd / "long.jsonl"}, {"--steps", "1"}}), cwd.path());
+  EXPECT_TRUE(clean_failure(too_long, 2, {"GB of memory", "seq-len 100000", "longest sequence 100000 tokens at line 2"}));
+  // Given, the sizes are no one's inference: the refusal says nothing of the file.
+  const RunResult given = run_headlab(
+      train_command(cwd / "given", {{"--data", cwd / "long.jsonl"}, {"--vocab", "8"}, {"--seq-len", "100000"}}),
+      cwd.path());
+  EXPECT_TRUE(clean_failure(given, 2, {"GB of memory"}));
+  EXPECT_EQ(given.err.find("inferred"), std::string::npos) << given.err;
+  EXPECT_FALSE(std::filesystem::exists(cwd / "huge"));
+  EXPECT_FALSE(std::filesystem::exists(cwd / "long"));
+}
+
+// Rows of 6 tokens whose targets, given, are the previous token.
+std::string previous_token_rows(bool with_targets) {
+  std::string rows;
+  for (int i = 0; i < 24; ++i) {
+    std::string tokens, targets = "-1";
+    for (int j = 0; j < 6; ++j) {
+      tokens += (j ? ", " : "") + std::to_string((i * 3 + j * (i % 5 + 1)) % 8);
+      if (j > 0) targets += ", " + std::to_string((i * 3 + (j - 1) * (i % 5 + 1)) % 8);
+    }
+    rows += "{\"tokens\": [" + tokens + "]" + (with_targets ? ", \"targets\": [" + targets + "]" : "") + "}\n";
+  }
+  return rows;
+}
+
+// A file without "targets" is scored on the next token: eval and analyze say
+// so when the model learned other targets, as headlab.analyze warns (QA19 F9),
+// and say nothing when the file gives its targets.
+TEST(DataFile, NextTokenScoresOfAModelTrainedOnOtherTargetsAreWarnedOf) {
+  TempDir cwd;
+  write_bytes(cwd / "previous.jsonl", previous_token_rows(true));
+  write_bytes(cwd / "bare.jsonl", previous_token_rows(false));
+  const RunResult trained = run_headlab(
+      train_command(cwd / "run", {{"--data", cwd / "previous.jsonl"}, {"--vocab", "8"}, {"--seq-len", "6"},
+                                  {"--steps", "2"}}),
+      cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  const std::vector<std::string> warned = {"warning: --data " + cwd / "bare.jsonl",
+                                           "no \"targets\" on 24 of its 24 lines", "of the 120 targets",
+                                           "are not the next token"};
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"eval", cwd / "run", "--data", cwd / "bare.jsonl"},
+        std::vector<std::string>{"analyze", cwd / "run", "--data", cwd / "bare.jsonl", "--out", cwd / "a", "--quiet"}}) {
+    const RunResult r = run_headlab(command, cwd.path());
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    for (const std::string& mention : warned) EXPECT_NE(r.err.find(mention), std::string::npos) << mention << "\n" << r.err;
+  }
+  const RunResult own = run_headlab({"eval", cwd / "run", "--data", cwd / "previous.jsonl"}, cwd.path());
+  ASSERT_EQ(own.exit_code, 0) << own.describe();
+  EXPECT_EQ(own.err, "");
+}
+
+// analyze --data records what it read (QA19 F12): the file's size and hash,
+// its sequences and target positions; --json prints that heads.json whole
+// (F13.9); and an analysis folder of another checkpoint, or of this one on
+// other sequences, is never replaced (F14), while the same analysis is.
+TEST(DataFile, AnalyzeDataRecordsWhatItReadAndKeepsOtherAnalyses) {
+  TempDir cwd;
+  write_bytes(cwd / "rows.jsonl", "{\"tokens\": [3, 0, 7, 1, 2, 5]}\n{\"tokens\": [7, 0, 1]}\n");
+  write_bytes(cwd / "other.jsonl", "{\"tokens\": [1, 2, 3, 4]}\n");
+  const std::vector<std::string> analyze = {"analyze", shared_run(), "--data", cwd / "rows.jsonl", "--out", cwd / "x"};
+  std::vector<std::string> printing = analyze;
+  printing.push_back("--json");
+  const RunResult first = run_headlab(printing, cwd.path());
+  ASSERT_EQ(first.exit_code, 0) << first.describe();
+  EXPECT_EQ(first.out, read_bytes(cwd / "x/heads.json")) << "--json prints heads.json, every key of it";
+  const nlohmann::json heads = nlohmann::json::parse(read_bytes(cwd / "x/heads.json"));
+  EXPECT_EQ(heads.at("data"), cwd / "rows.jsonl");
+  const nlohmann::json& record = heads.at("data_file");
+  EXPECT_EQ(record.at("path"), cwd / "rows.jsonl");
+  EXPECT_EQ(record.at("sequences"), 2);
+  EXPECT_EQ(record.at("positions"), 5 + 2);
+  EXPECT_EQ(record.at("size"), read_bytes(cwd / "rows.jsonl").size());
+  EXPECT_TRUE(record.at("hash").is_number_unsigned());
+  EXPECT_EQ(record.at("pipe"), false);
+
+  const RunResult again = run_headlab(analyze, cwd.path());
+  EXPECT_EQ(again.exit_code, 0) << "the same analysis replaces its own: " << again.describe();
+  const auto before = snapshot(cwd / "x");
+  std::filesystem::copy_file(shared_run() + "/checkpoint.safetensors", cwd / "copy.safetensors");
+  const RunResult other_checkpoint =
+      run_headlab({"analyze", cwd / "copy.safetensors", "--data", cwd / "rows.jsonl", "--out", cwd / "x"}, cwd.path());
+  EXPECT_TRUE(clean_failure(other_checkpoint, 2,
+                            {"--out " + cwd / "x", "another checkpoint", "checkpoint.safetensors", "new folder"}));
+  const RunResult other_data =
+      run_headlab({"analyze", shared_run(), "--data", cwd / "other.jsonl", "--out", cwd / "x"}, cwd.path());
+  EXPECT_TRUE(clean_failure(other_data, 2, {"of this checkpoint on data:" + cwd / "rows.jsonl", "new folder"}));
+  EXPECT_EQ(snapshot(cwd / "x"), before);
+}
+
+// A pipe (`--data <(cmd)`) is named /dev/fd/N, which says nothing later
+// (QA19 F13.3): heads.json records it as a pipe with its rows, size and hash,
+// and the report is titled "pipe".
+TEST(DataFile, AnAnalysisOfAPipeRecordsWhatItHeld) {
+  TempDir cwd;
+  const std::string rows = "{\"tokens\": [3, 0, 7, 1, 2, 5]}\n{\"tokens\": [7, 0, 1]}\n";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::fcntl(fds[1], F_SETFD, FD_CLOEXEC), 0);  // the child holds the read end only: it sees the end
+  ASSERT_EQ(::write(fds[1], rows.data(), rows.size()), static_cast<ssize_t>(rows.size()));
+  ::close(fds[1]);
+  const RunResult r = run_headlab(
+      {"analyze", shared_run(), "--data", "/dev/fd/" + std::to_string(fds[0]), "--out", cwd / "p", "--quiet"},
+      cwd.path());
+  ::close(fds[0]);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json record = nlohmann::json::parse(read_bytes(cwd / "p/heads.json")).at("data_file");
+  EXPECT_EQ(record.at("pipe"), true);
+  EXPECT_EQ(record.at("sequences"), 2);
+  EXPECT_EQ(record.at("size"), rows.size());
+  EXPECT_NE(read_bytes(cwd / "p/report.html").find("<title>p · pipe · headlab</title>"), std::string::npos);
 }
 
 }  // namespace

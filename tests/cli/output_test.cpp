@@ -418,8 +418,12 @@ TEST(Eval, SaysWhereItWroteItsDumps) {
   const core::SafetensorsFile dump = core::load_safetensors(tmp / "l.safetensors");
   const int64_t vocab = 8, classes = 64;  // the fixture's first-prev-pair task
   const core::Shape& logits = dump.get("logits").shape();
-  ASSERT_EQ(dump.integers.size(), 2u);
+  ASSERT_EQ(dump.integers.size(), 3u);
   for (const auto& [name, array] : dump.integers) {
+    if (name == "lengths") {  // a task's rows are full
+      EXPECT_EQ(array.values, std::vector<int64_t>(static_cast<std::size_t>(logits[0]), logits[1]));
+      continue;
+    }
     EXPECT_EQ(array.shape, (core::Shape{logits[0], logits[1]})) << name;
     const auto [low, high] = std::minmax_element(array.values.begin(), array.values.end());
     EXPECT_GE(*low, name == "targets" ? -1 : 0) << name;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -135,6 +136,26 @@ TEST(Snapshots, StepOfARunWithoutSnapshotsSaysHowToGetThem) {
   TempDir cwd;
   const RunResult r = run_headlab({"analyze", shared_run(), "--step", "10"}, cwd.path());
   EXPECT_TRUE(clean_failure(r, 2, {"--step 10", "--snapshot-every"}));
+}
+
+// A run before its first checkpoint is one still training, not "no such run
+// folder" (QA19 F7): analyze and eval name the PID, when the checkpoint comes
+// and --checkpoint-every.
+TEST(Snapshots, ARunBeforeItsFirstCheckpointIsSaidToBeTraining) {
+  TempDir dir;
+  Child child(headlab_path(), train_command(dir / "live", {{"--steps", "100000"}, {"--log-every", "1"}}), dir.path(),
+              dir.path());
+  ASSERT_TRUE(wait_until([&] { return fs::exists(dir / "live/metrics.jsonl") || child.finished(); }));
+  ASSERT_FALSE(child.finished()) << child.wait().describe();
+  for (const char* command : {"analyze", "eval"})
+    EXPECT_TRUE(clean_failure(run_headlab({command, dir / "live"}, dir.path()), 2,
+                              {dir / "live is a run still training", "PID " + std::to_string(child.pid()),
+                               "until its last step, 100000", "--checkpoint-every N"}))
+        << command;
+  child.signal(SIGKILL);
+  child.wait();
+  // Once it has ended, a folder without a checkpoint is said to be that.
+  EXPECT_TRUE(clean_failure(run_headlab({"analyze", dir / "live"}, dir.path()), 2, {"without a checkpoint"}));
 }
 
 TEST(InitSource, RunFolderRecordedInConfigAndLog) {

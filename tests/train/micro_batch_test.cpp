@@ -178,6 +178,11 @@ TEST(SlowAnalysis, TheWarningNamesTheSizesAndTheFlagOfTheClasses) {
   EXPECT_EQ(slow_analysis_warning(m, 4, 200), "");  // 32 million logits: below the bound
   m.vocab = m.classes = 50000;
   EXPECT_NE(slow_analysis_warning(m, 16, 128).find("(--vocab 50000)"), std::string::npos);
+  // Read from a data file, not given (QA19 F1): named as such, and no smaller --vocab offered.
+  const std::string inferred = "vocab 50000 and classes 50000 inferred from ids.jsonl (largest token 49999 at line 3)";
+  const std::string from_file = slow_analysis_warning(m, 16, 128, inferred);
+  EXPECT_NE(from_file.find("(" + inferred + ")"), std::string::npos) << from_file;
+  EXPECT_EQ(from_file.find("--vocab"), std::string::npos) << from_file;
   m.vocab = 100;
   const std::string by_classes = slow_analysis_warning(m, 16, 128);
   EXPECT_NE(by_classes.find("(--classes)"), std::string::npos) << by_classes;

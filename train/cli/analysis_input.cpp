@@ -6,9 +6,11 @@
 #include <utility>
 
 #include "train/analysis_chunk.h"
+#include "train/data_file.h"
 #include "train/errors.h"
 #include "train/fixed_sets.h"
 #include "train/run_builder.h"
+#include "train/run_data.h"
 
 namespace headlab::cli {
 
@@ -49,13 +51,22 @@ AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::str
   // The file's own lengths, not the model's seq-len, decide what can be
   // analyzed: the lengths of all of it, a chunk at a time.
   train::Batch lengths{0, 0, {}, {}, {}};
+  int64_t positions = 0;
   for (int64_t first = 0; first < in.rows_; first += in.chunk_rows_) {
     const train::Batch chunk = in.read(first, std::min(in.chunk_rows_, in.rows_ - first));
     lengths.lengths.insert(lengths.lengths.end(), chunk.lengths.begin(), chunk.lengths.end());
     lengths.batch += chunk.batch;
+    positions += std::count_if(chunk.targets.begin(), chunk.targets.end(), [](int32_t t) { return t >= 0; });
   }
   train::check_analysable(lengths, in.source_);
   in.lengths_ = std::move(lengths.lengths);
+  // What was read, for heads.json: a file appended to meanwhile, or a pipe
+  // whose name (/dev/fd/63) says nothing afterwards, is known by these.
+  std::error_code ec;
+  const train::Task::Fingerprint bytes = in.task_->fingerprint().value_or(train::Task::Fingerprint{});
+  in.data_record_ = {{"path", in.config_.data},   {"size", bytes.size},         {"hash", bytes.hash},
+                     {"sequences", in.rows_},     {"positions", positions},
+                     {"pipe", !std::filesystem::is_regular_file(data, ec)}};
   in.model_ = train::load_model(ck, ck_path);
   in.model_->eval();
   return in;
@@ -105,6 +116,50 @@ train::Batch AnalysisInput::read(int64_t first, int64_t count) const {
   out.roles = all.roles;
   out.sources = all.sources;
   return out;
+}
+
+std::string next_token_warning(const train::Checkpoint& ck, const std::string& ck_path, const train::Task& data) {
+  const auto* file = dynamic_cast<const train::DataFile*>(&data);
+  // Other classes than tokens: a file without "targets" does not fit the model at all.
+  if (file == nullptr || file->lines_without_targets() == 0 || ck.model.classes != ck.model.vocab) return "";
+  train::Batch own;
+  std::string own_task;
+  try {
+    // The run's own analysis batch, as `headlab analyze RUN` reads it.
+    train::TrainConfig config = ck.info.config;
+    train::locate_run_data(ck.info, config, train::run_folder_of(ck_path), false);
+    const auto task = train::make_task_for(config);
+    own = task->eval_batch(config.eval_batch, config.seed);
+    own_task = task->name();
+  } catch (const std::exception&) {
+    return "";  // no batch, no evidence either way
+  }
+  // Of its targets, those that are not the next token, and the positions the default would score without one.
+  int64_t differing = 0, scored = 0, unscored = 0;
+  for (int64_t b = 0; b < own.batch; ++b) {
+    const int64_t length = own.lengths.empty() ? own.seq_len : own.lengths[static_cast<std::size_t>(b)];
+    for (int64_t i = 0; i < own.seq_len; ++i) {
+      const int32_t target = own.targets[static_cast<std::size_t>(b * own.seq_len + i)];
+      const int32_t next = i + 1 < length ? own.tokens[static_cast<std::size_t>(b * own.seq_len + i + 1)] : -1;
+      if (target >= 0) {
+        ++scored;
+        differing += target != next;
+      } else {
+        unscored += next >= 0;
+      }
+    }
+  }
+  if (differing == 0 && unscored == 0) return "";
+  const std::string own_is =
+      differing > 0 ? std::to_string(differing) + " of the " + std::to_string(scored) + " targets of this model's own "
+                          "task (" + own_task + ") are not the next token, so the numbers measure a prediction it was "
+                          "not trained for"
+                    : "this model's own task (" + own_task + ") leaves " + std::to_string(unscored) + " of the " +
+                          std::to_string(scored + unscored) + " positions the default scores without a target, "
+                          "positions it was never trained to predict";
+  return "--data " + file->path() + " has no \"targets\" on " + std::to_string(file->lines_without_targets()) +
+         " of its " + std::to_string(file->size()) + " lines, which are scored on the next token, but " + own_is +
+         "; give those lines their \"targets\" (the run's own are what it learned)";
 }
 
 void check_data_out(const std::string& data, const std::string& out) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "layers/transformer.h"
 #include "train/checkpoint.h"
 #include "train/session.h"
@@ -48,6 +50,11 @@ class AnalysisInput {
   train::Task& task() { return session_ ? session_->task() : *task_; }
   layers::Transformer& model() { return session_ ? session_->model() : *model_; }
   const train::TrainConfig& config() const { return session_ ? session_->config() : config_; }
+  // of_file's record of what it read, heads.json's "data_file": the file's
+  // absolute path, its size and FNV-1a hash (as a run's checkpoint records
+  // its --data), its sequences and target positions, and whether it was a
+  // pipe (nothing else identifies one later); null for the other inputs.
+  const nlohmann::json& data_record() const { return data_record_; }
   // "data:FILE" or the task's name, and how messages name the rows ("the batch", "--data FILE").
   std::string source() const { return source_; }
 
@@ -60,7 +67,16 @@ class AnalysisInput {
   int64_t rows_ = 0, chunk_rows_ = 0;
   std::vector<int32_t> lengths_;
   std::string source_;
+  nlohmann::json data_record_;
 };
+
+// When the --data file `data` (eval's or analyze's task) has lines without
+// "targets", scored on the next token, and the checkpoint's run learned other
+// targets (some of its own analysis batch's are not the next token, or it
+// leaves positions the default scores without one): the warning that says
+// so, as headlab.analyze warns in that case (docs/python.md); else "". No
+// warning when the run's own batch cannot be made (its data file is gone).
+std::string next_token_warning(const train::Checkpoint& ck, const std::string& ck_path, const train::Task& data);
 
 // With --data the analysis must not land on the run's own heads.json by
 // default: --out is required, and must be a folder (the run's own folder

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "analysis/attend.h"
 #include "analysis/donors.h"
@@ -29,6 +30,7 @@
 #include "train/cli/cli.h"
 #include "train/cli/progress_bar.h"
 #include "train/errors.h"
+#include "train/input_file.h"
 #include "train/run_builder.h"
 #include "train/run_folder.h"
 #include "train/run_identity.h"
@@ -63,19 +65,46 @@ void check_label_options(const analysis::LabelOptions& o) {
     throw train::UsageError("--sink-delta-loss must be 0 or more, got " + core::shortest(o.sink_max_delta_loss));
 }
 
+// What an analysis folder's heads.json analyzed: its checkpoint and what it
+// read ("analyzed": the task, or "data:FILE").
+struct AnalysisOf {
+  std::string checkpoint, analyzed;
+};
+
 // The folder for heads.json and report.html, when it is not the analyzed
 // run's own (--out, or the folder named after a checkpoint file): a new or
-// empty one, or one an analysis wrote before (marked "analysis"). Never
-// another run's folder, a sweep's, or a folder of the user's files: their
-// heads.json and report.html are not this model's to replace. Checked before
-// the analysis runs. `named`: the folder as the messages name it.
-void check_analysis_out(const std::string& out, const std::string& named) {
+// empty one, or one an analysis of the same checkpoint and sequences wrote
+// before (marked "analysis"). Never another run's folder, a sweep's, a
+// folder of the user's files, or another checkpoint's or file's analysis
+// (a loop of runs into one --out would keep only the last): their
+// heads.json and report.html are not this analysis's to replace. Checked
+// before the analysis runs. `named`: the folder as the messages name it;
+// `of`: this analysis, or null when it goes beside `out` (analysis-TASK/).
+void check_analysis_out(const std::string& out, const std::string& named, const AnalysisOf* of) {
   std::error_code ec;
   if (!fs::exists(out, ec)) return;
   if (!fs::is_directory(out, ec))
     throw train::UsageError(named + " is a file; give a folder for heads.json and report.html");
   const std::string kind = train::folder_marker(out);
-  if (kind == "analysis") return;
+  if (kind == "analysis") {
+    if (of == nullptr) return;  // this analysis goes beside it, not into it
+    // A heads.json from before these keys were recorded, or none, is replaced as before.
+    const std::optional<std::string> text = train::read_regular_file_head((fs::path(out) / "heads.json").string(),
+                                                                         std::size_t{1} << 30);
+    const nlohmann::json heads = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+    const auto recorded = [&](const char* key) {
+      return heads.is_object() && heads.contains(key) && heads[key].is_string() ? heads[key].get<std::string>() : "";
+    };
+    const std::string checkpoint = recorded("checkpoint"), analyzed = recorded("analyzed");
+    std::string other;
+    if (!checkpoint.empty() && checkpoint != of->checkpoint) other = "of another checkpoint, " + checkpoint;
+    else if (!analyzed.empty() && analyzed != of->analyzed) other = "of this checkpoint on " + analyzed;
+    if (!other.empty())
+      throw train::UsageError(named + " holds the analysis " + other + " (its heads.json), which this one, on " +
+                              of->analyzed + ", would replace: give a new folder (or remove " +
+                              (fs::path(out) / "heads.json").string() + " to replace it)");
+    return;
+  }
   if (kind == "run" || fs::exists(fs::path(out) / "checkpoint.safetensors", ec))
     throw train::UsageError(named + " is another run's folder; its heads.json and report.html are its own "
                             "model's: give a new folder (or analyze that run)");
@@ -209,11 +238,13 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_;
 };
 
-// Why `target` has no checkpoint to analyze: a folder an analysis wrote (a
-// snapshot's, kept after --keep-snapshots removed the snapshot) or a folder
-// of other files is named as what it is.
+// Why `target` has no checkpoint to analyze: a run still training before its
+// first checkpoint, a folder an analysis wrote (a snapshot's, kept after
+// --keep-snapshots removed the snapshot) or a folder of other files is named
+// as what it is.
 std::string no_checkpoint(const std::string& target, bool is_dir) {
   if (!is_dir) return target + ": no such run folder or checkpoint";
+  if (std::string training = train::still_training_without_checkpoint(target); !training.empty()) return training;
   if (train::folder_marker(target) == "analysis") {
     const fs::path folder = fs::path(target).lexically_normal();
     const fs::path dir = folder.has_filename() ? folder : folder.parent_path();
@@ -291,11 +322,18 @@ int run_analyze(const AnalyzeArgs& args) {
   std::error_code same_ec;
   // The folder named after a file is never one a run owns: it is checked as any --out.
   const bool own_folder = !named_folder && fs::equivalent(out, home.empty() ? "." : home, same_ec);
+  // What this analysis reads, as its heads.json will name it: an analysis
+  // folder holding another one's is never replaced by it.
+  const AnalysisOf analysis_of{
+      fs::absolute(ck_path).lexically_normal().string(),
+      !args.data.empty() ? "data:" + fs::absolute(args.data).lexically_normal().string()
+                         : (!args.task.empty() ? args.task : trained_on)};
   // The folder named after the file is picked as --out is: refused when it
   // is another run's, a sweep's, or the user's.
   if (named_folder && args.out.empty())
     check_analysis_out(home, home + " (the folder named after " + ck_path +
-                                 " for its analysis; --out DIR puts it elsewhere)");
+                                 " for its analysis; --out DIR puts it elsewhere)",
+                       beside.empty() ? &analysis_of : nullptr);
   // The run folder this analysis takes the checkpoint for the run's of: the
   // folder given as the run (its snapshots in the report), or the one whose
   // heads.json and report.html it replaces (beside the run's metrics).
@@ -310,7 +348,7 @@ int run_analyze(const AnalyzeArgs& args) {
                             "final model's on its own batch: leave out --out (this analysis then goes to " + picked +
                             ") or give a new folder");
   // The folders analyze picks itself (a snapshot's, another task's) are its own.
-  if (!own_folder && !args.out.empty()) check_analysis_out(out, "--out " + out);
+  if (!own_folder && !args.out.empty()) check_analysis_out(out, "--out " + out, &analysis_of);
   // The run's own folder is written as its trainer writes it: not while a
   // trainer holds it (its heads.json would be overwritten by the next one).
   std::unique_ptr<train::RunLock> lock;
@@ -321,6 +359,10 @@ int run_analyze(const AnalyzeArgs& args) {
   AnalysisInput input = !args.data.empty() ? AnalysisInput::of_file(ck, ck_path, args.data, chunk_rows)
                         : other_task       ? AnalysisInput::of_task(ck, ck_path, args.batch_given)
                                            : AnalysisInput::of_run(ck);
+  // As headlab.analyze warns: a file without "targets" scores the next token, which this model may never have learned.
+  if (!args.data.empty())
+    if (const std::string warning = next_token_warning(ck, ck_path, input.task()); !warning.empty())
+      std::cerr << "headlab analyze: warning: " << warning << '\n';
   const std::string sequences =
       args.data.empty() ? "sequences of the batch" : "sequences of --data " + args.data;
   if (args.example >= input.rows())
@@ -398,15 +440,13 @@ int run_analyze(const AnalyzeArgs& args) {
     source.snapshots = train::snapshot_views(args.target, input.batch(), args.example);
   source.edited = ck.info.edited;
   source.checkpoint = fs::absolute(ck_file).lexically_normal().string();
+  source.data_file = input.data_record();
   // Two files of one folder are told apart by their names, not their folder's ("edits").
   if (own_file) source.title = (fs::absolute(ck_file).parent_path().filename() / ck_file.filename()).string();
   train::write_analysis_files(folder, run, train::to_json(input.config()), source);
   if (args.json) {
-    nlohmann::json j;
-    analysis::to_json(j, run);
-    j["checkpoint"] = source.checkpoint;  // as heads.json
-    if (!ck.info.edited.is_null()) j["edited"] = ck.info.edited;
-    std::cout << j.dump(2) << '\n';
+    // heads.json as written, every key of it ("data", "data_file", "checkpoint", ...).
+    std::cout << train::read_input(folder.heads(), "the heads.json just written", std::size_t{1} << 30);
   } else if (args.quiet) {
     // The verdict's first line and where everything is.
     const std::string verdict = analysis::verdict_text(run);

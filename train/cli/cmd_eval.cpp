@@ -15,6 +15,7 @@
 #include "core/threads.h"
 #include "layers/padding_mask.h"
 #include "train/checkpoint.h"
+#include "train/cli/analysis_input.h"
 #include "train/cli/cli.h"
 #include "train/cli/dump_activations.h"
 #include "train/errors.h"
@@ -75,6 +76,10 @@ int run_eval(const EvalArgs& args) {
   if (args.batch_given && args.batch < 1)
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (picked from the model's size) or more");
+  // A run before its first checkpoint is said to be one, not a file that cannot be opened.
+  if (!args.run_dir.empty())
+    if (const std::string training = train::still_training_without_checkpoint(args.run_dir); !training.empty())
+      throw train::UsageError(training);
   const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
   // `eval RUN` evaluates the run: not another run's checkpoint copied into its folder.
   if (!args.run_dir.empty())
@@ -123,6 +128,10 @@ int run_eval(const EvalArgs& args) {
   const auto task = train::make_task_for(config);
   if (args.data.empty()) train::check_data_unchanged(ck.info, config, *task);
   train::check_task_fits(*task, ck.model);
+  // As headlab.analyze warns: a file without "targets" scores the next token, which this model may never have learned.
+  if (!args.data.empty())
+    if (const std::string warning = next_token_warning(ck, args.checkpoint, *task); !warning.empty())
+      std::fprintf(stderr, "headlab eval: warning: %s\n", warning.c_str());
   const int64_t total = task->eval_rows(config.eval_batch);
   const bool want_grads = !args.dump_grads.empty();
   // A --data file is scored --batch sequences at a time, dumps included
@@ -168,19 +177,22 @@ int run_eval(const EvalArgs& args) {
     correct += b.accuracy * static_cast<double>(b.count);
     if (!args.dump_logits.empty()) {
       if (!logits_out) {
-        // Token ids and class labels stay integers (I64); a target of -1 marks an unscored position.
+        // Token ids and class labels stay integers (I64); a target of -1 marks an unscored position, and
+        // "lengths" the real tokens of each row (the padding after them is computed but meaningless).
         const core::Shape& shape = logits.value().shape();
         logits_out = std::make_unique<core::SafetensorsStream>(
             args.dump_logits,
             std::vector<core::SafetensorsStream::Declared>{
                 {"logits", {total, shape[1], shape[2]}, core::DType::f32},
                 {"tokens", {total, batch.seq_len}, core::DType::f32, true},
-                {"targets", {total, batch.seq_len}, core::DType::f32, true}},
+                {"targets", {total, batch.seq_len}, core::DType::f32, true},
+                {"lengths", {total}, core::DType::f32, true}},
             dump_metadata);
       }
       logits_out->write_rows("logits", sequences, logits.value());
       logits_out->write_rows("tokens", sequences, std::vector<int64_t>(batch.tokens.begin(), batch.tokens.end()));
       logits_out->write_rows("targets", sequences, std::vector<int64_t>(batch.targets.begin(), batch.targets.end()));
+      logits_out->write_rows("lengths", sequences, row_lengths(batch));
     }
     if (want_grads) {
       loss.backward();

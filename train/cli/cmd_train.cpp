@@ -287,6 +287,8 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
             resumed_from.empty() ? "" : " from its snapshot of step " + std::to_string(session->steps_done()),
             m.layers, m.heads, m.d_model, m.d_k(), m.attn_only ? "attention only" : "d_ff " + std::to_string(m.d_ff),
             session->model().num_parameters(), core::num_threads());
+  // config.json keeps the 0 that asked for them; the model's sizes are the checkpoint's.
+  if (const std::string inferred = session->task().inferred_sizes(); !inferred.empty()) log->info("{}", inferred);
   log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, session->batch_rows(), m.max_seq_len,
             config.optimizer, config.lr, config.seed);
   if (world.size() > 1 || config.micro_batches > 1)

@@ -27,6 +27,11 @@ std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std:
   return hooks;
 }
 
+std::vector<int64_t> row_lengths(const train::Batch& batch) {
+  if (batch.lengths.empty()) return std::vector<int64_t>(static_cast<std::size_t>(batch.batch), batch.seq_len);
+  return {batch.lengths.begin(), batch.lengths.end()};
+}
+
 void dump_activations(const layers::Transformer& model, train::Task& task, int64_t total, int64_t rows,
                       uint64_t seed, const std::vector<std::string>& names, const std::string& path,
                       const core::Metadata& metadata) {
@@ -43,6 +48,7 @@ void dump_activations(const layers::Transformer& model, train::Task& task, int64
       for (const std::string& name : names)
         entries.push_back({name, layers::hook_shape(spec, name, total, seq_len), core::DType::f32});
       entries.push_back({"tokens", {total, seq_len}, core::DType::f32, true});
+      entries.push_back({"lengths", {total}, core::DType::f32, true});
       out = std::make_unique<core::SafetensorsStream>(path, std::move(entries), metadata);
     }
     if (batch.seq_len != seq_len)
@@ -59,6 +65,7 @@ void dump_activations(const layers::Transformer& model, train::Task& task, int64
     for (const auto& [name, value] : hooks.cache())
       out->write_rows(name, first, value.dtype() == core::DType::f32 ? value : value.to(core::DType::f32));
     out->write_rows("tokens", first, std::vector<int64_t>(batch.tokens.begin(), batch.tokens.end()));
+    out->write_rows("lengths", first, row_lengths(batch));
   }
   if (out) out->finish();
 }

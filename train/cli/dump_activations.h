@@ -1,6 +1,8 @@
 // `headlab eval ... --dump-activations OUT.safetensors [--hooks NAME,...]`:
 // the activations at the model's hook points (layers/hooks.h), under the
-// hook names, as F32 [N, ...], plus the sequences' `tokens` [N, T] as I64.
+// hook names, as F32 [N, ...], plus the sequences' `tokens` [N, T] and their
+// `lengths` [N] as I64: a row shorter than T is padded with token 0, and its
+// positions from its length on are computed but meaningless.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,11 @@ namespace headlab::cli {
 // The hook names to dump: all of the model's for an empty `hooks`, else
 // those, checked (UsageError naming the nearest valid ones).
 std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std::vector<std::string>& hooks);
+
+// Each row's number of real tokens (the rest of its T positions are
+// padding), as the dumps' `lengths` [N] holds them: a batch without lengths
+// is of full rows.
+std::vector<int64_t> row_lengths(const train::Batch& batch);
 
 // Runs `total` sequences of the task's evaluation rows through the model,
 // `rows` at a time (memory bounded by `rows`, not the file), and streams

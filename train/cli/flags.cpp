@@ -146,7 +146,8 @@ void warn_of_settings(train::Session& session) {
   if (!train::dist::current_world().is_root()) return;  // under mpirun, once
   std::vector<std::string> warnings = session.config().inert_settings();
   const train::Batch& analyzed = session.eval_batch();
-  if (std::string slow = train::slow_analysis_warning(session.model().spec(), analyzed.batch, analyzed.seq_len);
+  if (std::string slow = train::slow_analysis_warning(session.model().spec(), analyzed.batch, analyzed.seq_len,
+                                                         session.task().inferred_sizes());
       !slow.empty())
     warnings.push_back(std::move(slow));
   for (const std::string& warning : warnings) std::fprintf(stderr, "headlab train: warning: %s\n", warning.c_str());
