@@ -165,7 +165,8 @@ TEST(MicroBatches, MoreSlicesThanSequencesNameTheCountsThatDivide) {
   EXPECT_TRUE(usage_error_naming(c, 2, {"give --micro-batches 12"}));
   c.batch = 7;  // prime, over 2 processes: no count fits
   c.micro_batches = 8;
-  EXPECT_TRUE(usage_error_naming(c, 2, {"give --micro-batches a divisor of 7"}));
+  EXPECT_TRUE(usage_error_naming(c, 2, {"no number of slices splits 7 sequences evenly over 2 processes: give a "
+                                        "--batch that is a multiple of 2"}));
 }
 
 // The analysis of many classes is warned of, naming the flag the classes follow from.
