@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/cpu_features.h"
 #include "core/blas.h"
 #include "core/gemm.h"
 #include "core/gemm_kernels.h"
+#include "core/gemm_peak.h"
 #include "core/gemm_replay.h"
 #include "core/ops.h"
 #include "core/random.h"
@@ -236,6 +238,73 @@ TEST(Bf16Gemm, BatchedStridedHeadsMatchTheRoundedReference) {
   }
 }
 
+// A causal chunk's products write a strided C: S = Q K^T into rows 64..127
+// and keys 0..127 of [B, H, T, T] scores of T = 192, and P V added (beta
+// 0.5) into a head's columns of [B, T, d]. oneDNN computes them in a dense
+// buffer (gemm_onednn.cpp) on brgemm, where the CPU has AVX-512: the rounded
+// reference, C outside the chunk untouched, the same bits on a repeat.
+TEST(Bf16Gemm, StridedChunksOfAttentionMatchTheReferenceOnBrgemm) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const int64_t B = 2, H = 4, T = 192, dk = 32, d = H * dk, r0 = 64, rows = 64, keys = 128;
+  const std::vector<float> q = random_floats(B * T * d, 8), k = random_floats(B * T * d, 9);
+  const std::vector<float> p = random_floats(B * H * T * T, 10), c0 = random_floats(B * T * d, 11);
+  const float beta = 0.5f;
+  for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+    const Scope scope(backend, GemmPrecision::bf16);
+    std::vector<float> s(static_cast<std::size_t>(B * H * T * T), -7.0f), o = c0;
+    detail::BatchedGemm<float> qk = test::qk_heads(q.data() + r0 * d, k.data(), s.data() + r0 * T, B, H, T, dk);
+    qk.m = rows, qk.n = keys;
+    const detail::BatchedGemm<float> pv{.m = rows, .n = dk, .k = keys, .outer = B, .inner = H,
+                                        .a = p.data() + r0 * T, .lda = T, .a_stride = {H * T * T, T * T},
+                                        .b = q.data(), .ldb = d, .b_stride = {T * d, dk},
+                                        .c = o.data() + r0 * d, .ldc = d, .c_stride = {T * d, dk}, .beta = beta};
+    const std::vector<GemmKernelUse> uses = gemm_kernels_of([&] {
+      detail::batched_gemm(qk);
+      detail::batched_gemm(pv);
+    });
+    if (backend == GemmBackend::onednn && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
+      ASSERT_EQ(uses.size(), 2u);
+      for (const GemmKernelUse& u : uses) EXPECT_EQ(u.kernel.rfind("brg:", 0), 0u) << u.kernel << " " << u.shapes;
+    }
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < T; ++i) {
+          const bool in_chunk = i >= r0 && i < r0 + rows;
+          for (int64_t j = 0; j < T; ++j) {
+            const float got = s[static_cast<std::size_t>(((b * H + h) * T + i) * T + j)];
+            if (!in_chunk || j >= keys) {
+              ASSERT_EQ(got, -7.0f) << "score outside the chunk changed: " << b << "," << h << "," << i << "," << j;
+              continue;
+            }
+            double want = 0, size = 0;
+            for (int64_t x = 0; x < dk; ++x) {
+              const double t = rounded(q[(b * T + i) * d + h * dk + x]) * rounded(k[(b * T + j) * d + h * dk + x]);
+              want += t, size += std::abs(t);
+            }
+            ASSERT_NEAR(got, want, 1e-5 * (1 + size)) << gemm_backend_name(backend) << " S " << i << "," << j;
+          }
+          for (int64_t j = 0; j < dk; ++j) {
+            const std::size_t at = static_cast<std::size_t>((b * T + i) * d + h * dk + j);
+            if (!in_chunk) {
+              ASSERT_EQ(o[at], c0[at]) << "output outside the chunk changed: " << b << "," << h << "," << i;
+              continue;
+            }
+            double want = beta * c0[at], size = std::abs(want);
+            for (int64_t x = 0; x < keys; ++x) {
+              const double t = rounded(p[static_cast<std::size_t>(((b * H + h) * T + i) * T + x)]) *
+                               rounded(q[(b * T + x) * d + h * dk + j]);
+              want += t, size += std::abs(t);
+            }
+            ASSERT_NEAR(o[at], want, 1e-5 * (1 + size)) << gemm_backend_name(backend) << " PV " << i << "," << j;
+          }
+        }
+    std::vector<float> again(s.size(), -7.0f);
+    qk.c = again.data() + r0 * T;
+    detail::batched_gemm(qk);
+    EXPECT_EQ(s, again) << gemm_backend_name(backend);
+  }
+}
+
 // A product large enough to split into blocks over the threads
 // (core/blas.h: its operands packed once, shared by the blocks), on both
 // backends and at 1 and 2 threads: the rounded reference, the same bits at
@@ -415,6 +484,24 @@ TEST(Bf16Gemm, Float64IsUntouched) {
   const Scope scope(gemm_backend(), GemmPrecision::bf16);
   detail::gemm<double>(false, false, m, n, k, a.data(), k, b.data(), n, c2.data(), n);
   EXPECT_EQ(c1, c2);
+}
+
+// bench's bf16 yardstick is the unit oneDNN's bf16 matmul runs on: AMX's
+// tile product where the CPU has it (16 x 16 x 32 multiply-adds an
+// instruction, 16 times the FMA unit's work per cycle), else vdpbf16ps.
+TEST(GemmPeak, TheBf16PeakIsTheWidestBf16Unit) {
+  const FmaPeak bf16 = bf16_peak(1), fma = fma_peak(1);
+  ASSERT_GT(fma.gflops, 0.0);
+  if (cpu_has_amx_bf16()) {
+    EXPECT_STREQ(bf16.isa, "AMX-BF16 tdpbf16ps");
+    EXPECT_GT(bf16.gflops, 4 * fma.gflops) << "the tile loop runs far below AMX's rate";
+  } else if (cpu_has_avx512_bf16()) {
+    EXPECT_STREQ(bf16.isa, "AVX512_BF16 vdpbf16ps");
+    EXPECT_GT(bf16.gflops, 0.0);
+  } else {
+    EXPECT_STREQ(bf16.isa, "none");
+    EXPECT_EQ(bf16.gflops, 0.0);
+  }
 }
 
 }  // namespace

@@ -229,9 +229,9 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   const core::FmaPeak fma = core::fma_peak(core::num_threads());
   const char* backend = core::gemm_backend_name(core::gemm_backend());
   // The arithmetic's own limit: bf16 products' where the step multiplies in
-  // bf16 and the CPU has vdpbf16ps (else, as for f32, the FMA peak).
+  // bf16 and the CPU has bf16 units (else, as for f32, the FMA peak).
   const bool bf16 = config.precision == "bf16";
-  const core::FmaPeak bf16_peak = bf16 ? core::bf16_dot_peak(core::num_threads()) : core::FmaPeak{"none", 0};
+  const core::FmaPeak bf16_peak = bf16 ? core::bf16_peak(core::num_threads()) : core::FmaPeak{"none", 0};
   const core::FmaPeak peak = bf16_peak.gflops > 0 ? bf16_peak : fma;
   nlohmann::json result = {{"preset", args.preset},
                            {"model_flags", custom_model},
@@ -295,7 +295,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
                 100 * gflops / peak.gflops, peak.gflops, peak.isa, core::num_threads(), fma.gflops, fma.isa);
   else
     std::printf("  MFU %.1f%% of the %.1f GFLOP/s %s FMA peak (%d thread(s))%s\n", 100 * gflops / fma.gflops,
-                fma.gflops, fma.isa, core::num_threads(), bf16 ? " (no vdpbf16ps here to measure a bf16 peak)" : "");
+                fma.gflops, fma.isa, core::num_threads(), bf16 ? " (no bf16 units here to measure a bf16 peak)" : "");
   std::printf("  GEMM backend %s, %s: %.1f GFLOP/s on a %lld^3 %s product (%.1f%% of the %s peak); the step runs at "
               "%.1f%% of it\n",
               backend, bf16 ? "bf16 operands" : "f32", gemm_peak, static_cast<long long>(kPeakGemmSize),
