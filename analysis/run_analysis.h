@@ -178,9 +178,11 @@ void relabel(RunAnalysis& run, const LabelOptions& options = {});
 
 // The sets worth ablating together, from scores and labels without ablation:
 // for each pattern (built-in or user), its heads when there are at least two;
-// and the induction circuit -- the heads of a later layer labelled induction
-// with the earlier layers' heads labelled previous-token -- when both are
-// found. delta_* are left 0.
+// and the induction circuit -- the heads of a later layer whose task
+// induction score reaches the threshold with the earlier layers' heads whose
+// task previous-token score does (on a task without task-position scores:
+// the heads labelled induction and previous-token) -- when both are found.
+// delta_* are left 0.
 std::vector<SetAblation> candidate_sets(const RunAnalysis& run, const LabelOptions& options = {});
 
 // Whether analyze_model also ablates `set` without each member in turn: a
