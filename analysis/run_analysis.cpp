@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/shortest.h"
+
 namespace headlab::analysis {
 
 std::string head_name(int64_t layer, int64_t head) { return "L" + std::to_string(layer) + "H" + std::to_string(head); }
@@ -162,7 +164,18 @@ LabelSet label_set(const RunAnalysis& run) {
   return set;
 }
 
+std::string label_options_departures(const RunAnalysis& run, const LabelOptions& expected) {
+  std::string out;
+  if (!run.label_options) return out;
+  for (const LabelFlag& f : kLabelFlags)
+    if ((*run.label_options).*f.value != expected.*f.value)
+      out += (out.empty() ? "" : ", ") + std::string(f.flag) + " " + core::shortest((*run.label_options).*f.value) +
+             " (not " + core::shortest(expected.*f.value) + ")";
+  return out;
+}
+
 void relabel(RunAnalysis& run, const LabelOptions& options) {
+  run.label_options = options;
   const LabelSet known = label_set(run);
   for (std::size_t i = 0; i < run.heads.size(); ++i) {
     HeadAnalysis& h = run.heads[i];

@@ -102,6 +102,9 @@ struct RunAnalysis {
   // Uniform attention's scores on the set (LabelSet::chance), the user patterns' among them; absent in a
   // heads.json from before they were measured.
   std::optional<HeadScores> chance;
+  // The label options the labels and the verdict were made with (relabel; kLabelFlags's are in heads.json);
+  // absent in a heads.json from before they were recorded.
+  std::optional<LabelOptions> label_options;
   std::optional<double> loss, accuracy;   // of the unablated model on the analysis batch
   std::vector<HeadAnalysis> heads;        // layer-major: index = layer * num_heads + head
   std::vector<std::vector<double>> js;    // JS divergence (bits) between heads, same order
@@ -168,7 +171,14 @@ class AttentionSums {
 // What the labels of `run`'s heads know of its set: its chance scores and its expected roles' patterns.
 LabelSet label_set(const RunAnalysis& run);
 
-// Recomputes every label and the verdict, e.g. after ablation was filled in.
+// The user-set label options (kLabelFlags) that `run` was labelled with and
+// `expected` does not have, as "--threshold 0.6 (not 0.5), --margin 0.1 (not
+// 0.15)"; empty when they agree or `run` does not record them (a heads.json
+// from before): a sweep pools only runs labelled alike.
+std::string label_options_departures(const RunAnalysis& run, const LabelOptions& expected = {});
+
+// Recomputes every label and the verdict, e.g. after ablation was filled in
+// (and records `options` in run.label_options).
 // A first-token head is a sink only if it adds no more than the sink bound to
 // the set of its role (set_ablations) either (added_cost, and in a set of
 // three added_beside_partners; the set's whole cost where neither was
