@@ -6,6 +6,7 @@
 #include "autograd/ops.h"
 #include "core/bf16_operands.h"
 #include "core/nearest_name.h"
+#include "layers/hooks_finite.h"
 
 namespace headlab::layers {
 
@@ -104,6 +105,7 @@ Variable HookScope::visit_wanted(const char* point, const Variable& x, const Sha
                                 (out.defined() ? core::to_string(out.dtype()) + " " + core::to_string(out.shape())
                                                : std::string("an undefined variable")) +
                                 "; expected " + core::to_string(view.dtype()) + " " + core::to_string(view.shape()));
+  refuse_non_finite(name, view.value(), out.value());
   return out.shape() == x.shape() ? out : autograd::reshape(out, x.shape());
 }
 

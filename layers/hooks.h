@@ -36,6 +36,10 @@
 // hook_scale are computed on the side, only when wanted: handed back
 // unchanged, the pass goes on as without them (the same bits).
 //
+// A replacement may not bring NaN or infinity into the pass (but -inf at
+// hook_attn_scores, which hides a key): std::invalid_argument naming the
+// point (layers/hooks_finite.h).
+//
 // TransformerLens's copies (its use_attn_in, use_split_qkv_input and
 // use_hook_mlp_in), each a copy of its own made only when wanted:
 // hook_attn_in is resid_pre once per head, the input every head's Q, K and
@@ -96,7 +100,9 @@ struct HookScope {
   bool wants(const char* point) const { return hooks != nullptr && hooks->wants(prefix + point); }
   // Hands `x` (viewed as `layout`, e.g. [B, T, h, d_k] for a [B, T, d] x;
   // empty = x's shape) to the hooks and returns what they give back, in x's
-  // shape. Only for a point that wants(): the caller asked.
+  // shape. Only for a point that wants(): the caller asked. Throws
+  // std::invalid_argument for a replacement of another shape or dtype, or
+  // one holding NaN or infinity that x did not (refuse_non_finite).
   Variable visit_wanted(const char* point, const Variable& x, const Shape& layout = {}) const;
   // visit_wanted if the point is wanted, else x itself.
   Variable visit(const char* point, const Variable& x, const Shape& layout = {}) const {
