@@ -34,7 +34,8 @@ struct HeadAnalysis {
   // Filled by the caller when the model is at hand (all absent otherwise):
   std::optional<double> ablation_delta_loss;  // loss(gate = 0) - loss, nats
   std::optional<double> ablation_delta_acc;   // accuracy(gate = 0) - accuracy, fraction
-  std::optional<double> importance;           // mean |dL/d gate| over the batch (Michel et al.)
+  // Over the examples with a target among the first importance_examples (analyze_model.h):
+  std::optional<double> importance;           // mean |dL/d gate| (Michel et al.)
   std::optional<double> importance_margin;    // mean |d margin / d gate|: does not saturate (importance.h)
   std::optional<double> importance_normalized;  // importance_margin / its layer's Euclidean norm
   std::optional<double> copying;              // the OV circuit's copying score (circuits.h)

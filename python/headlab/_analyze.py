@@ -29,8 +29,8 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     copies of earlier tokens (as in induction): adds the task-position
     scores. `model.task_batch()` gives all of these for the run's own task.
     example: which sequence the example attention shows.
-    importance_examples (>= 1): how many sequences the gradient importance
-    averages over. corrupted: tokens for activation patching (adds mean and
+    importance_examples (>= 1): the gradient importance averages over the
+    sequences with a target among the first this many. corrupted: tokens for activation patching (adds mean and
     resample ablation and patching), read with the clean sequences' lengths:
     a list of sequences, each as long as its clean one, or a [B, T] array
     whose positions past a clean sequence's length are padding. threshold, margin,
