@@ -83,6 +83,12 @@ class Hooks {
 
 // Every hook name of a model of this spec, in forward order.
 std::vector<std::string> hook_names(const ModelSpec& spec);
+// Whether `name` is one of TransformerLens's copy points (blocks.{i}.hook_attn_in,
+// hook_q_input, hook_k_input, hook_v_input, hook_mlp_in; above): copies made
+// only in a pass that wants them, which a cache of every point leaves out
+// unless named (Python's names=None), as TransformerLens's cache without its
+// flags does.
+bool is_copy_point(const std::string& name);
 // Throws std::invalid_argument naming `name` and the nearest valid names
 // unless it is one of hook_names(spec).
 void check_hook_name(const ModelSpec& spec, const std::string& name);
