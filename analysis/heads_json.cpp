@@ -286,7 +286,12 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
   if (const auto o = j.find("label_options"); o != j.end() && o->is_object()) {
     r.label_options.emplace();
     for (const LabelFlag& f : kLabelFlags)
-      if (const auto v = o->find(f.key); v != o->end()) (*r.label_options).*f.value = v->get<double>();
+      if (const auto v = o->find(f.key); v != o->end()) {
+        if (!v->is_number())
+          throw std::invalid_argument("heads.json: label_options." + std::string(f.key) + " is " + v->dump() +
+                                      ", not a number (" + f.flag + "'s value)");
+        (*r.label_options).*f.value = v->get<double>();
+      }
   }
   for (const nlohmann::json& h : j.at("heads")) {
     HeadAnalysis a;

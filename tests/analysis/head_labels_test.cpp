@@ -259,6 +259,14 @@ TEST(HeadsJson, RecordsTheLabelOptionsAndNamesThoseThatDepart) {
   EXPECT_EQ(label_options_departures(back), "--threshold 0.6 (not 0.5), --margin 0.1 (not 0.15)");
   EXPECT_EQ(label_options_departures(back, strict), "");
   EXPECT_EQ(nlohmann::json(back)["label_options"], j["label_options"]);
+  nlohmann::json wrong = j;
+  wrong["label_options"]["margin"] = "0.1";
+  try {
+    wrong.get<RunAnalysis>();
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "heads.json: label_options.margin is \"0.1\", not a number (--margin's value)");
+  }
   j.erase("label_options");
   const RunAnalysis old = j.get<RunAnalysis>();
   EXPECT_FALSE(old.label_options);
