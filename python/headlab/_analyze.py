@@ -53,8 +53,10 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     for name, flag in (("pruning", pruning), ("sources", sources)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"analyze: {name} must be True or False, got {flag!r}")
-    labels = (_fraction("threshold", threshold), _fraction("margin", margin),
-              _fraction("diffuse_entropy", diffuse_entropy), _number("sink_delta_loss", sink_delta_loss))
+    # By heads.json's label_options keys, which are these keywords.
+    labels = {"threshold": _fraction("threshold", threshold), "margin": _fraction("margin", margin),
+              "diffuse_entropy": _fraction("diffuse_entropy", diffuse_entropy),
+              "sink_delta_loss": _number("sink_delta_loss", sink_delta_loss)}
     if targets is None:
         warn_if_not_next_token(model, "analyze")
     ys = _tokens.padded_targets(targets, ids, lengths, model.spec, ragged)
