@@ -87,15 +87,15 @@ bool causal_shaped(const core::Tensor& given, bool scores) {
 }
 
 // "[1, 2, 3]": the first `dims` dimensions of the index of element `flat` of a contiguous tensor of `shape`.
+// (autograd/gradcheck.cpp and python/src/weights.cpp unravel an index alike: one for core/.)
 std::string index_text(int64_t flat, const core::Shape& shape, std::size_t dims) {
-  std::vector<int64_t> index(shape.size());
+  core::Shape index(shape.size());
   for (std::size_t d = shape.size(); d-- > 0;) {
     index[d] = flat % shape[d];
     flat /= shape[d];
   }
-  std::string out;
-  for (std::size_t d = 0; d < dims; ++d) out += (d == 0 ? "[" : ", ") + std::to_string(index[d]);
-  return out + "]";
+  index.resize(dims);
+  return core::to_string(index);
 }
 
 }  // namespace
