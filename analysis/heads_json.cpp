@@ -158,6 +158,14 @@ nlohmann::json sets_json(const RunAnalysis& run) {
   return out;
 }
 
+// The user-set label options (kLabelFlags), or null.
+nlohmann::json label_options_json(const std::optional<LabelOptions>& options) {
+  if (!options) return nullptr;
+  nlohmann::json j = nlohmann::json::object();
+  for (const LabelFlag& f : kLabelFlags) j[f.key] = (*options).*f.value;
+  return j;
+}
+
 }  // namespace
 
 void to_json(nlohmann::json& j, const RunAnalysis& run) {
@@ -207,6 +215,7 @@ void to_json(nlohmann::json& j, const RunAnalysis& run) {
        {"patterns", std::move(patterns)},
        {"expected_roles", std::move(roles)},
        {"chance", run.chance ? scores_json(*run.chance) : nlohmann::json()},
+       {"label_options", label_options_json(run.label_options)},
        {"layers", run.num_layers},
        {"heads_per_layer", run.num_heads},
        {"causal", run.causal},
@@ -273,6 +282,17 @@ void from_json(const nlohmann::json& j, RunAnalysis& run) {
   // Files written before chance scores were measured have none: their labels take no chance test.
   if (const auto chance = j.find("chance"); chance != j.end() && chance->is_object())
     r.chance = scores_from(*chance, r.user_patterns);
+  // Files written before the label options were recorded have none.
+  if (const auto o = j.find("label_options"); o != j.end() && o->is_object()) {
+    r.label_options.emplace();
+    for (const LabelFlag& f : kLabelFlags)
+      if (const auto v = o->find(f.key); v != o->end()) {
+        if (!v->is_number())
+          throw std::invalid_argument("heads.json: label_options." + std::string(f.key) + " is " + v->dump() +
+                                      ", not a number (" + f.flag + "'s value)");
+        (*r.label_options).*f.value = v->get<double>();
+      }
+  }
   for (const nlohmann::json& h : j.at("heads")) {
     HeadAnalysis a;
     a.layer = h.at("layer").get<int64_t>();

@@ -86,14 +86,13 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
     for (const auto& [name, score] : h["scores"]["user"].items()) h["scores"][name] = score;
 
   nlohmann::json extra = nlohmann::json::array();
-  const LabelSet set = label_set(run);
   for (const HeadAnalysis& h : run.heads) {
     // The label's pattern: a user pattern nested with a higher one keeps its own.
     const Label pattern = h.label.is_pattern() ? h.label : ranked_patterns(h.scores)[0].pattern;
     const std::string name = head_name(h.layer, h.head);
     const std::string key = label_key(pattern);
     // At the score that labels: uniform attention's 2/3 on modular-addition's operands is no emergence.
-    const auto emerged = emergence_step(history, name, key, label_threshold(pattern, set, options.labels));
+    const auto emerged = pattern_emergence_step(history, name, pattern, run, options.labels);
     nlohmann::json task_emerged = nlohmann::json::object();
     for (const char* task_key : {"task_induction", "task_previous_token"}) {
       const auto step = emergence_step(history, name, task_key, options.labels.score_threshold);
@@ -148,6 +147,12 @@ std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history
     }
   }
   return since;
+}
+
+std::optional<int64_t> pattern_emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
+                                              const Label& pattern, const RunAnalysis& run,
+                                              const LabelOptions& options) {
+  return emergence_step(history, head, label_key(pattern), label_threshold(pattern, label_set(run), options));
 }
 
 std::optional<int64_t> loss_drop_step(const std::vector<nlohmann::json>& history, double min_drop) {

@@ -59,6 +59,14 @@ std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json
 std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                       const std::string& pattern, double threshold);
 
+// The emergence step of head `head`'s `pattern` by the labels' own rule: emergence_step at
+// label_threshold(pattern, label_set(run), options), the score at which that pattern labels a
+// head on run's set (its chance score plus the margin where that is above the threshold). The
+// run's report and sweep.json's emergence strip both take it.
+std::optional<int64_t> pattern_emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
+                                              const Label& pattern, const RunAnalysis& run,
+                                              const LabelOptions& options = {});
+
 // The step of the loss drop: the first logged step whose eval loss (the
 // training loss on lines without one) is at most halfway from the first
 // logged value down to the lowest; absent when the loss never falls by

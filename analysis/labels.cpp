@@ -110,11 +110,10 @@ double label_threshold(const Label& pattern, const LabelSet& set, const LabelOpt
 
 namespace {
 
-// Whether `p` beats its chance score on the set by the margin (true where chance was not measured).
-bool above_chance(const PatternScore& p, const LabelSet& set, const LabelOptions& options) {
-  if (!set.chance) return true;
-  const std::optional<double> chance = pattern_score(*set.chance, label_name(p.pattern));
-  return !chance || p.score - *chance >= options.margin;
+// Whether `p` reaches the score at which its pattern labels a head on the set (label_threshold: the threshold,
+// and its chance score plus the margin). The one test of both, so that emergence steps follow the labels.
+bool reaches_threshold(const PatternScore& p, const LabelSet& set, const LabelOptions& options) {
+  return p.score >= label_threshold(p.pattern, set, options);
 }
 
 // The user pattern that takes the label from the built-in patterns it nests
@@ -125,9 +124,9 @@ bool above_chance(const PatternScore& p, const LabelSet& set, const LabelOptions
 std::optional<Label> nested_winner(const HeadScores& scores, const std::vector<PatternScore>& ranked,
                                    const LabelOptions& options, const LabelSet& set) {
   for (const PatternScore& candidate : ranked) {
-    if (!candidate.pattern.is_user() || candidate.score < options.score_threshold) continue;
+    if (!candidate.pattern.is_user() || !reaches_threshold(candidate, set, options)) continue;
     const std::vector<std::string>& nests_with = scores.user_score(candidate.pattern.user_name())->nests_with;
-    if (nests_with.empty() || !above_chance(candidate, set, options)) continue;  // the ordinary rule decides
+    if (nests_with.empty()) continue;  // the ordinary rule decides
     bool clear = true;
     double rival = 0.0;  // the best pattern not nested with it
     for (const PatternScore& other : ranked) {
@@ -157,8 +156,7 @@ Label label_all(const HeadScores& scores, std::optional<double> ablation_delta_l
       runner_up = ranked[i].score;
       break;
     }
-  if (top.score >= options.score_threshold && top.score - runner_up >= options.margin &&
-      above_chance(top, set, options)) {
+  if (reaches_threshold(top, set, options) && top.score - runner_up >= options.margin) {
     if (top.pattern == Label::pattern("first-token") && ablation_delta_loss &&
         *ablation_delta_loss <= options.sink_max_delta_loss)
       return Label::sink();

@@ -89,6 +89,19 @@ struct LabelOptions {
   double min_ablation_loss_rise = 0.05;
 };
 
+// The label options a user sets (`headlab analyze --threshold ...`,
+// headlab.analyze(threshold=...)): heads.json's `label_options` key, the
+// flag, and the member. The rest of LabelOptions is the program's own.
+struct LabelFlag {
+  const char* key;
+  const char* flag;
+  double LabelOptions::*value;
+};
+inline constexpr LabelFlag kLabelFlags[] = {{"threshold", "--threshold", &LabelOptions::score_threshold},
+                                            {"margin", "--margin", &LabelOptions::margin},
+                                            {"diffuse_entropy", "--diffuse-entropy", &LabelOptions::diffuse_entropy},
+                                            {"sink_delta_loss", "--sink-delta-loss", &LabelOptions::sink_max_delta_loss}};
+
 struct PatternScore {
   Label pattern;
   double score;

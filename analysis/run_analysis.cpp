@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/shortest.h"
+
 namespace headlab::analysis {
 
 std::string head_name(int64_t layer, int64_t head) { return "L" + std::to_string(layer) + "H" + std::to_string(head); }
@@ -162,7 +164,18 @@ LabelSet label_set(const RunAnalysis& run) {
   return set;
 }
 
+std::string label_options_departures(const RunAnalysis& run, const LabelOptions& expected) {
+  std::string out;
+  if (!run.label_options) return out;
+  for (const LabelFlag& f : kLabelFlags)
+    if ((*run.label_options).*f.value != expected.*f.value)
+      out += (out.empty() ? "" : ", ") + std::string(f.flag) + " " + core::shortest((*run.label_options).*f.value) +
+             " (not " + core::shortest(expected.*f.value) + ")";
+  return out;
+}
+
 void relabel(RunAnalysis& run, const LabelOptions& options) {
+  run.label_options = options;
   const LabelSet known = label_set(run);
   for (std::size_t i = 0; i < run.heads.size(); ++i) {
     HeadAnalysis& h = run.heads[i];
@@ -196,17 +209,28 @@ std::vector<SetAblation> candidate_sets(const RunAnalysis& run, const LabelOptio
       if (labels[i] == pattern) set.heads.push_back(i);
     if (set.heads.size() >= 2) sets.push_back(std::move(set));
   }
-  // Only heads labelled for the circuit: a mixed head that happens to put
-  // half its mass on the previous token is not part of it.
+  // The induction circuit. Where the task defines sources (task-position scores), by what each head does
+  // where the circuit works: the previous-token score at the sources an induction head copies from, the
+  // induction score at the targets, each reaching the threshold. The all-position labels would dilute a
+  // previous-token head over the filler, on which it may do anything, and take in one that attends to the
+  // previous token only there. Elsewhere, by the labels: a mixed head that happens to put half its mass on
+  // the previous token is not part of it.
+  const bool task = std::any_of(run.heads.begin(), run.heads.end(), [](const HeadAnalysis& h) {
+    return h.task.previous_token.has_value() || h.task.induction.has_value();
+  });
+  const auto member = [&](std::size_t i, const char* pattern, const std::optional<double>& task_score) {
+    return task ? task_score && *task_score >= options.score_threshold : labels[i] == Label::pattern(pattern);
+  };
   std::vector<std::size_t> induction, previous;
   int64_t last_layer = -1;
   for (std::size_t i = 0; i < run.heads.size(); ++i)
-    if (run.heads[i].layer >= 1 && labels[i] == Label::pattern("induction")) {
+    if (run.heads[i].layer >= 1 && member(i, "induction", run.heads[i].task.induction)) {
       induction.push_back(i);
       last_layer = std::max(last_layer, run.heads[i].layer);
     }
   for (std::size_t i = 0; i < run.heads.size(); ++i)
-    if (run.heads[i].layer < last_layer && labels[i] == Label::pattern("previous-token")) previous.push_back(i);
+    if (run.heads[i].layer < last_layer && member(i, "previous-token", run.heads[i].task.previous_token))
+      previous.push_back(i);
   if (!induction.empty() && !previous.empty()) {
     SetAblation circuit;
     circuit.role = "induction circuit";

@@ -34,7 +34,8 @@ struct HeadAnalysis {
   // Filled by the caller when the model is at hand (all absent otherwise):
   std::optional<double> ablation_delta_loss;  // loss(gate = 0) - loss, nats
   std::optional<double> ablation_delta_acc;   // accuracy(gate = 0) - accuracy, fraction
-  std::optional<double> importance;           // mean |dL/d gate| over the batch (Michel et al.)
+  // Over the examples with a target among the first importance_examples (analyze_model.h):
+  std::optional<double> importance;           // mean |dL/d gate| (Michel et al.)
   std::optional<double> importance_margin;    // mean |d margin / d gate|: does not saturate (importance.h)
   std::optional<double> importance_normalized;  // importance_margin / its layer's Euclidean norm
   std::optional<double> copying;              // the OV circuit's copying score (circuits.h)
@@ -102,6 +103,9 @@ struct RunAnalysis {
   // Uniform attention's scores on the set (LabelSet::chance), the user patterns' among them; absent in a
   // heads.json from before they were measured.
   std::optional<HeadScores> chance;
+  // The label options the labels and the verdict were made with (relabel; kLabelFlags's are in heads.json);
+  // absent in a heads.json from before they were recorded.
+  std::optional<LabelOptions> label_options;
   std::optional<double> loss, accuracy;   // of the unablated model on the analysis batch
   std::vector<HeadAnalysis> heads;        // layer-major: index = layer * num_heads + head
   std::vector<std::vector<double>> js;    // JS divergence (bits) between heads, same order
@@ -168,7 +172,14 @@ class AttentionSums {
 // What the labels of `run`'s heads know of its set: its chance scores and its expected roles' patterns.
 LabelSet label_set(const RunAnalysis& run);
 
-// Recomputes every label and the verdict, e.g. after ablation was filled in.
+// The user-set label options (kLabelFlags) that `run` was labelled with and
+// `expected` does not have, as "--threshold 0.6 (not 0.5), --margin 0.1 (not
+// 0.15)"; empty when they agree or `run` does not record them (a heads.json
+// from before): a sweep pools only runs labelled alike.
+std::string label_options_departures(const RunAnalysis& run, const LabelOptions& expected = {});
+
+// Recomputes every label and the verdict, e.g. after ablation was filled in
+// (and records `options` in run.label_options).
 // A first-token head is a sink only if it adds no more than the sink bound to
 // the set of its role (set_ablations) either (added_cost, and in a set of
 // three added_beside_partners; the set's whole cost where neither was
@@ -178,9 +189,11 @@ void relabel(RunAnalysis& run, const LabelOptions& options = {});
 
 // The sets worth ablating together, from scores and labels without ablation:
 // for each pattern (built-in or user), its heads when there are at least two;
-// and the induction circuit -- the heads of a later layer labelled induction
-// with the earlier layers' heads labelled previous-token -- when both are
-// found. delta_* are left 0.
+// and the induction circuit -- the heads of a later layer whose task
+// induction score reaches the threshold with the earlier layers' heads whose
+// task previous-token score does (on a task without task-position scores:
+// the heads labelled induction and previous-token) -- when both are found.
+// delta_* are left 0.
 std::vector<SetAblation> candidate_sets(const RunAnalysis& run, const LabelOptions& options = {});
 
 // Whether analyze_model also ablates `set` without each member in turn: a

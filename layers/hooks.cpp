@@ -1,19 +1,26 @@
 #include "layers/hooks.h"
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 #include "autograd/ops.h"
 #include "core/bf16_operands.h"
 #include "core/nearest_name.h"
+#include "layers/hooks_finite.h"
 
 namespace headlab::layers {
 
 namespace {
 
+// The copy points (is_copy_point): the heads' inputs, [B, T, h, d_model], and the MLP's.
+constexpr const char* kHeadInputPoints[] = {"hook_attn_in", "hook_q_input", "hook_k_input", "hook_v_input"};
+constexpr const char* kMlpInPoint = "hook_mlp_in";
+
 // A block's points in forward order, with the spec's conditions.
 std::vector<std::string> block_points(const ModelSpec& s) {
-  std::vector<std::string> p{"hook_resid_pre", "hook_attn_in", "hook_q_input", "hook_k_input", "hook_v_input"};
+  std::vector<std::string> p{"hook_resid_pre"};
+  for (const char* input : kHeadInputPoints) p.emplace_back(input);
   if (s.layernorm)
     for (const char* n : {"ln1.hook_scale", "ln1.hook_normalized"}) p.emplace_back(n);
   for (const char* a : {"attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern",
@@ -21,7 +28,7 @@ std::vector<std::string> block_points(const ModelSpec& s) {
     p.emplace_back(a);
   p.emplace_back("hook_attn_out");
   if (!s.attn_only) {
-    for (const char* r : {"hook_resid_mid", "hook_mlp_in"}) p.emplace_back(r);
+    for (const char* r : {"hook_resid_mid", kMlpInPoint}) p.emplace_back(r);
     if (s.layernorm)
       for (const char* n : {"ln2.hook_scale", "ln2.hook_normalized"}) p.emplace_back(n);
     for (const char* m : {"mlp.hook_pre", "mlp.hook_post", "hook_mlp_out"}) p.emplace_back(m);
@@ -77,6 +84,12 @@ void check_hook_name(const ModelSpec& spec, const std::string& name) {
                               std::to_string(names.size()) + " hook names, listed by hook_names)");
 }
 
+bool is_copy_point(const std::string& name) {
+  if (ends_with(name, std::string(".") + kMlpInPoint)) return true;
+  return std::any_of(std::begin(kHeadInputPoints), std::end(kHeadInputPoints),
+                     [&](const char* input) { return ends_with(name, std::string(".") + input); });
+}
+
 Shape hook_shape(const ModelSpec& spec, const std::string& name, int64_t batch, int64_t seq_len) {
   check_hook_name(spec, name);
   const ModelSpec s = spec.resolved();
@@ -84,8 +97,9 @@ Shape hook_shape(const ModelSpec& spec, const std::string& name, int64_t batch, 
       ends_with(name, ".hook_z"))
     return {batch, seq_len, s.heads, s.d_k()};
   if (ends_with(name, ".hook_attn_scores") || ends_with(name, ".hook_pattern")) return {batch, s.heads, seq_len, seq_len};
-  for (const char* per_head : {".hook_result", ".hook_attn_in", ".hook_q_input", ".hook_k_input", ".hook_v_input"})
-    if (ends_with(name, per_head)) return {batch, seq_len, s.heads, s.d_model};
+  if (ends_with(name, ".hook_result")) return {batch, seq_len, s.heads, s.d_model};
+  for (const char* input : kHeadInputPoints)
+    if (ends_with(name, std::string(".") + input)) return {batch, seq_len, s.heads, s.d_model};
   if (ends_with(name, ".hook_scale")) return {batch, seq_len, 1};
   if (ends_with(name, ".hook_pre") || ends_with(name, ".hook_post")) return {batch, seq_len, s.d_ff};
   return {batch, seq_len, s.d_model};
@@ -104,6 +118,7 @@ Variable HookScope::visit_wanted(const char* point, const Variable& x, const Sha
                                 (out.defined() ? core::to_string(out.dtype()) + " " + core::to_string(out.shape())
                                                : std::string("an undefined variable")) +
                                 "; expected " + core::to_string(view.dtype()) + " " + core::to_string(view.shape()));
+  refuse_non_finite(name, view.value(), out.value());
   return out.shape() == x.shape() ? out : autograd::reshape(out, x.shape());
 }
 

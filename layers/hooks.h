@@ -36,6 +36,10 @@
 // hook_scale are computed on the side, only when wanted: handed back
 // unchanged, the pass goes on as without them (the same bits).
 //
+// A replacement may not bring NaN or infinity into the pass (but -inf at
+// hook_attn_scores, which hides a key): std::invalid_argument naming the
+// point (layers/hooks_finite.h).
+//
 // TransformerLens's copies (its use_attn_in, use_split_qkv_input and
 // use_hook_mlp_in), each a copy of its own made only when wanted:
 // hook_attn_in is resid_pre once per head, the input every head's Q, K and
@@ -79,6 +83,12 @@ class Hooks {
 
 // Every hook name of a model of this spec, in forward order.
 std::vector<std::string> hook_names(const ModelSpec& spec);
+// Whether `name` is one of TransformerLens's copy points (blocks.{i}.hook_attn_in,
+// hook_q_input, hook_k_input, hook_v_input, hook_mlp_in; above): copies made
+// only in a pass that wants them, which a cache of every point leaves out
+// unless named (Python's names=None), as TransformerLens's cache without its
+// flags does.
+bool is_copy_point(const std::string& name);
 // Throws std::invalid_argument naming `name` and the nearest valid names
 // unless it is one of hook_names(spec).
 void check_hook_name(const ModelSpec& spec, const std::string& name);
@@ -96,7 +106,9 @@ struct HookScope {
   bool wants(const char* point) const { return hooks != nullptr && hooks->wants(prefix + point); }
   // Hands `x` (viewed as `layout`, e.g. [B, T, h, d_k] for a [B, T, d] x;
   // empty = x's shape) to the hooks and returns what they give back, in x's
-  // shape. Only for a point that wants(): the caller asked.
+  // shape. Only for a point that wants(): the caller asked. Throws
+  // std::invalid_argument for a replacement of another shape or dtype, or
+  // one holding NaN or infinity that x did not (refuse_non_finite).
   Variable visit_wanted(const char* point, const Variable& x, const Shape& layout = {}) const;
   // visit_wanted if the point is wanted, else x itself.
   Variable visit(const char* point, const Variable& x, const Shape& layout = {}) const {

@@ -11,7 +11,7 @@
     ['distance', 'mean |query − key| weighted by attention, in positions.'],
     ['JS divergence', 'mean Jensen–Shannon divergence between two heads’ attention rows, in bits: 0 = same, 1 = disjoint.'],
     ['ablation Δ', 'change in loss / accuracy when the head’s gate (before W_O) is 0.'],
-    ['importance', 'mean |∂margin/∂gate| over the batch, divided by its layer’s Euclidean norm (Michel et al., 2019, on the correct class’s logit margin, which does not saturate as the loss does).'],
+    ['importance', 'mean |∂margin/∂gate| over the sequences with a target among the first 64 analyzed (importance_examples, 64 by default), divided by its layer’s Euclidean norm: heads.json’s importance_normalized (Michel et al., 2019, on the correct class’s logit margin, which does not saturate as the loss does; their loss gradient is heads.json’s importance).'],
     ['copying score', 'share of positive eigenvalue mass of the head’s OV circuit W_U W_O W_V W_E: 1 = attending to a token raises that token’s logit.'],
     ['composition', 'Q/K/V-composition ‖W_QK^T W_OV‖, ‖W_QK W_OV‖, ‖W_OV′ W_OV‖ over the product of norms: how much of an earlier head’s output a later head reads through its queries, keys or values.'],
     ['sink', 'a first-token head whose ablation barely changes the loss.'],

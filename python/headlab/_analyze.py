@@ -29,8 +29,8 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     copies of earlier tokens (as in induction): adds the task-position
     scores. `model.task_batch()` gives all of these for the run's own task.
     example: which sequence the example attention shows.
-    importance_examples (>= 1): how many sequences the gradient importance
-    averages over. corrupted: tokens for activation patching (adds mean and
+    importance_examples (>= 1): the gradient importance averages over the
+    sequences with a target among the first this many. corrupted: tokens for activation patching (adds mean and
     resample ablation and patching), read with the clean sequences' lengths:
     a list of sequences, each as long as its clean one, or a [B, T] array
     whose positions past a clean sequence's length are padding. threshold, margin,
@@ -53,8 +53,10 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     for name, flag in (("pruning", pruning), ("sources", sources)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"analyze: {name} must be True or False, got {flag!r}")
-    labels = (_fraction("threshold", threshold), _fraction("margin", margin),
-              _fraction("diffuse_entropy", diffuse_entropy), _number("sink_delta_loss", sink_delta_loss))
+    # By heads.json's label_options keys, which are these keywords.
+    labels = {"threshold": _fraction("threshold", threshold), "margin": _fraction("margin", margin),
+              "diffuse_entropy": _fraction("diffuse_entropy", diffuse_entropy),
+              "sink_delta_loss": _number("sink_delta_loss", sink_delta_loss)}
     if targets is None:
         warn_if_not_next_token(model, "analyze")
     ys = _tokens.padded_targets(targets, ids, lengths, model.spec, ragged)

@@ -1,6 +1,7 @@
 """TransformerLens's short activation names -> headlab's hook names
 (utils.get_act_name's forms), so that cache["pattern", 0] and
 get_act_name("resid_post", 1) read as a TransformerLens user writes them."""
+from . import _core
 
 # Short name -> where it sits: "block" (blocks.{l}.hook_X), "attn"
 # (blocks.{l}.attn.hook_X), "mlp" (blocks.{l}.mlp.hook_X), "ln" (a LayerNorm's,
@@ -19,15 +20,13 @@ _ALIASES = {"attn": "pattern", "attn_logits": "attn_scores", "query": "q", "key"
 
 SHORT_NAMES = frozenset(_WHERE) | frozenset(_ALIASES)
 
-# TransformerLens's copy points, which its models compute only when the config
-# asks (use_attn_in, use_split_qkv_input, use_hook_mlp_in), so that its cache
-# of every point leaves them out: headlab's "every point" (names=None) too.
-_COPIES = tuple(f".hook_{n}" for n in ("attn_in", "q_input", "k_input", "v_input", "mlp_in"))
-
-
 def is_copy_point(name):
-    """Whether `name` is one of TransformerLens's copy points (blocks.0.hook_q_input ...)."""
-    return name.endswith(_COPIES)
+    """Whether `name` is one of TransformerLens's copy points (blocks.0.hook_q_input ...),
+    which its models compute only when the config asks (use_attn_in,
+    use_split_qkv_input, use_hook_mlp_in), so that its cache of every point
+    leaves them out: headlab's "every point" (names=None) too. The engine's
+    list (layers::is_copy_point)."""
+    return _core.is_copy_point(name)
 
 
 def get_act_name(name, layer=None, layer_type=None, *, layers=None):

@@ -4,7 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <optional>
+#include <string>
 
 #include "analysis/analyze_model.h"
 #include "analysis/heads_json.h"
@@ -24,10 +26,8 @@ using OffsetArray = py::array_t<int64_t, py::array::c_style | py::array::forceca
 // (name, definition, spec, offsets, keys): a pattern as headlab/_patterns.py passes it.
 using PatternTuple = std::tuple<std::string, std::string, std::string, OffsetArray, IntArray>;
 
-// The label rules' settings (analysis/labels.h), checked by the Python side.
-struct Labels {
-  double threshold, margin, diffuse_entropy, sink_delta_loss;
-};
+// The label rules' settings by heads.json's label_options keys (analysis::kLabelFlags), checked by the Python side.
+using Labels = std::map<std::string, double>;
 
 std::vector<PatternInput> pattern_inputs(const std::vector<PatternTuple>& patterns) {
   std::vector<PatternInput> out;
@@ -80,10 +80,8 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
   const Interruptible interruptible;  // Ctrl-C stops the analysis between two forward passes
   py::gil_scoped_release release;
   analysis::AnalysisOptions options;
-  options.labels.score_threshold = labels.threshold;
-  options.labels.margin = labels.margin;
-  options.labels.diffuse_entropy = labels.diffuse_entropy;
-  options.labels.sink_max_delta_loss = labels.sink_delta_loss;
+  for (const analysis::LabelFlag& f : analysis::kLabelFlags)
+    if (const auto v = labels.find(f.key); v != labels.end()) options.labels.*f.value = v->second;
   options.example = example;
   options.pruning = pruning;
   options.importance_examples = importance_examples;
@@ -108,20 +106,10 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
 }  // namespace
 
 void bind_analyze(py::module_& m) {
-  m.def(
-      "analyze",
-      [](const Model& model, const IntArray& tokens, const IntArray& targets, const std::optional<IntArray>& lengths,
-         const std::vector<PatternTuple>& patterns, const std::vector<std::pair<std::string, std::string>>& roles,
-         bool sources, const std::tuple<double, double, double, double>& labels, int64_t example, bool pruning,
-         int64_t importance_examples, const std::optional<IntArray>& corrupted, const std::string& corruption_text,
-         int64_t chunk_rows) {
-        const auto [threshold, margin, diffuse, sink] = labels;
-        return analyze(model, tokens, targets, lengths, patterns, roles, sources, {threshold, margin, diffuse, sink},
-                       example, pruning, importance_examples, corrupted, corruption_text, chunk_rows);
-      },
-      py::arg("model"), py::arg("tokens"), py::arg("targets"), py::arg("lengths"), py::arg("patterns"),
-      py::arg("roles"), py::arg("sources"), py::arg("labels"), py::arg("example"), py::arg("pruning"),
-      py::arg("importance_examples"), py::arg("corrupted"), py::arg("corruption_text"), py::arg("chunk_rows"));
+  m.def("analyze", &analyze, py::arg("model"), py::arg("tokens"), py::arg("targets"), py::arg("lengths"),
+        py::arg("patterns"), py::arg("roles"), py::arg("sources"), py::arg("labels"), py::arg("example"),
+        py::arg("pruning"), py::arg("importance_examples"), py::arg("corrupted"), py::arg("corruption_text"),
+        py::arg("chunk_rows"));
 }
 
 }  // namespace headlab::python

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/attend.h"
+#include "layers/hooks.h"
 #include "model.h"
 #include "train/errors.h"
 
@@ -42,6 +43,8 @@ PYBIND11_MODULE(_core, m) {
   python::bind_command(m);
   python::bind_folders(m);
   python::bind_memory(m);
+  // names=None leaves out the copy points by the engine's own list, not a copy of it.
+  m.def("is_copy_point", &layers::is_copy_point, py::arg("name"));
   // headlab.write_data checks a pattern's name by the analysis's own rule, not a copy of it.
   m.def("check_pattern_name", &analysis::check_pattern_name, py::arg("name"));
 }

@@ -311,3 +311,13 @@ def test_analyze_in_chunks_matches_one_chunk_and_memory_is_released(mlp_model):
     assert headlab._core.cached_bytes() <= headlab._core.cache_limit_bytes
     headlab.release_memory()
     assert headlab._core.cached_bytes() == 0
+
+
+def test_the_records_name_the_label_options_they_were_made_with(mlp_run, mlp_model):
+    # As heads.json does, so that a sweep can tell a run re-labelled with other thresholds.
+    records = headlab.analyze(mlp_model, **mlp_model.task_batch(), threshold=0.6, margin=0.1, **FAST)
+    assert records["label_options"] == {"threshold": 0.6, "margin": 0.1, "diffuse_entropy": 0.8,
+                                        "sink_delta_loss": 0.02}
+    # analyze's defaults are the CLI's.
+    saved = json.loads((mlp_run / "heads.json").read_text())
+    assert headlab.analyze(mlp_model, **mlp_model.task_batch(), **FAST)["label_options"] == saved["label_options"]

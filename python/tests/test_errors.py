@@ -84,6 +84,40 @@ def test_a_hook_returning_whole_numbers_is_refused_naming_the_point_and_dtype(ml
     np.testing.assert_array_equal(as_f64, as_f32)
 
 
+def test_a_hook_returning_nan_or_infinity_is_refused_naming_the_point(mlp_model):
+    # QA20 F13.8: NaN handed on poisons every later activation, the logits and the loss, silently.
+    tokens = random_tokens(mlp_model, batch=2)
+    name = "blocks.0.hook_resid_mid"
+
+    def poison(value):
+        def hook(x, n):
+            x[1, 2, 3] = value
+            return x
+        return hook
+
+    for value in (np.nan, np.inf, -np.inf):
+        with pytest.raises(ValueError, match=rf"hook '{name}' returned 1 NaN or infinite value of 192 "
+                                             r"\(the first at \[1, 2, 3\]\).*return finite values"):
+            mlp_model.run_with_hooks(tokens, fwd_hooks=[(name, poison(value))])
+    # -inf at the attention scores hides a key, as the causal mask does: taken, and the pattern gives it nothing.
+    scores = "blocks.1.attn.hook_attn_scores"
+
+    def hide(x, n):
+        x[:, :, 3, 1] = -np.inf
+        return x
+
+    logits, cache = mlp_model.run_with_cache(tokens, names=["blocks.1.attn.hook_pattern"], fwd_hooks=[(scores, hide)])
+    assert np.isfinite(logits).all() and (cache["blocks.1.attn.hook_pattern"][:, :, 3, 1] == 0).all()
+    def hide_all(x, n):
+        x[1, 0, 2, :] = -np.inf
+        return x
+
+    with pytest.raises(ValueError, match=r"hide every key of query \[1, 0, 2\]"):
+        mlp_model.run_with_hooks(tokens, fwd_hooks=[(scores, hide_all)])
+    # The model still works afterwards.
+    assert np.isfinite(mlp_model(tokens)).all()
+
+
 def test_an_exception_in_a_hook_reaches_the_caller(mlp_model):
     class Mine(Exception):
         pass

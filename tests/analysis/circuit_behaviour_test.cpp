@@ -2,6 +2,7 @@
 // ablated together and the verdicts they give (docs/head-metrics.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -241,6 +242,37 @@ TEST(SetAblation, OfThreeHeadsOfWhichAnyTwoSufficeEachIsCreditedBesideOnePartner
   EXPECT_TRUE(says(idle, "L0H2 previous-token: ablation costs only 0.0 pts of accuracy and 0.000 nats of loss, and "
                          "adds only 0.0 pts and 0.000 nats to ablating L0H0+L0H1+L0H2 (at most 0.0 pts and 0.000 "
                          "nats beside one other of them)"));
+}
+
+// QA20 F21: on a task with sources, the circuit's previous-token heads are
+// those that attend to the previous token where an induction head copies
+// from (task previous-token score), not those the all-position label calls
+// previous-token: filler dilutes the one and flatters the other.
+TEST(CandidateSets, TakeTheInductionCircuitFromTheTaskPositionScores) {
+  const int64_t T = 12;
+  // L0H0: the previous token at the sources 3..5 only, the first token elsewhere (labelled first-token);
+  // L0H1: the previous token everywhere but at the sources (labelled previous-token); L1: two induction heads.
+  const auto at_sources = [](int64_t q) { return q >= 3 && q <= 5 ? q - 1 : 0; };
+  const auto elsewhere = [](int64_t q) { return q >= 3 && q <= 5 ? q : std::max<int64_t>(q - 1, 0); };
+  const auto induction = [](int64_t q) { return q >= 7 && q <= 9 ? q - 4 : q; };
+  const std::vector<Tensor> layers = {one_hot_heads(T, {at_sources, elsewhere}), one_hot_heads(T, {induction, induction})};
+  RunAnalysis run = analyze_attention(layers, kTokens, true, {}, 0, {kTargets, {}, {}});
+  ASSERT_EQ(run.at(0, 0).label, Label::pattern("first-token"));
+  ASSERT_EQ(run.at(0, 1).label, Label::pattern("previous-token"));
+  const auto circuit_of = [](const RunAnalysis& r) {
+    for (const SetAblation& s : candidate_sets(r))
+      if (s.role == "induction circuit") return s.heads;
+    return std::vector<std::size_t>{};
+  };
+  // Without task-position scores (a task without sources), the labels decide.
+  EXPECT_EQ(circuit_of(run), (std::vector<std::size_t>{1, 2, 3}));
+  for (int64_t l = 0; l < 2; ++l) {
+    const auto task = task_position_scores(layers[static_cast<std::size_t>(l)], kTokens, kTargets, true);
+    for (int64_t h = 0; h < 2; ++h) run.at(l, h).task = task[static_cast<std::size_t>(h)];
+  }
+  ASSERT_DOUBLE_EQ(*run.at(0, 0).task.previous_token, 1.0);
+  ASSERT_DOUBLE_EQ(*run.at(0, 1).task.previous_token, 0.0);
+  EXPECT_EQ(circuit_of(run), (std::vector<std::size_t>{0, 2, 3}));
 }
 
 TEST(CandidateSets, FindTheInductionCircuitFromItsLabelledHeads) {

@@ -243,5 +243,35 @@ TEST(CompactJson, HoldsEachHeadsLabelAndScoresAndTheLayersJs) {
   EXPECT_FALSE(c.contains("example"));
 }
 
+// QA20: heads.json records the label options it was labelled with, so that a
+// sweep can refuse a run re-analyzed with other thresholds; a file from before
+// records none and departs from nothing.
+TEST(HeadsJson, RecordsTheLabelOptionsAndNamesThoseThatDepart) {
+  LabelOptions strict;
+  strict.score_threshold = 0.6;
+  strict.margin = 0.1;
+  const RunAnalysis run = analyze_attention({one_hot_heads(6, {previous, first})}, {}, true, strict);
+  ASSERT_TRUE(run.label_options);
+  nlohmann::json j = run;
+  EXPECT_EQ(j["label_options"],
+            (nlohmann::json{{"threshold", 0.6}, {"margin", 0.1}, {"diffuse_entropy", 0.8}, {"sink_delta_loss", 0.02}}));
+  const RunAnalysis back = j.get<RunAnalysis>();
+  EXPECT_EQ(label_options_departures(back), "--threshold 0.6 (not 0.5), --margin 0.1 (not 0.15)");
+  EXPECT_EQ(label_options_departures(back, strict), "");
+  EXPECT_EQ(nlohmann::json(back)["label_options"], j["label_options"]);
+  nlohmann::json wrong = j;
+  wrong["label_options"]["margin"] = "0.1";
+  try {
+    wrong.get<RunAnalysis>();
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "heads.json: label_options.margin is \"0.1\", not a number (--margin's value)");
+  }
+  j.erase("label_options");
+  const RunAnalysis old = j.get<RunAnalysis>();
+  EXPECT_FALSE(old.label_options);
+  EXPECT_EQ(label_options_departures(old), "");
+}
+
 }  // namespace
 }  // namespace headlab::analysis

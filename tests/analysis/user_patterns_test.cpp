@@ -5,11 +5,13 @@
 #include <cctype>
 #include <functional>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "analysis/attend.h"
 #include "analysis/head_metrics.h"
 #include "analysis/heads_json.h"
+#include "analysis/html_report.h"
 #include "analysis/run_analysis.h"
 
 namespace headlab::analysis {
@@ -298,9 +300,9 @@ TEST(ScoredOnlyPatterns, IdenticalUserPatternsTieByNameWhateverTheirOrderAndARol
   }
 }
 
-TEST(ChanceScores, UniformAttentionTakesNoPatternThatCoversMostKeysButATrainedHeadKeepsIt) {
-  // QA19 F16: modular-addition's "operands" (keys a and b at '=') scores 2/3 under uniform attention, beating
-  // the single-key patterns by the margin: an untrained model's heads were "operands" at entropy 1.00.
+// modular-addition's shape: a, b, '=' with the target at '='; the pattern "operands" (keys a and b at '=')
+// as the role. Head 0 attends uniformly; head 1 half to each operand.
+RunAnalysis operands_run() {
   const int64_t batch = 4, len = 3;
   std::vector<int32_t> tokens, targets;
   AttendPattern operands = AttendPattern::empty("operands", batch, len);
@@ -319,8 +321,13 @@ TEST(ChanceScores, UniformAttentionTakesNoPatternThatCoversMostKeysButATrainedHe
   const RowFn both = [](int64_t, int64_t q, int64_t n) { return q == 2 ? mix(0, 1, 0.5, n) : one_hot(0, n); };
   const std::vector<AttendPattern> attend = {operands};
   const std::vector<ExpectedRole> roles = {{"both operands", "operands"}};
-  RunAnalysis run = analyze_attention({planted(batch, len, {uniform, both})}, tokens, true, {}, 0,
-                                      {targets, attend, roles});
+  return analyze_attention({planted(batch, len, {uniform, both})}, tokens, true, {}, 0, {targets, attend, roles});
+}
+
+TEST(ChanceScores, UniformAttentionTakesNoPatternThatCoversMostKeysButATrainedHeadKeepsIt) {
+  // QA19 F16: modular-addition's "operands" (keys a and b at '=') scores 2/3 under uniform attention, beating
+  // the single-key patterns by the margin: an untrained model's heads were "operands" at entropy 1.00.
+  RunAnalysis run = operands_run();
   ASSERT_TRUE(run.chance);
   EXPECT_DOUBLE_EQ(*run.chance->user_score("operands")->score, 2.0 / 3.0);
   EXPECT_DOUBLE_EQ(*run.chance->patterns[pattern_index("first-token")], 1.0 / 3.0);
@@ -336,6 +343,26 @@ TEST(ChanceScores, UniformAttentionTakesNoPatternThatCoversMostKeysButATrainedHe
   RunAnalysis old = j.get<RunAnalysis>();
   relabel(old);
   EXPECT_EQ(old.at(0, 0).label, Label::user("operands"));
+}
+
+// QA20: a pattern emerges at the score at which it labels (its chance score plus the margin, 0.82 for the
+// operands), not at the bare threshold, which uniform attention's 2/3 passes: one rule for the labels, the
+// report's emergence steps and sweep.json's.
+TEST(ChanceScores, APatternEmergesAtTheScoreAtWhichItLabels) {
+  const RunAnalysis run = operands_run();
+  std::vector<nlohmann::json> history;
+  for (const auto& [step, score] : std::vector<std::pair<int64_t, double>>{{10, 0.67}, {20, 0.7}, {50, 0.83}, {100, 1.0}})
+    history.push_back({{"step", step}, {"heads", {{"L0H1", {{"operands", score}}}}}});
+  const Label operands = Label::user("operands");
+  EXPECT_EQ(emergence_step(history, "L0H1", "operands", LabelOptions{}.score_threshold), 10);  // the bare threshold
+  EXPECT_EQ(pattern_emergence_step(history, "L0H1", operands, run), 50);
+  LabelOptions wide;
+  wide.margin = 0.3;  // 2/3 + 0.3 = 0.97
+  EXPECT_EQ(pattern_emergence_step(history, "L0H1", operands, run, wide), 100);
+  // A file from before chance scores: the threshold, as its labels.
+  RunAnalysis old = run;
+  old.chance.reset();
+  EXPECT_EQ(pattern_emergence_step(history, "L0H1", operands, old), 10);
 }
 
 }  // namespace

@@ -93,6 +93,10 @@ TEST(HeadInputs, TheCopyPointsComeInTransformerLensOrderAndLayouts) {
     for (std::size_t i = 0; i < run.size(); ++i) EXPECT_EQ(names[first + i], "blocks.1." + run[i]);
   }
   EXPECT_EQ(copy_points(kBase).size(), 10u);
+  // is_copy_point, which Python's names=None leaves out by, says the same of every name.
+  const std::vector<std::string> copies = copy_points(kBase);
+  for (const std::string& n : names)
+    EXPECT_EQ(is_copy_point(n), std::find(copies.begin(), copies.end(), n) != copies.end()) << n;
   for (const char* p : {"hook_attn_in", "hook_q_input", "hook_k_input", "hook_v_input"})
     EXPECT_EQ(hook_shape(kBase, std::string("blocks.0.") + p, 3, 5), (Shape{3, 5, 2, 8})) << p;
   EXPECT_EQ(hook_shape(kBase, "blocks.0.hook_mlp_in", 3, 5), (Shape{3, 5, 8}));

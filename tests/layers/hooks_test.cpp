@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -326,6 +327,87 @@ TEST(Hooks, AHookReturningTheWrongShapeIsRefused) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find(core::to_string(Shape{2, 5, 2, 4})), std::string::npos) << e.what();
   }
+}
+
+// The message of what `hooks` make a forward pass of the base model throw ("" if it runs).
+std::string refusal(const Transformer& model, Hooks& hooks, int64_t batch = 2, int64_t seq = 5) {
+  Probe probe;
+  probe.hooks = &hooks;
+  try {
+    model.forward(some_tokens(kBase, batch * seq), batch, seq, nullptr, &probe);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// QA20 F13.8: a hook that hands back NaN or infinity poisons every later
+// activation, the logits and the loss: refused, naming the point, the count
+// and where the first one is. -inf at hook_attn_scores hides a key (as the
+// causal mask does) and is taken, unless it hides a query's every key.
+TEST(Hooks, AHookReturningNanOrInfinityIsRefusedNamingThePoint) {
+  const auto model = make_model(kBase);
+  Tensor nan = Tensor::zeros({2, 5, 8});
+  nan.set({1, 2, 3}, std::nan(""));
+  nan.set({1, 4, 0}, std::nan(""));
+  HookSet nan_mid(kBase, {}, {{"blocks.0.hook_resid_mid", nan}});
+  const std::string said = refusal(*model, nan_mid);
+  for (const char* part : {"hook 'blocks.0.hook_resid_mid' returned 2 NaN or infinite values of 80",
+                           "the first at [1, 2, 3]", "return finite values"})
+    EXPECT_NE(said.find(part), std::string::npos) << said;
+  HookSet cache(kBase, {"blocks.1.attn.hook_attn_scores"});
+  refusal(*model, cache);
+  const Tensor scores = cache.cache().at("blocks.1.attn.hook_attn_scores");
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const double bad : {std::nan(""), inf}) {
+    Tensor s = scores.clone();
+    s.set({0, 1, 3, 1}, bad);
+    HookSet patch(kBase, {}, {{"blocks.1.attn.hook_attn_scores", s}});
+    EXPECT_NE(refusal(*model, patch).find("blocks.1.attn.hook_attn_scores' returned 1 NaN or +inf value"),
+              std::string::npos)
+        << refusal(*model, patch);
+  }
+  // -inf hides key 1 from query 3 of head 1: taken, and the pattern puts nothing there.
+  Tensor hidden = scores.clone();
+  hidden.set({0, 1, 3, 1}, -inf);
+  HookSet hide(kBase, {"blocks.1.attn.hook_pattern"}, {{"blocks.1.attn.hook_attn_scores", hidden}});
+  EXPECT_EQ(refusal(*model, hide), "");
+  EXPECT_EQ(hide.cache().at("blocks.1.attn.hook_pattern").at({0, 1, 3, 1}), 0.0);
+  EXPECT_NEAR(hide.cache().at("blocks.1.attn.hook_pattern").at({0, 1, 3, 0}) +
+                  hide.cache().at("blocks.1.attn.hook_pattern").at({0, 1, 3, 2}) +
+                  hide.cache().at("blocks.1.attn.hook_pattern").at({0, 1, 3, 3}),
+              1.0, 1e-6);
+  // Every key of query 2 hidden: its softmax would be 0/0.
+  Tensor row = scores.clone();
+  for (int64_t k = 0; k < 5; ++k) row.set({1, 0, 2, k}, -inf);
+  HookSet empty(kBase, {}, {{"blocks.1.attn.hook_attn_scores", row}});
+  EXPECT_NE(refusal(*model, empty).find("hide every key of query [1, 0, 2]"), std::string::npos)
+      << refusal(*model, empty);
+  // The entries after a query, which a causal pass ignores, may hold anything (scores * 0 turns their -inf to
+  // NaN); a bidirectional pass reads them.
+  Tensor after = scores.clone();
+  after.set({0, 1, 1, 3}, std::nan(""));
+  HookSet ignored(kBase, {"blocks.1.hook_resid_post"}, {{"blocks.1.attn.hook_attn_scores", after}});
+  EXPECT_EQ(refusal(*model, ignored), "");
+  EXPECT_TRUE(std::isfinite(ignored.cache().at("blocks.1.hook_resid_post").at({0, 1, 0})));
+  ModelSpec bidirectional = kBase;
+  bidirectional.causal = false;
+  const auto both_ways = make_model(bidirectional);
+  HookSet bidirectional_cache(bidirectional, {"blocks.1.attn.hook_pattern"});
+  refusal(*both_ways, bidirectional_cache);
+  Tensor read = bidirectional_cache.cache().at("blocks.1.attn.hook_pattern").clone();
+  read.set({0, 1, 1, 3}, std::nan(""));
+  HookSet read_after(bidirectional, {}, {{"blocks.1.attn.hook_pattern", read}});
+  EXPECT_NE(refusal(*both_ways, read_after).find("returned 1 NaN or infinite value of 100 (the first at [0, 1, 1, 3])"),
+            std::string::npos)
+      << refusal(*both_ways, read_after);
+  // A model that is NaN already (a diverged run) is no hook's doing: x + delta hands on what it was given.
+  const auto diverged = make_model(kBase);
+  for (auto& [name, p] : diverged->named_parameters())
+    if (name == "tok_emb.weight") p.mutable_value().set({some_tokens(kBase, 1)[0], 0}, std::nan(""));
+  HookSet delta(kBase, {"blocks.0.hook_resid_mid"}, {}, {{"blocks.0.hook_resid_mid", Variable(Tensor::zeros({2, 5, 8}))}});
+  EXPECT_EQ(refusal(*diverged, delta), "");
+  EXPECT_TRUE(std::isnan(delta.cache().at("blocks.0.hook_resid_mid").at({0, 0, 0})));
 }
 
 // Cross-entropy of the f64 model with `name` replaced by `value`.

@@ -1,0 +1,24 @@
+// What a hook may not hand back: values that would poison the rest of the
+// pass (layers/hooks.h, docs/python.md "Hook points").
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+
+namespace headlab::layers {
+
+// Throws std::invalid_argument naming the point `name`, the count and the
+// index of the first, when `returned` (what the hooks handed back in place of
+// `given`) holds NaN or infinity that `given` did not hold: they would spread
+// to every later activation, the logits, the loss and the gradients. What
+// `given` held already (a diverged model's NaN) is no hook's doing. At
+// attention scores (*.hook_attn_scores) -inf hides a key, as the causal mask
+// does, and is taken, unless it hides every key a query sees (its softmax
+// would be 0/0); there and at *.hook_pattern, the entries after the query that
+// a causal pass ignores are ignored here too. One vectorized pass over
+// `returned` (at hook_attn_scores a row-by-row one, and `given`'s masked half);
+// `given` is read whole only when that pass finds some.
+void refuse_non_finite(const std::string& name, const core::Tensor& given, const core::Tensor& returned);
+
+}  // namespace headlab::layers
