@@ -79,6 +79,27 @@ std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
                    m.max_seq_len > 0 ? m.max_seq_len : info.default_seq_len);
 }
 
+// Why a model of one output class is refused: where the count came from
+// (--classes, --vocab, the data file's ids) and the fix.
+std::string one_class_refusal(const TrainConfig& config, const Task& task) {
+  const std::string vocab = std::to_string(task.vocab());
+  std::string source, fix = "give --classes 2 or more";
+  if (config.model.classes > 0) {
+    source = "--classes " + std::to_string(config.model.classes);
+  } else if (config.data.empty()) {
+    source = "task " + task.name() + " at --vocab " + vocab;
+    fix = "give a larger --vocab";
+  } else if (config.model.vocab > 0) {
+    source = "--vocab " + vocab + " (the classes of --data " + config.data + " unless --classes says otherwise)";
+  } else {
+    source = "--data " + config.data + " (" + task.inferred_sizes() + ": every token and target in it is 0)";
+    fix = "give the file targets of 2 or more classes, or --classes 2 or more";
+  }
+  return source + " gives the model " + std::to_string(task.num_classes()) +
+         " output class: every prediction would be right, so there is nothing to learn, and the head analysis "
+         "(which compares the correct class's logit with the others') cannot run; " + fix;
+}
+
 }  // namespace
 
 std::unique_ptr<Task> make_task_for(const TrainConfig& config) {
@@ -90,8 +111,12 @@ layers::ModelSpec model_spec_for(const TrainConfig& config, const Task& task) {
     throw UsageError("--classes " + std::to_string(config.model.classes) + " does not fit task " + task.name() +
                      ", whose targets are one of " + std::to_string(task.num_classes()) +
                      " classes (leave --classes at 0 for the task's own)");
-  // Checked before anything runs: the head analysis during and after training
-  // scores positions q >= 2.
+  // Checked before anything runs (and before train --force removes an old
+  // run): one class leaves nothing to learn, every prediction being right,
+  // and nothing for the head analysis to measure (importance compares the
+  // correct class's logit with the others'), which failed at its first step.
+  if (task.num_classes() < 2) throw UsageError(one_class_refusal(config, task));
+  // The head analysis during and after training scores positions q >= 2.
   if (task.seq_len() < kMinSeqLen)
     throw UsageError("--seq-len " + std::to_string(task.seq_len()) + " is too short: the head analysis needs at least " +
                      std::to_string(kMinSeqLen) + " positions per sequence");

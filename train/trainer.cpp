@@ -37,12 +37,14 @@ void append_line(const std::string& path, const nlohmann::json& j) { core::appen
 
 // Nanda et al.'s progress measures of a modular-addition run, over its
 // training pairs (all of them without a finite training set); none for any
-// other task.
+// other task, nor for addition mod 2 (--vocab 3): the Fourier measures need
+// p >= 3 (analysis/fourier.h), and such a run died at its first analysis.
 std::optional<analysis::ProgressMeasures> modular_progress(Session& session) {
   const TrainConfig& config = session.config();
   if (config.task != "modular-addition" || !config.data.empty()) return std::nullopt;
   const Task& task = session.task();
   const int64_t p = task.vocab() - 1;
+  if (p < 3) return std::nullopt;
   std::vector<bool> train;
   if (has_fixed_sets(config) && task.size() > 0) {
     train.assign(static_cast<std::size_t>(p * p), false);

@@ -167,6 +167,38 @@ TEST(DataFile, AnalyzeDataGivesTheFilesPatternsTheRolesOfARunTrainedOnIt) {
   }
 }
 
+// A file whose every token and target is 0 makes a model of one class,
+// which died at its first head analysis (step 10) with an internal message,
+// after --force had removed the run it replaced (QA19 F17): refused before
+// anything is touched, naming the file and the fix; so is --classes 1.
+TEST(DataFile, OneClassIsRefusedBeforeForceRemovesTheOldRun) {
+  TempDir cwd;
+  const std::string run = cwd / "run";
+  copy_dir(shared_run(), run);
+  const auto before = snapshot(run);
+  std::string zeros;
+  for (int i = 0; i < 20; ++i) zeros += "{\"tokens\": [0, 0, 0, 0], \"targets\": [0, 0, 0, 0]}\n";
+  write_bytes(cwd / "zeros.jsonl", zeros);
+  const RunResult one = run_headlab(
+      train_command(run, {{"--data", cwd / "zeros.jsonl"}, {"--analyze-every", "10"}, {"--force", ""}}), cwd.path());
+  EXPECT_TRUE(clean_failure(one, 2,
+                            {"--data " + cwd / "zeros.jsonl", "vocab 1, classes 1 and seq-len 4 inferred from " + cwd / "zeros.jsonl",
+                             "every token and target in it is 0", "gives the model 1 output class",
+                             "give the file targets of 2 or more classes, or --classes 2 or more"}));
+  EXPECT_EQ(snapshot(run), before) << "the old run is untouched";
+
+  write_bytes(cwd / "rows.jsonl", "{\"tokens\": [1, 2, 3, 4], \"targets\": [0, 0, 0, 0]}\n");
+  const RunResult given = run_headlab(
+      train_command(run, {{"--data", cwd / "rows.jsonl"}, {"--classes", "1"}, {"--force", ""}}), cwd.path());
+  EXPECT_TRUE(clean_failure(given, 2, {"--classes 1 gives the model 1 output class", "give --classes 2 or more"}));
+  EXPECT_EQ(snapshot(run), before);
+  // Two classes of which the file uses one are a model like any other.
+  const RunResult two = run_headlab(
+      train_command(cwd / "two", {{"--data", cwd / "rows.jsonl"}, {"--classes", "2"}, {"--analyze-every", "10"}}),
+      cwd.path());
+  EXPECT_EQ(two.exit_code, 0) << two.describe();
+}
+
 // An --eval-data file whose pattern has the name of the task's own (sort's next-sorted) would replace the
 // task's, and the task's role be judged on the file's keys (QA19 F11): refused before anything is written.
 TEST(DataFile, EvalDataMayNotNameAPatternAsTheTasksOwn) {
