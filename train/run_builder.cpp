@@ -217,6 +217,10 @@ std::string slow_analysis_warning(const layers::ModelSpec& m, int64_t rows, int6
                           ", --eval-batch or --seq-len shrinks it");
 }
 
+bool has_target(const Batch& rows) {
+  return std::any_of(rows.targets.begin(), rows.targets.end(), [](int32_t t) { return t >= 0; });
+}
+
 void check_analysable(const Batch& rows, const std::string& source) {
   // The set's own patterns: one without a key in these rows would score null
   // for every head and its role could never be found (a data file whose
@@ -228,6 +232,14 @@ void check_analysable(const Batch& rows, const std::string& source) {
                        " sequences the head analysis reads, so no head could be scored on it: have the analysis read "
                        "lines with its keys (a larger --eval-batch, such lines first, or --eval-data FILE), or leave "
                        "the pattern out");
+  // Without a target the held-out loss and accuracy, and every ablation, read
+  // 0 as if measured. A batch of lengths alone (analyze --data's whole file,
+  // which DataFile refuses without a target) carries none to count.
+  if (!rows.targets.empty() && !has_target(rows))
+    throw UsageError(source + ": none of the " + std::to_string(rows.batch) +
+                     " sequences the held-out metrics and the head analysis read has a target (each is -1, or a line "
+                     "without \"targets\" has a single token), so their loss and accuracy would read 0 as if measured: "
+                     "give those lines targets, or have them read others (a larger --eval-batch, another --eval-data)");
   if (rows.lengths.empty()) return;  // full rows of seq-len >= kMinSeqLen (model_spec_for)
   const auto longest = std::max_element(rows.lengths.begin(), rows.lengths.end());
   if (*longest >= kMinSeqLen) return;

@@ -28,12 +28,16 @@ std::unique_ptr<Task> make_task_for(const TrainConfig& config);
 // (model_spec_for).
 inline constexpr int64_t kMinSeqLen = 3;
 
+// Whether some position of `rows` has a target (>= 0).
+bool has_target(const Batch& rows);
+
 // The rows the head analysis reads (a run's evaluation batch, analyze
 // --data's file) need one of at least kMinSeqLen real tokens; shorter rows
 // beside it count in the scores they can show (docs/head-metrics.md,
 // "Padding"). Throws UsageError naming `source` and its longest row
-// otherwise, or naming a pattern of theirs (Batch::attend) that gives no
-// query a key.
+// otherwise, naming a pattern of theirs (Batch::attend) that gives no query
+// a key, or when none of them has a target (rows given with their targets;
+// a batch of lengths alone is not checked for them).
 void check_analysable(const Batch& rows, const std::string& source);
 
 // The model `config` describes for `task`: vocab, max_seq_len and classes

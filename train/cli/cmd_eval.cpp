@@ -223,6 +223,14 @@ int run_eval(const EvalArgs& args) {
     r.loss = loss_sum / static_cast<double>(r.count);
     r.accuracy = correct / static_cast<double>(r.count);
   }
+  // Nothing scored would read as a loss of 0: refused, and no dump is left
+  // (the unwinding removes their temporary files). A --data file has a
+  // target somewhere (DataFile); a run's own rows may not, at a small --batch.
+  if (r.count == 0)
+    throw train::UsageError("the " + std::to_string(sequences) + " sequences evaluated (" +
+                            (config.eval_data.empty() ? task->name() : "the run's --eval-data " + config.eval_data) +
+                            ") have no target, so there is no loss or accuracy to measure: give a larger --batch, or "
+                            "those lines targets");
   if (logits_out) logits_out->finish();
   if (want_grads) {
     // The gradient of the mean loss over every target: each batch's weighted
