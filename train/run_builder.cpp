@@ -19,60 +19,15 @@ namespace headlab::train {
 
 namespace {
 
-// The sizes make_base_task read from `path` rather than from a flag, and
-// the lines that set them: "vocab 5001, classes 5001 and seq-len 8 inferred
-// from FILE (largest target 5000 at line 11; longest sequence 8 tokens at
-// line 1)". The text starts with "vocab " when the vocab was inferred
-// (slow_analysis_warning). "" when every size was given.
-std::string inferred_text(const std::string& path, const layers::ModelSpec& m, const DataFile::Needs& needs,
-                          int64_t vocab, int64_t seq_len) {
-  std::vector<std::string> sizes, sources;
-  if (m.vocab <= 0) {
-    sizes.push_back("vocab " + std::to_string(vocab));
-    // Without --classes the targets are tokens too: the larger of the two sets the vocab.
-    const bool by_target = m.classes <= 0 && needs.classes > needs.vocab;
-    sources.push_back(by_target ? "largest target " + std::to_string(needs.classes - 1) + " at line " +
-                                      std::to_string(needs.classes_line)
-                                : "largest token " + std::to_string(needs.vocab - 1) + " at line " +
-                                      std::to_string(needs.vocab_line));
-    if (m.classes <= 0) sizes.push_back("classes " + std::to_string(vocab));
-  }
-  if (m.max_seq_len <= 0) {
-    sizes.push_back("seq-len " + std::to_string(seq_len));
-    sources.push_back("longest sequence " + std::to_string(needs.seq_len) + " tokens at line " +
-                      std::to_string(needs.seq_len_line) +
-                      (seq_len > needs.seq_len ? ", raised to the analysis's least " + std::to_string(seq_len) : ""));
-  }
-  if (sizes.empty()) return "";
-  std::string text = sizes[0];
-  for (std::size_t i = 1; i < sizes.size(); ++i) text += (i + 1 == sizes.size() ? " and " : ", ") + sizes[i];
-  text += " inferred from " + path + " (" + sources[0];
-  for (std::size_t i = 1; i < sources.size(); ++i) text += "; " + sources[i];
-  return text + ")";
-}
-
 std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
   const layers::ModelSpec& m = config.model;
   if (!config.data.empty()) {
-    // --vocab and --seq-len left at 0: what the file needs (its largest token
-    // or, as targets are tokens unless --classes says otherwise, target; its
-    // longest sequence).
-    int64_t vocab = m.vocab, seq_len = m.max_seq_len;
-    std::string inferred;
-    if (vocab <= 0 || seq_len <= 0) {
-      // Read twice (its sizes, then its rows): a pipe would be empty the second time.
-      require_regular_file(config.data, "--data " + config.data,
-                           "the vocabulary and length it needs are read from it before its rows; save it to a file, "
-                           "or give --vocab and --seq-len");
-      const DataFile::Needs needs = DataFile::needs(config.data, seq_len, m.causal);
-      if (vocab <= 0) vocab = std::max(needs.vocab, m.classes > 0 ? int64_t{1} : needs.classes);
-      if (seq_len <= 0) seq_len = std::max(needs.seq_len, kMinSeqLen);
-      inferred = inferred_text(config.data, m, needs, vocab, seq_len);
-    }
-    auto file = std::make_unique<DataFile>(config.data, vocab, m.classes > 0 ? m.classes : vocab, seq_len,
-                                           config.shuffle, m.causal);
-    file->set_inferred_sizes(std::move(inferred));
-    return file;
+    // --vocab, --classes and --seq-len left at 0: what the file needs, read
+    // in its one pass (its largest token or, as targets are tokens unless
+    // --classes says otherwise, target; its longest sequence, at least what
+    // the head analysis reads).
+    return std::make_unique<DataFile>(config.data, DataFile::Sizes{m.vocab, m.classes, m.max_seq_len, kMinSeqLen},
+                                      config.shuffle, m.causal);
   }
   const TaskInfo& info = task_info(config.task);
   return make_task(config.task, m.vocab > 0 ? m.vocab : info.default_vocab,

@@ -170,7 +170,7 @@ Session::Session(const TrainConfig& config, const dist::World& world) : config_(
     if (!path.empty())
       require_regular_file(path, flag + " " + path,
                            "a run reads its " + flag + " again when it is resumed, evaluated or analyzed; save it to a "
-                           "file (eval --data reads a pipe, once)");
+                           "file and give its path (eval --data and analyze --data read a pipe, once)");
   // The checkpoint and config.json name the data files absolutely, so that
   // eval, analyze and --resume find them from any folder.
   for (std::string* path : {&config_.data, &config_.eval_data})

@@ -466,5 +466,30 @@ TEST(DataFile, AnAnalysisOfAPipeRecordsWhatItHeld) {
   EXPECT_NE(read_bytes(cwd / "p/report.html").find("<title>p · pipe · headlab</title>"), std::string::npos);
 }
 
+// `train --data /dev/stdin < rows.jsonl` reads a regular file, but config.json
+// recorded /dev/stdin, which a resume, eval or analyze of the run then read
+// as their own stdin (QA19 F13.4): a descriptor's name is refused, with the
+// file's own path. A descriptor the test holds open on the file stands for
+// the redirected stdin.
+TEST(DataFile, TrainRefusesAFileNamedByADescriptor) {
+  TempDir cwd;
+  std::string rows;
+  for (int i = 0; i < 8; ++i) rows += "{\"tokens\": [1, 2, 3, " + std::to_string(i % 5) + "]}\n";
+  write_bytes(cwd / "rows.jsonl", rows);
+  const int fd = ::open((cwd / "rows.jsonl").c_str(), O_RDONLY);  // inherited by the child
+  ASSERT_GE(fd, 0);
+  const std::string own = std::filesystem::canonical(cwd / "rows.jsonl").string();
+  for (const std::string& name : {"/dev/fd/" + std::to_string(fd), "/proc/self/fd/" + std::to_string(fd)}) {
+    for (const char* flag : {"--data", "--eval-data"}) {
+      const RunResult r = run_headlab(
+          train_command(cwd / "run", {{"--data", cwd / "rows.jsonl"}, {flag, name}, {"--vocab", "5"}}), cwd.path());
+      EXPECT_TRUE(clean_failure(r, 2, {std::string(flag) + " " + name + " names its file by a descriptor of this "
+                                           "process", "save it to a file and give its path", "its own path is " + own}));
+    }
+  }
+  ::close(fd);
+  EXPECT_FALSE(std::filesystem::exists(cwd / "run"));
+}
+
 }  // namespace
 }  // namespace headlab::cli_test
