@@ -303,8 +303,12 @@ Command add_eval(CLI::App& app) {
                  "write d(mean loss)/d(parameter) for every parameter, under the parameter names, as safetensors");
   app.add_option("--dump-activations", args->dump_activations,
                  "write the activations at the hook points (F32, under TransformerLens's hook names) and the tokens "
-                 "(I64) as safetensors, --batch sequences at a time");
-  app.add_option("--hooks", args->hooks, "with --dump-activations: only these hook names (comma-separated)")
+                 "(I64) as safetensors, --batch sequences at a time; by default every point but TransformerLens's "
+                 "copy points (hook_attn_in, hook_q_input, hook_k_input, hook_v_input, hook_mlp_in), as Python's "
+                 "names=None");
+  app.add_option("--hooks", args->hooks,
+                 "with --dump-activations: only these hook names (comma-separated; a copy point too), or all: every "
+                 "point, the copy points included")
       ->delimiter(',');
   app.add_flag("--json", args->json, "print one JSON object");
   return [args] {
