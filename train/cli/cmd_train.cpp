@@ -325,13 +325,16 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   try {
     status = trainer.run();
   } catch (const std::exception& e) {
-    if (trainer.last_checkpoint_step() >= 0 && dynamic_cast<const train::Diverged*>(&e) != nullptr)
-      log->error("{}; the last good checkpoint, of step {}, is kept. Continue from it with a lower learning rate: "
-                 "headlab train --resume {} --lr {}",
-                 e.what(), trainer.last_checkpoint_step(), folder.dir, config.lr / 10);
-    else if (trainer.last_checkpoint_step() >= 0)
-      log->error("{}; the last good checkpoint, of step {}, is kept: headlab train --resume {} continues from it",
-                 e.what(), trainer.last_checkpoint_step(), folder.dir);
+    // What --resume goes on from: a snapshot is a whole checkpoint of its step.
+    const train::Trainer::Saved& saved = trainer.last_saved();
+    const std::string kept =
+        saved.path.empty() ? fmt::format("the checkpoint this run went on from, of step {},", saved.step)
+                           : fmt::format("the last good checkpoint, of step {} ({}),", saved.step, saved.path);
+    if (saved.step >= 0 && dynamic_cast<const train::Diverged*>(&e) != nullptr)
+      log->error("{}; {} is kept. Continue from it with a lower learning rate: headlab train --resume {} --lr {}",
+                 e.what(), kept, folder.dir, config.lr / 10);
+    else if (saved.step >= 0)
+      log->error("{}; {} is kept: headlab train --resume {} continues from it", e.what(), kept, folder.dir);
     else
       log->error("{}; no checkpoint had been written yet", e.what());
     throw;
