@@ -252,6 +252,18 @@ std::string split_advice(int64_t rows, int64_t k, int64_t processes, const std::
 
 }  // namespace
 
+void make_data_paths_absolute(TrainConfig& config) {
+  for (std::string* path : {&config.data, &config.eval_data})
+    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
+}
+
+void derive_run_settings(TrainConfig& config, int processes) {
+  make_data_paths_absolute(config);
+  config.micro_batches = micro_batches_for(config, processes);
+  // A constant schedule has no horizon: its runs stay the same whatever their --steps.
+  if (config.schedule_steps == 0 && config.schedule != "constant") config.schedule_steps = config.steps;
+}
+
 int64_t micro_batches_for(const TrainConfig& config, int processes) {
   const int64_t n = processes;
   const int64_t k = config.micro_batches > 0 ? config.micro_batches : n;

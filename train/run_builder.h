@@ -84,6 +84,19 @@ void check_task_fits(const Task& task, const layers::ModelSpec& model);
 // per process) for a job of `processes`. A UsageError naming the numbers
 // unless every process gets the same number of slices of the same size.
 int64_t micro_batches_for(const TrainConfig& config, int processes);
+
+// What a new run derives from its settings before it starts, as its
+// config.json and checkpoint record them: the data files by absolute path
+// (make_data_paths_absolute), --micro-batches resolved for `processes`
+// (micro_batches_for), and a decaying schedule's horizon (--steps when
+// --schedule-steps is 0; kept when the run is extended). A sweep compares a
+// run's config.json with its plan through it.
+void derive_run_settings(TrainConfig& config, int processes);
+// --data and --eval-data by absolute, lexically normal path: eval, analyze,
+// --resume and a sweep's shards find them from any folder, and compare them
+// whatever their spelling.
+void make_data_paths_absolute(TrainConfig& config);
+
 // For --batch full (0): a UsageError unless the `rows` of the whole training
 // set split into the config's (resolved) micro-batches, naming where the
 // rows come from (--train-size, --train-fraction, --data) and the numbers

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -171,14 +170,7 @@ Session::Session(const TrainConfig& config, const dist::World& world) : config_(
       require_regular_file(path, flag + " " + path,
                            "a run reads its " + flag + " again when it is resumed, evaluated or analyzed; save it to a "
                            "file and give its path (eval --data and analyze --data read a pipe, once)");
-  // The checkpoint and config.json name the data files absolutely, so that
-  // eval, analyze and --resume find them from any folder.
-  for (std::string* path : {&config_.data, &config_.eval_data})
-    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
-  config_.micro_batches = micro_batches_for(config_, world.size());
-  // A decaying schedule's horizon, kept when the run is extended (a constant
-  // one has none: its runs stay the same whatever their --steps).
-  if (config_.schedule_steps == 0 && config_.schedule != "constant") config_.schedule_steps = config_.steps;
+  derive_run_settings(config_, world.size());
   task_ = make_task_for(config_);
   build(model_spec_for(config_, *task_));
   // Before any step: the held-out metrics and the analyses during and after
