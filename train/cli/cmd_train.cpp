@@ -77,7 +77,9 @@ bool same_setting(const std::string& flag, const nlohmann::json& was, const nloh
 train::Checkpoint resume_checkpoint(const train::RunFolder& folder, std::string& note) {
   const std::vector<int64_t> snapshots = train::snapshot_steps(folder.dir);
   std::optional<train::Checkpoint> checkpoint;
-  if (fs::exists(folder.checkpoint())) {
+  // Without a snapshot, the checkpoint or its reader's error: under mpirun
+  // the other ranks get here without open_run_folder's check.
+  if (snapshots.empty() || fs::exists(folder.checkpoint())) {
     checkpoint = train::read_checkpoint(folder.checkpoint());
     if (snapshots.empty() || snapshots.back() <= checkpoint->info.step) return std::move(*checkpoint);
   }
