@@ -330,7 +330,8 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
     // What --resume goes on from: a snapshot is a whole checkpoint of its step.
     const train::Trainer::Saved& saved = trainer.last_saved();
     const std::string kept =
-        saved.path.empty() ? fmt::format("the checkpoint this run went on from, of step {},", saved.step)
+        saved.path.empty() ? fmt::format("the last good checkpoint, of step {} (the one this run went on from),",
+                                         saved.step)
                            : fmt::format("the last good checkpoint, of step {} ({}),", saved.step, saved.path);
     if (saved.step >= 0 && dynamic_cast<const train::Diverged*>(&e) != nullptr)
       log->error("{}; {} is kept. Continue from it with a lower learning rate: headlab train --resume {} --lr {}",
