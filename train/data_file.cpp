@@ -62,24 +62,62 @@ bool check_line_start(const std::string& line, const std::string& where) {
                    " (is this a JSONL file, one sequence per line?)");
 }
 
+DataFile::Sizes every_size_given(int64_t vocab, int64_t classes, int64_t seq_len) {
+  if (vocab < 1 || classes < 1 || seq_len < 1)
+    throw std::invalid_argument("DataFile: vocab " + std::to_string(vocab) + ", num_classes " +
+                                std::to_string(classes) + " and seq_len " + std::to_string(seq_len) +
+                                " must be positive");
+  return {vocab, classes, seq_len};
+}
+
 }  // namespace
 
 DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle, bool causal)
-    : DataFile(std::move(path), vocab, num_classes, seq_len, shuffle, causal, seq_len) {}
+    : DataFile(std::move(path), every_size_given(vocab, num_classes, seq_len), shuffle, causal) {}
 
-DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle, bool causal,
-                   int64_t line_positions)
-    : path_(std::move(path)), vocab_(vocab), num_classes_(num_classes), seq_len_(seq_len), causal_(causal) {
+DataFile::DataFile(std::string path, Sizes sizes, bool shuffle, bool causal)
+    : path_(std::move(path)), causal_(causal), asked_(sizes) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (vocab < 1 || vocab > kMax || num_classes < 1 || num_classes > kMax || seq_len < 1) {
-    throw std::invalid_argument("DataFile: vocab " + std::to_string(vocab) + ", num_classes " +
-                                std::to_string(num_classes) + " and seq_len " + std::to_string(seq_len) +
-                                " must be positive (vocab and num_classes at most 2^31-1)");
+  if (sizes.vocab < 0 || sizes.vocab > kMax || sizes.classes < 0 || sizes.classes > kMax || sizes.seq_len < 0 ||
+      sizes.least_seq_len < 1)
+    throw std::invalid_argument("DataFile: vocab " + std::to_string(sizes.vocab) + ", classes " +
+                                std::to_string(sizes.classes) + " and seq_len " + std::to_string(sizes.seq_len) +
+                                " must be 0 (read from the file) or positive (vocab and classes at most 2^31-1), "
+                                "least_seq_len positive");
+  // While the file is read, a size it sets bounds nothing.
+  vocab_ = sizes.vocab > 0 ? sizes.vocab : kMax;
+  num_classes_ = sizes.classes > 0 ? sizes.classes : sizes.vocab > 0 ? sizes.vocab : kMax;
+  seq_len_ = sizes.seq_len > 0 ? sizes.seq_len : kMaxLinePositions;
+  read(sizes.seq_len > 0 ? sizes.seq_len : kInferredPositions);
+  if (sequences_.empty()) {
+    throw UsageError(path_ + ": no sequences (the file is empty or holds only blank lines)");
   }
+  const bool any_target = std::any_of(sequences_.begin(), sequences_.end(), [](const Sequence& s) {
+    return std::any_of(s.targets.begin(), s.targets.end(), [](int32_t t) { return t >= 0; });
+  });
+  if (!any_target) {
+    throw UsageError(path_ +
+                     ": no position has a target (all targets are -1, or every sequence is a single "
+                     "token without \"targets\"), so there is nothing to learn or score");
+  }
+  for (std::size_t p = 0; p < pattern_names_.size(); ++p)
+    if (!pattern_keyed_[p])
+      throw UsageError(path_ + ":" + std::to_string(pattern_lines_[p]) + ": \"attend\" pattern \"" +
+                       pattern_names_[p] +
+                       "\" gives no query a key in this line nor in any other (all its entries are null), so no head "
+                       "could be scored on it; give keys where the pattern applies (a key position or a list of "
+                       "them), or leave the pattern out");
+  measure();
+  if (sizes.vocab == 0) vocab_ = std::max(needs_.vocab, sizes.classes > 0 ? int64_t{1} : needs_.classes);
+  if (sizes.classes == 0) num_classes_ = vocab_;
+  if (sizes.seq_len == 0) seq_len_ = std::max(needs_.seq_len, sizes.least_seq_len);
+  order_ = EpochOrder(size(), shuffle);
+}
+
+void DataFile::read(int64_t line_positions) {
   // Lines are cut from raw chunks, so that the fingerprint hashes the exact
   // bytes and no line grows past its bound.
   const std::size_t max_line = max_line_bytes(line_positions);
-  const bool inferred = line_positions == kInferredPositions && seq_len != line_positions;  // needs() without a seq-len
   ByteHash hash;
   std::string line;
   int64_t line_number = 0;
@@ -107,44 +145,20 @@ DataFile::DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t
                          std::to_string(max_line) + " bytes, the most a sequence of " +
                          std::to_string(line_positions) + " tokens takes" +
                          " (is this a JSONL file, one sequence per line?" +
-                         (inferred ? " --seq-len N bounds the lines for longer sequences)" : ")"));
+                         (asked_.seq_len == 0 ? " --seq-len N bounds the lines for longer sequences)" : ")"));
       if (newline) end_line();
       begin = end + 1;
     }
   }
   if (!line.empty()) end_line();
   fingerprint_ = {hash.size, hash.hash};
-  if (sequences_.empty()) {
-    throw UsageError(path_ + ": no sequences (the file is empty or holds only blank lines)");
-  }
-  const bool any_target = std::any_of(sequences_.begin(), sequences_.end(), [](const Sequence& s) {
-    return std::any_of(s.targets.begin(), s.targets.end(), [](int32_t t) { return t >= 0; });
-  });
-  if (!any_target) {
-    throw UsageError(path_ +
-                     ": no position has a target (all targets are -1, or every sequence is a single "
-                     "token without \"targets\"), so there is nothing to learn or score");
-  }
-  for (std::size_t p = 0; p < pattern_names_.size(); ++p)
-    if (!pattern_keyed_[p])
-      throw UsageError(path_ + ":" + std::to_string(pattern_lines_[p]) + ": \"attend\" pattern \"" +
-                       pattern_names_[p] +
-                       "\" gives no query a key in this line nor in any other (all its entries are null), so no head "
-                       "could be scored on it; give keys where the pattern applies (a key position or a list of "
-                       "them), or leave the pattern out");
-  order_ = EpochOrder(size(), shuffle);
 }
 
 std::size_t DataFile::max_line_bytes(int64_t positions) {
   return (std::size_t{1} << 20) + 64 * static_cast<std::size_t>(std::clamp<int64_t>(positions, 1, kMaxLinePositions));
 }
 
-DataFile::Needs DataFile::needs(const std::string& path, int64_t seq_len, bool causal) {
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  // Any token, target and length passes; the lines are bounded as for
-  // seq_len, if given, else for kInferredPositions.
-  const DataFile file(path, kMax, kMax, kMaxLinePositions, false, causal, seq_len > 0 ? seq_len : kInferredPositions);
-  Needs n;
+void DataFile::measure() {
   // The first line that reaches a new largest size names it.
   const auto grow = [](int64_t& size, int64_t& line, int64_t value, int64_t at) {
     if (value > size) {
@@ -152,12 +166,37 @@ DataFile::Needs DataFile::needs(const std::string& path, int64_t seq_len, bool c
       line = at;
     }
   };
-  for (const Sequence& s : file.sequences_) {
-    grow(n.seq_len, n.seq_len_line, static_cast<int64_t>(s.tokens.size()), s.line);
-    for (const int32_t t : s.tokens) grow(n.vocab, n.vocab_line, int64_t{t} + 1, s.line);
-    for (const int32_t t : s.targets) grow(n.classes, n.classes_line, int64_t{t} + 1, s.line);
+  for (const Sequence& s : sequences_) {
+    grow(needs_.seq_len, needs_.seq_len_line, static_cast<int64_t>(s.tokens.size()), s.line);
+    for (const int32_t t : s.tokens) grow(needs_.vocab, needs_.vocab_line, int64_t{t} + 1, s.line);
+    for (const int32_t t : s.targets) grow(needs_.classes, needs_.classes_line, int64_t{t} + 1, s.line);
   }
-  return n;
+}
+
+std::string DataFile::inferred_sizes() const {
+  std::vector<std::string> sizes, sources;
+  if (asked_.vocab == 0) {
+    sizes.push_back("vocab " + std::to_string(vocab_));
+    // Without classes the targets are tokens too: the larger of the two sets the vocab.
+    const bool by_target = asked_.classes == 0 && needs_.classes > needs_.vocab;
+    sources.push_back(by_target ? "largest target " + std::to_string(needs_.classes - 1) + " at line " +
+                                      std::to_string(needs_.classes_line)
+                                : "largest token " + std::to_string(needs_.vocab - 1) + " at line " +
+                                      std::to_string(needs_.vocab_line));
+    if (asked_.classes == 0) sizes.push_back("classes " + std::to_string(num_classes_));
+  }
+  if (asked_.seq_len == 0) {
+    sizes.push_back("seq-len " + std::to_string(seq_len_));
+    sources.push_back("longest sequence " + std::to_string(needs_.seq_len) + " tokens at line " +
+                      std::to_string(needs_.seq_len_line) +
+                      (seq_len_ > needs_.seq_len ? ", raised to the analysis's least " + std::to_string(seq_len_) : ""));
+  }
+  if (sizes.empty()) return "";
+  std::string text = sizes[0];
+  for (std::size_t i = 1; i < sizes.size(); ++i) text += (i + 1 == sizes.size() ? " and " : ", ") + sizes[i];
+  text += " inferred from " + path_ + " (" + sources[0];
+  for (std::size_t i = 1; i < sources.size(); ++i) text += "; " + sources[i];
+  return text + ")";
 }
 
 void DataFile::parse_line(const std::string& line, int64_t line_number) {

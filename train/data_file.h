@@ -22,8 +22,9 @@
 //     byte (after blanks and a byte order mark) is not '{' is refused at that
 //     byte: a binary file given by mistake (/dev/zero, a checkpoint) costs
 //     nothing.
-//   - The file is read once: it may be a pipe (`eval --data <(cmd)`), whose
-//     reads stay stoppable (train/input_file.h).
+//   - The file is read once, sizes to infer and all: it may be a pipe
+//     (`eval --data <(cmd)`, `analyze --data /dev/stdin`), whose reads stay
+//     stoppable (train/input_file.h).
 // Every problem is a UsageError naming FILE:LINE and what is wrong.
 //
 // Batches: sequences in file order, wrapping around after the last one; with
@@ -49,26 +50,33 @@ namespace headlab::train {
 
 class DataFile final : public Task {
  public:
-  // vocab, num_classes and seq_len are the model's. Reads and checks the whole
-  // file; throws UsageError on any problem.
+  // The model's sizes for the file; 0 for one read from the file as it is
+  // parsed, in the same single pass (what --vocab, --classes and --seq-len
+  // default to): one more than its largest token (and, as targets are
+  // tokens unless the classes are given, than its largest target); the
+  // classes are then the vocab; its longest sequence, at least
+  // `least_seq_len`. A file whose seq-len is to be inferred has lines of at
+  // most kInferredPositions positions' bytes.
+  struct Sizes {
+    int64_t vocab = 0, classes = 0, seq_len = 0;
+    int64_t least_seq_len = 1;
+  };
+  // Reads and checks the whole file, once; throws UsageError on any problem.
   // causal: the model's attention, which "attend" keys must respect.
+  DataFile(std::string path, Sizes sizes, bool shuffle = false, bool causal = true);
+  // With every size given (each at least 1).
   DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle = false,
            bool causal = true);
 
-  // The sizes a file needs: one more than its largest token and target, and
-  // its longest sequence (what --vocab, --classes and --seq-len default to).
-  // `seq_len` (0: not known) bounds the lines as the constructor does; a file
-  // whose seq-len is to be inferred has lines of at most kInferredPositions
-  // positions' bytes. `causal` is the model's attention, which the "attend"
-  // keys must respect here as in the constructor (a bidirectional model's
-  // keys may lie after their query, whether or not its sizes are given).
-  // The lines (1-based) that set them: the first with the largest token, the
-  // largest target, the longest sequence, for messages about inferred sizes.
+  // What the file needs: one more than its largest token and target, and its
+  // longest sequence, with the lines (1-based) that set them: the first with
+  // the largest token, the largest target, the longest sequence, for
+  // messages about inferred sizes.
   struct Needs {
     int64_t vocab = 0, classes = 0, seq_len = 0;
     int64_t vocab_line = 0, classes_line = 0, seq_len_line = 0;
   };
-  static Needs needs(const std::string& path, int64_t seq_len, bool causal);
+  const Needs& needs() const { return needs_; }
   static constexpr int64_t kInferredPositions = int64_t{1} << 16;
 
   // The longest line a file read for `positions` tokens per sequence may have.
@@ -109,16 +117,18 @@ class DataFile final : public Task {
   int64_t lines_without_targets() const { return lines_without_targets_; }
 
   // Which of vocab, classes and seq-len were read from the file rather than
-  // given, and the lines that set them (run_builder.cpp writes it).
-  std::string inferred_sizes() const override { return inferred_; }
-  void set_inferred_sizes(std::string text) { inferred_ = std::move(text); }
+  // given, and the lines that set them: "vocab 5001, classes 5001 and seq-len
+  // 8 inferred from FILE (largest target 5000 at line 11; longest sequence 8
+  // tokens at line 1)", starting with "vocab " when the vocab was inferred;
+  // "" when every size was given.
+  std::string inferred_sizes() const override;
 
  private:
-  // The longest sequence any line may be read for (needs()).
+  // The longest sequence a line may hold while the seq-len is read from the file.
   static constexpr int64_t kMaxLinePositions = int64_t{1} << 24;
-  // Lines bounded as for `line_positions` tokens.
-  DataFile(std::string path, int64_t vocab, int64_t num_classes, int64_t seq_len, bool shuffle, bool causal,
-           int64_t line_positions);
+  // Reads the lines, each at most max_line_bytes(line_positions) long.
+  void read(int64_t line_positions);
+  void measure();  // needs_, from the sequences read
 
   struct Sequence {
     int64_t line = 0;  // in the file, 1-based (needs() names it)
@@ -140,7 +150,8 @@ class DataFile final : public Task {
   std::vector<bool> pattern_keyed_;         // whether it gives some query a key
   EpochOrder order_{1, false};  // sized once the file is read
   Fingerprint fingerprint_;
-  std::string inferred_;
+  Sizes asked_;  // the sizes given: 0 for those read from the file
+  Needs needs_;
   int64_t lines_without_targets_ = 0;
 };
 

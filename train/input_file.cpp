@@ -9,12 +9,15 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "train/errors.h"
 
 namespace headlab::train {
 namespace {
+
+namespace fs = std::filesystem;
 
 // How long one wait lasts before the stop flag is looked at again: a signal
 // that reaches another thread, or one a sweep blocks, interrupts nothing here.
@@ -24,6 +27,25 @@ constexpr int kNoteAfterMs = 1000;
 
 std::string not_regular(const std::string& what, const std::string& because) {
   return what + " is not a regular file (a pipe or a device): " + because;
+}
+
+// Whether `path`, or a link it leads through, names a file by a process's
+// descriptor (/dev/stdin, /dev/fd/N, /proc/self/fd/N, /proc/PID/task/TID/fd/N):
+// the name opens another file, or none, in another process.
+bool names_a_descriptor(const std::string& path) {
+  std::error_code ec;
+  fs::path at = fs::absolute(path, ec).lexically_normal();
+  for (int hop = 0; hop < 40 && !ec; ++hop) {
+    std::vector<std::string> parts;
+    for (const fs::path& part : at.relative_path()) parts.push_back(part.string());
+    const auto is = [&](std::size_t i, const char* name) { return parts.size() > i && parts[i] == name; };
+    if (is(0, "dev") && (is(1, "fd") || is(1, "stdin") || is(1, "stdout") || is(1, "stderr"))) return true;
+    if (is(0, "proc") && (is(2, "fd") || (is(2, "task") && is(4, "fd")))) return true;
+    if (!fs::is_symlink(at, ec)) return false;
+    const fs::path target = fs::read_symlink(at, ec);
+    at = (target.is_absolute() ? target : at.parent_path() / target).lexically_normal();
+  }
+  return false;
 }
 
 }  // namespace
@@ -89,6 +111,14 @@ void require_regular_file(const std::string& path, const std::string& what, cons
   // stat, not open: it never waits on a FIFO.
   if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode) && !S_ISDIR(info.st_mode))
     throw UsageError(not_regular(what, because));
+  // A file redirected to stdin is regular, but /dev/stdin names another file
+  // (or none) when the run is read again.
+  if (names_a_descriptor(path)) {
+    std::error_code ec;
+    const std::string own = S_ISREG(info.st_mode) ? fs::canonical(path, ec).string() : "";
+    throw UsageError(what + " names its file by a descriptor of this process, which names another file, or none, "
+                     "later: " + because + (own.empty() || ec ? "" : "; its own path is " + own));
+  }
 }
 
 void ByteHash::add(const char* data, std::size_t n) {

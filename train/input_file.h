@@ -4,9 +4,9 @@
 //   - the open never blocks (O_NONBLOCK): a named pipe (FIFO) with no writer
 //     would otherwise block in open(), where a flag-only signal handler
 //     installed with SA_RESTART leaves it for good;
-//   - an input read more than once (its sizes, then its rows; a hash before
-//     a parse; again by --resume) must be a regular file: anything else is a
-//     UsageError naming it and why, before anything waits on it;
+//   - an input read more than once (a hash before a parse; again by
+//     --resume) must be a regular file: anything else is a UsageError naming
+//     it and why, before anything waits on it;
 //   - an input read once may be a pipe or a device: `eval --data <(cmd)`, a
 //     FIFO a producer writes. A FIFO with no writer yet is waited for, as cat
 //     waits, but SIGINT, SIGTERM and SIGHUP end the wait (train::Stopped,
@@ -62,9 +62,11 @@ struct ByteHash {
 // when `read_again_because` says why).
 ByteHash hash_file(const std::string& path, const std::string& what, const std::string& read_again_because = "");
 
-// A regular file, or a UsageError naming it ("--data x is not a regular file
-// (a pipe or a device): `because`"). A missing path or a folder passes: its
-// reader says what is wrong with it.
+// A regular file by a name that lasts, or a UsageError naming it ("--data x
+// is not a regular file (a pipe or a device): `because`"; a name through a
+// descriptor of this process, /dev/stdin or /dev/fd/N, is refused with its
+// own path). A missing path or a folder passes: its reader says what is
+// wrong with it.
 void require_regular_file(const std::string& path, const std::string& what, const std::string& because);
 
 // A small input whole, but never more than max_bytes + 1 bytes of it: a

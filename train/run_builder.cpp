@@ -19,64 +19,40 @@ namespace headlab::train {
 
 namespace {
 
-// The sizes make_base_task read from `path` rather than from a flag, and
-// the lines that set them: "vocab 5001, classes 5001 and seq-len 8 inferred
-// from FILE (largest target 5000 at line 11; longest sequence 8 tokens at
-// line 1)". The text starts with "vocab " when the vocab was inferred
-// (slow_analysis_warning). "" when every size was given.
-std::string inferred_text(const std::string& path, const layers::ModelSpec& m, const DataFile::Needs& needs,
-                          int64_t vocab, int64_t seq_len) {
-  std::vector<std::string> sizes, sources;
-  if (m.vocab <= 0) {
-    sizes.push_back("vocab " + std::to_string(vocab));
-    // Without --classes the targets are tokens too: the larger of the two sets the vocab.
-    const bool by_target = m.classes <= 0 && needs.classes > needs.vocab;
-    sources.push_back(by_target ? "largest target " + std::to_string(needs.classes - 1) + " at line " +
-                                      std::to_string(needs.classes_line)
-                                : "largest token " + std::to_string(needs.vocab - 1) + " at line " +
-                                      std::to_string(needs.vocab_line));
-    if (m.classes <= 0) sizes.push_back("classes " + std::to_string(vocab));
-  }
-  if (m.max_seq_len <= 0) {
-    sizes.push_back("seq-len " + std::to_string(seq_len));
-    sources.push_back("longest sequence " + std::to_string(needs.seq_len) + " tokens at line " +
-                      std::to_string(needs.seq_len_line) +
-                      (seq_len > needs.seq_len ? ", raised to the analysis's least " + std::to_string(seq_len) : ""));
-  }
-  if (sizes.empty()) return "";
-  std::string text = sizes[0];
-  for (std::size_t i = 1; i < sizes.size(); ++i) text += (i + 1 == sizes.size() ? " and " : ", ") + sizes[i];
-  text += " inferred from " + path + " (" + sources[0];
-  for (std::size_t i = 1; i < sources.size(); ++i) text += "; " + sources[i];
-  return text + ")";
-}
-
 std::unique_ptr<Task> make_base_task(const TrainConfig& config) {
   const layers::ModelSpec& m = config.model;
   if (!config.data.empty()) {
-    // --vocab and --seq-len left at 0: what the file needs (its largest token
-    // or, as targets are tokens unless --classes says otherwise, target; its
-    // longest sequence).
-    int64_t vocab = m.vocab, seq_len = m.max_seq_len;
-    std::string inferred;
-    if (vocab <= 0 || seq_len <= 0) {
-      // Read twice (its sizes, then its rows): a pipe would be empty the second time.
-      require_regular_file(config.data, "--data " + config.data,
-                           "the vocabulary and length it needs are read from it before its rows; save it to a file, "
-                           "or give --vocab and --seq-len");
-      const DataFile::Needs needs = DataFile::needs(config.data, seq_len, m.causal);
-      if (vocab <= 0) vocab = std::max(needs.vocab, m.classes > 0 ? int64_t{1} : needs.classes);
-      if (seq_len <= 0) seq_len = std::max(needs.seq_len, kMinSeqLen);
-      inferred = inferred_text(config.data, m, needs, vocab, seq_len);
-    }
-    auto file = std::make_unique<DataFile>(config.data, vocab, m.classes > 0 ? m.classes : vocab, seq_len,
-                                           config.shuffle, m.causal);
-    file->set_inferred_sizes(std::move(inferred));
-    return file;
+    // --vocab, --classes and --seq-len left at 0: what the file needs, read
+    // in its one pass (its largest token or, as targets are tokens unless
+    // --classes says otherwise, target; its longest sequence, at least what
+    // the head analysis reads).
+    return std::make_unique<DataFile>(config.data, DataFile::Sizes{m.vocab, m.classes, m.max_seq_len, kMinSeqLen},
+                                      config.shuffle, m.causal);
   }
   const TaskInfo& info = task_info(config.task);
   return make_task(config.task, m.vocab > 0 ? m.vocab : info.default_vocab,
                    m.max_seq_len > 0 ? m.max_seq_len : info.default_seq_len);
+}
+
+// Why a model of one output class is refused: where the count came from
+// (--classes, --vocab, the data file's ids) and the fix.
+std::string one_class_refusal(const TrainConfig& config, const Task& task) {
+  const std::string vocab = std::to_string(task.vocab());
+  std::string source, fix = "give --classes 2 or more";
+  if (config.model.classes > 0) {
+    source = "--classes " + std::to_string(config.model.classes);
+  } else if (config.data.empty()) {
+    source = "task " + task.name() + " at --vocab " + vocab;
+    fix = "give a larger --vocab";
+  } else if (config.model.vocab > 0) {
+    source = "--vocab " + vocab + " (the classes of --data " + config.data + " unless --classes says otherwise)";
+  } else {
+    source = "--data " + config.data + " (" + task.inferred_sizes() + ": every token and target in it is 0)";
+    fix = "give the file targets of 2 or more classes, or --classes 2 or more";
+  }
+  return source + " gives the model " + std::to_string(task.num_classes()) +
+         " output class: every prediction would be right, so there is nothing to learn, and the head analysis "
+         "(which compares the correct class's logit with the others') cannot run; " + fix;
 }
 
 }  // namespace
@@ -90,8 +66,12 @@ layers::ModelSpec model_spec_for(const TrainConfig& config, const Task& task) {
     throw UsageError("--classes " + std::to_string(config.model.classes) + " does not fit task " + task.name() +
                      ", whose targets are one of " + std::to_string(task.num_classes()) +
                      " classes (leave --classes at 0 for the task's own)");
-  // Checked before anything runs: the head analysis during and after training
-  // scores positions q >= 2.
+  // Checked before anything runs (and before train --force removes an old
+  // run): one class leaves nothing to learn, every prediction being right,
+  // and nothing for the head analysis to measure (importance compares the
+  // correct class's logit with the others'), which failed at its first step.
+  if (task.num_classes() < 2) throw UsageError(one_class_refusal(config, task));
+  // The head analysis during and after training scores positions q >= 2.
   if (task.seq_len() < kMinSeqLen)
     throw UsageError("--seq-len " + std::to_string(task.seq_len()) + " is too short: the head analysis needs at least " +
                      std::to_string(kMinSeqLen) + " positions per sequence");
@@ -192,6 +172,10 @@ std::string slow_analysis_warning(const layers::ModelSpec& m, int64_t rows, int6
                           ", --eval-batch or --seq-len shrinks it");
 }
 
+bool has_target(const Batch& rows) {
+  return std::any_of(rows.targets.begin(), rows.targets.end(), [](int32_t t) { return t >= 0; });
+}
+
 void check_analysable(const Batch& rows, const std::string& source) {
   // The set's own patterns: one without a key in these rows would score null
   // for every head and its role could never be found (a data file whose
@@ -203,6 +187,14 @@ void check_analysable(const Batch& rows, const std::string& source) {
                        " sequences the head analysis reads, so no head could be scored on it: have the analysis read "
                        "lines with its keys (a larger --eval-batch, such lines first, or --eval-data FILE), or leave "
                        "the pattern out");
+  // Without a target the held-out loss and accuracy, and every ablation, read
+  // 0 as if measured. A batch of lengths alone (analyze --data's whole file,
+  // which DataFile refuses without a target) carries none to count.
+  if (!rows.targets.empty() && !has_target(rows))
+    throw UsageError(source + ": none of the " + std::to_string(rows.batch) +
+                     " sequences the held-out metrics and the head analysis read has a target (each is -1, or a line "
+                     "without \"targets\" has a single token), so their loss and accuracy would read 0 as if measured: "
+                     "give those lines targets, or have them read others (a larger --eval-batch, another --eval-data)");
   if (rows.lengths.empty()) return;  // full rows of seq-len >= kMinSeqLen (model_spec_for)
   const auto longest = std::max_element(rows.lengths.begin(), rows.lengths.end());
   if (*longest >= kMinSeqLen) return;
@@ -259,6 +251,18 @@ std::string split_advice(int64_t rows, int64_t k, int64_t processes, const std::
 }
 
 }  // namespace
+
+void make_data_paths_absolute(TrainConfig& config) {
+  for (std::string* path : {&config.data, &config.eval_data})
+    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
+}
+
+void derive_run_settings(TrainConfig& config, int processes) {
+  make_data_paths_absolute(config);
+  config.micro_batches = micro_batches_for(config, processes);
+  // A constant schedule has no horizon: its runs stay the same whatever their --steps.
+  if (config.schedule_steps == 0 && config.schedule != "constant") config.schedule_steps = config.steps;
+}
 
 int64_t micro_batches_for(const TrainConfig& config, int processes) {
   const int64_t n = processes;

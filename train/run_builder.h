@@ -28,12 +28,16 @@ std::unique_ptr<Task> make_task_for(const TrainConfig& config);
 // (model_spec_for).
 inline constexpr int64_t kMinSeqLen = 3;
 
+// Whether some position of `rows` has a target (>= 0).
+bool has_target(const Batch& rows);
+
 // The rows the head analysis reads (a run's evaluation batch, analyze
 // --data's file) need one of at least kMinSeqLen real tokens; shorter rows
 // beside it count in the scores they can show (docs/head-metrics.md,
 // "Padding"). Throws UsageError naming `source` and its longest row
-// otherwise, or naming a pattern of theirs (Batch::attend) that gives no
-// query a key.
+// otherwise, naming a pattern of theirs (Batch::attend) that gives no query
+// a key, or when none of them has a target (rows given with their targets;
+// a batch of lengths alone is not checked for them).
 void check_analysable(const Batch& rows, const std::string& source);
 
 // The model `config` describes for `task`: vocab, max_seq_len and classes
@@ -80,6 +84,19 @@ void check_task_fits(const Task& task, const layers::ModelSpec& model);
 // per process) for a job of `processes`. A UsageError naming the numbers
 // unless every process gets the same number of slices of the same size.
 int64_t micro_batches_for(const TrainConfig& config, int processes);
+
+// What a new run derives from its settings before it starts, as its
+// config.json and checkpoint record them: the data files by absolute path
+// (make_data_paths_absolute), --micro-batches resolved for `processes`
+// (micro_batches_for), and a decaying schedule's horizon (--steps when
+// --schedule-steps is 0; kept when the run is extended). A sweep compares a
+// run's config.json with its plan through it.
+void derive_run_settings(TrainConfig& config, int processes);
+// --data and --eval-data by absolute, lexically normal path: eval, analyze,
+// --resume and a sweep's shards find them from any folder, and compare them
+// whatever their spelling.
+void make_data_paths_absolute(TrainConfig& config);
+
 // For --batch full (0): a UsageError unless the `rows` of the whole training
 // set split into the config's (resolved) micro-batches, naming where the
 // rows come from (--train-size, --train-fraction, --data) and the numbers

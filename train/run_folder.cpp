@@ -353,12 +353,17 @@ std::string still_training_without_checkpoint(const std::string& dir) {
                         : "");
 }
 
-void truncate_metrics(const std::string& path, int64_t max_step, const std::vector<std::string>& drop_at_max) {
-  if (!fs::exists(path)) return;
+std::vector<int64_t> truncate_metrics(const std::string& path, int64_t max_step,
+                                      const std::vector<std::string>& drop_at_max) {
+  std::vector<int64_t> dropped;
+  if (!fs::exists(path)) return dropped;
   std::ostringstream kept;
   for (nlohmann::json& j : read_metrics(path)) {
     const int64_t step = j.value("step", int64_t{0});
-    if (step > max_step) continue;
+    if (step > max_step) {
+      dropped.push_back(step);
+      continue;
+    }
     if (step == max_step && !drop_at_max.empty()) {
       for (const std::string& key : drop_at_max) j.erase(key);
       if (j.size() <= 1) continue;  // its step alone
@@ -366,6 +371,7 @@ void truncate_metrics(const std::string& path, int64_t max_step, const std::vect
     kept << j.dump() << '\n';
   }
   write_file_atomic(path, kept.str());
+  return dropped;
 }
 
 }  // namespace headlab::train

@@ -128,7 +128,9 @@ std::string still_training_without_checkpoint(const std::string& dir);
 
 // Keeps only the lines with "step" <= max_step (a resumed run rewrites the
 // steps after its checkpoint), less the fields `drop_at_max` in the line of
-// max_step (which goes when only its step is left).
-void truncate_metrics(const std::string& path, int64_t max_step, const std::vector<std::string>& drop_at_max = {});
+// max_step (which goes when only its step is left). Returns the steps of the
+// lines dropped after max_step, in file order.
+std::vector<int64_t> truncate_metrics(const std::string& path, int64_t max_step,
+                                      const std::vector<std::string>& drop_at_max = {});
 
 }  // namespace headlab::train

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -53,6 +52,18 @@ Batch rows_of(const Batch& batch, int64_t first, int64_t rows) {
   if (!batch.lengths.empty())
     out.lengths.assign(batch.lengths.begin() + first, batch.lengths.begin() + first + rows);
   return out;
+}
+
+// The rows of the held-out metrics and the head analysis, as messages name them.
+std::string held_out_rows(const TrainConfig& config, const Task& task, int64_t rows) {
+  const std::string n = std::to_string(rows);
+  if (!config.eval_data.empty()) return "--eval-data " + config.eval_data + " (its first " + n + " sequences)";
+  if (config.eval_fraction > 0)
+    return "--eval-fraction " + core::shortest(config.eval_fraction) + " (the first " + n +
+           " of the sequences it holds out of --data " + config.data + ")";
+  if (!config.data.empty())
+    return "--data " + config.data + " (its first " + n + " sequences)";
+  return task.name();
 }
 
 int64_t count_targets(const std::vector<int32_t>& targets) {
@@ -158,19 +169,18 @@ Session::Session(const TrainConfig& config, const dist::World& world) : config_(
     if (!path.empty())
       require_regular_file(path, flag + " " + path,
                            "a run reads its " + flag + " again when it is resumed, evaluated or analyzed; save it to a "
-                           "file (eval --data reads a pipe, once)");
-  // The checkpoint and config.json name the data files absolutely, so that
-  // eval, analyze and --resume find them from any folder.
-  for (std::string* path : {&config_.data, &config_.eval_data})
-    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
-  config_.micro_batches = micro_batches_for(config_, world.size());
-  // A decaying schedule's horizon, kept when the run is extended (a constant
-  // one has none: its runs stay the same whatever their --steps).
-  if (config_.schedule_steps == 0 && config_.schedule != "constant") config_.schedule_steps = config_.steps;
+                           "file and give its path (eval --data and analyze --data read a pipe, once)");
+  derive_run_settings(config_, world.size());
   task_ = make_task_for(config_);
   build(model_spec_for(config_, *task_));
-  // Before any step: the analyses during and after training read it.
-  check_analysable(eval_batch_, task_->name());
+  // Before any step: the held-out metrics and the analyses during and after
+  // training read it; the log's training loss reads the other.
+  check_analysable(eval_batch_, held_out_rows(config_, *task_, eval_batch_.batch));
+  if (train_eval_batch_ && !has_target(*train_eval_batch_))
+    throw UsageError("the first " + std::to_string(train_eval_batch_->batch) +
+                     " sequences of the training set, whose loss and accuracy the log shows at each log step, have no "
+                     "target, so those would read 0 as if measured: give a larger --eval-batch (it sets how many are "
+                     "scored), or give those lines of --data " + config_.data + " targets");
 }
 
 Session::Session(const Checkpoint& checkpoint, const dist::World& world)

@@ -152,7 +152,11 @@ nlohmann::ordered_json data_files_record(const TrainConfig& config) {
 }
 
 void check_data_files(const nlohmann::json& recorded, const TrainConfig& config, const std::string& where) {
-  if (!recorded.is_object()) throw UsageError(where + ": the record of the sweep's data files is not a JSON object");
+  // headlab's own file, edited or damaged: nothing says which bytes the runs so far trained on.
+  const std::string damaged = " (" + std::string(kDataFilesName) + ", which the sweep wrote when it started, is damaged: "
+                              "restore it, or start a new sweep with another --out)";
+  if (!recorded.is_object())
+    throw UsageError(where + ": the record of the sweep's data files is not a JSON object" + damaged);
   for (const DataFileFlag& f : kDataFileFlags) {
     const auto it = recorded.find(f.key);
     if (it == recorded.end()) continue;
@@ -160,7 +164,8 @@ void check_data_files(const nlohmann::json& recorded, const TrainConfig& config,
     if (!r.is_object() || !r.contains("path") || !r.at("path").is_string() || !r.contains("size") ||
         !r.at("size").is_number_unsigned() || !r.contains("hash") || !r.at("hash").is_number_unsigned())
       throw UsageError(where + ": the record of the sweep's " + f.flag +
-                       " file must be {\"path\", \"size\": unsigned, \"hash\": unsigned}, got " + brief_json(r, 80));
+                       " file must be {\"path\", \"size\": unsigned, \"hash\": unsigned}, got " + brief_json(r, 80) +
+                       damaged);
     const std::string then_path = r.at("path").get<std::string>(), now_path = config.*f.path;
     const std::string then = describe(r.at("size").get<uint64_t>(), r.at("hash").get<uint64_t>());
     std::error_code ec;

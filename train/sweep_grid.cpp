@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -12,6 +11,7 @@
 #include "core/shortest.h"
 #include "train/errors.h"
 #include "train/json_input.h"
+#include "train/run_builder.h"
 #include "train/tasks.h"
 
 namespace headlab::train {
@@ -312,11 +312,7 @@ SweepPlan plan_from_json(const nlohmann::json& saved, const std::string& source)
 }
 
 std::vector<std::string> run_departures(TrainConfig planned, const TrainConfig& run) {
-  // As train::Session derives them for one process.
-  if (planned.micro_batches == 0) planned.micro_batches = 1;
-  if (planned.schedule_steps == 0 && planned.schedule != "constant") planned.schedule_steps = planned.steps;
-  for (std::string* path : {&planned.data, &planned.eval_data})
-    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
+  derive_run_settings(planned, 1);  // a sweep's runs are one process each
   planned.threads = run.threads;
   return differing_keys(to_json(planned), to_json(run));
 }

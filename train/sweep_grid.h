@@ -92,9 +92,9 @@ std::vector<int64_t> checked_int_list(const nlohmann::json& values, const std::s
 // plan trains there (`planned`: cell_config's with the run's seed), as
 // differing_keys says them: a run extended (`train --resume RUN --steps N`)
 // or edited outside the sweep. What `headlab train` derives from the plan
-// (one process's micro-batches, a decaying schedule's horizon, the data
-// files' absolute paths) and the thread count, which changes nothing
-// trained, are no departure.
+// (derive_run_settings for one process: the micro-batches, a decaying
+// schedule's horizon, the data files' absolute paths) and the thread count,
+// which changes nothing trained, are no departure.
 std::vector<std::string> run_departures(TrainConfig planned, const TrainConfig& run);
 
 // The keys in which two JSON objects differ, each as "steps 20 vs 40" (a key

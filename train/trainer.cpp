@@ -37,12 +37,14 @@ void append_line(const std::string& path, const nlohmann::json& j) { core::appen
 
 // Nanda et al.'s progress measures of a modular-addition run, over its
 // training pairs (all of them without a finite training set); none for any
-// other task.
+// other task, nor for addition mod 2 (--vocab 3): the Fourier measures need
+// p >= 3 (analysis/fourier.h), and such a run died at its first analysis.
 std::optional<analysis::ProgressMeasures> modular_progress(Session& session) {
   const TrainConfig& config = session.config();
   if (config.task != "modular-addition" || !config.data.empty()) return std::nullopt;
   const Task& task = session.task();
   const int64_t p = task.vocab() - 1;
+  if (p < 3) return std::nullopt;
   std::vector<bool> train;
   if (has_fixed_sets(config) && task.size() > 0) {
     train.assign(static_cast<std::size_t>(p * p), false);
@@ -122,7 +124,7 @@ void Trainer::save(const std::string& path) {
 void Trainer::checkpoint() {
   if (!session_.world().is_root()) return;
   save(folder_.checkpoint());
-  last_checkpoint_step_ = session_.steps_done();
+  last_saved_ = {session_.steps_done(), folder_.checkpoint()};
   events_.checkpoint_written(session_.steps_done(), folder_.checkpoint());
 }
 
@@ -132,13 +134,17 @@ void Trainer::snapshot() {
   std::filesystem::create_directories(snapshots_dir(folder_.dir), ec);
   if (ec) throw std::runtime_error("cannot create " + snapshots_dir(folder_.dir) + ": " + ec.message());
   save(snapshot_path(folder_.dir, session_.steps_done()));
+  // A whole checkpoint of its step, which --resume goes on from when it is
+  // newer than checkpoint.safetensors.
+  if (session_.steps_done() > last_saved_.step)
+    last_saved_ = {session_.steps_done(), snapshot_path(folder_.dir, session_.steps_done())};
   prune_snapshots(folder_.dir, session_.config().keep_snapshots);
 }
 
 int Trainer::run() {
   const TrainConfig& config = session_.config();
   start_step_ = session_.steps_done();
-  if (start_step_ > 0) last_checkpoint_step_ = start_step_;  // resumed from it
+  if (start_step_ > 0) last_saved_ = {start_step_, ""};  // resumed from it
   if (const nlohmann::json& w = session_.trainer_state(); w.is_object()) {
     window_loss_ = w.value("loss", 0.0);
     window_acc_ = w.value("accuracy", 0.0);
@@ -158,8 +164,11 @@ int Trainer::run() {
   // keeps that last line whole: no step would log it again.
   const bool on_grid = config.log_every > 0 && start_step_ % config.log_every == 0;
   const bool relogged = !on_grid && start_step_ < options_.target_steps && window_steps_ > 0;
-  if (world.is_root())
-    truncate_metrics(folder_.metrics(), start_step_, relogged ? kLogFields : std::vector<std::string>{});
+  if (world.is_root()) {
+    const std::vector<int64_t> dropped =
+        truncate_metrics(folder_.metrics(), start_step_, relogged ? kLogFields : std::vector<std::string>{});
+    if (!dropped.empty()) events_.history_dropped(start_step_, dropped);
+  }
   if (on_grid) window_loss_ = window_acc_ = 0, window_steps_ = window_tokens_ = 0;
   const auto start = Clock::now();
   auto window_start = start;

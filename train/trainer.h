@@ -43,6 +43,10 @@ class TrainerEvents {
   virtual void checkpoint_written(int64_t /*step*/, const std::string& /*path*/) {}
   // A stop signal arrived; the checkpoint after `step` is written.
   virtual void stopped(int /*signal*/, int64_t /*step*/) {}
+  // A resumed run goes on from `step`, and metrics.jsonl held lines of the
+  // later `steps` (a run stopped without a checkpoint of them, by SIGKILL or
+  // a divergence), which it dropped: they are trained again.
+  virtual void history_dropped(int64_t /*step*/, const std::vector<int64_t>& /*steps*/) {}
   // The target is reached and the checkpoint written: `steps` trained by
   // this run() in `seconds`.
   virtual void finished(int64_t /*steps*/, double /*seconds*/) {}
@@ -70,9 +74,14 @@ class Trainer {
 
   int64_t start_step() const { return start_step_; }
 
-  // The step of the newest checkpoint in the run folder that this run wrote or
-  // resumed from, or -1 if there is none.
-  int64_t last_checkpoint_step() const { return last_checkpoint_step_; }
+  // What `train --resume` goes on from after a failure: the newest
+  // checkpoint or snapshot this run wrote, or the one it resumed from (path
+  // ""), as {step, path}; step -1 if there is none.
+  struct Saved {
+    int64_t step = -1;
+    std::string path;
+  };
+  const Saved& last_saved() const { return last_saved_; }
 
  private:
   // Writes the metrics line of this step: the log line's averages (log), the
@@ -94,7 +103,7 @@ class Trainer {
   // metrics.jsonl from another's (run_identity.h).
   nlohmann::json logged_;
   int64_t start_step_ = 0;
-  int64_t last_checkpoint_step_ = -1;
+  Saved last_saved_;
 };
 
 // What heads.json and report.html say besides the analysis and the config.

@@ -35,6 +35,17 @@ std::string pairs_file(const TempDir& dir) {
   return dir / "pairs.jsonl";
 }
 
+// The hook names less TransformerLens's copy points (use_attn_in,
+// use_split_qkv_input, use_hook_mlp_in), which Python's names=None leaves out.
+std::vector<std::string> without_copy_points(std::vector<std::string> names) {
+  std::erase_if(names, [](const std::string& name) {
+    for (const char* copy : {"hook_attn_in", "hook_q_input", "hook_k_input", "hook_v_input", "hook_mlp_in"})
+      if (name.ends_with(std::string(".") + copy)) return true;
+    return false;
+  });
+  return names;
+}
+
 TEST(Activations, EvalDumpsTheHookPointsOfADataFileInBatches) {
   TempDir tmp;
   const std::string data = pairs_file(tmp);
@@ -50,9 +61,11 @@ TEST(Activations, EvalDumpsTheHookPointsOfADataFileInBatches) {
   const layers::ModelSpec spec = train::read_checkpoint(shared_run() + "/checkpoint.safetensors").model;
   const core::SafetensorsFile a = core::load_safetensors(tmp / "all.safetensors");
   const core::SafetensorsFile s = core::load_safetensors(tmp / "some.safetensors");
-  // Every hook name by default, F32, N = 5 sequences first.
-  ASSERT_EQ(a.tensors.size(), layers::hook_names(spec).size());
-  for (const std::string& name : layers::hook_names(spec)) {
+  // Every hook name by default but TransformerLens's copy points, F32, N = 5 sequences first.
+  const std::vector<std::string> every = layers::hook_names(spec), by_default = without_copy_points(every);
+  ASSERT_LT(by_default.size(), every.size());
+  ASSERT_EQ(a.tensors.size(), by_default.size());
+  for (const std::string& name : by_default) {
     EXPECT_EQ(a.get(name).shape(), layers::hook_shape(spec, name, 5, 6)) << name;
     EXPECT_EQ(a.get(name).dtype(), core::DType::f32) << name;
   }
@@ -78,6 +91,43 @@ TEST(Activations, EvalDumpsTheHookPointsOfADataFileInBatches) {
                                         tmp.path()),
                             2, {"blocks.0.attn.hook_patern", "blocks.0.attn.hook_pattern"}));
   EXPECT_FALSE(std::filesystem::exists(tmp / "x.safetensors"));
+}
+
+// The copy points are 4h + 1 residual-sized copies per block, left out of
+// the default dump as Python's names=None leaves them out; named, or with
+// --hooks all, they are dumped, and hold the residual stream they copy.
+TEST(Activations, TheCopyPointsAreDumpedWhenNamedOrWithAll) {
+  TempDir tmp;
+  const std::string data = pairs_file(tmp);
+  const layers::ModelSpec spec = train::read_checkpoint(shared_run() + "/checkpoint.safetensors").model;
+  const std::vector<std::string> dump = {"eval", shared_run(), "--data", data, "--dump-activations"};
+  const auto dumped = [&](const std::string& file, const std::vector<std::string>& hooks) {
+    std::vector<std::string> args = dump;
+    args.push_back(file);
+    if (!hooks.empty()) args.insert(args.end(), {"--hooks", hooks[0]});
+    const RunResult r = run_headlab(args, tmp.path());
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    return core::load_safetensors(tmp / file);
+  };
+  const core::SafetensorsFile every = dumped("every.safetensors", {"all"});
+  EXPECT_EQ(every.tensors.size(), layers::hook_names(spec).size());
+  const core::SafetensorsFile by_default = dumped("default.safetensors", {});
+  EXPECT_EQ(by_default.tensors.size(), without_copy_points(layers::hook_names(spec)).size());
+  EXPECT_EQ(every.get("blocks.0.hook_resid_pre").to_vector(), by_default.get("blocks.0.hook_resid_pre").to_vector());
+  const core::SafetensorsFile named = dumped("q.safetensors", {"blocks.0.hook_q_input"});
+  ASSERT_EQ(named.tensors.size(), 1u);
+  // Each head's copy of resid_pre [N, T, h, d], as --hooks all dumps it too.
+  const core::Tensor q = named.get("blocks.0.hook_q_input");
+  EXPECT_EQ(q.shape(), (core::Shape{5, 6, spec.heads, spec.d_model}));
+  EXPECT_EQ(q.to_vector(), every.get("blocks.0.hook_q_input").to_vector());
+  const std::vector<double> resid = by_default.get("blocks.0.hook_resid_pre").to_vector(), copies = q.to_vector();
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    const std::size_t d = static_cast<std::size_t>(spec.d_model), h = static_cast<std::size_t>(spec.heads);
+    ASSERT_EQ(copies[i], resid[i / (h * d) * d + i % d]) << "[" << i << "]";
+  }
+  std::vector<std::string> both = dump;
+  both.insert(both.end(), {"x.safetensors", "--hooks", "all,hook_embed"});
+  EXPECT_TRUE(clean_failure(run_headlab(both, tmp.path()), 2, {"--hooks all dumps every point", "give it alone"}));
 }
 
 // A file of mixed lengths is padded with token 0, which a real token 0 looks

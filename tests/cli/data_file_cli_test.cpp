@@ -167,6 +167,115 @@ TEST(DataFile, AnalyzeDataGivesTheFilesPatternsTheRolesOfARunTrainedOnIt) {
   }
 }
 
+// A file whose every token and target is 0 makes a model of one class,
+// which died at its first head analysis (step 10) with an internal message,
+// after --force had removed the run it replaced (QA19 F17): refused before
+// anything is touched, naming the file and the fix; so is --classes 1.
+TEST(DataFile, OneClassIsRefusedBeforeForceRemovesTheOldRun) {
+  TempDir cwd;
+  const std::string run = cwd / "run";
+  copy_dir(shared_run(), run);
+  const auto before = snapshot(run);
+  std::string zeros;
+  for (int i = 0; i < 20; ++i) zeros += "{\"tokens\": [0, 0, 0, 0], \"targets\": [0, 0, 0, 0]}\n";
+  write_bytes(cwd / "zeros.jsonl", zeros);
+  const RunResult one = run_headlab(
+      train_command(run, {{"--data", cwd / "zeros.jsonl"}, {"--analyze-every", "10"}, {"--force", ""}}), cwd.path());
+  EXPECT_TRUE(clean_failure(one, 2,
+                            {"--data " + cwd / "zeros.jsonl", "vocab 1, classes 1 and seq-len 4 inferred from " + cwd / "zeros.jsonl",
+                             "every token and target in it is 0", "gives the model 1 output class",
+                             "give the file targets of 2 or more classes, or --classes 2 or more"}));
+  EXPECT_EQ(snapshot(run), before) << "the old run is untouched";
+
+  write_bytes(cwd / "rows.jsonl", "{\"tokens\": [1, 2, 3, 4], \"targets\": [0, 0, 0, 0]}\n");
+  const RunResult given = run_headlab(
+      train_command(run, {{"--data", cwd / "rows.jsonl"}, {"--classes", "1"}, {"--force", ""}}), cwd.path());
+  EXPECT_TRUE(clean_failure(given, 2, {"--classes 1 gives the model 1 output class", "give --classes 2 or more"}));
+  EXPECT_EQ(snapshot(run), before);
+  // Two classes of which the file uses one are a model like any other.
+  const RunResult two = run_headlab(
+      train_command(cwd / "two", {{"--data", cwd / "rows.jsonl"}, {"--classes", "2"}, {"--analyze-every", "10"}}),
+      cwd.path());
+  EXPECT_EQ(two.exit_code, 0) << two.describe();
+}
+
+// Held-out rows without a target gave "eval loss 0.0000 acc 0.00%" at every
+// log step and a verdict of "loss 0.0000" (QA19 F20): refused before the run
+// starts, naming the rows; eval of such rows of a run says there is nothing
+// to measure, and writes no dump.
+TEST(DataFile, HeldOutRowsWithoutATargetAreRefusedNotScoredZero) {
+  TempDir cwd;
+  std::string rows, unscored;
+  for (int i = 0; i < 8; ++i) rows += "{\"tokens\": [1, 2, 3, " + std::to_string(i % 5) + "]}\n";
+  for (int i = 0; i < 4; ++i) unscored += "{\"tokens\": [1, 2, 3, " + std::to_string(i) + "], \"targets\": [-1, -1, -1, -1]}\n";
+  write_bytes(cwd / "train.jsonl", rows);
+  write_bytes(cwd / "held.jsonl", unscored + "{\"tokens\": [1, 2, 3, 4], \"targets\": [2, 3, 4, 0]}\n");
+  const auto flags = [&](const std::string& eval_batch) {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"--data", cwd / "train.jsonl"}, {"--eval-data", cwd / "held.jsonl"}, {"--eval-batch", eval_batch},
+        {"--vocab", "5"}, {"--steps", "2"}};
+  };
+  const RunResult refused = run_headlab(train_command(cwd / "run", flags("4")), cwd.path());
+  EXPECT_TRUE(clean_failure(refused, 2,
+                            {"--eval-data " + cwd / "held.jsonl" + " (its first 4 sequences)",
+                             "none of the 4 sequences the held-out metrics and the head analysis read has a target",
+                             "would read 0 as if measured", "a larger --eval-batch"}));
+  EXPECT_FALSE(std::filesystem::exists(cwd / "run"));
+
+  // The fifth line has targets: the run trains; eval of its first 2 rows has nothing to score.
+  const RunResult trained = run_headlab(train_command(cwd / "run", flags("5")), cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  const RunResult two = run_headlab(
+      {"eval", cwd / "run", "--batch", "2", "--dump-logits", cwd / "logits.safetensors"}, cwd.path());
+  EXPECT_TRUE(clean_failure(two, 2,
+                            {"the 2 sequences evaluated (the run's --eval-data " + cwd / "held.jsonl" +
+                                 ") have no target",
+                             "no loss or accuracy to measure", "a larger --batch"}));
+  EXPECT_FALSE(std::filesystem::exists(cwd / "logits.safetensors"));
+  const RunResult all = run_headlab({"eval", cwd / "run", "--json"}, cwd.path());
+  ASSERT_EQ(all.exit_code, 0) << all.describe();
+  EXPECT_EQ(nlohmann::json::parse(all.out).at("positions"), 4);
+}
+
+// --eval-fraction may hold out every line that has a target, leaving the
+// training steps nothing to learn from, or leave none in the first
+// --eval-batch lines of either set, whose losses the log shows: each is
+// refused, naming it. Which happens is the split's: over some seeds, each does.
+TEST(DataFile, AnEvalFractionThatLeavesRowsWithoutATargetIsRefused) {
+  TempDir cwd;
+  std::string rows;
+  for (int i = 0; i < 6; ++i)
+    rows += "{\"tokens\": [1, 2, 3, " + std::to_string(i % 5) + "], \"targets\": " +
+            (i < 2 ? "[2, 3, 4, 0]" : "[-1, -1, -1, -1]") + "}\n";
+  write_bytes(cwd / "two.jsonl", rows);
+  const std::vector<std::string> refusals = {
+      "--eval-fraction 0.5 holds out every sequence of --data " + cwd / "two.jsonl" +
+          " that has a target: the 3 left to train on have none",
+      "(the first 1 of the sequences it holds out of --data " + cwd / "two.jsonl" +
+          "): none of the 1 sequences the held-out metrics and the head analysis read has a target",
+      "the first 1 sequences of the training set, whose loss and accuracy the log shows at each log step, have no "
+      "target"};
+  std::vector<int> seen(refusals.size() + 1, 0);  // each refusal, then the runs that train
+  for (int seed = 0; seed < 60; ++seed) {
+    const std::string out = cwd / ("run" + std::to_string(seed));
+    const RunResult r = run_headlab(
+        train_command(out, {{"--data", cwd / "two.jsonl"}, {"--eval-fraction", "0.5"}, {"--eval-batch", "1"},
+                            {"--split-seed", std::to_string(seed)}, {"--vocab", "5"}, {"--steps", "1"}}),
+        cwd.path());
+    std::size_t which = refusals.size();
+    for (std::size_t i = 0; i < refusals.size(); ++i)
+      if (r.err.find(refusals[i]) != std::string::npos) which = i;
+    ++seen[which];
+    if (which < refusals.size()) {
+      EXPECT_TRUE(clean_failure(r, 2, {refusals[which]})) << "seed " << seed;
+      EXPECT_FALSE(std::filesystem::exists(out));
+    } else {
+      EXPECT_EQ(r.exit_code, 0) << "seed " << seed << ": " << r.describe();
+    }
+  }
+  for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_GT(seen[i], 0) << "no split of 60 gave case " << i;
+}
+
 // An --eval-data file whose pattern has the name of the task's own (sort's next-sorted) would replace the
 // task's, and the task's role be judged on the file's keys (QA19 F11): refused before anything is written.
 TEST(DataFile, EvalDataMayNotNameAPatternAsTheTasksOwn) {
@@ -355,6 +464,31 @@ TEST(DataFile, AnAnalysisOfAPipeRecordsWhatItHeld) {
   EXPECT_EQ(record.at("sequences"), 2);
   EXPECT_EQ(record.at("size"), rows.size());
   EXPECT_NE(read_bytes(cwd / "p/report.html").find("<title>p · pipe · headlab</title>"), std::string::npos);
+}
+
+// `train --data /dev/stdin < rows.jsonl` reads a regular file, but config.json
+// recorded /dev/stdin, which a resume, eval or analyze of the run then read
+// as their own stdin (QA19 F13.4): a descriptor's name is refused, with the
+// file's own path. A descriptor the test holds open on the file stands for
+// the redirected stdin.
+TEST(DataFile, TrainRefusesAFileNamedByADescriptor) {
+  TempDir cwd;
+  std::string rows;
+  for (int i = 0; i < 8; ++i) rows += "{\"tokens\": [1, 2, 3, " + std::to_string(i % 5) + "]}\n";
+  write_bytes(cwd / "rows.jsonl", rows);
+  const int fd = ::open((cwd / "rows.jsonl").c_str(), O_RDONLY);  // inherited by the child
+  ASSERT_GE(fd, 0);
+  const std::string own = std::filesystem::canonical(cwd / "rows.jsonl").string();
+  for (const std::string& name : {"/dev/fd/" + std::to_string(fd), "/proc/self/fd/" + std::to_string(fd)}) {
+    for (const char* flag : {"--data", "--eval-data"}) {
+      const RunResult r = run_headlab(
+          train_command(cwd / "run", {{"--data", cwd / "rows.jsonl"}, {flag, name}, {"--vocab", "5"}}), cwd.path());
+      EXPECT_TRUE(clean_failure(r, 2, {std::string(flag) + " " + name + " names its file by a descriptor of this "
+                                           "process", "save it to a file and give its path", "its own path is " + own}));
+    }
+  }
+  ::close(fd);
+  EXPECT_FALSE(std::filesystem::exists(cwd / "run"));
 }
 
 }  // namespace

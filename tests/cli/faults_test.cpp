@@ -5,6 +5,7 @@
 #include <sys/mount.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -66,6 +67,33 @@ TEST(Faults, NonFiniteLossBeforeAnyCheckpointSaysNoneWasWritten) {
   EXPECT_FALSE(fs::exists(run + "/checkpoint.safetensors"));
   EXPECT_NE(read_bytes(run + "/train.log").find("no checkpoint"), std::string::npos)
       << "the log must not claim a checkpoint is kept: " << read_bytes(run + "/train.log");
+}
+
+// A snapshot is a whole checkpoint, and --resume goes on from the newest:
+// a run that diverges after one names it, where it said "no checkpoint had
+// been written yet" (and a checkpoint older than the snapshot as the one kept).
+TEST(Faults, ADivergenceAfterASnapshotNamesItAsWhatResumeGoesOnFrom) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  const RunResult r = run_headlab(train_command(run, {{"--optimizer", "sgd"}, {"--lr", "30"}, {"--clip", "0"},
+                                                      {"--snapshot-every", "1"}, {"--log-every", "1"},
+                                                      {"--steps", "200"}}),
+                                  dir.path());
+  ASSERT_TRUE(clean_failure(r, 1, {"at step"})) << r.describe();
+  const std::string line = r.err_lines()[0];
+  const int64_t failed = std::stoll(line.substr(line.find("at step ") + 8));
+  ASSERT_GT(failed, 1) << "the run must diverge after its first snapshot: " << line;
+  char snapshot[64];
+  std::snprintf(snapshot, sizeof snapshot, "/snapshots/step-%06lld.safetensors", static_cast<long long>(failed - 1));
+  EXPECT_NE(r.out.find("the last good checkpoint, of step " + std::to_string(failed - 1) + " (" + run + snapshot +
+                       "), is kept. Continue from it with a lower learning rate: headlab train --resume " + run),
+            std::string::npos)
+      << r.out;
+  const RunResult resumed =
+      run_headlab({"train", "--resume", run, "--lr", "0.01", "--steps", std::to_string(failed + 1)}, dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_NE(read_bytes(run + "/train.log").find("from its snapshot of step " + std::to_string(failed - 1)),
+            std::string::npos);
 }
 
 TEST(Faults, CheckpointThatCannotBeWrittenStopsTheRunAndKeepsThePreviousOne) {

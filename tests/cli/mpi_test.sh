@@ -8,7 +8,8 @@
 #    or a failure on rank 0 alone, exits 2 with one line; a NaN loss exits 1
 #    naming the step on every rank;
 #  - ranks given other flags (an MPMD line) or resuming checkpoints of other
-#    steps exit 2 before step 1, naming the difference;
+#    steps exit 2 before step 1, naming the difference, and a folder with
+#    nothing to resume exits 2 with one line;
 #  - 2 processes on one machine share its cores (--threads capped at a share);
 #  - SIGTERM to rank 0 alone stops both ranks after the same step (exit 143)
 #    with a checkpoint to resume from; a rank killed mid-run stops the job
@@ -127,6 +128,16 @@ wait_for $! 60
 [[ $status -eq 2 ]] || fail "ranks resuming steps 15 and 30 exited $status, not 2: $(cat "$tmp/err.txt")"
 grep -q 'the step it starts from is 15 on process 0, 30 on process 1' "$tmp/err.txt" ||
   fail "no message naming the steps: $(cat "$tmp/err.txt")"
+
+# A folder with neither a checkpoint nor a snapshot: rank 0 says so; rank 1, which reads without
+# rank 0's check, crashed on the empty list of snapshots.
+mkdir "$tmp/empty-run" && cp "$tmp/resumed/config.json" "$tmp/resumed/.headlab" "$tmp/empty-run/"
+"${mpi[@]}" "$headlab" train --resume "$tmp/empty-run" >/dev/null 2>"$tmp/err.txt" &
+wait_for $! 60
+[[ $status -eq 2 ]] || fail "--resume of a folder without checkpoint exited $status, not 2: $(cat "$tmp/err.txt")"
+grep -q 'no checkpoint.safetensors and no snapshot to resume from' "$tmp/err.txt" ||
+  fail "no message saying there is nothing to resume: $(cat "$tmp/err.txt")"
+[[ $(grep -c '^headlab train: error' "$tmp/err.txt") -eq 1 ]] || fail "not exactly one error line: $(cat "$tmp/err.txt")"
 
 "${mpi[@]}" "$headlab" train --resume "$tmp/resumed" --steps 30 >/dev/null 2>"$tmp/err.txt" ||
   fail "the resume failed: $(cat "$tmp/err.txt")"

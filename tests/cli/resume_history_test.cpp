@@ -5,10 +5,14 @@
 //    only an early last log line's fields go, whose window the next log line
 //    of the extension covers, so the run equals the uninterrupted one;
 //  - a run killed with snapshots but no (or an older) checkpoint goes on from
-//    its newest snapshot, bit for bit, and says so;
+//    its newest snapshot, bit for bit, and says so, and which lines of the
+//    lost steps after it metrics.jsonl dropped;
 //  - a setting config.json fixes may be given again at its own value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <vector>
 
@@ -93,7 +97,65 @@ TEST(ResumeHistory, AKilledRunGoesOnFromItsNewestSnapshot) {
     EXPECT_EQ(read_bytes(run + "/snapshots/step-000018.safetensors"),
               read_bytes(dir / "whole/snapshots/step-000018.safetensors"));
     EXPECT_EQ(metrics_without_timing(run), metrics_without_timing(dir / "whole"));
+    // The lines of the steps after 12 (analyses at 16 and 20, logs at 15 and 20) were the lost run's: said so.
+    const std::string dropped = "metrics.jsonl held 3 line(s) of steps 15 to 20, after step 12 which this run goes "
+                                "on from";
+    EXPECT_NE(read_bytes(run + "/train.log").find(dropped), std::string::npos) << read_bytes(run + "/train.log");
+    EXPECT_NE(r.out.find(dropped), std::string::npos) << r.describe();
   }
+}
+
+std::vector<int64_t> steps_of_snapshots(const std::string& run) {
+  std::vector<int64_t> steps;
+  for (const auto& entry : fs::directory_iterator(run + "/snapshots"))
+    steps.push_back(std::stoll(entry.path().filename().string().substr(5, 6)));
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+// QA19 F19: a run killed (SIGKILL) past its last checkpoint left snapshots of
+// steps beyond it, which the resumed run then listed as its own history. It
+// goes on from the newest snapshot instead, so that the snapshots are its
+// own, bit for bit, and says which steps of the lost run it trains again.
+TEST(ResumeHistory, AfterAKillTheSnapshotsAndMetricsAreTheUninterruptedRunsAndTheLostStepsAreSaid) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> flags = {
+      {"--steps", "600"}, {"--checkpoint-every", "50"}, {"--snapshot-every", "35"}, {"--log-every", "1"}};
+  ASSERT_EQ(run_headlab(train_command(dir / "whole", flags), dir.path()).exit_code, 0);
+  const std::string run = dir / "run";
+  {
+    Child child(headlab_path(), train_command(run, flags), dir.path(), dir.path());
+    // Past a checkpoint and a snapshot after it (step 70 after 50), and killed before the end.
+    ASSERT_TRUE(wait_until([&] {
+      return child.finished() || (fs::exists(run + "/metrics.jsonl") &&
+                                  read_bytes(run + "/metrics.jsonl").find("{\"accuracy\"") != std::string::npos &&
+                                  metrics_without_timing(run).size() >= 75);
+    }));
+    child.signal(SIGKILL);
+    ASSERT_EQ(child.wait().signal, SIGKILL) << "the run ended before the kill; it needs more steps";
+  }
+  const std::vector<int64_t> snapshots = steps_of_snapshots(run);
+  ASSERT_FALSE(snapshots.empty());
+  const int64_t saved = std::max(snapshots.back(), checkpoint_step(run + "/checkpoint.safetensors"));
+  const int64_t reached = metrics_without_timing(run).back().at("step").get<int64_t>();
+  const RunResult r = run_headlab({"train", "--resume", run}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(steps_of_snapshots(run), steps_of_snapshots(dir / "whole"));
+  for (const int64_t step : steps_of_snapshots(run)) {
+    char name[40];
+    std::snprintf(name, sizeof name, "/snapshots/step-%06lld.safetensors", static_cast<long long>(step));
+    EXPECT_EQ(tensors_of(run + name), tensors_of(dir / "whole" + name)) << name;
+  }
+  EXPECT_EQ(metrics_without_timing(run), metrics_without_timing(dir / "whole"));
+  EXPECT_EQ(tensors_of(run + "/checkpoint.safetensors"), tensors_of(dir / "whole/checkpoint.safetensors"));
+  const std::string log = read_bytes(run + "/train.log");
+  if (reached > saved)
+    EXPECT_NE(log.find("line(s) of steps " + std::to_string(saved + 1) + " to " + std::to_string(reached) +
+                       ", after step " + std::to_string(saved) + " which this run goes on from"),
+              std::string::npos)
+        << log;
+  else
+    EXPECT_EQ(log.find("metrics.jsonl held"), std::string::npos) << log;
 }
 
 // Neither a checkpoint nor a snapshot: nothing to resume, and the message says why a run can have none.

@@ -167,6 +167,13 @@ TEST(SweepResume, AChangedDataFileIsRefusedBeforeAnyRunStartsAndTheFileIsFoundFr
   EXPECT_EQ(snapshot(sweep), before) << "no run started, nothing written";
 
   write_bytes(file, bytes);
+  // The record itself damaged: said so, and how to go on.
+  const std::string recorded = read_bytes(sweep + "/data-files.json");
+  write_bytes(sweep + "/data-files.json", "{\"data\": {\"path\": \"" + absolute + "\"}}\n");
+  EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--resume", sweep}, elsewhere.path()), 2,
+                            {"the record of the sweep's --data file must be", "data-files.json", "is damaged",
+                             "restore it, or start a new sweep with another --out"}));
+  write_bytes(sweep + "/data-files.json", recorded);
   const RunResult resumed = run_headlab({"sweep", "--resume", sweep}, elsewhere.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
   EXPECT_EQ(RawSafetensors::read(sweep + "/h2-s1/checkpoint.safetensors").meta_json("config").at("data"), absolute);

@@ -269,10 +269,10 @@ TEST_F(DataFileTest, ALineIsRefusedAtAFirstByteThatCannotStartAnObject) {
 
 // Without a seq-len the lines are bounded as for 65536 tokens (5 MiB), not
 // for 2^24 (1 GiB): a file of one endless line costs little memory.
-TEST_F(DataFileTest, NeedsBoundsTheLinesOfAFileWhoseSeqLenIsInferred) {
+TEST_F(DataFileTest, TheLinesOfAFileWhoseSeqLenIsInferredAreBounded) {
   const std::string path = write("{\"tokens\": [1, 2" + std::string(6 << 20, ' ') + "]}\n");
   try {
-    DataFile::needs(path, 0, true);
+    const DataFile data(path, DataFile::Sizes{});
     FAIL() << "no error";
   } catch (const UsageError& e) {
     EXPECT_TRUE(contains(e.what(), "data.jsonl:1: the line is longer than " +
@@ -281,7 +281,45 @@ TEST_F(DataFileTest, NeedsBoundsTheLinesOfAFileWhoseSeqLenIsInferred) {
     EXPECT_TRUE(contains(e.what(), "--seq-len")) << e.what();
   }
   // A seq-len given bounds them as the model's.
-  EXPECT_EQ(DataFile::needs(path, 1 << 17, true).seq_len, 2);
+  EXPECT_EQ(DataFile(path, DataFile::Sizes{.vocab = 0, .classes = 0, .seq_len = 1 << 17}).needs().seq_len, 2);
+}
+
+// Sizes left at 0 are read in the file's one pass: a pipe, read once, gives
+// them and its rows (it was read twice, the second time empty), and so does a
+// file, naming the lines that set them.
+TEST_F(DataFileTest, SizesLeftToTheFileAreReadInItsOnePass) {
+  const std::string rows = "{\"tokens\": [1, 2]}\n{\"tokens\": [0, 4, 1], \"targets\": [-1, 6, 2]}\n";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], rows.data(), rows.size()), static_cast<ssize_t>(rows.size()));
+  ::close(fds[1]);
+  const DataFile piped("/dev/fd/" + std::to_string(fds[0]), DataFile::Sizes{.least_seq_len = 3});
+  ::close(fds[0]);
+  const DataFile file(write(rows), DataFile::Sizes{.least_seq_len = 3});
+  for (const DataFile* data : {&piped, &file}) {
+    EXPECT_EQ(data->size(), 2);
+    EXPECT_EQ(data->vocab(), 7);  // the target 6 is a token too
+    EXPECT_EQ(data->num_classes(), 7);
+    EXPECT_EQ(data->seq_len(), 3);
+    EXPECT_EQ(row_targets(data->rows(1, 1), 0), (std::vector<int32_t>{-1, 6, 2}));
+  }
+  EXPECT_EQ(file.inferred_sizes(),
+            "vocab 7, classes 7 and seq-len 3 inferred from " + file.path() +
+                " (largest target 6 at line 2; longest sequence 3 tokens at line 2)");
+  // --classes given: the vocab is the tokens' alone, and the targets are checked against the classes.
+  const DataFile classes(write(rows), DataFile::Sizes{.vocab = 0, .classes = 9, .seq_len = 0, .least_seq_len = 4});
+  EXPECT_EQ(classes.vocab(), 5);
+  EXPECT_EQ(classes.num_classes(), 9);
+  EXPECT_EQ(classes.inferred_sizes(), "vocab 5 and seq-len 4 inferred from " + classes.path() +
+                                          " (largest token 4 at line 2; longest sequence 3 tokens at line 2, raised "
+                                          "to the analysis's least 4)");
+  try {
+    const DataFile few(write(rows), DataFile::Sizes{.vocab = 0, .classes = 5});
+    ADD_FAILURE() << "a target beyond --classes read";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(contains(e.what(), "data.jsonl:2: target 6 (targets[1]) is out of range")) << e.what();
+  }
+  EXPECT_EQ(DataFile(write(rows), 8, 8, 6).inferred_sizes(), "");
 }
 
 TEST_F(DataFileTest, MissingOrMalformedTokensAreUsageErrors) {

@@ -394,6 +394,15 @@ TEST(FixedSets, GrokkingOptionsResumeExactly) {
   EXPECT_NE(flat_weights(g.model()), flat_weights(h.model()));
 }
 
+// Trains `session` to its --steps in the new run folder `dir`; its metrics.jsonl.
+std::vector<nlohmann::json> train_into(Session& session, const fs::path& dir) {
+  TrainerEvents quiet;
+  Trainer trainer(session, create_run_folder(dir.string(), false), quiet,
+                  {.target_steps = session.config().steps, .analysis = {}});
+  EXPECT_EQ(trainer.run(), 0);
+  return read_metrics((dir / "metrics.jsonl").string());
+}
+
 TEST(FixedSets, ModularAdditionRunsLogTheProgressMeasuresAtEachAnalysis) {
   const auto dir = fs::temp_directory_path() / ("headlab-progress-" + std::to_string(::getpid()));
   TrainConfig c = mod_config();
@@ -401,12 +410,9 @@ TEST(FixedSets, ModularAdditionRunsLogTheProgressMeasuresAtEachAnalysis) {
   c.log_every = 2;
   c.analyze_every = 2;
   Session session(c);
-  TrainerEvents quiet;
-  Trainer trainer(session, create_run_folder(dir.string(), false), quiet, {.target_steps = 4, .analysis = {}});
-  ASSERT_EQ(trainer.run(), 0);
   int analyzed = 0;
   nlohmann::json last;
-  for (const nlohmann::json& line : read_metrics((dir / "metrics.jsonl").string())) {
+  for (const nlohmann::json& line : train_into(session, dir)) {
     if (!line.contains("heads")) continue;
     ++analyzed;
     ASSERT_TRUE(line.contains("progress")) << line.dump();
@@ -427,6 +433,25 @@ TEST(FixedSets, ModularAdditionRunsLogTheProgressMeasuresAtEachAnalysis) {
   EXPECT_EQ(last["excluded_loss"].get<double>(), now.excluded_loss);
   EXPECT_EQ(last["restricted_loss"].get<double>(), now.restricted_loss);
   EXPECT_NE(last["excluded_loss"].get<double>(), analysis::progress_measures(session.model(), 11, {}).excluded_loss);
+  fs::remove_all(dir);
+}
+
+// Addition mod 2 (--vocab 3) has no Fourier spectrum the measures can take
+// (they need p >= 3): its run analyzes without them, where it died at its
+// first analysis.
+TEST(FixedSets, AdditionModTwoIsAnalyzedWithoutProgressMeasures) {
+  const auto dir = fs::temp_directory_path() / ("headlab-mod2-" + std::to_string(::getpid()));
+  TrainConfig c = mod_config(0);
+  c.model.vocab = 3;
+  c.steps = 2;
+  c.analyze_every = 1;
+  Session session(c);
+  int analyzed = 0;
+  for (const nlohmann::json& line : train_into(session, dir)) {
+    analyzed += line.contains("heads");
+    EXPECT_FALSE(line.contains("progress")) << line.dump();
+  }
+  EXPECT_EQ(analyzed, 2);
   fs::remove_all(dir);
 }
 

@@ -172,18 +172,45 @@ TEST(Padding, BidirectionalAnalysisOfAPaddedRowIsThatOfTheRowAtItsLength) {
     for (std::size_t b = 0; b < own.js.size(); ++b) EXPECT_NEAR(padded.js[a][b], own.js[a][b], 1e-5);
 }
 
-TEST(Padding, AnalysisRefusesRowsThatAreAllShorterThanThreeNamingTheLongest) {
-  Batch rows{2, kT, std::vector<int32_t>(12, 0), std::vector<int32_t>(12, -1), {1, 2}};
+// Two rows of kT positions whose one target is at position 1 of the first.
+std::vector<int32_t> one_target() {
+  std::vector<int32_t> targets(2 * kT, -1);
+  targets[1] = 3;
+  return targets;
+}
+
+// check_analysable's refusal of `rows`, or "" when it takes them.
+std::string refusal(const Batch& rows, const std::string& source) {
   try {
-    check_analysable(rows, "--data f.jsonl");
-    ADD_FAILURE() << "no UsageError";
+    check_analysable(rows, source);
   } catch (const UsageError& e) {
-    EXPECT_TRUE(contains(e.what(), "--data f.jsonl")) << e.what();
-    EXPECT_TRUE(contains(e.what(), "sequence 2 of 2, has 2")) << e.what();
-    EXPECT_TRUE(contains(e.what(), "at least 3")) << e.what();
+    return e.what();
   }
+  return "";
+}
+
+TEST(Padding, AnalysisRefusesRowsThatAreAllShorterThanThreeNamingTheLongest) {
+  Batch rows{2, kT, std::vector<int32_t>(12, 0), one_target(), {1, 2}};
+  const std::string short_rows = refusal(rows, "--data f.jsonl");
+  EXPECT_TRUE(contains(short_rows, "--data f.jsonl")) << short_rows;
+  EXPECT_TRUE(contains(short_rows, "sequence 2 of 2, has 2")) << short_rows;
+  EXPECT_TRUE(contains(short_rows, "at least 3")) << short_rows;
   rows.lengths = {1, 3};
-  EXPECT_NO_THROW(check_analysable(rows, "--data f.jsonl"));
+  EXPECT_EQ(refusal(rows, "--data f.jsonl"), "");
+}
+
+// Rows without a target would give the held-out loss and every ablation as 0
+// (QA19 F20); a batch of lengths alone (analyze --data's whole file) is not
+// checked for targets it does not carry.
+TEST(Padding, AnalysisRefusesRowsWithoutATarget) {
+  Batch rows{2, kT, std::vector<int32_t>(12, 0), std::vector<int32_t>(12, -1), {3, 6}};
+  const std::string unscored = refusal(rows, "--eval-data e.jsonl (its first 2 sequences)");
+  EXPECT_TRUE(contains(unscored, "--eval-data e.jsonl (its first 2 sequences): none of the 2 sequences")) << unscored;
+  EXPECT_TRUE(contains(unscored, "would read 0 as if measured")) << unscored;
+  rows.targets = one_target();
+  EXPECT_EQ(refusal(rows, "--eval-data e.jsonl"), "");
+  rows.targets.clear();
+  EXPECT_EQ(refusal(rows, "--data f.jsonl"), "");
 }
 
 }  // namespace

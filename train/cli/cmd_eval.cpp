@@ -223,6 +223,14 @@ int run_eval(const EvalArgs& args) {
     r.loss = loss_sum / static_cast<double>(r.count);
     r.accuracy = correct / static_cast<double>(r.count);
   }
+  // Nothing scored would read as a loss of 0: refused, and no dump is left
+  // (the unwinding removes their temporary files). A --data file has a
+  // target somewhere (DataFile); a run's own rows may not, at a small --batch.
+  if (r.count == 0)
+    throw train::UsageError("the " + std::to_string(sequences) + " sequences evaluated (" +
+                            (config.eval_data.empty() ? task->name() : "the run's --eval-data " + config.eval_data) +
+                            ") have no target, so there is no loss or accuracy to measure: give a larger --batch, or "
+                            "those lines targets");
   if (logits_out) logits_out->finish();
   if (want_grads) {
     // The gradient of the mean loss over every target: each batch's weighted
@@ -295,8 +303,12 @@ Command add_eval(CLI::App& app) {
                  "write d(mean loss)/d(parameter) for every parameter, under the parameter names, as safetensors");
   app.add_option("--dump-activations", args->dump_activations,
                  "write the activations at the hook points (F32, under TransformerLens's hook names) and the tokens "
-                 "(I64) as safetensors, --batch sequences at a time");
-  app.add_option("--hooks", args->hooks, "with --dump-activations: only these hook names (comma-separated)")
+                 "(I64) as safetensors, --batch sequences at a time; by default every point but TransformerLens's "
+                 "copy points (hook_attn_in, hook_q_input, hook_k_input, hook_v_input, hook_mlp_in), as Python's "
+                 "names=None");
+  app.add_option("--hooks", args->hooks,
+                 "with --dump-activations: only these hook names (comma-separated; a copy point too), or all: every "
+                 "point, the copy points included")
       ->delimiter(',');
   app.add_flag("--json", args->json, "print one JSON object");
   return [args] {

@@ -28,6 +28,7 @@
 #include "train/errors.h"
 #include "train/input_file.h"
 #include "train/json_input.h"
+#include "train/run_builder.h"
 #include "train/run_folder.h"
 #include "train/session.h"
 #include "train/signals.h"
@@ -600,18 +601,17 @@ void validate_plan(Sweep& sweep) {
 }
 
 // A sweep names its data files absolutely, as a run's config.json does
-// (train::Session): --resume, --collect and the other shards find them from
-// any folder, and compare them whatever their spelling.
+// (train::make_data_paths_absolute): --resume, --collect and the other
+// shards find them from any folder, and compare them whatever their spelling.
 void name_data_files(train::TrainConfig& config) {
   for (auto [flag, path] :
        {std::pair<const char*, std::string*>{"--data", &config.data}, {"--eval-data", &config.eval_data}}) {
-    if (path->empty()) continue;
     std::error_code ec;
     if (path->find(',') != std::string::npos && !fs::exists(*path, ec))
       throw train::UsageError(std::string(flag) + " '" + *path + "': a sweep trains on one " + flag +
                               " file, and a file name takes no list; run one sweep per file, each with its own --out");
-    *path = fs::absolute(*path).lexically_normal().string();
   }
+  train::make_data_paths_absolute(config);
 }
 
 // The plan of a stopped sweep (--resume DIR): its config.json and the

@@ -77,7 +77,9 @@ bool same_setting(const std::string& flag, const nlohmann::json& was, const nloh
 train::Checkpoint resume_checkpoint(const train::RunFolder& folder, std::string& note) {
   const std::vector<int64_t> snapshots = train::snapshot_steps(folder.dir);
   std::optional<train::Checkpoint> checkpoint;
-  if (fs::exists(folder.checkpoint())) {
+  // Without a snapshot, the checkpoint or its reader's error: under mpirun
+  // the other ranks get here without open_run_folder's check.
+  if (snapshots.empty() || fs::exists(folder.checkpoint())) {
     checkpoint = train::read_checkpoint(folder.checkpoint());
     if (snapshots.empty() || snapshots.back() <= checkpoint->info.step) return std::move(*checkpoint);
   }
@@ -325,13 +327,17 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   try {
     status = trainer.run();
   } catch (const std::exception& e) {
-    if (trainer.last_checkpoint_step() >= 0 && dynamic_cast<const train::Diverged*>(&e) != nullptr)
-      log->error("{}; the last good checkpoint, of step {}, is kept. Continue from it with a lower learning rate: "
-                 "headlab train --resume {} --lr {}",
-                 e.what(), trainer.last_checkpoint_step(), folder.dir, config.lr / 10);
-    else if (trainer.last_checkpoint_step() >= 0)
-      log->error("{}; the last good checkpoint, of step {}, is kept: headlab train --resume {} continues from it",
-                 e.what(), trainer.last_checkpoint_step(), folder.dir);
+    // What --resume goes on from: a snapshot is a whole checkpoint of its step.
+    const train::Trainer::Saved& saved = trainer.last_saved();
+    const std::string kept =
+        saved.path.empty() ? fmt::format("the last good checkpoint, of step {} (the one this run went on from),",
+                                         saved.step)
+                           : fmt::format("the last good checkpoint, of step {} ({}),", saved.step, saved.path);
+    if (saved.step >= 0 && dynamic_cast<const train::Diverged*>(&e) != nullptr)
+      log->error("{}; {} is kept. Continue from it with a lower learning rate: headlab train --resume {} --lr {}",
+                 e.what(), kept, folder.dir, config.lr / 10);
+    else if (saved.step >= 0)
+      log->error("{}; {} is kept: headlab train --resume {} continues from it", e.what(), kept, folder.dir);
     else
       log->error("{}; no checkpoint had been written yet", e.what());
     throw;

@@ -12,9 +12,32 @@
 
 namespace headlab::cli {
 
+namespace {
+
+// TransformerLens's copy points (use_attn_in, use_split_qkv_input,
+// use_hook_mlp_in), which a model computes only when asked: 4h + 1 copies of
+// the residual stream per block. The Python package's names=None leaves
+// them out as TransformerLens's cache of every point does
+// (python/headlab/_names.py), and so does the default dump.
+bool is_copy_point(const std::string& name) {
+  for (const char* point : {".hook_attn_in", ".hook_q_input", ".hook_k_input", ".hook_v_input", ".hook_mlp_in"})
+    if (name.ends_with(point)) return true;
+  return false;
+}
+
+}  // namespace
+
 std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std::vector<std::string>& hooks) {
-  if (hooks.empty()) return layers::hook_names(spec);
+  std::vector<std::string> every = layers::hook_names(spec);
+  if (hooks.size() == 1 && hooks[0] == kEveryHook) return every;
+  if (hooks.empty()) {
+    std::erase_if(every, is_copy_point);
+    return every;
+  }
   for (std::size_t i = 0; i < hooks.size(); ++i) {
+    if (hooks[i] == kEveryHook)
+      throw train::UsageError("--hooks " + std::string(kEveryHook) + " dumps every point, so it takes no other name; "
+                              "give it alone, or the names alone");
     try {
       layers::check_hook_name(spec, hooks[i]);
     } catch (const std::invalid_argument& e) {

@@ -15,8 +15,14 @@
 
 namespace headlab::cli {
 
-// The hook names to dump: all of the model's for an empty `hooks`, else
-// those, checked (UsageError naming the nearest valid ones).
+// `--hooks all`: every hook point, the copy points included.
+inline constexpr const char* kEveryHook = "all";
+
+// The hook names to dump: for an empty `hooks` all of the model's but
+// TransformerLens's copy points (hook_attn_in, hook_q_input, hook_k_input,
+// hook_v_input, hook_mlp_in), as Python's names=None caches; every one for
+// {kEveryHook}; else those, checked (UsageError naming the nearest valid
+// ones).
 std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std::vector<std::string>& hooks);
 
 // Each row's number of real tokens (the rest of its T positions are

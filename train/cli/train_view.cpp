@@ -70,6 +70,14 @@ void TrainView::stopped(int signal, int64_t step) {
              folder_.dir);
 }
 
+void TrainView::history_dropped(int64_t step, const std::vector<int64_t>& steps) {
+  // metrics.jsonl is in step order: the first and last lines dropped bound them.
+  log_->warn("metrics.jsonl held {} line(s) of steps {} to {}, after step {} which this run goes on from: the "
+             "stopped run trained them but saved no checkpoint of them (a kill, a divergence); they are dropped, "
+             "and this run trains those steps again",
+             steps.size(), steps.front(), steps.back(), step);
+}
+
 void TrainView::finished(int64_t steps, double seconds) {
   clear_progress();
   if (steps == 0 && start_step_ > 0)  // a resume at its last step: only its final analysis was missing

@@ -25,6 +25,7 @@ class TrainView final : public train::TrainerEvents {
   void analyzed(int64_t step, const analysis::RunAnalysis& analysis) override;
   void checkpoint_written(int64_t step, const std::string& path) override;
   void stopped(int signal, int64_t step) override;
+  void history_dropped(int64_t step, const std::vector<int64_t>& steps) override;
   void finished(int64_t steps, double seconds) override;
 
   // The final report on stdout: the text report (quiet: the last log line
