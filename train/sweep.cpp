@@ -211,12 +211,12 @@ void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis) {
   }
 }
 
-void record_history(SweepRun& run, const std::vector<nlohmann::json>& history, double score_threshold) {
+void record_history(SweepRun& run, const std::vector<nlohmann::json>& history, const analysis::RunAnalysis& heads,
+                    const analysis::LabelOptions& options) {
   run.specialized_step = specialized_since(history);
   for (SweepHead& h : run.head_results)
-    h.emerged = h.label.is_pattern()
-                    ? analysis::emergence_step(history, h.name, analysis::label_key(h.label), score_threshold)
-                    : std::nullopt;
+    h.emerged = h.label.is_pattern() ? analysis::pattern_emergence_step(history, h.name, h.label, heads, options)
+                                     : std::nullopt;
 }
 
 bool reached_target(const SweepRun& run, double target_accuracy) {

@@ -97,10 +97,13 @@ std::string run_dir_name(const SweepCell& cell, int64_t seed);
 void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis);
 
 // Fills the emergence steps from the run's metrics.jsonl lines (after
-// record_analysis): each pattern-labelled head's (analysis::emergence_step with
-// `score_threshold`, the label threshold) and the run's specialized_step. Both
-// stay absent when the run logged no analysis that shows them (--analyze-every 0).
-void record_history(SweepRun& run, const std::vector<nlohmann::json>& history, double score_threshold);
+// record_analysis of `heads`, its heads.json): each pattern-labelled head's
+// by the labels' own rule (analysis::pattern_emergence_step: the threshold,
+// or the pattern's chance score on the run's set plus the margin where that
+// is higher) and the run's specialized_step. Both stay absent when the run
+// logged no analysis that shows them (--analyze-every 0).
+void record_history(SweepRun& run, const std::vector<nlohmann::json>& history, const analysis::RunAnalysis& heads,
+                    const analysis::LabelOptions& options = {});
 
 // "h2 s4: acc 100.0%, specialized, L0H0 previous-token 0.95, L0H1 mixed (prev 0.45, first 0.52) (3.1 s)",
 // or the reason a run failed; a head without a pattern shows its in_sweep

@@ -181,7 +181,7 @@ TEST(SweepResume, AChangedDataFileIsRefusedBeforeAnyRunStartsAndTheFileIsFoundFr
 
 // A run changed outside the sweep is not pooled with the sweep's own: one
 // extended with `train --resume RUN --steps N`, one whose heads.json
-// `analyze RUN --pattern` rewrote.
+// `analyze RUN --pattern` or `analyze RUN --threshold` rewrote.
 TEST(SweepResume, ARunExtendedOrReanalyzedOutsideTheSweepIsRefusedNamingRunAndKey) {
   TempDir cwd;
   const std::string sweep = cwd / "sweep";
@@ -202,6 +202,11 @@ TEST(SweepResume, ARunExtendedOrReanalyzedOutsideTheSweepIsRefusedNamingRunAndKe
   EXPECT_TRUE(clean_failure(
       run_headlab({"sweep", "--resume", sweep}, cwd.path()), 2,
       {"h2-s1 (its heads.json scores the pattern offset:2", "headlab analyze " + sweep + "/h2-s1`"}));
+  // Re-labelled with another threshold alone: heads.json records it.
+  const RunResult relabelled = run_headlab({"analyze", sweep + "/h2-s1", "--threshold", "0.6"}, cwd.path());
+  ASSERT_EQ(relabelled.exit_code, 0) << relabelled.describe();
+  EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--resume", sweep}, cwd.path()), 2,
+                            {"h2-s1 (its heads.json was labelled with --threshold 0.6 (not 0.5)"}));
   const RunResult again = run_headlab({"analyze", sweep + "/h2-s1"}, cwd.path());
   ASSERT_EQ(again.exit_code, 0) << again.describe();
   const RunResult resumed = run_headlab({"sweep", "--resume", sweep}, cwd.path());

@@ -339,7 +339,7 @@ TEST(RecordHistory, TakesTheStepFromWhichEachPatternAndTheVerdictStayed) {
       analysis_line(400, 0.9, 0.8, true),
       analysis_line(500, 0.95, 0.8, true),
   };
-  record_history(r, history, 0.5);
+  record_history(r, history, analysis::RunAnalysis{});
   EXPECT_EQ(r.head_results[0].emerged, 300);
   EXPECT_EQ(r.head_results[1].emerged, 200);
   EXPECT_FALSE(r.head_results[2].emerged) << "a head without a pattern label has no emergence step";
@@ -350,13 +350,33 @@ TEST(RecordHistory, TakesTheStepFromWhichEachPatternAndTheVerdictStayed) {
   EXPECT_TRUE(j["head_results"][2]["emerged"].is_null());
 
   // Ending unspecialized, or without any analysis, leaves the steps absent.
-  record_history(r, {analysis_line(100, 0.9, 0.9, true), analysis_line(200, 0.9, 0.2, false)}, 0.5);
+  record_history(r, {analysis_line(100, 0.9, 0.9, true), analysis_line(200, 0.9, 0.2, false)}, analysis::RunAnalysis{});
   EXPECT_FALSE(r.specialized_step);
   EXPECT_FALSE(r.head_results[1].emerged);
   EXPECT_EQ(r.head_results[0].emerged, 100);
-  record_history(r, {{{"step", 600}, {"loss", 0.1}}}, 0.5);
+  record_history(r, {{{"step", 600}, {"loss", 0.1}}}, analysis::RunAnalysis{});
   EXPECT_FALSE(r.specialized_step);
   EXPECT_FALSE(r.head_results[0].emerged);
+}
+
+// The emergence strip follows the labels' rule: where uniform attention
+// already scores 0.5 on first-token (the run's chance scores), a head's
+// first-token score emerges once it reaches 0.5 + the margin, not 0.5.
+TEST(RecordHistory, APatternEmergesAtTheScoreAtWhichItLabelsOnTheRunsSet) {
+  SweepRun r = done_run(2, 0, 1.0, true,
+                        {head("L0H0", Label::pattern("previous-token"), 0.9, 0.9, 0.0),
+                         head("L0H1", Label::pattern("first-token"), 0.8, 0.0, 0.8)});
+  const std::vector<nlohmann::json> history = {analysis_line(100, 0.6, 0.55, false),
+                                               analysis_line(200, 0.7, 0.7, true),
+                                               analysis_line(300, 0.9, 0.8, true)};
+  analysis::RunAnalysis heads;
+  heads.chance.emplace();
+  (*heads.chance)["first-token"] = 0.5;
+  record_history(r, history, heads);
+  EXPECT_EQ(r.head_results[0].emerged, 100) << "previous-token has no chance score here: the threshold";
+  EXPECT_EQ(r.head_results[1].emerged, 200) << "0.55 does not beat the chance score 0.5 by the margin";
+  record_history(r, history, analysis::RunAnalysis{});
+  EXPECT_EQ(r.head_results[1].emerged, 100) << "a heads.json without chance scores: the threshold";
 }
 
 }  // namespace

@@ -227,10 +227,11 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int exit_code) {
   if (run.exit_code == 0) {
     std::string file = folder + "/heads.json";  // the one being read
     try {
-      train::record_analysis(run, read_heads(file));
+      const analysis::RunAnalysis heads = read_heads(file);
+      train::record_analysis(run, heads);
       // The emergence steps: from the analyses logged during training, if any.
       file = folder + "/metrics.jsonl";
-      train::record_history(run, train::read_metrics(file), analysis::LabelOptions{}.score_threshold);
+      train::record_history(run, train::read_metrics(file), heads);
     } catch (const std::exception& e) {
       run.status = train::RunStatus::failed;
       run.error = "cannot read " + file + ": " + train::without_json_prefix(e.what());
@@ -248,11 +249,10 @@ void finish_run(const Sweep& sweep, train::SweepRun& run, int exit_code) {
 // The plan's runs whose folders hold what the sweep did not make there: a
 // config.json other than the plan's for that run (extended with `train
 // --resume RUN --steps N`, edited), or a heads.json that scores other user
-// patterns than the sweep's analysis (rewritten by `analyze RUN --pattern`).
-// Pooled, a configuration's rates would mix two settings: refused before any
-// run starts, naming each run and what differs. The label options an
-// analysis used (--threshold, --margin) are not in heads.json: a heads.json
-// rewritten with only those cannot be told apart here.
+// patterns than the sweep's analysis (rewritten by `analyze RUN --pattern`),
+// or was labelled with other label options (`analyze RUN --threshold`, ...:
+// heads.json records them). Pooled, a configuration's rates would mix two
+// settings: refused before any run starts, naming each run and what differs.
 void check_runs_follow_plan(const Sweep& sweep, const std::vector<train::SweepRun>& plan, const std::string& where) {
   std::vector<std::string> problems;
   for (const train::SweepRun& run : plan) {
@@ -270,16 +270,25 @@ void check_runs_follow_plan(const Sweep& sweep, const std::vector<train::SweepRu
         continue;
       }
     }
-    const auto expected = sweep.patterns.find(run.cell().name());
-    if (expected == sweep.patterns.end() || !fs::exists(folder + "/heads.json")) continue;
-    std::vector<std::string> extra;
+    if (!fs::exists(folder + "/heads.json")) continue;
+    analysis::RunAnalysis heads;
     try {
-      for (const analysis::PatternInfo& p : read_heads(folder + "/heads.json").user_patterns)
-        if (std::find(expected->second.begin(), expected->second.end(), p.name) == expected->second.end())
-          extra.push_back(p.name);
+      heads = read_heads(folder + "/heads.json");
     } catch (const std::exception&) {
       continue;  // a damaged heads.json: the run is run again (run_all)
     }
+    if (const std::string options = analysis::label_options_departures(heads); !options.empty()) {
+      problems.push_back(run.dir + " (its heads.json was labelled with " + options + ": `analyze " + folder +
+                         "` with label options and without --out rewrote it; `headlab analyze " + folder +
+                         "` writes the sweep's analysis again)");
+      continue;
+    }
+    const auto expected = sweep.patterns.find(run.cell().name());
+    if (expected == sweep.patterns.end()) continue;
+    std::vector<std::string> extra;
+    for (const analysis::PatternInfo& p : heads.user_patterns)
+      if (std::find(expected->second.begin(), expected->second.end(), p.name) == expected->second.end())
+        extra.push_back(p.name);
     if (!extra.empty()) {
       std::string names;
       for (const std::string& n : extra) names += (names.empty() ? "" : ", ") + n;

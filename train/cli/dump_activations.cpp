@@ -6,32 +6,20 @@
 
 #include "autograd/variable.h"
 #include "layers/hook_set.h"
+#include "layers/hooks.h"
 #include "layers/padding_mask.h"
 #include "train/errors.h"
 #include "train/signals.h"
 
 namespace headlab::cli {
 
-namespace {
-
-// TransformerLens's copy points (use_attn_in, use_split_qkv_input,
-// use_hook_mlp_in), which a model computes only when asked: 4h + 1 copies of
-// the residual stream per block. The Python package's names=None leaves
-// them out as TransformerLens's cache of every point does
-// (python/headlab/_names.py), and so does the default dump.
-bool is_copy_point(const std::string& name) {
-  for (const char* point : {".hook_attn_in", ".hook_q_input", ".hook_k_input", ".hook_v_input", ".hook_mlp_in"})
-    if (name.ends_with(point)) return true;
-  return false;
-}
-
-}  // namespace
-
 std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std::vector<std::string>& hooks) {
   std::vector<std::string> every = layers::hook_names(spec);
   if (hooks.size() == 1 && hooks[0] == kEveryHook) return every;
   if (hooks.empty()) {
-    std::erase_if(every, is_copy_point);
+    // TransformerLens's copy points (4h + 1 copies of the residual stream
+    // per block) only when named or with all, as Python's names=None.
+    std::erase_if(every, [](const std::string& name) { return layers::is_copy_point(name); });
     return every;
   }
   for (std::size_t i = 0; i < hooks.size(); ++i) {
