@@ -8,6 +8,8 @@
 // product in f32 (operands not rounded) would miss by far (the test checks
 // that too), and must lie within bf16's error of the unrounded product.
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -492,7 +494,10 @@ TEST(Bf16Gemm, Float64IsUntouched) {
 TEST(GemmPeak, TheBf16PeakIsTheWidestBf16Unit) {
   const FmaPeak bf16 = bf16_peak(1), fma = fma_peak(1);
   ASSERT_GT(fma.gflops, 0.0);
-  if (cpu_has_amx_bf16()) {
+  // Linux grants the tile state on request (arch_prctl ARCH_REQ_XCOMP_PERM,
+  // XTILEDATA); a kernel that refuses it leaves AMX to no one, oneDNN included.
+  constexpr int kReqXcompPerm = 0x1023, kXtiledata = 18;
+  if (cpu_has_amx_bf16() && syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0) {
     EXPECT_STREQ(bf16.isa, "AMX-BF16 tdpbf16ps");
     EXPECT_GT(bf16.gflops, 4 * fma.gflops) << "the tile loop runs far below AMX's rate";
   } else if (cpu_has_avx512_bf16()) {
