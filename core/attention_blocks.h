@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/attention_kernels.h"
 #include "core/blas.h"
+#include "core/softmax_row.h"
 #include "core/threads.h"
 
 namespace headlab::core::attention_detail {
@@ -127,11 +129,48 @@ Heads<const T> in(Heads<T> x) {
   return {x.p, x.ld, x.s0, x.s1};
 }
 
+// Row i of a chunk: its scores -> its probabilities. The `n` visible keys
+// of `s` (length at least the row rounded up to whole 16-float vectors,
+// within Tn) are scaled (the scale after the GEMM, not as its alpha: an
+// output scale takes oneDNN off its fastest kernels on some CPUs, and
+// round(scale * acc) is the same either way), padded keys hidden; then the
+// softmax into `p` (length Tn; `p` may be `s`). The extra keys of the
+// rounding up are -inf, so the softmax loops need no scalar remainder and
+// those keys come out as exact zeros like every hidden key.
+template <class T>
+void scores_row_to_probs(T* s, T* p, int64_t n, int64_t Tn, T scale, const unsigned char* real_b) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) s[j] *= scale;
+  const int64_t padded = std::min(Tn, (n + 15) / 16 * 16);
+  std::fill(s + n, s + padded, -std::numeric_limits<T>::infinity());
+  if (real_b)
+    for (int64_t j = 0; j < n; ++j)
+      if (!real_b[j]) s[j] = -std::numeric_limits<T>::infinity();
+  double row_max = 0.0, sum = 0.0;
+  detail::softmax_row(s, p, padded, row_max, sum);  // all hidden: zeros
+  std::fill(p + padded, p + Tn, T(0));
+}
+
+// The softmax backward of one row, then the scale, in place over the
+// row's dP (length `keys`): dS = scale * P * (dP - rowsum(dP * P)) on the
+// n visible keys, 0 on the rest. Hidden keys have P = 0, so their gradient
+// is 0 without a mask.
+template <class T>
+void probs_row_grad(T* row, const T* p, int64_t n, int64_t keys, T scale) {
+  T dt = 0;
+#pragma omp simd reduction(+ : dt)
+  for (int64_t j = 0; j < n; ++j) dt += row[j] * p[j];
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) row[j] = p[j] * (row[j] - dt) * scale;
+  std::fill(row + n, row + keys, T(0));
+}
+
 // A per-thread buffer of at least `n` elements, kept from call to call (no
-// allocation per step).
+// allocation per step): `which` is 0-5 (a float kernel uses 0-2; the bf16
+// one, attention_bf16.cpp, also 0-5 of bf16_t).
 template <class T>
 T* scratch(std::size_t n, int which) {
-  thread_local std::vector<T> buffers[3];
+  thread_local std::vector<T> buffers[6];
   std::vector<T>& b = buffers[which];
   if (b.size() < n) b.resize(n);
   return b.data();

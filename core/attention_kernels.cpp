@@ -6,8 +6,10 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "core/attention_bf16.h"
 #include "core/attention_blocks.h"
 #include "core/softmax_row.h"
 #include "core/threads.h"
@@ -33,29 +35,13 @@ void attention_fwd(const T* q, const T* k, const T* v, T* out, T* P, const Dims&
     for (int64_t c = 0; c < chunk_count(Tn, s.causal); ++c) {
       const Chunk ch = chunk_of(c, Tn, s.causal);
       const int64_t rows = ch.r1 - ch.r0;
-      // S = Q K^T: rows r0..r1, keys 0..keys. The scale is applied below, on
-      // the visible keys, not as the GEMM's alpha: an output scale takes
-      // oneDNN off its fastest kernels on some CPUs (bf16 on AVX-512), and
-      // round(scale * acc) is the same either way.
+      // S = Q K^T: rows r0..r1, keys 0..keys; scaled with the softmax.
       heads_gemm<T>(nb, h, false, true, rows, ch.keys, dk, Q.rows_from(ch.r0), K, Pb.rows_from(ch.r0));
       for (int64_t pair = blk.b0 * h; pair < blk.b1 * h; ++pair) {
         const unsigned char* real_b = real ? real + (pair / h) * Tn : nullptr;
         for (int64_t i = ch.r0; i < ch.r1; ++i) {
           T* row = P + pair * Tn * Tn + i * Tn;
-          const int64_t n = s.causal ? i + 1 : Tn;  // keys the causal mask lets through
-#pragma omp simd
-          for (int64_t j = 0; j < n; ++j) row[j] *= scale;
-          // Rounded up to whole 16-float vectors within the row, the extra keys
-          // set to -inf: the softmax loops then need no scalar remainder, and
-          // those keys come out as exact zeros like every hidden key.
-          const int64_t padded = std::min(Tn, (n + 15) / 16 * 16);
-          std::fill(row + n, row + padded, -std::numeric_limits<T>::infinity());
-          if (real_b)
-            for (int64_t j = 0; j < n; ++j)
-              if (!real_b[j]) row[j] = -std::numeric_limits<T>::infinity();
-          double row_max = 0.0, sum = 0.0;
-          detail::softmax_row(row, row, padded, row_max, sum);  // all hidden: zeros
-          std::fill(row + padded, row + Tn, T(0));
+          scores_row_to_probs(row, row, s.causal ? i + 1 : Tn, Tn, scale, real_b);
         }
       }
       // P V: rows r0..r1 [rows, dk].
@@ -97,20 +83,11 @@ void attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* P
       const Heads<T> dSc = dS.rows_from(ch.r0);
       heads_gemm<T>(nb, h, false, true, rows, ch.keys, dk, dOc, V, dSc);                  // dP = dO' V^T
       heads_gemm<T>(nb, h, true, false, ch.keys, dk, rows, Pc, dOc, dV, T(1), beta);      // dV += P^T dO'
-      // Softmax backward, then the scale: dS = scale * P * (dP - rowsum(dP * P)).
-      // Hidden keys have P = 0, so their gradient is 0 without a mask.
+      // Softmax backward, then the scale.
       for (int64_t pair = 0; pair < nb * h; ++pair)
-        for (int64_t i = ch.r0; i < ch.r1; ++i) {
-          const T* pr = P + (blk.b0 * h + pair) * Tn * Tn + i * Tn;
-          T* sr = dS.p + pair * Tn * Tn + i * Tn;
-          const int64_t n = s.causal ? i + 1 : Tn;
-          T dt = 0;
-#pragma omp simd reduction(+ : dt)
-          for (int64_t j = 0; j < n; ++j) dt += sr[j] * pr[j];
-#pragma omp simd
-          for (int64_t j = 0; j < n; ++j) sr[j] = pr[j] * (sr[j] - dt) * scale;
-          std::fill(sr + n, sr + ch.keys, T(0));
-        }
+        for (int64_t i = ch.r0; i < ch.r1; ++i)
+          probs_row_grad(dS.p + pair * Tn * Tn + i * Tn, P + (blk.b0 * h + pair) * Tn * Tn + i * Tn,
+                         s.causal ? i + 1 : Tn, ch.keys, scale);
       heads_gemm<T>(nb, h, false, false, rows, dk, ch.keys, in(dSc), K, dQ.rows_from(ch.r0));       // dQ = dS K
       heads_gemm<T>(nb, h, true, false, ch.keys, dk, rows, in(dSc), Q.rows_from(ch.r0), dK, T(1), beta);  // dK += dS^T Q
     }
@@ -135,8 +112,13 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
   const Tensor gc = gates.defined() ? gates.contiguous() : Tensor();
   dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    attention_fwd<T>(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(), r.probs.data<T>(), dims, shape,
-                     real.empty() ? nullptr : real.data(), gc.defined() ? gc.data<T>() : nullptr);
+    const auto fwd = [&] {
+      if constexpr (std::is_same_v<T, float>)
+        if (attention_in_bf16()) return attention_fwd_bf16;
+      return attention_fwd<T>;
+    }();
+    fwd(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(), r.probs.data<T>(), dims, shape,
+        real.empty() ? nullptr : real.data(), gc.defined() ? gc.data<T>() : nullptr);
   });
   return r;
 }
@@ -160,9 +142,13 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
     const Tensor pc = probs.contiguous(), gc = gates.defined() ? gates.contiguous() : Tensor();
     dispatch(q.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      attention_bwd<T>(dc.data<T>(), qc.data<T>(), kc.data<T>(), vc.data<T>(), pc.data<T>(), g.dq.data<T>(),
-                       g.dk.data<T>(), g.dv.data<T>(), dims, shape, gc.defined() ? gc.data<T>() : nullptr,
-                       want_dgates ? part.data() : nullptr);
+      const auto bwd = [&] {
+        if constexpr (std::is_same_v<T, float>)
+          if (attention_in_bf16()) return attention_bwd_bf16;
+        return attention_bwd<T>;
+      }();
+      bwd(dc.data<T>(), qc.data<T>(), kc.data<T>(), vc.data<T>(), pc.data<T>(), g.dq.data<T>(), g.dk.data<T>(),
+          g.dv.data<T>(), dims, shape, gc.defined() ? gc.data<T>() : nullptr, want_dgates ? part.data() : nullptr);
     });
   }
   if (want_dgates) {

@@ -133,8 +133,8 @@ void widened_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, fl
 // The float32 product in bf16 mixed precision (core/gemm_bf16.cpp): A and B
 // rounded into this thread's dense bf16 buffers, then the backend's bf16 GEMM.
 void bf16_batched_gemm(const BatchedGemm<float>& g, GemmBackend backend);
-// One product of operands already in bf16 (g's batch fields unused) into
-// the f32 C, on the selected backend.
+// A product (or a batch of them) of operands already in bf16 into the f32
+// C, on the selected backend.
 void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c);
 
 // core/gemm_replay.h: whether this thread's products are being timed and

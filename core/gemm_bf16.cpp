@@ -125,8 +125,12 @@ void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, flo
   if (g.m <= 0 || g.n <= 0) return;
   if (gemm_recording()) return record_packed_bf16_gemm(g, alpha, beta, c);  // core/gemm_replay.h
   if (g.k <= 0) {  // nothing to multiply: C = beta C, as BLAS defines it
-    for (int64_t i = 0; i < g.m; ++i)
-      for (int64_t j = 0; j < g.n; ++j) c[i * g.ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * g.ldc + j];
+    for (int64_t o = 0; o < g.outer; ++o)
+      for (int64_t p = 0; p < g.inner; ++p) {
+        float* cp = c + o * g.c_stride[0] + p * g.c_stride[1];
+        for (int64_t i = 0; i < g.m; ++i)
+          for (int64_t j = 0; j < g.n; ++j) cp[i * g.ldc + j] = beta == 0.0f ? 0.0f : beta * cp[i * g.ldc + j];
+      }
     return;
   }
   if (gemm_backend() == GemmBackend::onednn) onednn_batched_gemm_bf16(g, alpha, beta, c);

@@ -38,24 +38,7 @@
 namespace headlab::core {
 namespace {
 
-class Scope {
- public:
-  Scope(GemmBackend b, GemmPrecision p) : backend_(gemm_backend()), precision_(gemm_precision()) {
-    set_gemm_backend(b);
-    set_gemm_precision(p);
-  }
-  ~Scope() {
-    set_gemm_backend(backend_);
-    set_gemm_precision(precision_);
-  }
-  Scope(const Scope&) = delete;
-  Scope& operator=(const Scope&) = delete;
-
- private:
-  GemmBackend backend_;
-  GemmPrecision precision_;
-};
-
+using test::Scope;
 using test::random_floats;
 
 double rounded(float x) { return from_bf16(to_bf16(x)); }

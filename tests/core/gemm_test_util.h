@@ -10,6 +10,25 @@
 
 namespace headlab::core::test {
 
+// Sets the GEMM backend and precision while alive.
+class Scope {
+ public:
+  Scope(GemmBackend b, GemmPrecision p) : backend_(gemm_backend()), precision_(gemm_precision()) {
+    set_gemm_backend(b);
+    set_gemm_precision(p);
+  }
+  ~Scope() {
+    set_gemm_backend(backend_);
+    set_gemm_precision(precision_);
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  GemmBackend backend_;
+  GemmPrecision precision_;
+};
+
 inline std::vector<float> random_floats(int64_t count, uint64_t seed) {
   const std::vector<double> v = Generator(seed).normal({count}, 0, 1).to_vector();
   return {v.begin(), v.end()};

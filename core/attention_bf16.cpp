@@ -1,0 +1,133 @@
+// Fused attention in bf16 mixed precision: see attention_bf16.h.
+#include "core/attention_bf16.h"
+
+#include "core/bf16.h"
+#include "core/gemm.h"
+
+namespace headlab::core::attention_detail {
+namespace {
+
+// This thread's bf16 buffers, one per operand a chunk keeps.
+enum Slot { kQ, kK, kV, kDout, kP, kDs };
+
+// Rows [r0, r0 + rows) of each of the block's heads of x, [rows, cols]
+// each, rounded into `slot` densely in the block's (batch row, head) order:
+// [nb, h, rows, cols], the layout core/gemm_bf16.cpp packs a batch in.
+const bf16_t* round_heads(Heads<const float> x, int64_t nb, int64_t h, int64_t r0, int64_t rows, int64_t cols,
+                          Slot slot) {
+  bf16_t* out = scratch<bf16_t>(static_cast<std::size_t>(nb * h * rows * cols), slot);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t head = 0; head < h; ++head)
+      pack_bf16(x.p + b * x.s0 + head * x.s1 + r0 * x.ld, rows, cols, x.ld, out + (b * h + head) * rows * cols);
+  return out;
+}
+
+// C_(b,h) = op(A_(b,h)) op(B_(b,h)) + beta C_(b,h) over the block's grid,
+// A and B rounded as round_heads leaves them (each in its stored layout).
+void rounded_heads_gemm(int64_t nb, int64_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bf16_t* a,
+                        const bf16_t* b, Heads<float> c, float beta = 0.0f) {
+  const int64_t a_cols = ta ? m : k, b_cols = tb ? k : n;
+  detail::packed_bf16_gemm({.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .outer = nb, .inner = h, .a = a,
+                            .lda = a_cols, .a_stride = {h * m * k, m * k}, .b = b, .ldb = b_cols,
+                            .b_stride = {h * k * n, k * n}, .ldc = c.ld, .c_stride = {c.s0, c.s1}},
+                           1.0f, beta, c.p);
+}
+
+// A dense [nb, h, rows, keys] float buffer of this thread, as heads.
+Heads<float> dense_scores(int64_t nb, int64_t h, int64_t rows, int64_t keys) {
+  float* p = scratch<float>(static_cast<std::size_t>(nb * h * rows * keys), 0);
+  return {p, keys, h * rows * keys, rows * keys};
+}
+
+}  // namespace
+
+bool attention_in_bf16() { return gemm_precision() == GemmPrecision::bf16; }
+
+void attention_fwd_bf16(const float* q, const float* k, const float* v, float* out, float* P, const Dims& dims,
+                        const AttentionShape& s, const unsigned char* real, const float* gates) {
+  const int64_t Tn = dims.T, dk = dims.dk, h = dims.h;
+  const auto scale = static_cast<float>(s.scale);
+  const int64_t blocks = block_count(dims);
+#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
+  for (int64_t bi = 0; bi < blocks; ++bi) {
+    const Block blk = block_of(bi, blocks, dims.B);
+    const int64_t nb = blk.rows();
+    const Heads<const float> Q = seq_heads(q, dims, blk.b0), K = seq_heads(k, dims, blk.b0),
+                             V = seq_heads(v, dims, blk.b0);
+    const Heads<float> O = seq_heads(out, dims, blk.b0);
+    for (int64_t c = 0; c < chunk_count(Tn, s.causal); ++c) {
+      const Chunk ch = chunk_of(c, Tn, s.causal);
+      const int64_t rows = ch.r1 - ch.r0;
+      // S = Q K^T into the dense buffer; P = softmax(scale S) into P and, rounded, into kP.
+      const Heads<float> S = dense_scores(nb, h, rows, ch.keys);
+      rounded_heads_gemm(nb, h, false, true, rows, ch.keys, dk, round_heads(Q, nb, h, ch.r0, rows, dk, kQ),
+                         round_heads(K, nb, h, 0, ch.keys, dk, kK), S);
+      bf16_t* p16 = scratch<bf16_t>(static_cast<std::size_t>(nb * h * rows * ch.keys), kP);
+      for (int64_t pair = 0; pair < nb * h; ++pair) {
+        const unsigned char* real_b = real ? real + (blk.b0 + pair / h) * Tn : nullptr;
+        for (int64_t i = ch.r0; i < ch.r1; ++i) {
+          float* row = P + (blk.b0 * h + pair) * Tn * Tn + i * Tn;
+          const int64_t at = pair * rows * ch.keys + (i - ch.r0) * ch.keys;
+          scores_row_to_probs(S.p + at, row, s.causal ? i + 1 : Tn, Tn, scale, real_b);
+          pack_bf16(row, 1, ch.keys, ch.keys, p16 + at);
+        }
+      }
+      // P V: rows r0..r1 [rows, dk].
+      rounded_heads_gemm(nb, h, false, false, rows, dk, ch.keys, p16, round_heads(V, nb, h, 0, ch.keys, dk, kV),
+                         O.rows_from(ch.r0));
+    }
+    if (gates) gate_heads(out, dims, blk, gates);
+  }
+}
+
+void attention_bwd_bf16(const float* dout, const float* q, const float* k, const float* v, const float* P,
+                        float* dq, float* dk_out, float* dv, const Dims& dims, const AttentionShape& s,
+                        const float* gates, double* dgate_part) {
+  const int64_t Tn = dims.T, dk = dims.dk, h = dims.h;
+  const auto scale = static_cast<float>(s.scale);
+  bool gated = false;
+  for (int64_t head = 0; gates && head < h; ++head) gated = gated || gates[head] != 1.0f;
+  const int64_t blocks = block_count(dims);
+#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
+  for (int64_t bi = 0; bi < blocks; ++bi) {
+    const Block blk = block_of(bi, blocks, dims.B);
+    const int64_t nb = blk.rows();
+    Heads<const float> dO = seq_heads(dout, dims, blk.b0);
+    if (gated) dO = gated_dout(dout, dims, blk, gates);
+    const Heads<const float> Q = seq_heads(q, dims, blk.b0), K = seq_heads(k, dims, blk.b0),
+                             V = seq_heads(v, dims, blk.b0);
+    const Heads<float> dQ = seq_heads(dq, dims, blk.b0), dK = seq_heads(dk_out, dims, blk.b0),
+                       dV = seq_heads(dv, dims, blk.b0);
+    // Chunks from the last, which reaches every key: it sets dV and dK
+    // (beta 0), and each earlier chunk adds to their first `keys` rows.
+    const int64_t chunks = chunk_count(Tn, s.causal);
+    for (int64_t c = chunks - 1; c >= 0; --c) {
+      const Chunk ch = chunk_of(c, Tn, s.causal);
+      const int64_t rows = ch.r1 - ch.r0;
+      const float beta = c == chunks - 1 ? 0.0f : 1.0f;
+      const bf16_t* dO16 = round_heads(dO, nb, h, ch.r0, rows, dk, kDout);
+      const Heads<float> dS = dense_scores(nb, h, rows, ch.keys);
+      rounded_heads_gemm(nb, h, false, true, rows, ch.keys, dk, dO16, round_heads(V, nb, h, 0, ch.keys, dk, kV),
+                         dS);  // dP = dO' V^T
+      // dS over dP, in place, and the rounded copies of dS and of P.
+      bf16_t* p16 = scratch<bf16_t>(static_cast<std::size_t>(nb * h * rows * ch.keys), kP);
+      bf16_t* ds16 = scratch<bf16_t>(static_cast<std::size_t>(nb * h * rows * ch.keys), kDs);
+      for (int64_t pair = 0; pair < nb * h; ++pair)
+        for (int64_t i = ch.r0; i < ch.r1; ++i) {
+          const float* pr = P + (blk.b0 * h + pair) * Tn * Tn + i * Tn;
+          const int64_t at = pair * rows * ch.keys + (i - ch.r0) * ch.keys;
+          probs_row_grad(dS.p + at, pr, s.causal ? i + 1 : Tn, ch.keys, scale);
+          pack_bf16(dS.p + at, 1, ch.keys, ch.keys, ds16 + at);
+          pack_bf16(pr, 1, ch.keys, ch.keys, p16 + at);
+        }
+      rounded_heads_gemm(nb, h, true, false, ch.keys, dk, rows, p16, dO16, dV, beta);  // dV += P^T dO'
+      rounded_heads_gemm(nb, h, false, false, rows, dk, ch.keys, ds16, round_heads(K, nb, h, 0, ch.keys, dk, kK),
+                         dQ.rows_from(ch.r0));  // dQ = dS K
+      rounded_heads_gemm(nb, h, true, false, ch.keys, dk, rows, ds16, round_heads(Q, nb, h, ch.r0, rows, dk, kQ),
+                         dK, beta);  // dK += dS^T Q
+    }
+    if (dgate_part) gate_grads(dout, score_heads(P, dims, blk.b0), V, dims, blk, dgate_part);
+  }
+}
+
+}  // namespace headlab::core::attention_detail

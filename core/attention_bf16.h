@@ -1,0 +1,33 @@
+// Internal: fused attention (attention_kernels.h) in bf16 mixed precision.
+//
+// The float32 kernels' blocks, chunks and products, with the products'
+// operands rounded where they are made instead of once per product: per
+// chunk, Q, K, V and dO are each rounded once for every product that reads
+// them, and the softmax (forward and backward) writes its row's bf16 copy,
+// P or dS, while the row is in cache. S and dP land in a dense per-thread
+// buffer, where the softmax reads them, instead of in the [B, h, T, T]
+// tensors (a strided C, which oneDNN would compute densely and copy). Each
+// product is the call the float32 kernel's products make in bf16 precision
+// (the same rounded operands, packed alike, the same dense C), and the
+// softmax rows are the same code, so the bits are that kernel's under bf16
+// precision, and (forward) those of the three-stage form
+// (attention_split.h). docs/performance.md measures the passes it saves.
+#pragma once
+
+#include <cstdint>
+
+#include "core/attention_blocks.h"
+
+namespace headlab::core::attention_detail {
+
+// Whether float32 attention's products run in bf16 now (gemm_precision()).
+bool attention_in_bf16();
+
+// As attention_fwd and attention_bwd (attention_kernels.cpp), for float.
+void attention_fwd_bf16(const float* q, const float* k, const float* v, float* out, float* P, const Dims& dims,
+                        const AttentionShape& s, const unsigned char* real, const float* gates);
+void attention_bwd_bf16(const float* dout, const float* q, const float* k, const float* v, const float* P,
+                        float* dq, float* dk_out, float* dv, const Dims& dims, const AttentionShape& s,
+                        const float* gates, double* dgate_part);
+
+}  // namespace headlab::core::attention_detail
