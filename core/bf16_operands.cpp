@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "core/gemm.h"
 #include "core/tensor.h"
 
 namespace headlab::core {
@@ -49,6 +50,13 @@ Bf16Operands::~Bf16Operands() {
 }
 
 void forget_bf16_operands() { store().forget(); }
+
+bf16_t* bf16_copy_of_output(const Tensor& out, int64_t cols) {
+  if (!store().open || cols <= 0 || !out.defined() || out.dtype() != DType::f32 || !out.is_contiguous() ||
+      out.numel() == 0 || out.numel() % cols != 0 || gemm_precision() != GemmPrecision::bf16)
+    return nullptr;
+  return detail::keep_bf16_operand({out.data<float>(), out.numel() / cols, cols, cols}, out.storage());
+}
 
 namespace detail {
 

@@ -10,7 +10,9 @@
 // storage held alive so that the address cannot be reused) and the later
 // products that read the same storage in the same layout take that copy.
 // Rounding is deterministic, so the products are the bits of the packing
-// path.
+// path. The kernels whose outputs a Linear reads next (LayerNorm, the
+// residual add with LayerNorm, the fused bias and GELU) write that copy
+// themselves, row by row (bf16_copy_of_output), sparing the product's pass.
 //
 // A copy is valid only while its float32 source is unchanged. The scope is
 // for the training step's forward and backward, where the only writer of a
@@ -47,6 +49,17 @@ class Bf16Operands {
 
 // Drops every copy of this thread's open scope (none open: nothing to do).
 void forget_bf16_operands();
+
+class Tensor;
+
+// For a kernel that writes `out` (float32, contiguous, rows of `cols`), read
+// next by a Linear: a buffer for its rounded copy, [numel / cols, cols],
+// kept by this thread's open scope as if the Linear's product had rounded
+// it, so that the product takes it instead of a pass over `out` of its own.
+// The kernel writes each row's copy while the row is in cache, before any
+// product reads `out`. Null when no scope is open or the products are not
+// in bf16: then nothing is to be written.
+bf16_t* bf16_copy_of_output(const Tensor& out, int64_t cols);
 
 namespace detail {
 

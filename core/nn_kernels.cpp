@@ -7,8 +7,11 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "core/bf16.h"
+#include "core/bf16_operands.h"
 #include "core/nn_kernels_rows.h"
 #include "core/softmax_row.h"
 #include "core/threads.h"
@@ -148,9 +151,12 @@ void cross_entropy_bwd(const T* p, T* dx, std::span<const int32_t> targets, RowV
 // With `addend`, x + addend is written to `sum` first and normalized from
 // there, row by row while the row is in cache: the residual add and the next
 // LayerNorm in one pass, the same bits as the two apart.
+//
+// With `y16` (float only), each row of y is also written rounded to bf16
+// there, for the Linear that reads y next (core/bf16_operands.h).
 template <class T>
 void layer_norm_fwd(const T* x, const T* addend, T* sum, const T* w, const T* b, T* y, T* mean, T* rstd, RowView v,
-                    double eps) {
+                    double eps, bf16_t* y16) {
   const int64_t D = v.cols;
   const T inv_d = static_cast<T>(1.0 / static_cast<double>(D));
   const T e = static_cast<T>(eps);
@@ -182,6 +188,8 @@ void layer_norm_fwd(const T* x, const T* addend, T* sum, const T* w, const T* b,
     }
     mean[r] = mu;
     rstd[r] = rs;
+    if constexpr (std::is_same_v<T, float>)
+      if (y16) pack_bf16(yr, 1, D, D, y16 + r * D);
   }
 }
 
@@ -363,11 +371,12 @@ LayerNormResult layer_norm_rows(const Tensor& x, const Tensor& addend, Tensor* s
   const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
   LayerNormResult out{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(stat_shape, x.dtype()),
                       Tensor::empty(stat_shape, x.dtype())};
+  bf16_t* y16 = bf16_copy_of_output(out.y, v.cols);
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     layer_norm_fwd<T>(xc.data<T>(), ac.defined() ? ac.data<T>() : nullptr, sum ? sum->data<T>() : nullptr,
                       wc.defined() ? wc.data<T>() : nullptr, bc.defined() ? bc.data<T>() : nullptr, out.y.data<T>(),
-                      out.mean.data<T>(), out.rstd.data<T>(), v, eps);
+                      out.mean.data<T>(), out.rstd.data<T>(), v, eps, y16);
   });
   return out;
 }

@@ -7,7 +7,10 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
+#include "core/bf16.h"
+#include "core/bf16_operands.h"
 #include "core/nn_kernels_rows.h"
 #include "core/vec_math.h"
 
@@ -54,8 +57,10 @@ void gelu_bwd(const T* x, const T* dy, T* dx, int64_t n) {
 // = gelu'(h + bias): one pass that reads the GEMM's product once. Each
 // element on its own, so the bits never depend on the thread count. The
 // slope is a template flag so that both loops stay branch-free and vectorize.
+// With `y16` (float only), each row of y also goes rounded to bf16 there,
+// for the Linear that reads y next (core/bf16_operands.h).
 template <class T, bool WithSlope>
-void bias_gelu_fwd(T* h, const T* bias, T* slope, RowView v) {
+void bias_gelu_fwd(T* h, const T* bias, T* slope, RowView v, bf16_t* y16) {
   const int64_t C = v.cols;
 #pragma omp parallel for schedule(static) if (parallel(v.rows * C))
   for (int64_t r = 0; r < v.rows; ++r) {
@@ -69,6 +74,8 @@ void bias_gelu_fwd(T* h, const T* bias, T* slope, RowView v) {
       hr[c] = x * cdf;
       if constexpr (WithSlope) sr[c] = cdf + x * pdf;
     }
+    if constexpr (std::is_same_v<T, float>)
+      if (y16) pack_bf16(hr, 1, C, C, y16 + r * C);
   }
 }
 
@@ -128,13 +135,14 @@ GeluWithSlope bias_gelu_forward(Tensor h, const Tensor& bias, bool want_slope) {
   if (!h.is_contiguous()) throw std::invalid_argument(std::string(op) + ": h must be contiguous (it is written over)");
   if (bias.defined()) check_vector(bias, v.cols, h.dtype(), op, "bias");
   GeluWithSlope r{h, want_slope ? Tensor::empty(h.shape(), h.dtype()) : Tensor()};
+  bf16_t* y16 = bf16_copy_of_output(h, v.cols);
   dispatch(h.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const Tensor b = bias.defined() ? bias.contiguous() : Tensor::zeros({v.cols}, h.dtype());
     if (want_slope)
-      bias_gelu_fwd<T, true>(h.data<T>(), b.data<T>(), r.slope.data<T>(), v);
+      bias_gelu_fwd<T, true>(h.data<T>(), b.data<T>(), r.slope.data<T>(), v, y16);
     else
-      bias_gelu_fwd<T, false>(h.data<T>(), b.data<T>(), nullptr, v);
+      bias_gelu_fwd<T, false>(h.data<T>(), b.data<T>(), nullptr, v, y16);
   });
   return r;
 }

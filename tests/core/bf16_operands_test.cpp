@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "core/gemm.h"
+#include "core/nn_kernels.h"
+#include "core/nn_kernels_gelu.h"
 #include "core/ops.h"
 #include "core/random.h"
 #include "core/tensor.h"
@@ -74,6 +76,48 @@ TEST(Bf16Operands, ALinearsProductsInAScopeGiveThePackingPathsBits) {
     EXPECT_TRUE(identical_bits(y0, linear(c.x, c.w, c.b)));
   }
   EXPECT_EQ(detail::find_bf16_operand(rows_of(c.x)), nullptr);  // closed: dropped
+}
+
+// The kernels whose outputs a Linear reads next write the rounded copy
+// themselves: inside a scope, in bf16, LayerNorm's, the residual add with
+// LayerNorm's and the fused bias + GELU's outputs each have a kept copy with
+// the packing path's bits, which the Linear then takes (the same bits as
+// its own rounding). Not in f32, and not outside a scope.
+TEST(Bf16Operands, LayerNormAndGeluWriteTheCopyTheNextLinearTakes) {
+  SKIP_WITHOUT_BF16_UNITS_HERE();
+  Generator gen(11);
+  const Tensor x = gen.normal({37, 24}, 0.0, 1.0, DType::f32), a = gen.normal({37, 24}, 0.0, 1.0, DType::f32);
+  const Tensor w = gen.normal({24}, 1.0, 0.1, DType::f32), b = gen.normal({24}, 0.0, 0.1, DType::f32);
+  const Tensor h = gen.normal({37, 24}, 0.0, 1.0, DType::f32), lw = gen.normal({20, 24}, 0.0, 1.0, DType::f32);
+  const auto outputs = [&] {
+    return std::vector<Tensor>{layer_norm_forward(x, w, b, 1e-5).y, add_layer_norm_forward(x, a, w, b, 1e-5).norm.y,
+                               bias_gelu_forward(h.clone(), b, true).y};
+  };
+  const auto rounded = [](const Tensor& t) {
+    std::vector<bf16_t> r(static_cast<std::size_t>(t.numel()));
+    pack_bf16(t.data<float>(), t.size(0), t.size(1), t.size(1), r.data());
+    return r;
+  };
+  {
+    const F32Gemms f32;  // f32 products: no copies
+    const Bf16Operands scope;
+    for (const Tensor& y : outputs()) EXPECT_EQ(detail::find_bf16_operand(rows_of(y)), nullptr);
+  }
+  const Bf16Products bf16;
+  for (const Tensor& y : outputs()) EXPECT_EQ(detail::find_bf16_operand(rows_of(y)), nullptr);  // no scope
+  const std::vector<Tensor> plain = outputs();
+  const Bf16Operands scope;
+  const std::vector<Tensor> produced = outputs();
+  for (std::size_t i = 0; i < produced.size(); ++i) {
+    SCOPED_TRACE(i);
+    const Tensor& y = produced[i];
+    EXPECT_TRUE(identical_bits(y, plain[i]));
+    const bf16_t* kept = detail::find_bf16_operand(rows_of(y));
+    ASSERT_NE(kept, nullptr);
+    const std::vector<bf16_t> want = rounded(y);
+    EXPECT_EQ(std::memcmp(kept, want.data(), want.size() * sizeof(bf16_t)), 0);
+    EXPECT_TRUE(identical_bits(linear(y, lw, Tensor()), linear(plain[i], lw, Tensor())));
+  }
 }
 
 // What the scope's contract rests on, shown both ways: inside one scope a
