@@ -9,7 +9,7 @@ import numpy as np
 from . import _core, _tokens
 from ._cache import ActivationCache
 from ._metric_gradient import seed_function
-from ._names import get_act_name, is_copy_point
+from ._names import get_act_name, is_copy_point, short_or_full
 from ._targets import mean_loss, warn_if_not_next_token
 from ._tl_weights import TLWeights
 
@@ -96,14 +96,14 @@ class Model(TLWeights):
         as TransformerLens's: "logits", "loss" (the mean cross-entropy over
         the targets != -1, training's loss; targets default to the next
         token), "both" ((logits, loss)) or None."""
+        _check_return_type(return_type, targets, "model(...)")
         ids, lengths = self.padded(tokens, lengths)
         return self._returned(self._core.forward(ids, lengths), return_type, tokens, targets, ids, lengths,
                               "model(...)")
 
     def _returned(self, logits, return_type, tokens, targets, ids, lengths, who):
         """What return_type asks of a pass's logits."""
-        if return_type not in ("logits", "loss", "both", None):
-            raise ValueError(f"{who}: return_type must be 'logits', 'loss', 'both' or None, got {return_type!r}")
+        _check_return_type(return_type, targets, who)
         if return_type == "logits":
             return logits
         if return_type is None:
@@ -145,7 +145,8 @@ class Model(TLWeights):
         else:
             raise TypeError(f"hook names are strings (a name, a list of them, or a predicate name -> bool), "
                             f"got {names!r}")
-        names = [get_act_name(*n, layers=self.spec["layers"]) if _is_short_name(n) else n for n in names]
+        names = [get_act_name(*n, layers=self.spec["layers"]) if _is_short_name(n) else
+                 short_or_full(n) if isinstance(n, str) else n for n in names]
         self._check_names(names)
         return names
 
@@ -165,6 +166,7 @@ class Model(TLWeights):
             if names is not None:
                 raise TypeError("run_with_cache: give names or names_filter (TransformerLens's name for it), not both")
             names = names_filter
+        _check_return_type(return_type, targets, "run_with_cache")
         ids, lengths = self.padded(tokens, lengths)
         keep = self._every_point() if names is None else self._select(names)
         hooked, call = self._hooks(fwd_hooks)
@@ -180,6 +182,7 @@ class Model(TLWeights):
         hook.name and hook.layer(). A name may be a predicate name -> bool (the
         hook runs at every point it accepts), as TransformerLens's. return_type
         as for model(...)."""
+        _check_return_type(return_type, targets, "run_with_hooks")
         ids, lengths = self.padded(tokens, lengths)
         hooked, call = self._hooks(fwd_hooks)
         logits, _ = self._core.run(ids, [], hooked, call, lengths)
@@ -211,6 +214,7 @@ class Model(TLWeights):
             for i, fn in enumerate(fns):
                 out = _from_torch(fn(activation, hook))
                 _check_not_whole_numbers(name, out)
+                _check_not_masked(name, out)
                 if out is not None:
                     activation = out if i == len(fns) - 1 else _writable_copy(out, activation)
             return activation
@@ -364,6 +368,16 @@ def _is_short_name(name):
     return layer is None or (isinstance(layer, (int, np.integer)) and not isinstance(layer, bool))
 
 
+def _check_return_type(return_type, targets, who):
+    """return_type as TransformerLens's; targets only where a loss reads them
+    (else they would be dropped without a word), checked before the pass."""
+    if return_type not in ("logits", "loss", "both", None):
+        raise ValueError(f"{who}: return_type must be 'logits', 'loss', 'both' or None, got {return_type!r}")
+    if targets is not None and return_type in ("logits", None):
+        raise ValueError(f"{who}: targets= are read by the loss only, and return_type={return_type!r} computes none: "
+                         "pass return_type='loss' or 'both' (or leave targets out)")
+
+
 def _from_torch(value):
     """A hook's return as numpy: a torch tensor (TransformerLens's hooks
     compute in torch) through .numpy(), detached; anything else as it is,
@@ -387,6 +401,14 @@ def _check_not_whole_numbers(name, out):
                          f"values (integers or bools in place of the activation are almost surely a bug): return "
                          f".astype(np.float32) of a numpy array, or .float() of a torch tensor, if whole numbers are "
                          f"what you mean")
+
+
+def _check_not_masked(name, out):
+    """A hook's masked array is refused, as with_params refuses one: the
+    binding would read its data, masked entries included, and drop the mask."""
+    if isinstance(out, np.ma.MaskedArray):
+        raise TypeError(f"the hook at {name} returned a masked array; an activation has no mask (its masked "
+                        f"entries would flow on as they are): return .filled(value) or .data of it")
 
 
 def _writable_copy(out, like):

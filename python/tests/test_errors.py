@@ -225,3 +225,22 @@ def test_gradients_take_a_predicate_as_run_with_cache_does(mlp_model):
 def test_model_of_something_else_points_to_load():
     with pytest.raises(TypeError, match=r"headlab.load\(path\)"):
         headlab.Model(None)
+
+
+def test_a_float_torch_tensor_as_tokens_is_refused_by_headlab_not_by_torch(mlp_model):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="tokens: expected integer ids, got dtype float32"):
+        mlp_model(torch.ones((1, 3), requires_grad=True))  # np.asarray of it raises torch's RuntimeError
+    np.testing.assert_array_equal(mlp_model(torch.tensor([[1, 2, 3]])), mlp_model([[1, 2, 3]]))
+    with pytest.raises(ValueError, match="lengths: expected integer lengths, got dtype float64"):
+        mlp_model(np.zeros((2, 3), dtype=int), lengths=[3.0, 2.0])
+
+
+def test_a_hook_returning_a_masked_array_is_refused(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+
+    def masked(z, hook):
+        return np.ma.masked_array(np.zeros_like(z), mask=np.ones(z.shape, dtype=bool))
+
+    with pytest.raises(TypeError, match=r"the hook at blocks.0.attn.hook_z returned a masked array.*\.filled"):
+        mlp_model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", masked)])
