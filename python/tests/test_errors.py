@@ -1,9 +1,14 @@
 """Bad input raises the right Python exception, with a message that says what fits."""
+import os
+import resource
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import headlab
-from conftest import random_tokens
+from conftest import BUILD, random_tokens
 
 
 def test_unknown_hook_names_are_key_errors_naming_the_nearest(mlp_model):
@@ -244,3 +249,27 @@ def test_a_hook_returning_a_masked_array_is_refused(mlp_model):
 
     with pytest.raises(TypeError, match=r"the hook at blocks.0.attn.hook_z returned a masked array.*\.filled"):
         mlp_model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", masked)])
+
+
+def test_loading_a_device_or_a_fifo_is_refused_before_any_read(tmp_path):
+    # A link to /dev/zero was read without end (4 GB in 4 s) and a FIFO waited on; the CLI's
+    # loader refuses both. In a child process with bounded memory and time, so that a
+    # regression fails the test rather than the machine.
+    os.symlink("/dev/zero", tmp_path / "zero.safetensors")
+    os.mkfifo(tmp_path / "fifo.safetensors")
+    script = ("import headlab\n"
+              "for p in ('zero.safetensors', 'fifo.safetensors'):\n"
+              "    try:\n"
+              "        headlab.load(p)\n"
+              "    except ValueError as e:\n"
+              "        print(e)\n")
+
+    def bounded():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          preexec_fn=bounded, env={**os.environ, "PYTHONPATH": str(BUILD / "python")})
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2, done.stdout + done.stderr
+    for line, name in zip(lines, ("zero", "fifo")):
+        assert f"checkpoint {name}.safetensors is not a regular file (a pipe or a device)" in line
