@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import headlab
-from conftest import cli
+from conftest import cli, cross_entropy
 
 
 @pytest.fixture(scope="module")
@@ -266,5 +266,24 @@ def test_transformer_lens_positional_return_type_and_dropped_targets_are_refused
     for call in (lambda: previous_model(tokens, targets=targets),
                  lambda: previous_model.run_with_cache(tokens, names=["hook_embed"], targets=targets),
                  lambda: previous_model.run_with_hooks(tokens, targets=targets, return_type=None)):
-        with pytest.raises(ValueError, match="targets= are read by the loss only"):
+        with pytest.raises(ValueError, match="only a loss reads targets="):
             call()
+
+
+def test_loss_per_token_is_each_targets_cross_entropy(previous_model):
+    batch = previous_model.task_batch()
+    tokens, targets = batch["tokens"][:8], batch["targets"][:8]
+    per = previous_model(tokens, return_type="loss", targets=targets, loss_per_token=True)
+    logits = previous_model(tokens)
+    assert per.shape == tokens.shape and per.dtype == np.float64
+    assert np.array_equal(np.isnan(per), targets == -1)
+    b, t = np.argwhere(targets >= 0)[0]
+    np.testing.assert_allclose(per[b, t], cross_entropy(logits[b:b + 1, t:t + 1], targets[b:b + 1, t:t + 1]),
+                               rtol=1e-12)
+    assert abs(np.nanmean(per) - previous_model(tokens, return_type="loss", targets=targets)) < 1e-12
+    both = previous_model.run_with_hooks(tokens, return_type="both", targets=targets, loss_per_token=True)
+    np.testing.assert_array_equal(both[1], per)
+    with pytest.raises(ValueError, match="only a loss reads loss_per_token=True"):
+        previous_model(tokens, loss_per_token=True)
+    with pytest.raises(TypeError, match="loss_per_token must be True or False"):
+        previous_model(tokens, return_type="loss", targets=targets, loss_per_token="yes")
