@@ -1,6 +1,7 @@
 #include "layers/attention.h"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -16,6 +17,47 @@ bool all_ones(const Tensor& t) {
     if (g != 1.0) return false;
   }
   return true;
+}
+
+// [B, 1, 1, T] (broadcast over heads and queries): 1 at the padded keys of
+// `padding_mask` [B, T] (nonzero = real token), as masked_fill reads a mask.
+Tensor padded_keys(const Tensor& padding_mask) {
+  const Tensor real = padding_mask.to(DType::f64).contiguous();
+  Tensor pad = Tensor::zeros({real.size(0), 1, 1, real.size(1)}, DType::f64);
+  const double* r = real.data<double>();
+  double* p = pad.data<double>();
+  for (int64_t i = 0; i < real.numel(); ++i) p[i] = r[i] == 0.0 ? 1.0 : 0.0;
+  return pad;
+}
+
+// Scores [B, h, T, T] a hook gave back, with the padded keys hidden again
+// (-inf): only attention_scores applies the padding mask, and a replacement
+// (zeros for uniform attention, another run's scores) may hold finite values
+// there, which would let a real query of a bidirectional model read the
+// padding. A real query left with no key is refused, as the hook check
+// refuses one without padding (layers/hooks_finite.h): its softmax is 0 / 0.
+Variable hide_padded_scores(const Variable& scores, const Tensor& padding_mask, bool causal, const std::string& name) {
+  constexpr double kHidden = -std::numeric_limits<double>::infinity();
+  const Variable out = autograd::masked_fill(scores, padded_keys(padding_mask), kHidden);
+  const Tensor s = out.value().to(DType::f64).contiguous();
+  const Tensor real = padding_mask.to(DType::f64).contiguous();
+  const int64_t B = s.size(0), h = s.size(1), T = s.size(2);
+  const double* v = s.data<double>();
+  const double* r = real.data<double>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t head = 0; head < h; ++head)
+      for (int64_t q = 0; q < T; ++q) {
+        if (r[b * T + q] == 0.0) continue;  // a padded query's output means nothing
+        const double* row = v + ((b * h + head) * T + q) * T;
+        bool seen = false;
+        for (int64_t k = 0; k < (causal ? q + 1 : T) && !seen; ++k) seen = row[k] != kHidden;
+        if (!seen)
+          throw std::invalid_argument("hook '" + name + "' returned scores that hide every real key of query [" +
+                                      std::to_string(b) + ", " + std::to_string(head) + ", " + std::to_string(q) +
+                                      "] (batch, head, query); the padded keys stay hidden, so its softmax would "
+                                      "divide 0 by 0 (NaN): leave it at least one real key that is not -inf");
+      }
+  return out;
 }
 
 }  // namespace
@@ -93,10 +135,21 @@ Variable MultiHeadAttention::forward(const AttentionInput& in, const Tensor* pad
   } else {
     // The fused op's three stages, each on the fused kernel's own GEMM calls
     // and softmax rows, so the hooks see (and may replace) what it computes.
+    // A replaced score or pattern has the padded keys hidden again, as the
+    // causal mask is (whatever a replacement holds there, a real position gets
+    // what its row alone gives); a kept one has them hidden already.
     Variable scores = attention_scores(q, k, h, spec_.causal, scale, mask);
-    if (want_scores) scores = hooks.visit_wanted("hook_attn_scores", scores);
+    if (want_scores) {
+      const Variable given = hooks.visit_wanted("hook_attn_scores", scores);
+      scores = mask.defined() && given.node() != scores.node()
+                   ? hide_padded_scores(given, mask, spec_.causal, hooks.prefix + "hook_attn_scores")
+                   : given;
+    }
     Variable pattern = attention_softmax(scores, spec_.causal);
-    if (want_pattern) pattern = hooks.visit_wanted("hook_pattern", pattern);
+    if (want_pattern) {
+      const Variable given = hooks.visit_wanted("hook_pattern", pattern);
+      pattern = mask.defined() && given.node() != pattern.node() ? masked_fill(given, padded_keys(mask), 0.0) : given;
+    }
     if (probs != nullptr) *probs = pattern.value();
     attended = attention_apply(pattern, v, h, spec_.causal, gated ? gates : Variable());
   }

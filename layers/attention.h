@@ -53,7 +53,10 @@ class MultiHeadAttention : public Module {
   // "blocks.{i}.attn.") visits hook_q, hook_k, hook_v, hook_attn_scores,
   // hook_pattern, hook_z and hook_result (layers/hooks.h); when the scores or
   // the pattern are wanted the fused op runs as its three stages (autograd::
-  // attention_scores, attention_softmax, attention_apply: the same bits).
+  // attention_scores, attention_softmax, attention_apply: the same bits); a
+  // hook's replacement of either has the padded keys hidden again (-inf
+  // scores, 0 pattern), and replaced scores that hide every real key of a real
+  // query throw std::invalid_argument naming it.
   // A wanted hook_result [B, T, h, d_model] is computed on the side; if the
   // hook replaces it the output is its sum over the heads + o's bias.
   Variable forward(const Variable& x, const Tensor* padding_mask = nullptr, LayerProbe* probe = nullptr,

@@ -3,7 +3,7 @@ array with TransformerLens's methods for reading the residual stream as a sum
 of components (docs/python.md, "Direct logit attribution")."""
 import numpy as np
 
-from ._names import SHORT_NAMES as _SHORT, get_act_name, is_copy_point
+from ._names import get_act_name, is_copy_point, short_or_full
 
 
 class ActivationCache(dict):
@@ -28,13 +28,13 @@ class ActivationCache(dict):
     def __getitem__(self, key):
         """cache[name], or TransformerLens's short forms: cache["pattern", 0],
         cache["resid_post", -1], cache["scale", 1, "ln2"], cache["embed"],
-        cache["scale"] (ln_final's): get_act_name's names (headlab.get_act_name)."""
+        cache["scale"] (ln_final's), cache["pattern0"]: get_act_name's names (headlab.get_act_name)."""
         if isinstance(key, tuple):
             if not 1 <= len(key) <= 3:
                 raise KeyError(f"cache[{key!r}]: expected (name, layer) or (name, layer, layer_type)")
             key = get_act_name(*key, layers=self.model.spec["layers"])
-        elif isinstance(key, str) and not dict.__contains__(self, key) and "." not in key and key in _SHORT:
-            key = get_act_name(key)  # "embed", "scale" (ln_final's): the names without a layer
+        elif isinstance(key, str) and not dict.__contains__(self, key):
+            key = short_or_full(key)  # "embed", "scale" (ln_final's), "pattern0": the names needing no layer
         try:
             return super().__getitem__(key)
         except KeyError:

@@ -76,8 +76,11 @@ def _torch_gradient(metric, logits):
         raise ValueError("gradients: metric(logits) does not depend on the logits: compute it from the tensor it "
                          "is given with torch operations (a result through numpy or .item() has no gradient)")
     (g,) = torch.autograd.grad(value.reshape(()), x, allow_unused=True)
-    out = np.zeros_like(logits) if g is None else g.detach().numpy().astype(logits.dtype, copy=True)
-    return _finite(out, "the metric's gradient at the logits")
+    if g is None:  # it requires a gradient through another tensor only (a parameter of yours, detached logits)
+        raise ValueError("gradients: metric(logits) does not depend on the logits it is given (its gradient reaches "
+                         "other tensors only: logits.detach(), a result through numpy, times a tensor of yours that "
+                         "requires a gradient), so every gradient would be 0: compute it from the tensor itself")
+    return _finite(g.detach().numpy().astype(logits.dtype, copy=True), "the metric's gradient at the logits")
 
 
 def _finite(array, what):

@@ -9,8 +9,8 @@ import numpy as np
 from . import _core, _tokens
 from ._cache import ActivationCache
 from ._metric_gradient import seed_function
-from ._names import get_act_name, is_copy_point
-from ._targets import mean_loss, warn_if_not_next_token
+from ._names import get_act_name, is_copy_point, short_or_full
+from ._targets import mean_loss, token_losses, warn_if_not_next_token
 from ._tl_weights import TLWeights
 
 
@@ -90,20 +90,20 @@ class Model(TLWeights):
         end with token 0, and `lengths` marks the real tokens of an array."""
         return _tokens.padded(tokens, self.spec, lengths)
 
-    def __call__(self, tokens, lengths=None, *, return_type="logits", targets=None):
+    def __call__(self, tokens, lengths=None, *, return_type="logits", targets=None, loss_per_token=False):
         """logits [B, T, classes] of the tokens [B, T] (or of sequences of
         different lengths, padded and masked: docs/python.md). return_type,
         as TransformerLens's: "logits", "loss" (the mean cross-entropy over
         the targets != -1, training's loss; targets default to the next
-        token), "both" ((logits, loss)) or None."""
+        token), "both" ((logits, loss)) or None. loss_per_token=True makes the
+        loss each position's cross-entropy [B, T], NaN where no target."""
+        _check_return_type(return_type, targets, loss_per_token, "model(...)")
         ids, lengths = self.padded(tokens, lengths)
         return self._returned(self._core.forward(ids, lengths), return_type, tokens, targets, ids, lengths,
-                              "model(...)")
+                              loss_per_token, "model(...)")
 
-    def _returned(self, logits, return_type, tokens, targets, ids, lengths, who):
+    def _returned(self, logits, return_type, tokens, targets, ids, lengths, loss_per_token, who):
         """What return_type asks of a pass's logits."""
-        if return_type not in ("logits", "loss", "both", None):
-            raise ValueError(f"{who}: return_type must be 'logits', 'loss', 'both' or None, got {return_type!r}")
         if return_type == "logits":
             return logits
         if return_type is None:
@@ -111,7 +111,7 @@ class Model(TLWeights):
         if targets is None:
             warn_if_not_next_token(self, who)
         ys = _tokens.padded_targets(targets, ids, lengths, self.spec, _tokens.ragged(tokens, lengths))
-        loss = mean_loss(logits, ys)
+        loss = token_losses(logits, ys) if loss_per_token else mean_loss(logits, ys)
         return loss if return_type == "loss" else (logits, loss)
 
     def hook_names(self):
@@ -145,12 +145,13 @@ class Model(TLWeights):
         else:
             raise TypeError(f"hook names are strings (a name, a list of them, or a predicate name -> bool), "
                             f"got {names!r}")
-        names = [get_act_name(*n, layers=self.spec["layers"]) if _is_short_name(n) else n for n in names]
+        names = [get_act_name(*n, layers=self.spec["layers"]) if _is_short_name(n) else
+                 short_or_full(n) if isinstance(n, str) else n for n in names]
         self._check_names(names)
         return names
 
     def run_with_cache(self, tokens, names=None, lengths=None, *, names_filter=None, return_type="logits",
-                       targets=None, fwd_hooks=()):
+                       targets=None, loss_per_token=False, fwd_hooks=()):
         """(logits, cache): cache maps each hook name (but TransformerLens's
         copy points, hook_q_input ..., which come when named) or only those in
         `names`, a list of names or a predicate name -> bool (TransformerLens's
@@ -165,14 +166,16 @@ class Model(TLWeights):
             if names is not None:
                 raise TypeError("run_with_cache: give names or names_filter (TransformerLens's name for it), not both")
             names = names_filter
+        _check_return_type(return_type, targets, loss_per_token, "run_with_cache")
         ids, lengths = self.padded(tokens, lengths)
         keep = self._every_point() if names is None else self._select(names)
         hooked, call = self._hooks(fwd_hooks)
         logits, cache = self._core.run(ids, keep, hooked, call, lengths)
-        out = self._returned(logits, return_type, tokens, targets, ids, lengths, "run_with_cache")
+        out = self._returned(logits, return_type, tokens, targets, ids, lengths, loss_per_token, "run_with_cache")
         return out, ActivationCache(self, cache)
 
-    def run_with_hooks(self, tokens, fwd_hooks=(), lengths=None, *, return_type="logits", targets=None):
+    def run_with_hooks(self, tokens, fwd_hooks=(), lengths=None, *, return_type="logits", targets=None,
+                       loss_per_token=False):
         """logits with hooks: fwd_hooks = [(name, fn), ...], fn(activation, hook)
         returning None (keep it, or the array edited in place) or an array (or a
         torch tensor) of the same shape that replaces the activation downstream.
@@ -180,10 +183,11 @@ class Model(TLWeights):
         hook.name and hook.layer(). A name may be a predicate name -> bool (the
         hook runs at every point it accepts), as TransformerLens's. return_type
         as for model(...)."""
+        _check_return_type(return_type, targets, loss_per_token, "run_with_hooks")
         ids, lengths = self.padded(tokens, lengths)
         hooked, call = self._hooks(fwd_hooks)
         logits, _ = self._core.run(ids, [], hooked, call, lengths)
-        return self._returned(logits, return_type, tokens, targets, ids, lengths, "run_with_hooks")
+        return self._returned(logits, return_type, tokens, targets, ids, lengths, loss_per_token, "run_with_hooks")
 
     def _hooks(self, fwd_hooks):
         """(hooked names, call(name, activation)) of fwd_hooks, checked."""
@@ -211,6 +215,7 @@ class Model(TLWeights):
             for i, fn in enumerate(fns):
                 out = _from_torch(fn(activation, hook))
                 _check_not_whole_numbers(name, out)
+                _check_not_masked(name, out)
                 if out is not None:
                     activation = out if i == len(fns) - 1 else _writable_copy(out, activation)
             return activation
@@ -364,6 +369,20 @@ def _is_short_name(name):
     return layer is None or (isinstance(layer, (int, np.integer)) and not isinstance(layer, bool))
 
 
+def _check_return_type(return_type, targets, loss_per_token, who):
+    """return_type as TransformerLens's; targets and loss_per_token only where
+    a loss reads them (else they would be dropped without a word), checked
+    before the pass."""
+    if return_type not in ("logits", "loss", "both", None):
+        raise ValueError(f"{who}: return_type must be 'logits', 'loss', 'both' or None, got {return_type!r}")
+    if not isinstance(loss_per_token, (bool, np.bool_)):
+        raise TypeError(f"{who}: loss_per_token must be True or False, got {loss_per_token!r}")
+    for given, what in ((targets is not None, "targets="), (loss_per_token, "loss_per_token=True")):
+        if given and return_type in ("logits", None):
+            raise ValueError(f"{who}: only a loss reads {what}, and return_type={return_type!r} computes none: "
+                             "pass return_type='loss' or 'both' (or leave it out)")
+
+
 def _from_torch(value):
     """A hook's return as numpy: a torch tensor (TransformerLens's hooks
     compute in torch) through .numpy(), detached; anything else as it is,
@@ -387,6 +406,14 @@ def _check_not_whole_numbers(name, out):
                          f"values (integers or bools in place of the activation are almost surely a bug): return "
                          f".astype(np.float32) of a numpy array, or .float() of a torch tensor, if whole numbers are "
                          f"what you mean")
+
+
+def _check_not_masked(name, out):
+    """A hook's masked array is refused, as with_params refuses one: the
+    binding would read its data, masked entries included, and drop the mask."""
+    if isinstance(out, np.ma.MaskedArray):
+        raise TypeError(f"the hook at {name} returned a masked array; an activation has no mask (its masked "
+                        f"entries would flow on as they are): return .filled(value) or .data of it")
 
 
 def _writable_copy(out, like):

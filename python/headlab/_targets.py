@@ -66,11 +66,24 @@ def _caller_level():
     return level
 
 
-def mean_loss(logits, targets):
-    """The mean cross-entropy over the targets != -1 (training's loss), in float64."""
+def _target_log_probs(logits, targets):
+    """(log p(target) [B, T] float64, 0 where no target; the mask of targets != -1)."""
     logits = logits.astype(np.float64)
     mask = targets != -1
     shifted = logits - logits.max(axis=-1, keepdims=True)
     logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
     picked = np.take_along_axis(logp, np.where(mask, targets, 0)[..., None].astype(np.int64), axis=-1)[..., 0]
-    return float(-(picked * mask).sum() / mask.sum())
+    return picked * mask, mask
+
+
+def mean_loss(logits, targets):
+    """The mean cross-entropy over the targets != -1 (training's loss), in float64."""
+    picked, mask = _target_log_probs(logits, targets)
+    return float(-picked.sum() / mask.sum())
+
+
+def token_losses(logits, targets):
+    """Each position's cross-entropy [B, T] (float64), NaN where targets == -1
+    (padding included): TransformerLens's loss_per_token, at the targets' positions."""
+    picked, mask = _target_log_probs(logits, targets)
+    return np.where(mask, -picked, np.nan)

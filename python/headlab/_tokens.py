@@ -5,6 +5,8 @@ import numpy as np
 
 
 def _int_array(values, what):
+    if type(values).__module__.split(".")[0] == "torch" and hasattr(values, "detach"):
+        values = values.detach().cpu()  # np.asarray of a tensor that requires grad raises torch's own error
     try:
         array = np.asarray(values)
     except ValueError as e:  # ragged lists of lists
@@ -15,7 +17,8 @@ def _int_array(values, what):
             raise ValueError(f"{what}: {problem}")
         array = array.astype(np.int64)  # Python ints in an object array (pandas' .values): each one checked
     if array.size and array.dtype.kind not in "iu":
-        raise ValueError(f"{what}: expected integer ids, got dtype {array.dtype}")
+        kind = "lengths" if what == "lengths" else "ids"
+        raise ValueError(f"{what}: expected integer {kind}, got dtype {array.dtype}")
     if array.ndim == 1:
         array = array[np.newaxis, :]
     if array.ndim != 2:
@@ -99,6 +102,9 @@ def padded(values, spec, lengths=None, what="tokens"):
     token 0, as a data file's are; `lengths` marks the real tokens of a
     rectangular array. None when every row is full, so that an unpadded batch
     runs without a mask, bit for bit as before."""
+    if isinstance(lengths, str):  # TransformerLens's model(tokens, "loss"): its second argument is return_type
+        raise TypeError(f"lengths: got the string {lengths!r}; the argument after the tokens is lengths (each "
+                        f"sequence's real tokens), not return_type: write return_type={lengths!r}")
     if lengths is not None and _ragged(values):
         raise ValueError(f"{what}: lengths= marks the real tokens of a rectangular array, but these are sequences of "
                          "different lengths, which give their own lengths: drop lengths= (or pad the sequences into "

@@ -39,8 +39,12 @@ Model load_model(const std::string& path) {
     py::gil_scoped_release release;
     // Read once, hashed and parsed from the same bytes: the hash a saved
     // edit records is of the file these weights came from, even if a
-    // training run replaces it meanwhile.
-    const std::string bytes = train::read_input(file, "checkpoint " + file, std::numeric_limits<std::size_t>::max() - 1);
+    // training run replaces it meanwhile. A regular file, as the CLI's
+    // loader asks: a device (a link to /dev/zero) would be read without
+    // end, a FIFO waited on, and either read again by an unpickle.
+    const std::string bytes =
+        train::read_input(file, "checkpoint " + file, std::numeric_limits<std::size_t>::max() - 1,
+                          "a model pickles as the checkpoint file it was read from, which unpickling reads again");
     train::ByteHash hash;
     hash.add(bytes.data(), bytes.size());
     train::Checkpoint ck = train::read_checkpoint(

@@ -58,6 +58,15 @@ def no_ln_model(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def bidirectional_model(tmp_path_factory):
+    """A --bidirectional model (every query sees every real key), two steps."""
+    out = tmp_path_factory.mktemp("runs") / "bidirectional"
+    cli("train", "--task", "first-prev-pair", "--bidirectional", "--d-model", "16", "--steps", "2", "--batch", "8",
+        "--eval-batch", "8", "--threads", "1", "--seed", "5", "--out", out)
+    return headlab.load(out)
+
+
+@pytest.fixture(scope="session")
 def mlp_model(mlp_run):
     return headlab.load(mlp_run)
 

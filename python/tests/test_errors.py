@@ -1,9 +1,14 @@
 """Bad input raises the right Python exception, with a message that says what fits."""
+import os
+import resource
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import headlab
-from conftest import random_tokens
+from conftest import BUILD, random_tokens
 
 
 def test_unknown_hook_names_are_key_errors_naming_the_nearest(mlp_model):
@@ -225,3 +230,46 @@ def test_gradients_take_a_predicate_as_run_with_cache_does(mlp_model):
 def test_model_of_something_else_points_to_load():
     with pytest.raises(TypeError, match=r"headlab.load\(path\)"):
         headlab.Model(None)
+
+
+def test_a_float_torch_tensor_as_tokens_is_refused_by_headlab_not_by_torch(mlp_model):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="tokens: expected integer ids, got dtype float32"):
+        mlp_model(torch.ones((1, 3), requires_grad=True))  # np.asarray of it raises torch's RuntimeError
+    np.testing.assert_array_equal(mlp_model(torch.tensor([[1, 2, 3]])), mlp_model([[1, 2, 3]]))
+    with pytest.raises(ValueError, match="lengths: expected integer lengths, got dtype float64"):
+        mlp_model(np.zeros((2, 3), dtype=int), lengths=[3.0, 2.0])
+
+
+def test_a_hook_returning_a_masked_array_is_refused(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+
+    def masked(z, hook):
+        return np.ma.masked_array(np.zeros_like(z), mask=np.ones(z.shape, dtype=bool))
+
+    with pytest.raises(TypeError, match=r"the hook at blocks.0.attn.hook_z returned a masked array.*\.filled"):
+        mlp_model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", masked)])
+
+
+def test_loading_a_device_or_a_fifo_is_refused_before_any_read(tmp_path):
+    # A link to /dev/zero was read without end (4 GB in 4 s) and a FIFO waited on; the CLI's
+    # loader refuses both. In a child process with bounded memory and time, so that a
+    # regression fails the test rather than the machine.
+    os.symlink("/dev/zero", tmp_path / "zero.safetensors")
+    os.mkfifo(tmp_path / "fifo.safetensors")
+    script = ("import headlab\n"
+              "for p in ('zero.safetensors', 'fifo.safetensors'):\n"
+              "    try:\n"
+              "        headlab.load(p)\n"
+              "    except ValueError as e:\n"
+              "        print(e)\n")
+
+    def bounded():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          preexec_fn=bounded, env={**os.environ, "PYTHONPATH": str(BUILD / "python")})
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2, done.stdout + done.stderr
+    for line, name in zip(lines, ("zero", "fifo")):
+        assert f"checkpoint {name}.safetensors is not a regular file (a pipe or a device)" in line

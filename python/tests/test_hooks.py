@@ -192,3 +192,34 @@ def test_a_second_hook_at_a_point_gets_a_writable_copy_of_the_firsts_return(mlp_
     chained = mlp_model.run_with_hooks(tokens, [(name, lambda z, n: cache[n]), (name, zero_head_1)])
     np.testing.assert_array_equal(chained, mlp_model.run_with_hooks(tokens, [(name, patched)]))
     assert cache[name][:, :, 1].any()  # the cache itself is left as it was
+
+
+@pytest.mark.parametrize("point", ["attn_scores", "pattern"])
+def test_a_replaced_score_or_pattern_never_reads_the_padding(bidirectional_model, point):
+    # Uniform attention written from scratch holds finite scores (and pattern mass) at the padded
+    # keys too; a bidirectional model's real queries see every key the mask lets through, so the
+    # padding mask must hide them again: each row's real positions get what the row alone gives.
+    model, T = bidirectional_model, bidirectional_model.spec["max_seq_len"]
+    uniform = (lambda a, hook: np.zeros_like(a)) if point == "attn_scores" else \
+        (lambda a, hook: np.full_like(a, 1.0 / T))  # 1/T in the row alone too: the same real entries
+    rows = [[1, 2, 3], [4, 5, 6, 7, 0, 1], [2, 2, 2, 2]]
+    names = [("z", 0), ("pattern", 0)]
+    logits, cache = model.run_with_cache(rows, names=names, fwd_hooks=[((point, 0), uniform)])
+    for b, row in enumerate(rows):
+        n = len(row)
+        alone, alone_cache = model.run_with_cache([row], names=names, fwd_hooks=[((point, 0), uniform)])
+        np.testing.assert_allclose(logits[b, :n], alone[0], atol=1e-6)
+        np.testing.assert_allclose(cache["z", 0][b, :n], alone_cache["z", 0][0], atol=1e-6)
+        if point == "attn_scores":  # the softmax of the scores as the pass masks them
+            assert np.all(cache["pattern", 0][b, :, :n, n:] == 0)
+
+
+def test_replaced_scores_must_leave_a_real_key_of_a_padded_row(bidirectional_model):
+    def hide_the_real_keys(scores, hook):
+        out = np.zeros_like(scores)  # the padded keys finite, as a replacement may hold them
+        out[0, :, 1, :3] = -np.inf
+        return out
+
+    with pytest.raises(ValueError, match=r"hide every real key of query \[0, 0, 1\]"):
+        bidirectional_model.run_with_hooks([[1, 2, 3], [4, 5, 6, 7, 0, 1]],
+                                           fwd_hooks=[(("attn_scores", 0), hide_the_real_keys)])

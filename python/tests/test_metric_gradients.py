@@ -120,6 +120,11 @@ def test_bad_torch_metrics_are_named_and_its_exceptions_reach_the_caller(mlp_mod
         mlp_model.gradients(tokens, names=NAMES, metric=lambda l: l[:, -1, 0])
     with pytest.raises(ValueError, match="does not depend on the logits"):
         mlp_model.gradients(tokens, names=NAMES, metric=lambda l: torch.tensor(float(l.detach().numpy().mean())))
+    # Requiring a gradient through a tensor of the caller's only (detached logits times a
+    # parameter) is no dependence on the logits either: every gradient would be 0.
+    weight = torch.ones(3, requires_grad=True)
+    with pytest.raises(ValueError, match="does not depend on the logits it is given"):
+        mlp_model.gradients(tokens, names=NAMES, metric=lambda l: l.detach()[:, -1, 0].mean() * weight.sum())
     with pytest.raises(TypeError, match="must return a torch tensor"):
         mlp_model.gradients(tokens, names=NAMES, metric=lambda l: 1.5)
     with pytest.raises(TypeError, match="must return a real number"):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import headlab
-from conftest import cli
+from conftest import cli, cross_entropy
 
 
 @pytest.fixture(scope="module")
@@ -236,3 +236,54 @@ def test_models_and_caches_pickle_and_deep_copy(attn_model, attn_run, tmp_path):
     ys = tokens[:1] % attn_model.spec["classes"]
     np.testing.assert_array_equal(headlab.logit_attribution(headlab.Run(attn_run), tokens[:1], ys)[0],
                                   headlab.logit_attribution(attn_model, tokens[:1], ys)[0])
+
+
+def test_compact_and_layerless_short_names_read_as_transformer_lens_reads_them(mlp_model):
+    # TransformerLens's get_act_name("k6"), cache["pattern0"]; and the names needing no layer,
+    # which cache["embed"] reads, in names= too.
+    assert headlab.get_act_name("k6") == "blocks.6.attn.hook_k"
+    assert headlab.get_act_name("pattern0") == "blocks.0.attn.hook_pattern"
+    assert headlab.get_act_name("scale1ln2") == "blocks.1.ln2.hook_scale"
+    assert headlab.get_act_name("pre1") == "blocks.1.mlp.hook_pre"
+    with pytest.raises(KeyError, match="unknown activation name 'k6x'"):
+        headlab.get_act_name("k6x")
+    _, cache = mlp_model.run_with_cache(tokens_of(mlp_model), names=["embed", "scale", "pattern1", "z0"])
+    assert sorted(cache) == ["blocks.0.attn.hook_z", "blocks.1.attn.hook_pattern", "hook_embed", "ln_final.hook_scale"]
+    assert cache["pattern1"] is cache["blocks.1.attn.hook_pattern"]
+    with pytest.raises(ValueError, match="give its layer"):
+        mlp_model.run_with_cache(tokens_of(mlp_model), names=["pattern"])
+    with pytest.raises(KeyError, match="unknown hook name 'patern1'"):
+        mlp_model.run_with_cache(tokens_of(mlp_model), names=["patern1"])
+
+
+def test_transformer_lens_positional_return_type_and_dropped_targets_are_refused(previous_model):
+    tokens = previous_model.task_batch()["tokens"][:4]
+    targets = previous_model.task_batch()["targets"][:4]
+    # TransformerLens's model(tokens, "loss"): here the second argument is lengths.
+    with pytest.raises(TypeError, match="write return_type='loss'"):
+        previous_model(tokens, "loss")
+    # targets with a return_type that computes no loss would be dropped without a word.
+    for call in (lambda: previous_model(tokens, targets=targets),
+                 lambda: previous_model.run_with_cache(tokens, names=["hook_embed"], targets=targets),
+                 lambda: previous_model.run_with_hooks(tokens, targets=targets, return_type=None)):
+        with pytest.raises(ValueError, match="only a loss reads targets="):
+            call()
+
+
+def test_loss_per_token_is_each_targets_cross_entropy(previous_model):
+    batch = previous_model.task_batch()
+    tokens, targets = batch["tokens"][:8], batch["targets"][:8]
+    per = previous_model(tokens, return_type="loss", targets=targets, loss_per_token=True)
+    logits = previous_model(tokens)
+    assert per.shape == tokens.shape and per.dtype == np.float64
+    assert np.array_equal(np.isnan(per), targets == -1)
+    b, t = np.argwhere(targets >= 0)[0]
+    np.testing.assert_allclose(per[b, t], cross_entropy(logits[b:b + 1, t:t + 1], targets[b:b + 1, t:t + 1]),
+                               rtol=1e-12)
+    assert abs(np.nanmean(per) - previous_model(tokens, return_type="loss", targets=targets)) < 1e-12
+    both = previous_model.run_with_hooks(tokens, return_type="both", targets=targets, loss_per_token=True)
+    np.testing.assert_array_equal(both[1], per)
+    with pytest.raises(ValueError, match="only a loss reads loss_per_token=True"):
+        previous_model(tokens, loss_per_token=True)
+    with pytest.raises(TypeError, match="loss_per_token must be True or False"):
+        previous_model(tokens, return_type="loss", targets=targets, loss_per_token="yes")
