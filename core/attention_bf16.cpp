@@ -44,7 +44,7 @@ Heads<float> dense_scores(int64_t nb, int64_t h, int64_t rows, int64_t keys) {
 bool attention_in_bf16() { return gemm_precision() == GemmPrecision::bf16; }
 
 void attention_fwd_bf16(const float* q, const float* k, const float* v, float* out, float* P, const Dims& dims,
-                        const AttentionShape& s, const unsigned char* real, const float* gates) {
+                        const AttentionShape& s, const unsigned char* real, const float* gates, bf16_t* out16) {
   const int64_t Tn = dims.T, dk = dims.dk, h = dims.h;
   const auto scale = static_cast<float>(s.scale);
   const int64_t blocks = block_count(dims);
@@ -77,6 +77,7 @@ void attention_fwd_bf16(const float* q, const float* k, const float* v, float* o
                          O.rows_from(ch.r0));
     }
     if (gates) gate_heads(out, dims, blk, gates);
+    if (out16) pack_bf16(out + blk.b0 * Tn * dims.d, nb * Tn, dims.d, dims.d, out16 + blk.b0 * Tn * dims.d);
   }
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "core/attention_blocks.h"
+#include "core/bf16.h"
 
 namespace headlab::core::attention_detail {
 
@@ -24,8 +25,11 @@ namespace headlab::core::attention_detail {
 bool attention_in_bf16();
 
 // As attention_fwd and attention_bwd (attention_kernels.cpp), for float.
+// With `out16`, out [B, T, d] is also written there rounded to bf16, block
+// by block after its gates, for the output projection that reads it next
+// (core/bf16_operands.h).
 void attention_fwd_bf16(const float* q, const float* k, const float* v, float* out, float* P, const Dims& dims,
-                        const AttentionShape& s, const unsigned char* real, const float* gates);
+                        const AttentionShape& s, const unsigned char* real, const float* gates, bf16_t* out16);
 void attention_bwd_bf16(const float* dout, const float* q, const float* k, const float* v, const float* P,
                         float* dq, float* dk_out, float* dv, const Dims& dims, const AttentionShape& s,
                         const float* gates, double* dgate_part);

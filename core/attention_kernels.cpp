@@ -11,6 +11,7 @@
 
 #include "core/attention_bf16.h"
 #include "core/attention_blocks.h"
+#include "core/bf16_operands.h"
 #include "core/softmax_row.h"
 #include "core/threads.h"
 
@@ -112,13 +113,14 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
   const Tensor gc = gates.defined() ? gates.contiguous() : Tensor();
   dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const auto fwd = [&] {
-      if constexpr (std::is_same_v<T, float>)
-        if (attention_in_bf16()) return attention_fwd_bf16;
-      return attention_fwd<T>;
-    }();
-    fwd(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(), r.probs.data<T>(), dims, shape,
-        real.empty() ? nullptr : real.data(), gc.defined() ? gc.data<T>() : nullptr);
+    const T* gp = gc.defined() ? gc.data<T>() : nullptr;
+    const unsigned char* rp = real.empty() ? nullptr : real.data();
+    if constexpr (std::is_same_v<T, float>)
+      if (attention_in_bf16())  // with the rounded copy the output projection reads, in a training step
+        return attention_fwd_bf16(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(), r.probs.data<T>(),
+                                  dims, shape, rp, gp, bf16_copy_of_output(r.out, dims.d));
+    attention_fwd<T>(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(), r.probs.data<T>(), dims, shape, rp,
+                     gp);
   });
   return r;
 }

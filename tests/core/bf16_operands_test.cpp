@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/attention_kernels.h"
 #include "core/gemm.h"
 #include "core/nn_kernels.h"
 #include "core/nn_kernels_gelu.h"
@@ -80,18 +81,24 @@ TEST(Bf16Operands, ALinearsProductsInAScopeGiveThePackingPathsBits) {
 
 // The kernels whose outputs a Linear reads next write the rounded copy
 // themselves: inside a scope, in bf16, LayerNorm's, the residual add with
-// LayerNorm's and the fused bias + GELU's outputs each have a kept copy with
-// the packing path's bits, which the Linear then takes (the same bits as
-// its own rounding). Not in f32, and not outside a scope.
-TEST(Bf16Operands, LayerNormAndGeluWriteTheCopyTheNextLinearTakes) {
+// LayerNorm's, the fused bias + GELU's and attention's (gated, causal, two
+// chunks) outputs each have a kept copy with the packing path's bits, which
+// the Linear then takes (the same bits as its own rounding). Not in f32,
+// and not outside a scope.
+TEST(Bf16Operands, TheKernelsBeforeALinearWriteTheCopyItTakes) {
   SKIP_WITHOUT_BF16_UNITS_HERE();
   Generator gen(11);
   const Tensor x = gen.normal({37, 24}, 0.0, 1.0, DType::f32), a = gen.normal({37, 24}, 0.0, 1.0, DType::f32);
   const Tensor w = gen.normal({24}, 1.0, 0.1, DType::f32), b = gen.normal({24}, 0.0, 0.1, DType::f32);
   const Tensor h = gen.normal({37, 24}, 0.0, 1.0, DType::f32), lw = gen.normal({20, 24}, 0.0, 1.0, DType::f32);
+  const Tensor q = gen.normal({2, 70, 24}, 0.0, 1.0, DType::f32), k = gen.normal({2, 70, 24}, 0.0, 1.0, DType::f32);
+  const Tensor v = gen.normal({2, 70, 24}, 0.0, 1.0, DType::f32);
+  const Tensor gates = Tensor::from_vector({1.0, 0.5, 2.0}, {3}, DType::f32);
   const auto outputs = [&] {
-    return std::vector<Tensor>{layer_norm_forward(x, w, b, 1e-5).y, add_layer_norm_forward(x, a, w, b, 1e-5).norm.y,
-                               bias_gelu_forward(h.clone(), b, true).y};
+    return std::vector<Tensor>{
+        layer_norm_forward(x, w, b, 1e-5).y, add_layer_norm_forward(x, a, w, b, 1e-5).norm.y,
+        bias_gelu_forward(h.clone(), b, true).y,
+        attention_forward(q, k, v, {3, true, 0.35}, Tensor(), gates).out.reshape({140, 24})};
   };
   const auto rounded = [](const Tensor& t) {
     std::vector<bf16_t> r(static_cast<std::size_t>(t.numel()));
