@@ -87,13 +87,8 @@ bool causal_shaped(const core::Tensor& given, bool scores) {
 }
 
 // "[1, 2, 3]": the first `dims` dimensions of the index of element `flat` of a contiguous tensor of `shape`.
-// (autograd/gradcheck.cpp and python/src/weights.cpp unravel an index alike: one for core/.)
 std::string index_text(int64_t flat, const core::Shape& shape, std::size_t dims) {
-  core::Shape index(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
+  core::Shape index = core::unravel_index(flat, shape);
   index.resize(dims);
   return core::to_string(index);
 }
