@@ -12,7 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "analysis/labels.h"
 #include "core/safetensors.h"
+#include "core/shortest.h"
 #include "tests/cli/fixtures.h"
 
 namespace headlab::cli_test {
@@ -109,6 +111,27 @@ TEST(Bench, APresetsLengthATaskRefusesIsNamedAsThePresets) {
                   cwd.path());
   EXPECT_TRUE(clean_failure(typed, 2, {"seq-len 5"})) << typed.describe();
   EXPECT_EQ(typed.err.find("preset's"), std::string::npos) << "a typed length is the user's: " << typed.err;
+}
+
+// analyze's label flags are analysis::kLabelFlags, each shown with its
+// default (LabelOptions') and its help.
+TEST(Analyze, HelpShowsEveryLabelFlagWithItsDefault) {
+  TempDir cwd;
+  const RunResult r = run_headlab({"analyze", "--help"}, cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const analysis::LabelOptions defaults;
+  for (const analysis::LabelFlag& f : analysis::kLabelFlags) {
+    const std::string shown = std::string(f.flag) + " FLOAT=" + core::shortest(defaults.*f.value);
+    const std::size_t at = r.out.find(shown);
+    ASSERT_NE(at, std::string::npos) << shown << "\n" << r.out;
+    // On its line, or (after a long flag) the next.
+    const std::size_t help = r.out.find(f.help, at);
+    ASSERT_NE(help, std::string::npos) << f.help << "\n" << r.out;
+    EXPECT_LE(std::count(r.out.begin() + static_cast<std::ptrdiff_t>(at), r.out.begin() + static_cast<std::ptrdiff_t>(help),
+                         '\n'),
+              1)
+        << f.help << "\n" << r.out;
+  }
 }
 
 // A folder given with a trailing slash (as shell completion writes it)
