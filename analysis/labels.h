@@ -91,16 +91,23 @@ struct LabelOptions {
 
 // The label options a user sets (`headlab analyze --threshold ...`,
 // headlab.analyze(threshold=...)): heads.json's `label_options` key, the
-// flag, and the member. The rest of LabelOptions is the program's own.
+// flag, the member, the flag's help, and its range: a fraction in [0, 1]
+// (a score, a margin, a normalized entropy), else a loss change, finite and
+// 0 or more. The rest of LabelOptions is the program's own.
 struct LabelFlag {
   const char* key;
   const char* flag;
   double LabelOptions::*value;
+  const char* help;
+  bool fraction;
 };
-inline constexpr LabelFlag kLabelFlags[] = {{"threshold", "--threshold", &LabelOptions::score_threshold},
-                                            {"margin", "--margin", &LabelOptions::margin},
-                                            {"diffuse_entropy", "--diffuse-entropy", &LabelOptions::diffuse_entropy},
-                                            {"sink_delta_loss", "--sink-delta-loss", &LabelOptions::sink_max_delta_loss}};
+inline constexpr LabelFlag kLabelFlags[] = {
+    {"threshold", "--threshold", &LabelOptions::score_threshold, "a label's score must reach this", true},
+    {"margin", "--margin", &LabelOptions::margin, "... and beat the runner-up pattern by this", true},
+    {"diffuse_entropy", "--diffuse-entropy", &LabelOptions::diffuse_entropy,
+     "normalized entropy above which a head is diffuse", true},
+    {"sink_delta_loss", "--sink-delta-loss", &LabelOptions::sink_max_delta_loss,
+     "a first-token head whose ablation costs less loss than this is a sink", false}};
 
 struct PatternScore {
   Label pattern;

@@ -15,9 +15,17 @@ ProgressMeasures progress_measures(const layers::Transformer& model, int64_t p, 
                                    int64_t keys) {
   const core::F32Gemms f32_gemms;  // analysis measures in f32 under any --precision (analyze_model.cpp)
   const layers::ModelSpec& spec = model.spec();
-  if (p < 3 || spec.vocab < p + 1 || spec.classes < p || spec.max_seq_len < 3)
-    throw std::invalid_argument("progress_measures: a model for addition mod " + std::to_string(p) +
-                                " needs vocab >= p + 1, classes >= p and 3 positions");
+  const std::string mod_p = "addition mod " + std::to_string(p);
+  // Frequencies 1 .. (p-1)/2 (fourier.h): none below 3.
+  if (p < 3)
+    throw std::invalid_argument("progress_measures: p = " + std::to_string(p) + ", but the Fourier measures of " +
+                                mod_p + " need p >= 3 (a modular-addition model's p is its vocab - 1: vocab >= 4)");
+  if (spec.vocab < p + 1 || spec.classes < p || spec.max_seq_len < 3)
+    throw std::invalid_argument("progress_measures: a model for " + mod_p + " needs vocab >= p + 1 = " +
+                                std::to_string(p + 1) + " (the tokens 0 .. p-1 and '='), classes >= p = " +
+                                std::to_string(p) + " and max_seq_len >= 3 ([a, b, =]); this one has vocab " +
+                                std::to_string(spec.vocab) + ", classes " + std::to_string(spec.classes) +
+                                " and max_seq_len " + std::to_string(spec.max_seq_len));
   ProgressMeasures m;
   m.p = p;
   const int64_t d = spec.d_model;

@@ -35,8 +35,9 @@ struct ProgressMeasures {
 };
 
 // The measures of `model` (vocab >= p + 1, classes >= p, max_seq_len >= 3)
-// for addition mod p; `train` marks the trained pairs, row a * p + b
-// (empty: all). Throws std::invalid_argument for a model that does not fit.
+// for addition mod p, p >= 3; `train` marks the trained pairs, row a * p + b
+// (empty: all). Throws std::invalid_argument naming p, or the model's sizes
+// and what they must be, when either does not fit.
 ProgressMeasures progress_measures(const layers::Transformer& model, int64_t p, const std::vector<bool>& train,
                                    int64_t keys = kKeyFrequencies);
 

@@ -14,14 +14,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::string index_string(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return core::to_string(idx);
-}
+std::string index_string(int64_t flat, const Shape& shape) { return core::to_string(core::unravel_index(flat, shape)); }
 
 // The worst entry seen so far, by its error relative to the tolerance.
 struct Worst {

@@ -68,6 +68,12 @@ std::string default_gemm_precision_name();
 // so that bf16's arithmetic is tested on a CPU without them
 // (scripts/test.sh's bf16 pass). The first wins when both are set.
 bool cpu_has_native_bf16();
+// Whether `backend` multiplies bf16 operands as f32 products of them widened
+// back to float (detail::widened_bf16_gemm: OpenBLAS without cblas_sbgemm,
+// oneDNN without a bf16 matmul): the same arithmetic as a bf16 kernel's, on
+// the backend's f32 kernels, which is what oneDNN's verbose output and
+// `headlab bench --kernels` then name (src_f32); bench marks them emulated.
+bool bf16_products_widened(GemmBackend backend);
 // Why bf16 is refused without them, for the messages of the flag and of
 // HEADLAB_PRECISION.
 inline constexpr const char* kNoBf16Units =
@@ -122,6 +128,9 @@ void openblas_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float
 // Whether the OpenBLAS loaded has cblas_sbgemm (a BUILD_BFLOAT16 build);
 // without it, the bf16 products run as f32 products of the rounded operands.
 bool openblas_has_sbgemm();
+// Whether oneDNN has a bf16 matmul on this CPU (AVX-512 or more, as its
+// effective ISA says); without it, as without sbgemm.
+bool onednn_has_bf16_matmul();
 // The bf16 product as the backend's f32 product of its operands widened
 // back to float. Widening is exact, and so is each product of two bf16
 // values in float32 (8 + 8 significant bits): bf16 products with f32

@@ -236,14 +236,19 @@ void onednn_batched_gemm(const BatchedGemm<float>& g) {
   run(key, g.a, g.b, g.c);
 }
 
-void onednn_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
+bool onednn_has_bf16_matmul() {
   // oneDNN 2.6 multiplies bf16 from AVX-512 on (avx512_core, emulated there
-  // without bf16 units); below it, only a CPU made to pass for one with
-  // HEADLAB_EMULATE_BF16 gets here.
-  static const bool has_bf16_matmul =
+  // without bf16 units); below it (or capped below it by
+  // ONEDNN_MAX_CPU_ISA), only a CPU made to pass for one with
+  // HEADLAB_EMULATE_BF16 runs bf16 products.
+  static const bool has =
       (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & static_cast<unsigned>(dnnl::cpu_isa::avx512_core)) ==
       static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  if (!has_bf16_matmul) {
+  return has;
+}
+
+void onednn_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
+  if (!onednn_has_bf16_matmul()) {
     widened_bf16_gemm(g, alpha, beta, c, GemmBackend::onednn);
     return;
   }

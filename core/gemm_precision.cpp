@@ -66,6 +66,10 @@ bool cpu_has_native_bf16() {
   return has;
 }
 
+bool bf16_products_widened(GemmBackend backend) {
+  return backend == GemmBackend::onednn ? !detail::onednn_has_bf16_matmul() : !detail::openblas_has_sbgemm();
+}
+
 F32Gemms::F32Gemms() { g_f32_guards.fetch_add(1); }
 F32Gemms::~F32Gemms() { g_f32_guards.fetch_sub(1); }
 

@@ -46,6 +46,20 @@ Shape contiguous_strides(const Shape& shape) {
   return strides;
 }
 
+Shape unravel_index(int64_t flat, const Shape& shape) {
+  const int64_t n = numel_of(shape);
+  if (flat < 0 || flat >= n)
+    throw std::out_of_range("unravel_index: element " + std::to_string(flat) + " is not in a tensor of shape " +
+                            to_string(shape) + " (" + std::to_string(n) + " elements, 0 to " + std::to_string(n - 1) +
+                            ")");
+  Shape index(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return index;
+}
+
 // --- Storage ---
 
 namespace {

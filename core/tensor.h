@@ -32,6 +32,12 @@ using Shape = std::vector<int64_t>;
 std::string to_string(const Shape& shape);  // "[2, 3]"
 int64_t numel_of(const Shape& shape);
 Shape contiguous_strides(const Shape& shape);
+// The index, one entry per dimension, of element `flat` of a contiguous
+// (row-major) tensor of `shape`: [1, 2] for element 5 of a [2, 3]. The
+// messages that name one element of a tensor (a gradient check's worst
+// entry, a hook's first NaN, a bad weight) give it so. Throws
+// std::out_of_range unless 0 <= flat < numel_of(shape).
+Shape unravel_index(int64_t flat, const Shape& shape);
 
 // Freed storage is kept for reuse at the same size (a training step
 // allocates the same sizes every step), up to a limit: 1 GiB unless set.

@@ -181,7 +181,7 @@ Variable MultiHeadAttention::output_result_hooked(const Variable& concat, const 
   const Variable z = permute(reshape(concat, {batch * seq_len, h, dk}), {1, 0, 2});
   const Variable w = permute(reshape(o_->weight(), {d, h, dk}), {1, 2, 0});
   const Variable result = reshape(permute(matmul(z, w), {1, 0, 2}), {batch, seq_len, h, d});
-  const Variable given = hooks.visit_wanted("hook_result", result);
+  const Variable given = hooks.visit_side("hook_result", result);
   // Kept: o applied to concat, whose bits a pass without the hook has (a sum
   // over the heads rounds differently).
   if (given.node() == result.node()) return o_->forward(concat);

@@ -28,6 +28,9 @@ class HookSet final : public Hooks {
           std::map<std::string, Variable> deltas = {});
 
   bool wants(const std::string& name) const override;
+  // It caches, replaces or adds, never writes into an activation: nothing
+  // to check of a kept one, and nothing read.
+  bool may_edit_in_place(const std::string& /*name*/) const override { return false; }
   // Throws std::invalid_argument naming the expected shape and dtype when a
   // replacement or delta does not fit the activation.
   Variable visit(const std::string& name, const Variable& activation) override;

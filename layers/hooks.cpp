@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 
 #include "autograd/ops.h"
@@ -106,13 +107,22 @@ Shape hook_shape(const ModelSpec& spec, const std::string& name, int64_t batch, 
 }
 
 Variable HookScope::visit_wanted(const char* point, const Variable& x, const Shape& layout) const {
+  return visit_hooks(point, x, layout, true);
+}
+
+Variable HookScope::visit_hooks(const char* point, const Variable& x, const Shape& layout, bool in_place) const {
   const std::string name = prefix + point;
   const Variable view = layout.empty() || layout == x.shape() ? x : autograd::reshape(x, layout);
+  std::optional<FiniteBefore> before;
+  if (in_place && hooks->may_edit_in_place(name)) before.emplace(name, view.value());
   const Variable out = hooks->visit(name, view);
   // The hook may have changed any tensor in place: no bf16 copy rounded
   // before it may be used after it (core/bf16_operands.h).
   core::forget_bf16_operands();
-  if (out.node() == view.node()) return x;  // kept: no reshape back
+  if (out.node() == view.node()) {  // kept, perhaps edited in place: no reshape back
+    if (before) before->refuse_edit(view.value());
+    return x;
+  }
   if (!out.defined() || out.shape() != view.shape() || out.dtype() != view.dtype())
     throw std::invalid_argument("hook '" + name + "' returned " +
                                 (out.defined() ? core::to_string(out.dtype()) + " " + core::to_string(out.shape())
@@ -123,7 +133,7 @@ Variable HookScope::visit_wanted(const char* point, const Variable& x, const Sha
 }
 
 Variable HookScope::replacement(const char* point, const Variable& copy) const {
-  const Variable given = visit_wanted(point, copy);
+  const Variable given = visit_side(point, copy);
   return given.node() == copy.node() ? Variable() : given;
 }
 

@@ -34,11 +34,12 @@
 // only the points its hooks want; one whose hooks want nothing does no extra
 // work and is bit-identical to a pass without hooks. hook_result and
 // hook_scale are computed on the side, only when wanted: handed back
-// unchanged, the pass goes on as without them (the same bits).
+// unchanged (an edit in place included: return another Variable to
+// replace), the pass goes on as without them (the same bits).
 //
-// A replacement may not bring NaN or infinity into the pass (but -inf at
-// hook_attn_scores, which hides a key): std::invalid_argument naming the
-// point (layers/hooks_finite.h).
+// A replacement, or an edit in place, may not bring NaN or infinity into
+// the pass (but -inf at hook_attn_scores, which hides a key):
+// std::invalid_argument naming the point (layers/hooks_finite.h).
 //
 // TransformerLens's copies (its use_attn_in, use_split_qkv_input and
 // use_hook_mlp_in), each a copy of its own made only when wanted:
@@ -79,6 +80,13 @@ class Hooks {
   // x + delta for gradients). Any other shape or dtype makes the forward
   // throw std::invalid_argument naming the expected one.
   virtual Variable visit(const std::string& name, const Variable& activation) = 0;
+  // Whether visit(name, ...) may write into the activation's values and hand
+  // the same Variable back (an edit in place). Such an edit is checked for NaN
+  // and infinity as a replacement is (layers/hooks_finite.h), which costs a
+  // pass over the activation before the visit and one after, at each point
+  // visited; say false for points whose hooks only read (a cache) or replace,
+  // and their kept activations are not read.
+  virtual bool may_edit_in_place(const std::string& /*name*/) const { return true; }
 };
 
 // Every hook name of a model of this spec, in forward order.
@@ -108,17 +116,29 @@ struct HookScope {
   // empty = x's shape) to the hooks and returns what they give back, in x's
   // shape. Only for a point that wants(): the caller asked. Throws
   // std::invalid_argument for a replacement of another shape or dtype, or
-  // one holding NaN or infinity that x did not (refuse_non_finite).
+  // one holding NaN or infinity that x did not (refuse_non_finite), or an
+  // edit of x in place that brought some (FiniteBefore, where the hooks
+  // may_edit_in_place).
   Variable visit_wanted(const char* point, const Variable& x, const Shape& layout = {}) const;
   // visit_wanted if the point is wanted, else x itself.
   Variable visit(const char* point, const Variable& x, const Shape& layout = {}) const {
     return wants(point) ? visit_wanted(point, x, layout) : x;
   }
+  // visit_wanted for an activation computed on the side for the hooks
+  // (hook_result, hook_scale): handed back, kept or edited in place, the
+  // pass goes on as without it, so an edit in place is neither read nor
+  // checked; only a replacement is.
+  Variable visit_side(const char* point, const Variable& x) const { return visit_hooks(point, x, {}, false); }
   // For a wanted point whose activation is `copy`, a copy made for the
   // hooks of what the pass reads (hook_mlp_in, hook_attn_in ...): what they
   // give back if they replace it, undefined if they hand the copy back (the
-  // pass then reads the original, as without the hook).
+  // pass then reads the original, as without the hook: an edit of the copy
+  // in place is neither read nor checked).
   Variable replacement(const char* point, const Variable& copy) const;
+
+ private:
+  // visit_wanted; `in_place`: whether an edit in place reaches the pass (and is checked).
+  Variable visit_hooks(const char* point, const Variable& x, const Shape& layout, bool in_place) const;
 };
 
 // A copy of x in memory of its own, through which the gradient flows back

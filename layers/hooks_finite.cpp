@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace headlab::layers {
@@ -87,27 +88,16 @@ bool causal_shaped(const core::Tensor& given, bool scores) {
 }
 
 // "[1, 2, 3]": the first `dims` dimensions of the index of element `flat` of a contiguous tensor of `shape`.
-// (autograd/gradcheck.cpp and python/src/weights.cpp unravel an index alike: one for core/.)
 std::string index_text(int64_t flat, const core::Shape& shape, std::size_t dims) {
-  core::Shape index(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
+  core::Shape index = core::unravel_index(flat, shape);
   index.resize(dims);
   return core::to_string(index);
 }
 
-}  // namespace
-
-void refuse_non_finite(const std::string& name, const core::Tensor& given, const core::Tensor& returned) {
-  Reading r;
-  r.scores = ends_with(name, ".hook_attn_scores");
-  if (!r.scores && all_finite(returned)) return;  // the common case: one pass
-  r.causal = (r.scores || ends_with(name, ".hook_pattern")) && causal_shaped(given, r.scores);
-  const Found out = find(returned, r);
-  if (out.count == 0 && out.hidden_row < 0) return;
-  const Found in = find(given, r);
+// Throws when `out` (what `returned`, the hooks' result at `name`, holds) has more NaN or infinity than `in` (what
+// the point was given), or hides every key of a query `in` did not.
+void refuse_found(const std::string& name, const Reading& r, const core::Tensor& returned, const Found& out,
+                  const Found& in) {
   const std::string hook = "hook '" + name + "' returned ";
   const core::Shape& shape = returned.shape();
   if (out.count > in.count)
@@ -122,6 +112,41 @@ void refuse_non_finite(const std::string& name, const core::Tensor& given, const
                                 index_text(out.hidden_row, shape, shape.size() - 1) +
                                 " (batch, head, query): its softmax would divide 0 by 0 (NaN); leave it at least one "
                                 "key that is not -inf");
+}
+
+Reading reading_of(const std::string& name, const core::Tensor& given) {
+  Reading r;
+  r.scores = ends_with(name, ".hook_attn_scores");
+  r.causal = (r.scores || ends_with(name, ".hook_pattern")) && causal_shaped(given, r.scores);
+  return r;
+}
+
+}  // namespace
+
+void refuse_non_finite(const std::string& name, const core::Tensor& given, const core::Tensor& returned) {
+  if (!ends_with(name, ".hook_attn_scores") && all_finite(returned)) return;  // the common case: one pass
+  const Reading r = reading_of(name, given);
+  const Found out = find(returned, r);
+  if (out.count == 0 && out.hidden_row < 0) return;
+  refuse_found(name, r, returned, out, find(given, r));
+}
+
+FiniteBefore::FiniteBefore(std::string name, const core::Tensor& given) : name_(std::move(name)) {
+  const Reading r = reading_of(name_, given);
+  scores_ = r.scores;
+  causal_ = r.causal;
+  if (!scores_ && all_finite(given)) return;  // the common case: one pass, and nothing held
+  const Found in = find(given, r);
+  count_ = in.count;
+  hidden_row_ = in.hidden_row;
+}
+
+void FiniteBefore::refuse_edit(const core::Tensor& edited) const {
+  if (!scores_ && all_finite(edited)) return;
+  const Reading r{.scores = scores_, .causal = causal_};
+  const Found out = find(edited, r);
+  if (out.count == 0 && out.hidden_row < 0) return;
+  refuse_found(name_, r, edited, out, Found{.count = count_, .first = -1, .hidden_row = hidden_row_});
 }
 
 }  // namespace headlab::layers

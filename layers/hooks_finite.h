@@ -2,6 +2,7 @@
 // pass (layers/hooks.h, docs/python.md "Hook points").
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/tensor.h"
@@ -20,5 +21,24 @@ namespace headlab::layers {
 // `returned` (at hook_attn_scores a row-by-row one, and `given`'s masked half);
 // `given` is read whole only when that pass finds some.
 void refuse_non_finite(const std::string& name, const core::Tensor& given, const core::Tensor& returned);
+
+// The same check for a hook that edits the activation in place and hands it
+// back: what `given` held is read before the hooks see it (one vectorized
+// pass; at hook_attn_scores and hook_pattern also whether the pass is
+// causal, and at hook_attn_scores the row-by-row one), and refuse_edit reads
+// the edited values once, throwing as refuse_non_finite does for what the
+// edit brought in. Only at points whose hooks may edit in place
+// (Hooks::may_edit_in_place): HookSet's never do.
+class FiniteBefore {
+ public:
+  FiniteBefore(std::string name, const core::Tensor& given);
+  void refuse_edit(const core::Tensor& edited) const;
+
+ private:
+  std::string name_;
+  bool scores_ = false, causal_ = false;  // as refuse_non_finite reads the point
+  // What `given` held: NaN or infinity (not a hidden key), and the first element of a row whose every key is hidden.
+  int64_t count_ = 0, hidden_row_ = -1;
+};
 
 }  // namespace headlab::layers

@@ -44,7 +44,7 @@ Variable LayerNorm::forward_scale_hooked(const Variable& x, const HookScope& hoo
   // gradient reaches x through the mean and the scale as through the fused op.
   const Variable centered = x - mean(x, {-1}, /*keepdim=*/true);
   const Variable scale = sqrt(mean(centered * centered, {-1}, /*keepdim=*/true) + options_.eps);
-  const Variable given = hooks.visit_wanted("hook_scale", scale);
+  const Variable given = hooks.visit_side("hook_scale", scale);
   // Kept: the fused op, whose bits a pass without the hook has.
   if (given.node() == scale.node()) return layer_norm(x, weight(), bias(), options_.eps);
   return centered / given * weight() + bias();

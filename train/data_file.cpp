@@ -114,6 +114,13 @@ DataFile::DataFile(std::string path, Sizes sizes, bool shuffle, bool causal)
   order_ = EpochOrder(size(), shuffle);
 }
 
+std::vector<int64_t> DataFile::lines_with_no_target() const {
+  std::vector<int64_t> lines;
+  for (const Sequence& s : sequences_)
+    if (std::none_of(s.targets.begin(), s.targets.end(), [](int32_t t) { return t >= 0; })) lines.push_back(s.line);
+  return lines;
+}
+
 void DataFile::read(int64_t line_positions) {
   // Lines are cut from raw chunks, so that the fingerprint hashes the exact
   // bytes and no line grows past its bound.

@@ -4,7 +4,9 @@
 //   - "tokens": a non-empty array of integers in [0, vocab), at most seq-len long.
 //   - "targets" (optional): an array of the same length, each -1 (no target) or
 //     in [0, num_classes). Without it the targets are next-token: target[i] =
-//     tokens[i+1], and the last position has none (-1).
+//     tokens[i+1], and the last position has none (-1). A line with no target
+//     at all is read (eval and analyze take it), but a new training run
+//     refuses it (make_task_to_train, train/run_builder.h).
 //   - "attend" (optional): {"NAME": [...], ...}, user-defined head patterns
 //     (analysis/attend.h) with one entry per position: a key position, a list
 //     of key positions (the attention mass on the set counts), or null (the
@@ -115,6 +117,10 @@ class DataFile final : public Task {
   // The lines without "targets", whose targets are the next token (eval and
   // analyze --data warn when the model learned other targets).
   int64_t lines_without_targets() const { return lines_without_targets_; }
+  // The lines (1-based, in file order) none of whose positions has a target:
+  // every target -1, or a single token without "targets". No training step
+  // learns from them (a new run refuses them: make_task_to_train).
+  std::vector<int64_t> lines_with_no_target() const;
 
   // Which of vocab, classes and seq-len were read from the file rather than
   // given, and the lines that set them: "vocab 5001, classes 5001 and seq-len

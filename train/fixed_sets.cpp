@@ -261,12 +261,6 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
     train = empty_like(all, false);
     held_out = empty_like(all);
     for (int64_t i = 0; i < n; ++i) append_row(i < n_eval ? *held_out : *train, all, order[static_cast<std::size_t>(i)]);
-    // Every step would have nothing to learn from (the held-out rows are checked where they are read).
-    if (!has_target(*train))
-      throw UsageError("--eval-fraction " + core::shortest(config.eval_fraction) + " holds out every sequence of --data " +
-                       config.data + " that has a target: the " + std::to_string(train->batch) +
-                       " left to train on have none; give more lines targets, or hold out fewer (a smaller "
-                       "--eval-fraction, or another --split-seed)");
   }
   std::optional<Task::Fingerprint> eval_file;
   if (!config.eval_data.empty()) {

@@ -55,10 +55,38 @@ std::string one_class_refusal(const TrainConfig& config, const Task& task) {
          "(which compares the correct class's logit with the others') cannot run; " + fix;
 }
 
+// Whether some position of `rows` has a target (>= 0).
+bool has_target(const Batch& rows) {
+  return std::any_of(rows.targets.begin(), rows.targets.end(), [](int32_t t) { return t >= 0; });
+}
+
+// The refusal of a --data file's `lines` (1-based, at least one) that have no target.
+std::string no_target_refusal(const TrainConfig& config, const Task& file, const std::vector<int64_t>& lines) {
+  constexpr std::size_t kShown = 5;
+  const std::size_t n = lines.size();
+  std::string named = n == 1 ? "line " : "lines ";
+  for (std::size_t i = 0; i < std::min(n, kShown); ++i)
+    named += (i == 0 ? "" : i + 1 == n ? " and " : ", ") + std::to_string(lines[i]);
+  if (n > kShown) named += " and " + std::to_string(n - kShown) + " more";
+  return "--data " + config.data + ": " + std::to_string(n) + " of its " + std::to_string(file.size()) +
+         " sequences " + (n == 1 ? "has" : "have") + " no target (" + named +
+         ": every target -1, or a single token without \"targets\"), so no training step would learn from " +
+         (n == 1 ? "it" : "them") + " (a batch of only such lines would learn nothing); give " +
+         (n == 1 ? "it" : "them") + " targets, or remove " + (n == 1 ? "it" : "them") + " from the file";
+}
+
 }  // namespace
 
 std::unique_ptr<Task> make_task_for(const TrainConfig& config) {
   return with_fixed_sets(make_base_task(config), config);
+}
+
+std::unique_ptr<Task> make_task_to_train(const TrainConfig& config) {
+  std::unique_ptr<Task> base = make_base_task(config);
+  if (const auto* file = dynamic_cast<const DataFile*>(base.get()))
+    if (const std::vector<int64_t> lines = file->lines_with_no_target(); !lines.empty())
+      throw UsageError(no_target_refusal(config, *file, lines));
+  return with_fixed_sets(std::move(base), config);
 }
 
 layers::ModelSpec model_spec_for(const TrainConfig& config, const Task& task) {
@@ -170,10 +198,6 @@ std::string slow_analysis_warning(const layers::ModelSpec& m, int64_t rows, int6
          (from_file ? "a smaller --eval-batch shrinks it (the file's ids need that many classes)"
                     : "a smaller " + std::string(from == "--classes" ? "--classes" : "--vocab") +
                           ", --eval-batch or --seq-len shrinks it");
-}
-
-bool has_target(const Batch& rows) {
-  return std::any_of(rows.targets.begin(), rows.targets.end(), [](int32_t t) { return t >= 0; });
 }
 
 void check_analysable(const Batch& rows, const std::string& source) {

@@ -23,13 +23,17 @@ namespace headlab::train {
 // its fixed training and held-out sets if the config asks (fixed_sets.h).
 // Throws UsageError on anything the task or file cannot use.
 std::unique_ptr<Task> make_task_for(const TrainConfig& config);
+// make_task_for for a new run (Session's constructor from a config): a --data
+// file with lines none of whose positions has a target is refused first
+// (UsageError naming the first of them, their count and the fix): no
+// training step learns from such a line, nor, held out by --eval-fraction,
+// does any metric measure it. Resuming, evaluating or analyzing a run reads
+// its file as make_task_for does, whatever it holds.
+std::unique_ptr<Task> make_task_to_train(const TrainConfig& config);
 
 // Head analysis scores positions q >= 2: shorter sequences are a usage error
 // (model_spec_for).
 inline constexpr int64_t kMinSeqLen = 3;
-
-// Whether some position of `rows` has a target (>= 0).
-bool has_target(const Batch& rows);
 
 // The rows the head analysis reads (a run's evaluation batch, analyze
 // --data's file) need one of at least kMinSeqLen real tokens; shorter rows

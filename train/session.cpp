@@ -171,16 +171,12 @@ Session::Session(const TrainConfig& config, const dist::World& world) : config_(
                            "a run reads its " + flag + " again when it is resumed, evaluated or analyzed; save it to a "
                            "file and give its path (eval --data and analyze --data read a pipe, once)");
   derive_run_settings(config_, world.size());
-  task_ = make_task_for(config_);
+  task_ = make_task_to_train(config_);
   build(model_spec_for(config_, *task_));
   // Before any step: the held-out metrics and the analyses during and after
-  // training read it; the log's training loss reads the other.
+  // training read it. (The training rows, the log's training loss among
+  // them, each have a target: make_task_to_train.)
   check_analysable(eval_batch_, held_out_rows(config_, *task_, eval_batch_.batch));
-  if (train_eval_batch_ && !has_target(*train_eval_batch_))
-    throw UsageError("the first " + std::to_string(train_eval_batch_->batch) +
-                     " sequences of the training set, whose loss and accuracy the log shows at each log step, have no "
-                     "target, so those would read 0 as if measured: give a larger --eval-batch (it sets how many are "
-                     "scored), or give those lines of --data " + config_.data + " targets");
 }
 
 Session::Session(const Checkpoint& checkpoint, const dist::World& world)

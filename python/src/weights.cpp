@@ -20,14 +20,7 @@ namespace headlab::python {
 namespace {
 
 // "[2, 5]": the element at flat index `flat` of an array of `shape`.
-std::string index_text(int64_t flat, const core::Shape& shape) {
-  std::vector<int64_t> at(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    at[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return shape_text(at);
-}
+std::string index_text(int64_t flat, const core::Shape& shape) { return shape_text(core::unravel_index(flat, shape)); }
 
 // A KeyError naming the nearest parameter names; a TransformerLens name
 // (W_O, b_Q, W_E ...) is told where its values live here.

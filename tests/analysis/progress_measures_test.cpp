@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "analysis/fourier.h"
@@ -106,6 +107,36 @@ TEST(ProgressMeasures, ReadTheEmbeddingsFrequenciesAndTheHeadsAttention) {
   // An untrained model is near chance, and its full loss is the same logits'.
   EXPECT_NEAR(m.full_loss, std::log(static_cast<double>(p)), 0.5);
   EXPECT_THROW(progress_measures(model, 18, {}), std::invalid_argument);
+}
+
+std::string refusal(const layers::Transformer& model, int64_t p) {
+  try {
+    progress_measures(model, p, {});
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A p below 3 (addition mod 2 has no frequency to measure) is named with the
+// requirement, whatever the model; a model too small for p is named with
+// the sizes it has and those it needs.
+TEST(ProgressMeasures, RefusalsNameTheValueAndTheRequirement) {
+  const layers::ModelSpec spec = layers::ModelSpec{.vocab = 4, .classes = 3, .max_seq_len = 3, .layers = 1,
+                                                   .heads = 1, .d_model = 4, .d_ff = 8, .activation = "relu"}
+                                     .resolved();
+  core::Generator gen(2);
+  const layers::Transformer model(spec, gen);
+  EXPECT_NO_THROW(progress_measures(model, 3, {}));  // the smallest p that fits
+  for (const int64_t p : {2, 1, 0, -5}) {
+    const std::string what = refusal(model, p);
+    EXPECT_NE(what.find("p = " + std::to_string(p) + ","), std::string::npos) << what;
+    EXPECT_NE(what.find("need p >= 3"), std::string::npos) << what;
+  }
+  const std::string what = refusal(model, 5);
+  EXPECT_NE(what.find("addition mod 5 needs vocab >= p + 1 = 6"), std::string::npos) << what;
+  EXPECT_NE(what.find("classes >= p = 5"), std::string::npos) << what;
+  EXPECT_NE(what.find("this one has vocab 4, classes 3 and max_seq_len 3"), std::string::npos) << what;
 }
 
 }  // namespace

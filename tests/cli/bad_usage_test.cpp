@@ -376,6 +376,10 @@ const std::vector<BadCase>& cases() {
                  {"--diffuse-entropy"}});
     c.push_back({"analyze_negative_sink_delta_loss", {"analyze", "{run}", "--sink-delta-loss", "-1"}, 2,
                  {"--sink-delta-loss"}});
+    c.push_back({"analyze_infinite_sink_delta_loss", {"analyze", "{run}", "--sink-delta-loss", "inf"}, 2,
+                 {"--sink-delta-loss must be 0 or more, got inf"}});
+    c.push_back({"analyze_margin_above_one", {"analyze", "{run}", "--margin", "1.5"}, 2,
+                 {"--margin must be between 0 and 1, got 1.5"}});
     c.push_back({"analyze_unknown_task", {"analyze", "{run}", "--task", "nope"}, 2, {"nope"}});
     c.push_back({"analyze_task_of_another_model", {"analyze", "{run}", "--task", "induction"}, 2, {"induction"}});
     c.push_back({"analyze_patch_with_one_sequence", {"analyze", "{run}", "--patch", "--batch", "1"}, 2,

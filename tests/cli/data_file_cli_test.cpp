@@ -237,43 +237,41 @@ TEST(DataFile, HeldOutRowsWithoutATargetAreRefusedNotScoredZero) {
   EXPECT_EQ(nlohmann::json::parse(all.out).at("positions"), 4);
 }
 
-// --eval-fraction may hold out every line that has a target, leaving the
-// training steps nothing to learn from, or leave none in the first
-// --eval-batch lines of either set, whose losses the log shows: each is
-// refused, naming it. Which happens is the split's: over some seeds, each does.
-TEST(DataFile, AnEvalFractionThatLeavesRowsWithoutATargetIsRefused) {
+// A --data line without a target trains nothing, and --eval-fraction could
+// hold out every line that had one (QA19 F20): such lines are refused before
+// anything is written, named, whatever the split, and before --force removes
+// the run the new one would replace.
+TEST(DataFile, TrainingLinesWithoutATargetAreRefusedBeforeForceRemovesTheOldRun) {
   TempDir cwd;
-  std::string rows;
-  for (int i = 0; i < 6; ++i)
-    rows += "{\"tokens\": [1, 2, 3, " + std::to_string(i % 5) + "], \"targets\": " +
-            (i < 2 ? "[2, 3, 4, 0]" : "[-1, -1, -1, -1]") + "}\n";
-  write_bytes(cwd / "two.jsonl", rows);
-  const std::vector<std::string> refusals = {
-      "--eval-fraction 0.5 holds out every sequence of --data " + cwd / "two.jsonl" +
-          " that has a target: the 3 left to train on have none",
-      "(the first 1 of the sequences it holds out of --data " + cwd / "two.jsonl" +
-          "): none of the 1 sequences the held-out metrics and the head analysis read has a target",
-      "the first 1 sequences of the training set, whose loss and accuracy the log shows at each log step, have no "
-      "target"};
-  std::vector<int> seen(refusals.size() + 1, 0);  // each refusal, then the runs that train
-  for (int seed = 0; seed < 60; ++seed) {
-    const std::string out = cwd / ("run" + std::to_string(seed));
-    const RunResult r = run_headlab(
-        train_command(out, {{"--data", cwd / "two.jsonl"}, {"--eval-fraction", "0.5"}, {"--eval-batch", "1"},
-                            {"--split-seed", std::to_string(seed)}, {"--vocab", "5"}, {"--steps", "1"}}),
-        cwd.path());
-    std::size_t which = refusals.size();
-    for (std::size_t i = 0; i < refusals.size(); ++i)
-      if (r.err.find(refusals[i]) != std::string::npos) which = i;
-    ++seen[which];
-    if (which < refusals.size()) {
-      EXPECT_TRUE(clean_failure(r, 2, {refusals[which]})) << "seed " << seed;
-      EXPECT_FALSE(std::filesystem::exists(out));
-    } else {
-      EXPECT_EQ(r.exit_code, 0) << "seed " << seed << ": " << r.describe();
-    }
+  const std::string run = cwd / "run";
+  copy_dir(shared_run(), run);
+  const auto before = snapshot(run);
+  const auto rows = [](const std::string& missing) {
+    std::string text;
+    for (int i = 0; i < 6; ++i)
+      text += "{\"tokens\": [1, 2, 3, " + std::to_string(i % 5) + "], \"targets\": " +
+              (i < 2 ? "[2, 3, 4, 0]" : missing) + "}\n";
+    return text;
+  };
+  write_bytes(cwd / "two.jsonl", rows("[-1, -1, -1, -1]"));
+  const std::vector<std::string> refusal = {
+      "--data " + cwd / "two.jsonl" + ": 4 of its 6 sequences have no target (lines 3, 4, 5 and 6: every target -1",
+      "no training step would learn from them", "give them targets, or remove them from the file"};
+  for (const std::string seed : {"", "0", "1", "2"}) {
+    std::vector<std::pair<std::string, std::string>> flags = {
+        {"--data", cwd / "two.jsonl"}, {"--vocab", "5"}, {"--steps", "1"}, {"--force", ""}};
+    if (!seed.empty()) flags.insert(flags.end(), {{"--eval-fraction", "0.5"}, {"--split-seed", seed}});
+    const RunResult r = run_headlab(train_command(run, flags), cwd.path());
+    EXPECT_TRUE(clean_failure(r, 2, refusal)) << "split seed '" << seed << "'";
+    EXPECT_EQ(snapshot(run), before) << "the old run is untouched (split seed '" << seed << "')";
   }
-  for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_GT(seen[i], 0) << "no split of 60 gave case " << i;
+  // Given targets, the same lines train.
+  write_bytes(cwd / "two.jsonl", rows("[3, 4, 0, 1]"));
+  const RunResult trained = run_headlab(
+      train_command(cwd / "new", {{"--data", cwd / "two.jsonl"}, {"--eval-fraction", "0.5"}, {"--vocab", "5"},
+                                  {"--steps", "1"}}),
+      cwd.path());
+  EXPECT_EQ(trained.exit_code, 0) << trained.describe();
 }
 
 // An --eval-data file whose pattern has the name of the task's own (sort's next-sorted) would replace the

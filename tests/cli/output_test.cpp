@@ -3,16 +3,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "analysis/labels.h"
+#include "core/gemm.h"
 #include "core/safetensors.h"
+#include "core/shortest.h"
 #include "tests/cli/fixtures.h"
 
 namespace headlab::cli_test {
@@ -76,6 +81,71 @@ TEST(Bench, GemmAloneReportsBothTimes) {
   EXPECT_GT(j.at("gemm_alone_ms").get<double>(), 0.0) << r.out;
 }
 
+// An environment variable set for the children a test starts, put back as it was after.
+class EnvFor {
+ public:
+  EnvFor(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~EnvFor() {
+    if (saved_) ::setenv(name_, saved_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  EnvFor(const EnvFor&) = delete;
+  EnvFor& operator=(const EnvFor&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+// Under --precision bf16 a backend without a bf16 kernel here multiplies the
+// rounded operands widened back to float on its f32 kernels, which name them
+// src_f32 (core::bf16_products_widened): --kernels marks each such product
+// emulated, in the JSON and the text, and none where a bf16 kernel ran.
+// HEADLAB_EMULATE_BF16=1 lets any CPU run bf16; ONEDNN_MAX_CPU_ISA=AVX2
+// takes oneDNN's bf16 matmul away; Debian's OpenBLAS has no cblas_sbgemm.
+TEST(Bench, KernelsOfBf16ProductsOnF32KernelsAreMarkedEmulated) {
+  TempDir cwd;
+  const EnvFor emulate("HEADLAB_EMULATE_BF16", "1");
+  // Asked here before any cap is set: this process's oneDNN sees what an uncapped child's does.
+  const bool onednn_widens = core::bf16_products_widened(core::GemmBackend::onednn);
+  struct Case {
+    std::string gemm;
+    bool cap;  // ONEDNN_MAX_CPU_ISA=AVX2
+    bool widened;
+  };
+  std::vector<Case> cases = {{"onednn", false, onednn_widens}, {"onednn", true, true}};
+  // OpenBLAS's sbgemm calls are not listed (one cblas call per product, timed only on the f32 path).
+  if (core::bf16_products_widened(core::GemmBackend::openblas)) cases.push_back({"openblas", false, true});
+  for (const Case& c : cases) {
+    const std::string name = c.gemm + (c.cap ? " under ONEDNN_MAX_CPU_ISA=AVX2" : "");
+    std::optional<EnvFor> cap;
+    if (c.cap) cap.emplace("ONEDNN_MAX_CPU_ISA", "AVX2");
+    std::vector<std::string> command{"bench",     "--preset", "tiny", "--precision", "bf16",   "--gemm",
+                                     c.gemm,      "--kernels", "--bench-steps", "1",  "--runs", "1",
+                                     "--warmup-steps", "0", "--threads", "1"};
+    const RunResult text = run_headlab(command, cwd.path());
+    ASSERT_EQ(text.exit_code, 0) << name << "\n" << text.describe();
+    EXPECT_EQ(text.out.find("bf16 emulated") != std::string::npos, c.widened) << name << "\n" << text.out;
+    EXPECT_EQ(text.out.find("bf16 operands emulated on f32 kernels") != std::string::npos, c.widened)
+        << name << "\n" << text.out;
+    command.push_back("--json");
+    const RunResult r = run_headlab(command, cwd.path());
+    ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.describe();
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("emulated_bf16").get<bool>(), c.widened) << name << "\n" << r.out;
+    ASSERT_FALSE(j.at("kernels").empty()) << name << "\n" << r.out;
+    // Every product of a bf16 step is a bf16 one: all emulated, or none.
+    for (const nlohmann::json& k : j.at("kernels")) {
+      EXPECT_EQ(k.at("emulated_bf16").get<bool>(), c.widened) << name << "\n" << k.dump();
+      EXPECT_TRUE(k.at("layouts").get<std::string>().starts_with(c.widened ? "src_f32" : "src_bf16"))
+          << name << "\n" << k.dump();
+    }
+  }
+}
+
 // Sizes left to the task are the run's own in the report: modular addition's
 // 3 tokens (--seq-len 0) and, under --batch 0, its whole training set (61 of
 // the 11 x 11 pairs at --train-fraction 0.5). Counted as 0 they read "batch
@@ -109,6 +179,27 @@ TEST(Bench, APresetsLengthATaskRefusesIsNamedAsThePresets) {
                   cwd.path());
   EXPECT_TRUE(clean_failure(typed, 2, {"seq-len 5"})) << typed.describe();
   EXPECT_EQ(typed.err.find("preset's"), std::string::npos) << "a typed length is the user's: " << typed.err;
+}
+
+// analyze's label flags are analysis::kLabelFlags, each shown with its
+// default (LabelOptions') and its help.
+TEST(Analyze, HelpShowsEveryLabelFlagWithItsDefault) {
+  TempDir cwd;
+  const RunResult r = run_headlab({"analyze", "--help"}, cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const analysis::LabelOptions defaults;
+  for (const analysis::LabelFlag& f : analysis::kLabelFlags) {
+    const std::string shown = std::string(f.flag) + " FLOAT=" + core::shortest(defaults.*f.value);
+    const std::size_t at = r.out.find(shown);
+    ASSERT_NE(at, std::string::npos) << shown << "\n" << r.out;
+    // On its line, or (after a long flag) the next.
+    const std::size_t help = r.out.find(f.help, at);
+    ASSERT_NE(help, std::string::npos) << f.help << "\n" << r.out;
+    EXPECT_LE(std::count(r.out.begin() + static_cast<std::ptrdiff_t>(at), r.out.begin() + static_cast<std::ptrdiff_t>(help),
+                         '\n'),
+              1)
+        << f.help << "\n" << r.out;
+  }
 }
 
 // A folder given with a trailing slash (as shell completion writes it)

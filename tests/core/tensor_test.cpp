@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "core/ops.h"
 
@@ -173,6 +175,31 @@ TEST(Tensor, PrintsValuesShapeAndDtype) {
   EXPECT_NE(s.find("shape=[2, 2]"), std::string::npos) << s;
   EXPECT_NE(s.find("f32"), std::string::npos) << s;
   EXPECT_NE(Tensor::arange(100).to_string().find("..."), std::string::npos);
+}
+
+// Each element's unravelled index reads it back from a tensor holding its
+// own flat index; one past the end, or before the start, is an error that
+// names the index and the shape.
+TEST(Tensor, UnravelIndexInvertsRowMajorOrder) {
+  for (const Shape& shape : {Shape{7}, Shape{2, 3}, Shape{3, 1, 4}, Shape{2, 3, 4, 5}}) {
+    const Tensor t = iota(shape);
+    for (int64_t flat = 0; flat < t.numel(); ++flat) {
+      const Shape index = unravel_index(flat, shape);
+      ASSERT_EQ(index.size(), shape.size()) << to_string(shape);
+      EXPECT_EQ(t.at(index), static_cast<double>(flat)) << to_string(shape) << " element " << flat;
+    }
+  }
+  EXPECT_EQ(unravel_index(5, {2, 3}), (Shape{1, 2}));
+  EXPECT_EQ(unravel_index(0, {}), Shape{});  // a scalar's one element
+  try {
+    unravel_index(6, {2, 3});
+    FAIL() << "element 6 of a [2, 3] was unravelled";
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("element 6"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[2, 3]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(unravel_index(-1, {2, 3}), std::out_of_range);
+  EXPECT_THROW(unravel_index(0, {2, 0}), std::out_of_range);  // no elements at all
 }
 
 TEST(Tensor, NegativeShapeIsRejected) { EXPECT_THROW(Tensor::empty({2, -3}), std::invalid_argument); }

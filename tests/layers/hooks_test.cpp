@@ -11,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -408,6 +409,95 @@ TEST(Hooks, AHookReturningNanOrInfinityIsRefusedNamingThePoint) {
   HookSet delta(kBase, {"blocks.0.hook_resid_mid"}, {}, {{"blocks.0.hook_resid_mid", Variable(Tensor::zeros({2, 5, 8}))}});
   EXPECT_EQ(refusal(*diverged, delta), "");
   EXPECT_TRUE(std::isnan(delta.cache().at("blocks.0.hook_resid_mid").at({0, 0, 0})));
+}
+
+// A Hooks of the caller's own that writes `writes` into the activation at
+// `point` and hands the same Variable back: an edit in place.
+class EditInPlace final : public Hooks {
+ public:
+  EditInPlace(std::string point, std::vector<std::pair<Shape, double>> writes, bool says_it_edits = true)
+      : point_(std::move(point)), writes_(std::move(writes)), says_it_edits_(says_it_edits) {}
+  bool wants(const std::string& n) const override { return n == point_; }
+  bool may_edit_in_place(const std::string&) const override { return says_it_edits_; }
+  Variable visit(const std::string&, const Variable& a) override {
+    Tensor values = a.value();  // shares the activation's storage
+    for (const auto& [at, value] : writes_) values.set(at, value);
+    return a;
+  }
+
+ private:
+  std::string point_;
+  std::vector<std::pair<Shape, double>> writes_;
+  bool says_it_edits_;
+};
+
+// The logits of the base model's pass under `hooks` (nullptr: none).
+Tensor logits_with(const Transformer& model, Hooks* hooks) {
+  Probe probe;
+  probe.hooks = hooks;
+  return model.forward(some_tokens(kBase, 10), 2, 5, nullptr, hooks ? &probe : nullptr).value();
+}
+
+// An edit in place that brings NaN or infinity is refused as a replacement
+// holding them is, with the same words (the point, the count, the first);
+// -inf at hook_attn_scores hides a key, unless it hides all of a query's,
+// and the entries after a causal query may hold anything.
+TEST(Hooks, AnEditInPlaceBringingNanOrInfinityIsRefusedAsAReplacementIs) {
+  const auto model = make_model(kBase);
+  const double inf = std::numeric_limits<double>::infinity();
+  EditInPlace nan_mid("blocks.0.hook_resid_mid", {{{1, 2, 3}, std::nan("")}, {{1, 4, 0}, -inf}});
+  const std::string said = refusal(*model, nan_mid);
+  for (const char* part : {"hook 'blocks.0.hook_resid_mid' returned 2 NaN or infinite values of 80",
+                           "the first at [1, 2, 3]", "return finite values"})
+    EXPECT_NE(said.find(part), std::string::npos) << said;
+  EditInPlace plus_inf("blocks.1.attn.hook_attn_scores", {{{0, 1, 3, 1}, inf}});
+  EXPECT_NE(refusal(*model, plus_inf).find("blocks.1.attn.hook_attn_scores' returned 1 NaN or +inf value of 100 "
+                                           "(the first at [0, 1, 3, 1])"),
+            std::string::npos)
+      << refusal(*model, plus_inf);
+  EditInPlace hide("blocks.1.attn.hook_attn_scores", {{{0, 1, 3, 1}, -inf}, {{0, 1, 1, 3}, std::nan("")}});
+  EXPECT_EQ(refusal(*model, hide), "");
+  std::vector<std::pair<Shape, double>> every_key;
+  for (int64_t k = 0; k <= 2; ++k) every_key.push_back({{1, 0, 2, k}, -inf});  // keys 0..2: all query 2 sees
+  EditInPlace empty("blocks.1.attn.hook_attn_scores", every_key);
+  EXPECT_NE(refusal(*model, empty).find("hide every key of query [1, 0, 2]"), std::string::npos)
+      << refusal(*model, empty);
+  // A finite edit is taken, and reaches the pass.
+  EditInPlace finite("blocks.0.hook_resid_mid", {{{0, 1, 2}, 5.0}});
+  EXPECT_EQ(refusal(*model, finite), "");
+  EXPECT_FALSE(same_bits(logits_with(*model, &finite), logits_with(*model, nullptr)));
+}
+
+// What the activation held already is no hook's doing: a diverged model's
+// NaN flows on through a hook that edits another entry in place.
+TEST(Hooks, AnEditInPlaceOfADivergedModelsActivationIsNotBlamedForItsNan) {
+  const auto diverged = make_model(kBase);
+  for (auto& [name, p] : diverged->named_parameters())
+    if (name == "tok_emb.weight") p.mutable_value().set({some_tokens(kBase, 1)[0], 0}, std::nan(""));
+  EditInPlace finite("blocks.0.hook_resid_mid", {{{1, 4, 7}, 1.0}});
+  EXPECT_EQ(refusal(*diverged, finite), "");
+  EXPECT_TRUE(std::isnan(logits_with(*diverged, &finite).at({0, 0, 0})));
+}
+
+// Where the pass does not read an edit in place (a copy point's copy,
+// hook_result and hook_scale, computed on the side), it is not checked
+// either: the pass goes on as without the hook. A Hooks that says it never
+// edits in place is not read for it.
+TEST(Hooks, AnEditInPlaceThePassDoesNotReadIsNotChecked) {
+  const auto model = make_model(kBase);
+  const Tensor plain = logits_with(*model, nullptr);
+  for (const auto& [point, at] : std::vector<std::pair<std::string, Shape>>{
+           {"blocks.0.hook_mlp_in", {0, 1, 2}},
+           {"blocks.0.hook_attn_in", {0, 1, 1, 2}},
+           {"blocks.1.attn.hook_result", {0, 1, 1, 2}},
+           {"blocks.0.ln1.hook_scale", {0, 1, 0}}}) {
+    EditInPlace nan(point, {{at, std::nan("")}});
+    EXPECT_EQ(refusal(*model, nan), "") << point;
+    EXPECT_TRUE(same_bits(logits_with(*model, &nan), plain)) << point;
+  }
+  EditInPlace unchecked("blocks.0.hook_resid_mid", {{{0, 1, 2}, std::nan("")}}, /*says_it_edits=*/false);
+  EXPECT_EQ(refusal(*model, unchecked), "");
+  EXPECT_TRUE(std::isnan(logits_with(*model, &unchecked).at({0, 1, 0})));
 }
 
 // Cross-entropy of the f64 model with `name` replaced by `value`.

@@ -12,6 +12,8 @@
 
 #include "test_util.h"
 #include "train/errors.h"
+#include "train/run_builder.h"
+#include "train/session.h"
 
 namespace headlab::train {
 namespace {
@@ -381,6 +383,61 @@ TEST_F(DataFileTest, NextTokenTargetBeyondTheModelClassesIsAUsageError) {
 TEST_F(DataFileTest, AFileWithoutAnyTargetIsAUsageError) {
   EXPECT_TRUE(
       contains(error_of("{\"tokens\": [1]}\n{\"tokens\": [2], \"targets\": [-1]}"), "no position has a target"));
+}
+
+// A line's number counts the blank lines before it; a line has no target
+// when every target is -1, or when it is a single token without "targets".
+TEST_F(DataFileTest, LinesWithNoTargetAreListedByTheirLineNumbers) {
+  const DataFile data(write("{\"tokens\": [1, 2, 3]}\n"                      // next-token targets
+                            "{\"tokens\": [4]}\n"                            // one token: none
+                            "\n"                                              // blank
+                            "{\"tokens\": [1, 2], \"targets\": [-1, -1]}\n"  // none
+                            "{\"tokens\": [1, 2], \"targets\": [-1, 5]}\n"),
+                      8, 8, 6);
+  EXPECT_EQ(data.size(), 4);  // read whole: eval and analyze take such lines
+  EXPECT_EQ(data.lines_with_no_target(), (std::vector<int64_t>{2, 4}));
+}
+
+// The refusal of a new run from `config`, or "" when it is built.
+std::string new_run_refusal(const TrainConfig& config) {
+  try {
+    Session session(config);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// No training step learns from a line without a target: a new run refuses
+// the file, naming the first five such lines and their count, whatever
+// --eval-fraction holds out; resuming, evaluating and analyzing a run
+// (make_task_for) read it as it is.
+TEST_F(DataFileTest, ANewRunRefusesLinesWithNoTargetNamingThem) {
+  std::string text;
+  for (int line = 1; line <= 20; ++line)
+    text += line % 3 == 0 ? "{\"tokens\": [1, 2, 3], \"targets\": [-1, -1, -1]}\n" : "{\"tokens\": [1, 2, 3, 4]}\n";
+  TrainConfig c;
+  c.data = write(text);
+  c.model.d_model = 16;
+  const std::string refused = new_run_refusal(c);
+  EXPECT_TRUE(contains(refused, "--data " + c.data + ": 6 of its 20 sequences have no target (lines 3, 6, 9, 12, 15 "
+                                "and 1 more: every target -1, or a single token without \"targets\")"))
+      << refused;
+  EXPECT_TRUE(contains(refused, "give them targets, or remove them from the file")) << refused;
+  EXPECT_EQ(make_task_for(c)->size(), 20);
+  for (const int seed : {0, 1, 2, 3}) {
+    TrainConfig split = c;
+    split.eval_fraction = 0.25;
+    split.split_seed = seed;
+    EXPECT_EQ(new_run_refusal(split), refused) << "split seed " << seed;
+    EXPECT_EQ(make_task_for(split)->size(), 15) << "split seed " << seed;
+  }
+  c.data = write("{\"tokens\": [1, 2, 3, 4]}\n{\"tokens\": [2]}\n", "one.jsonl");
+  const std::string one = new_run_refusal(c);
+  EXPECT_TRUE(contains(one, "1 of its 2 sequences has no target (line 2: ")) << one;
+  EXPECT_TRUE(contains(one, "give it targets, or remove it from the file")) << one;
+  c.data = write("{\"tokens\": [1, 2, 3, 4]}\n{\"tokens\": [2, 1]}\n", "fixed.jsonl");
+  EXPECT_EQ(new_run_refusal(c), "");
 }
 
 

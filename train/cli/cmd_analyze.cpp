@@ -54,15 +54,15 @@ struct AnalyzeArgs {
   analysis::LabelOptions labels;
 };
 
-// Scores, entropies and JS divergences are fractions in [0, 1]; a loss change is any finite number.
+// Each flag's range (analysis::kLabelFlags): a fraction in [0, 1], or a loss change, finite and 0 or more.
 void check_label_options(const analysis::LabelOptions& o) {
-  const std::pair<const char*, double> fractions[] = {
-      {"--threshold", o.score_threshold}, {"--margin", o.margin}, {"--diffuse-entropy", o.diffuse_entropy}};
-  for (const auto& [flag, value] : fractions)
-    if (!(value >= 0 && value <= 1))
-      throw train::UsageError(std::string(flag) + " must be between 0 and 1, got " + core::shortest(value));
-  if (!std::isfinite(o.sink_max_delta_loss) || o.sink_max_delta_loss < 0)
-    throw train::UsageError("--sink-delta-loss must be 0 or more, got " + core::shortest(o.sink_max_delta_loss));
+  for (const analysis::LabelFlag& f : analysis::kLabelFlags) {
+    const double value = o.*f.value;
+    if (f.fraction && !(value >= 0 && value <= 1))
+      throw train::UsageError(std::string(f.flag) + " must be between 0 and 1, got " + core::shortest(value));
+    if (!f.fraction && !(std::isfinite(value) && value >= 0))
+      throw train::UsageError(std::string(f.flag) + " must be 0 or more, got " + core::shortest(value));
+  }
 }
 
 // What an analysis folder's heads.json analyzed: its checkpoint and what it
@@ -506,15 +506,8 @@ Command add_analyze(CLI::App& app) {
                "output from the clean batch into the task's corrupted batch (see `headlab tasks`), with the share "
                "of the loss gap it restores");
   app.add_flag("--no-color", args->no_color, "no ANSI colours");
-  app.add_option("--threshold", args->labels.score_threshold, "a label's score must reach this")
-      ->default_val(args->labels.score_threshold);
-  app.add_option("--margin", args->labels.margin, "... and beat the runner-up pattern by this")
-      ->default_val(args->labels.margin);
-  app.add_option("--diffuse-entropy", args->labels.diffuse_entropy, "normalized entropy above which a head is diffuse")
-      ->default_val(args->labels.diffuse_entropy);
-  app.add_option("--sink-delta-loss", args->labels.sink_max_delta_loss,
-                 "a first-token head whose ablation costs less loss than this is a sink")
-      ->default_val(args->labels.sink_max_delta_loss);
+  for (const analysis::LabelFlag& f : analysis::kLabelFlags)
+    app.add_option(f.flag, args->labels.*f.value, f.help)->default_val(args->labels.*f.value);
   return [args] { return run_analyze(*args); };
 }
 

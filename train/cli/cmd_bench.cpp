@@ -118,15 +118,24 @@ ForwardTimes time_forwards(const layers::Transformer& model, const train::Batch&
   return {median_ms(false), median_ms(true)};
 }
 
+// Whether a listed product is a bf16 one run on an f32 kernel (`widened`:
+// core::bf16_products_widened in a bf16 step): its operands were rounded to
+// bf16 and widened back, so the kernel, which sees float, names them src_f32.
+bool emulated_bf16(const core::GemmKernelUse& k, bool widened) { return widened && k.layouts.starts_with("src_f32"); }
+
 // One step's matmuls, by kernel (oneDNN's, "openblas", or "loops": headlab's
 // own, for attention's small products): calls, the time of each call waited for,
 // shapes (src:weights:dst; batched ones lead with the batch), the memory
 // formats (ab row-major, ba transposed) and attributes.
-void print_kernels(const std::vector<core::GemmKernelUse>& kernels) {
+void print_kernels(const std::vector<core::GemmKernelUse>& kernels, bool widened) {
   if (kernels.empty()) {
     std::printf("  no product was listed: this build of oneDNN has verbose mode off\n");
     return;
   }
+  if (widened)
+    std::printf("  bf16 emulated (this backend has no bf16 kernel here): each product marked * ran on an f32 kernel, "
+                "its operands rounded to bf16 and widened back (bf16 products, f32 accumulation, at f32 speed); its "
+                "f32 is what the kernel reads, not the precision\n");
   double total = 0;
   for (const core::GemmKernelUse& k : kernels) total += k.ms;
   std::printf("  one step's GEMMs by kernel (%.3f ms in all, each call timed on its own; loops: headlab's own, for "
@@ -134,8 +143,8 @@ void print_kernels(const std::vector<core::GemmKernelUse>& kernels) {
               total);
   std::printf("  %-18s %5s %9s  %-28s %s\n", "kernel", "calls", "ms", "shapes src:wei:dst", "formats | attributes");
   for (const core::GemmKernelUse& k : kernels)
-    std::printf("  %-18s %5d %9.3f  %-28s %s | %s\n", k.kernel.c_str(), k.calls, k.ms, k.shapes.c_str(),
-                k.layouts.c_str(), k.attrs.c_str());
+    std::printf("  %-18s %5d %9.3f  %-28s %s | %s%s\n", k.kernel.c_str(), k.calls, k.ms, k.shapes.c_str(),
+                k.layouts.c_str(), k.attrs.c_str(), emulated_bf16(k, widened) ? " *" : "");
 }
 
 double peak_rss_mib() {
@@ -233,6 +242,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   const bool bf16 = config.precision == "bf16";
   const core::FmaPeak bf16_peak = bf16 ? core::bf16_peak(core::num_threads()) : core::FmaPeak{"none", 0};
   const core::FmaPeak peak = bf16_peak.gflops > 0 ? bf16_peak : fma;
+  const bool widened = bf16 && core::bf16_products_widened(core::gemm_backend());
   nlohmann::json result = {{"preset", args.preset},
                            {"model_flags", custom_model},
                            {"batch_rows", session.batch_rows()},
@@ -249,6 +259,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
                                  {"gflops", gflops},
                                  {"gemm_backend", backend},
                                  {"precision", config.precision},
+                                 {"emulated_bf16", widened},
                                  {"gemm_peak_gflops", gemm_peak},
                                  {"fma_isa", fma.isa},
                                  {"fma_peak_gflops", fma.gflops},
@@ -266,7 +277,8 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
     result["kernels"] = nlohmann::json::array();
     for (const core::GemmKernelUse& k : kernels)
       result["kernels"].push_back({{"kernel", k.kernel}, {"shapes", k.shapes}, {"layouts", k.layouts},
-                                   {"attrs", k.attrs}, {"calls", k.calls}, {"ms", k.ms}});
+                                   {"attrs", k.attrs}, {"calls", k.calls}, {"ms", k.ms},
+                                   {"emulated_bf16", emulated_bf16(k, widened)}});
   }
   if (args.gemm_alone) {
     result["gemm_calls"] = gemm_times.calls;
@@ -298,7 +310,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
                 fma.gflops, fma.isa, core::num_threads(), bf16 ? " (no bf16 units here to measure a bf16 peak)" : "");
   std::printf("  GEMM backend %s, %s: %.1f GFLOP/s on a %lld^3 %s product (%.1f%% of the %s peak); the step runs at "
               "%.1f%% of it\n",
-              backend, bf16 ? "bf16 operands" : "f32", gemm_peak, static_cast<long long>(kPeakGemmSize),
+              backend, bf16 ? (widened ? "bf16 operands emulated on f32 kernels" : "bf16 operands") : "f32", gemm_peak, static_cast<long long>(kPeakGemmSize),
               bf16 ? "bf16" : "f32", 100 * gemm_peak / peak.gflops, bf16 && bf16_peak.gflops > 0 ? "bf16" : "FMA",
               100 * gflops / gemm_peak);
   if (!hooks.empty())
@@ -309,7 +321,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
                 "%.3f ms the same calls replayed alone (warm, best of 5 each): inside / alone %.2f\n",
                 gemm_times.inside_ms, gemm_times.calls, gemm_times.alone_ms,
                 gemm_times.alone_ms > 0 ? gemm_times.inside_ms / gemm_times.alone_ms : 0.0);
-  if (args.kernels) print_kernels(kernels);
+  if (args.kernels) print_kernels(kernels, widened);
   return 0;
 }
 
@@ -330,7 +342,8 @@ Command add_bench(CLI::App& app) {
   app.add_flag("--json", args->json, "print one JSON object");
   app.add_flag("--kernels", args->kernels,
                "after the timing, list the kernel each GEMM of one step ran on (oneDNN's, from its verbose output; "
-               "openblas; or headlab's loops, for attention's small products)");
+               "openblas; or headlab's loops, for attention's small products; bf16 ones run on an f32 kernel where "
+               "the backend has no bf16 kernel are marked emulated)");
   app.add_flag("--gemm-alone", args->gemm_alone,
                "after the timing, time one step's GEMMs where they run and again replayed alone (the same shapes, "
                "layouts and precision, warm), and print both");
