@@ -193,6 +193,14 @@ def _as_rows(message, written):
         line = re.search(re.escape(path) + r":(\d+): ", message)
         if line:
             return f"train: {key}= row {int(line[1]) - 1}: {message[line.start():]}"
+        # The refusal of lines with no target: "FILE: K of its N sequences have
+        # no target (lines 5, 10 and 21: ..." (the first five, then "and M more").
+        lines = re.search(re.escape(path) + r": \d+ of its \d+ sequences? ha(?:s|ve) no target \(lines? "
+                          r"((?:\d+(?:, | and (?=\d+[:, ]))?)+)", message)
+        if lines:
+            rows = [str(int(n) - 1) for n in re.findall(r"\d+", lines[1])]
+            named = rows[0] if len(rows) == 1 else ", ".join(rows[:-1]) + " and " + rows[-1]
+            return f"train: {key}= row{'s' if len(rows) > 1 else ''} {named} (counting from 0): {message}"
     return message
 
 

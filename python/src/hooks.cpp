@@ -45,6 +45,9 @@ class PythonHooks final : public layers::Hooks {
   }
 
   bool wants(const std::string& name) const override { return cache_names_.count(name) || hooked_.count(name); }
+  // A Python hook is handed a copy: what it edits in place comes back as a
+  // replacement, which is checked; the activation itself is never written.
+  bool may_edit_in_place(const std::string&) const override { return false; }
 
   autograd::Variable visit(const std::string& name, const autograd::Variable& activation) override {
     autograd::Variable out = activation;

@@ -137,6 +137,13 @@ def test_a_refused_train_leaves_no_folder_and_an_old_run_whole(tmp_path):
         headlab.train(out=tmp_path / "new" / "x", data=rows, d_modle=16)
     with pytest.raises(ValueError, match=r"train: data= row 2: .*new/x/data.jsonl:3: token 7 \(tokens\[0\]\) is out of "):
         headlab.train(out=tmp_path / "new" / "x", data=[[1, 2], [3, 4], [7, 1]], vocab=5, steps=1)
+    # Rows no step could learn from (every target -1) are named as rows, and as the file's lines.
+    targets = [r[1:] + [-1] for r in rows]
+    for i in (1, 6):
+        targets[i] = [-1] * len(rows[i])
+    with pytest.raises(ValueError, match=r"train: data= rows 1 and 6 \(counting from 0\): .*2 of its 8 sequences "
+                                         r"have no target \(lines 2 and 7: "):
+        headlab.train(out=tmp_path / "new" / "x", data=dict(tokens=rows, targets=targets), steps=1)
     assert listing(tmp_path) == []
     run = headlab.train(out=tmp_path / "run", data=rows, **keywords(TINY))
     before = {p: (run.path / p).read_bytes() for p in ("data.jsonl", "checkpoint.safetensors")}
