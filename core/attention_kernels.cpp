@@ -2,8 +2,6 @@
 // for the shapes and the contract.
 #include "core/attention_kernels.h"
 
-#include <algorithm>
-#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -12,7 +10,6 @@
 #include "core/attention_bf16.h"
 #include "core/attention_blocks.h"
 #include "core/bf16_operands.h"
-#include "core/softmax_row.h"
 #include "core/threads.h"
 
 namespace headlab::core {
