@@ -34,30 +34,10 @@ Tensor padded_keys(const Tensor& padding_mask) {
 // (-inf): only attention_scores applies the padding mask, and a replacement
 // (zeros for uniform attention, another run's scores) may hold finite values
 // there, which would let a real query of a bidirectional model read the
-// padding. A real query left with no key is refused, as the hook check
-// refuses one without padding (layers/hooks_finite.h): its softmax is 0 / 0.
-Variable hide_padded_scores(const Variable& scores, const Tensor& padding_mask, bool causal, const std::string& name) {
-  constexpr double kHidden = -std::numeric_limits<double>::infinity();
-  const Variable out = autograd::masked_fill(scores, padded_keys(padding_mask), kHidden);
-  const Tensor s = out.value().to(DType::f64).contiguous();
-  const Tensor real = padding_mask.to(DType::f64).contiguous();
-  const int64_t B = s.size(0), h = s.size(1), T = s.size(2);
-  const double* v = s.data<double>();
-  const double* r = real.data<double>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t head = 0; head < h; ++head)
-      for (int64_t q = 0; q < T; ++q) {
-        if (r[b * T + q] == 0.0) continue;  // a padded query's output means nothing
-        const double* row = v + ((b * h + head) * T + q) * T;
-        bool seen = false;
-        for (int64_t k = 0; k < (causal ? q + 1 : T) && !seen; ++k) seen = row[k] != kHidden;
-        if (!seen)
-          throw std::invalid_argument("hook '" + name + "' returned scores that hide every real key of query [" +
-                                      std::to_string(b) + ", " + std::to_string(head) + ", " + std::to_string(q) +
-                                      "] (batch, head, query); the padded keys stay hidden, so its softmax would "
-                                      "divide 0 by 0 (NaN): leave it at least one real key that is not -inf");
-      }
-  return out;
+// padding. The hook check (layers/hooks_finite.h), which skips the padded
+// keys, has refused a query left with no real key: its softmax is 0 / 0.
+Variable hide_padded_scores(const Variable& scores, const Tensor& padding_mask) {
+  return autograd::masked_fill(scores, padded_keys(padding_mask), -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace
@@ -140,14 +120,14 @@ Variable MultiHeadAttention::forward(const AttentionInput& in, const Tensor* pad
     // what its row alone gives); a kept one has them hidden already.
     Variable scores = attention_scores(q, k, h, spec_.causal, scale, mask);
     if (want_scores) {
-      const Variable given = hooks.visit_wanted("hook_attn_scores", scores);
+      const Variable given = hooks.visit_wanted("hook_attn_scores", scores, {}, mask.defined() ? &mask : nullptr);
       scores = mask.defined() && given.node() != scores.node()
-                   ? hide_padded_scores(given, mask, spec_.causal, hooks.prefix + "hook_attn_scores")
+                   ? hide_padded_scores(given, mask)
                    : given;
     }
     Variable pattern = attention_softmax(scores, spec_.causal);
     if (want_pattern) {
-      const Variable given = hooks.visit_wanted("hook_pattern", pattern);
+      const Variable given = hooks.visit_wanted("hook_pattern", pattern, {}, mask.defined() ? &mask : nullptr);
       pattern = mask.defined() && given.node() != pattern.node() ? masked_fill(given, padded_keys(mask), 0.0) : given;
     }
     if (probs != nullptr) *probs = pattern.value();

@@ -22,19 +22,29 @@ void check_fits(const std::string& what, const std::string& name, const Tensor& 
 }  // namespace
 
 HookSet::HookSet(const ModelSpec& spec, const std::vector<std::string>& cache, std::map<std::string, Tensor> replace,
-                 std::map<std::string, Variable> deltas)
-    : keep_(cache.begin(), cache.end()), replace_(std::move(replace)), deltas_(std::move(deltas)) {
+                 std::map<std::string, Variable> deltas, Hooks* first)
+    : keep_(cache.begin(), cache.end()), replace_(std::move(replace)), deltas_(std::move(deltas)), first_(first) {
   for (const std::string& n : keep_) check_hook_name(spec, n);
   for (const auto& [n, t] : replace_) check_hook_name(spec, n);
   for (const auto& [n, d] : deltas_) check_hook_name(spec, n);
+  // An edit in place by `first` would be checked by nobody: what these hand
+  // on is another Variable, which the pass checks against the edited values.
+  if (first_)
+    for (const std::string& n : hook_names(spec))
+      if (first_->wants(n) && first_->may_edit_in_place(n))
+        throw std::invalid_argument("the hooks at '" + n + "' may edit the activation in place, which a pass that "
+                                    "also records or differentiates there cannot check: hand back another Variable");
 }
 
 bool HookSet::wants(const std::string& name) const {
-  return keep_.contains(name) || replace_.contains(name) || deltas_.contains(name);
+  return keep_.contains(name) || replace_.contains(name) || deltas_.contains(name) ||
+         (first_ && first_->wants(name));
 }
 
 Variable HookSet::visit(const std::string& name, const Variable& activation) {
-  Variable x = activation;
+  Variable x = first_ && first_->wants(name) ? first_->visit(name, activation) : activation;
+  // What does not fit goes back as it is, for the pass to name (layers/hooks.h).
+  if (!x.defined() || x.shape() != activation.shape() || x.dtype() != activation.dtype()) return x;
   if (auto r = replace_.find(name); r != replace_.end()) {
     check_fits("replacement", name, r->second, activation);
     x = Variable(r->second);
@@ -56,7 +66,7 @@ std::map<std::string, Tensor> gradients_of(const Transformer& model, std::span<c
                                            int64_t seq_len, const std::vector<std::string>& names,
                                            const Tensor* padding_mask,
                                            const std::function<Variable(const Variable& logits)>& objective,
-                                           Tensor* logits, double* value) {
+                                           Tensor* logits, double* value, Hooks* caller) {
   std::map<std::string, Variable> deltas;
   std::vector<Variable> leaves;
   for (const std::string& n : names) {
@@ -64,7 +74,7 @@ std::map<std::string, Tensor> gradients_of(const Transformer& model, std::span<c
     deltas.emplace(n, d);
     leaves.push_back(d);
   }
-  HookSet hooks(model.spec(), {}, {}, deltas);
+  HookSet hooks(model.spec(), {}, {}, deltas, caller);
   // Only the deltas require a gradient in this scope: the graph records only
   // what leads to them, and the parameters are never touched.
   autograd::GradOnlyFor only(leaves);
@@ -91,20 +101,21 @@ std::map<std::string, Tensor> activation_gradients(const Transformer& model, std
                                                    int64_t batch, int64_t seq_len,
                                                    std::span<const int32_t> targets,
                                                    const std::vector<std::string>& names,
-                                                   const Tensor* padding_mask, Tensor* logits, double* loss) {
+                                                   const Tensor* padding_mask, Tensor* logits, double* loss,
+                                                   Hooks* hooks) {
   if (static_cast<int64_t>(targets.size()) != batch * seq_len)
     throw std::invalid_argument("activation_gradients: " + std::to_string(targets.size()) +
                                 " targets for [batch=" + std::to_string(batch) + ", seq_len=" +
                                 std::to_string(seq_len) + "] tokens (one per token, -1 = none)");
   return gradients_of(
       model, tokens, batch, seq_len, names, padding_mask,
-      [&](const Variable& out) { return autograd::cross_entropy(out, targets); }, logits, loss);
+      [&](const Variable& out) { return autograd::cross_entropy(out, targets); }, logits, loss, hooks);
 }
 
 std::map<std::string, Tensor> activation_gradients(const Transformer& model, std::span<const int32_t> tokens,
                                                    int64_t batch, int64_t seq_len, const LogitsGradient& grad_of_logits,
                                                    const std::vector<std::string>& names,
-                                                   const Tensor* padding_mask) {
+                                                   const Tensor* padding_mask, Hooks* hooks) {
   const auto seeded = [&](const Variable& out) {
     const Tensor seed = grad_of_logits(out.value());
     if (!seed.defined() || seed.shape() != out.shape() || seed.dtype() != out.value().dtype())
@@ -116,7 +127,7 @@ std::map<std::string, Tensor> activation_gradients(const Transformer& model, std
     // d/dlogits of sum(logits * seed) is the seed: the metric's own gradient.
     return autograd::sum(autograd::mul(out, Variable(seed)));
   };
-  return gradients_of(model, tokens, batch, seq_len, names, padding_mask, seeded, nullptr, nullptr);
+  return gradients_of(model, tokens, batch, seq_len, names, padding_mask, seeded, nullptr, nullptr, hooks);
 }
 
 }  // namespace headlab::layers

@@ -23,9 +23,13 @@ class HookSet final : public Hooks {
   // shape and dtype that replaces it; deltas: name -> a leaf of the
   // activation's shape added to it (x + delta), whose gradient is then
   // dLoss/dactivation. Every name must be one of hook_names(spec):
-  // std::invalid_argument naming the nearest valid ones otherwise.
+  // std::invalid_argument naming the nearest valid ones otherwise. `first`
+  // (optional, not owned): hooks visited before these at every point they
+  // want, whose result is what these replace, add to and cache; they may not
+  // edit in place (std::invalid_argument naming the point: hand back another
+  // Variable).
   HookSet(const ModelSpec& spec, const std::vector<std::string>& cache, std::map<std::string, Tensor> replace = {},
-          std::map<std::string, Variable> deltas = {});
+          std::map<std::string, Variable> deltas = {}, Hooks* first = nullptr);
 
   bool wants(const std::string& name) const override;
   // It caches, replaces or adds, never writes into an activation: nothing
@@ -45,6 +49,7 @@ class HookSet final : public Hooks {
   std::map<std::string, Tensor> replace_;
   std::map<std::string, Variable> deltas_;
   std::map<std::string, Tensor> cached_;
+  Hooks* first_ = nullptr;
 };
 
 // dLoss/d(activation) for each of `names`: loss = cross-entropy of the
@@ -55,13 +60,15 @@ class HookSet final : public Hooks {
 // the loss. Throws std::invalid_argument for an unknown name, or for
 // tokens/targets/mask that do not fit (as Transformer::forward does), and
 // std::logic_error when gradients are disabled on this thread (NoGradGuard)
-// rather than return zeros.
+// rather than return zeros. `hooks` (optional): the caller's, visited at
+// each point they want before the delta is added (HookSet's `first`): the
+// gradients are those of the hooked pass, at what flows on from each point.
 std::map<std::string, Tensor> activation_gradients(const Transformer& model, std::span<const int32_t> tokens,
                                                    int64_t batch, int64_t seq_len,
                                                    std::span<const int32_t> targets,
                                                    const std::vector<std::string>& names,
                                                    const Tensor* padding_mask = nullptr, Tensor* logits = nullptr,
-                                                   double* loss = nullptr);
+                                                   double* loss = nullptr, Hooks* hooks = nullptr);
 
 // d(metric)/d(activation) for each of `names`, for a metric of the caller's
 // given by its gradient at the logits: `grad_of_logits` receives the logits
@@ -73,6 +80,6 @@ using LogitsGradient = std::function<Tensor(const Tensor& logits)>;
 std::map<std::string, Tensor> activation_gradients(const Transformer& model, std::span<const int32_t> tokens,
                                                    int64_t batch, int64_t seq_len, const LogitsGradient& grad_of_logits,
                                                    const std::vector<std::string>& names,
-                                                   const Tensor* padding_mask = nullptr);
+                                                   const Tensor* padding_mask = nullptr, Hooks* hooks = nullptr);
 
 }  // namespace headlab::layers

@@ -106,11 +106,13 @@ Shape hook_shape(const ModelSpec& spec, const std::string& name, int64_t batch, 
   return {batch, seq_len, s.d_model};
 }
 
-Variable HookScope::visit_wanted(const char* point, const Variable& x, const Shape& layout) const {
-  return visit_hooks(point, x, layout, true);
+Variable HookScope::visit_wanted(const char* point, const Variable& x, const Shape& layout,
+                                 const core::Tensor* padding_mask) const {
+  return visit_hooks(point, x, layout, true, padding_mask);
 }
 
-Variable HookScope::visit_hooks(const char* point, const Variable& x, const Shape& layout, bool in_place) const {
+Variable HookScope::visit_hooks(const char* point, const Variable& x, const Shape& layout, bool in_place,
+                                const core::Tensor* padding_mask) const {
   const std::string name = prefix + point;
   const Variable view = layout.empty() || layout == x.shape() ? x : autograd::reshape(x, layout);
   std::optional<FiniteBefore> before;
@@ -128,13 +130,32 @@ Variable HookScope::visit_hooks(const char* point, const Variable& x, const Shap
                                 (out.defined() ? core::to_string(out.dtype()) + " " + core::to_string(out.shape())
                                                : std::string("an undefined variable")) +
                                 "; expected " + core::to_string(view.dtype()) + " " + core::to_string(view.shape()));
-  refuse_non_finite(name, view.value(), out.value());
+  refuse_non_finite(name, view.value(), out.value(), padding_mask);
   return out.shape() == x.shape() ? out : autograd::reshape(out, x.shape());
 }
 
 Variable HookScope::replacement(const char* point, const Variable& copy) const {
   const Variable given = visit_side(point, copy);
   return given.node() == copy.node() ? Variable() : given;
+}
+
+Variable patch(const Variable& x, const core::Tensor& replacement) {
+  const core::Tensor v = x.value().contiguous(), r = replacement.contiguous();
+  // changed: 1 where the hook changed the entry (NaN kept as NaN is kept);
+  // constant: the changed entries' new values, 0 elsewhere.
+  core::Tensor changed = core::Tensor::empty(v.shape(), v.dtype()), constant = core::Tensor::empty(v.shape(), v.dtype());
+  core::dispatch(v.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T *a = v.template data<T>(), *b = r.template data<T>();
+    T *m = changed.template data<T>(), *c = constant.template data<T>();
+    for (int64_t i = 0; i < v.numel(); ++i) {
+      const bool same = a[i] == b[i] || (a[i] != a[i] && b[i] != b[i]);
+      m[i] = same ? T(0) : T(1);
+      c[i] = same ? T(0) : b[i];
+    }
+  });
+  // x where kept (x + 0), the new value where changed (0 + value): replacement's values, -inf included.
+  return autograd::add(autograd::masked_fill(x, changed, 0.0), Variable(constant));
 }
 
 Variable hook_copy(const Variable& x) {

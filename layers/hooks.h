@@ -118,8 +118,11 @@ struct HookScope {
   // std::invalid_argument for a replacement of another shape or dtype, or
   // one holding NaN or infinity that x did not (refuse_non_finite), or an
   // edit of x in place that brought some (FiniteBefore, where the hooks
-  // may_edit_in_place).
-  Variable visit_wanted(const char* point, const Variable& x, const Shape& layout = {}) const;
+  // may_edit_in_place). `padding_mask` (optional, [B, T]): at hook_attn_scores
+  // and hook_pattern, the padded keys the pass hides again in a replacement,
+  // which the check of a replacement skips.
+  Variable visit_wanted(const char* point, const Variable& x, const Shape& layout = {},
+                        const core::Tensor* padding_mask = nullptr) const;
   // visit_wanted if the point is wanted, else x itself.
   Variable visit(const char* point, const Variable& x, const Shape& layout = {}) const {
     return wants(point) ? visit_wanted(point, x, layout) : x;
@@ -128,7 +131,7 @@ struct HookScope {
   // (hook_result, hook_scale): handed back, kept or edited in place, the
   // pass goes on as without it, so an edit in place is neither read nor
   // checked; only a replacement is.
-  Variable visit_side(const char* point, const Variable& x) const { return visit_hooks(point, x, {}, false); }
+  Variable visit_side(const char* point, const Variable& x) const { return visit_hooks(point, x, {}, false, nullptr); }
   // For a wanted point whose activation is `copy`, a copy made for the
   // hooks of what the pass reads (hook_mlp_in, hook_attn_in ...): what they
   // give back if they replace it, undefined if they hand the copy back (the
@@ -138,8 +141,17 @@ struct HookScope {
 
  private:
   // visit_wanted; `in_place`: whether an edit in place reaches the pass (and is checked).
-  Variable visit_hooks(const char* point, const Variable& x, const Shape& layout, bool in_place) const;
+  Variable visit_hooks(const char* point, const Variable& x, const Shape& layout, bool in_place,
+                       const core::Tensor* padding_mask) const;
 };
+
+// `replacement`'s values (of x's shape and dtype) as a hook hands them back
+// in place of x in a pass that records a graph: the entries it left as x
+// had them pass the gradient on to x, the ones it changed are constants
+// (no gradient flows upstream through them), as an assignment of a detached
+// value into x would in PyTorch. A hook written as values, not as an op of
+// the graph (a Python hook on numpy), is differentiated this way.
+Variable patch(const Variable& x, const core::Tensor& replacement);
 
 // A copy of x in memory of its own, through which the gradient flows back
 // to x: a hook may edit it in place without touching x (TransformerLens

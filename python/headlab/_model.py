@@ -222,7 +222,8 @@ class Model(TLWeights):
 
         return list(hooks), (call if hooks else None)
 
-    def gradients(self, tokens, targets=None, names=None, lengths=None, *, metric=None, grad_logits=None):
+    def gradients(self, tokens, targets=None, names=None, lengths=None, *, metric=None, grad_logits=None,
+                  fwd_hooks=()):
         """name -> the gradient at each named hook point (a list of names, a
         predicate name -> bool, or None: every point but the copy points
         hook_q_input ..., as run_with_cache's), as an ActivationCache
@@ -235,10 +236,16 @@ class Model(TLWeights):
         - the metric given by its gradient at the logits, grad_logits
           [B, T, classes] (numpy, no torch needed).
         What attribution patching reads. Padded positions' logits get no
-        gradient. One forward and one backward pass; the weights are never touched."""
+        gradient. fwd_hooks as for run_with_hooks: the gradients are then the
+        hooked pass's (an ablated or patched model's), each at what flows on
+        from its point; the entries a hook changes are constants (no gradient
+        flows upstream through them, as a detached patch in TransformerLens),
+        those it leaves pass it on. One forward and one backward pass; the
+        weights are never touched."""
         ragged = _tokens.ragged(tokens, lengths)
         ids, lengths = self.padded(tokens, lengths)
         names = self._every_point() if names is None else self._select(names)
+        hooked, call = self._hooks(fwd_hooks)
         if metric is not None and grad_logits is not None:
             raise ValueError("gradients: give metric= or grad_logits=, not both")
         if metric is not None or grad_logits is not None:
@@ -248,14 +255,14 @@ class Model(TLWeights):
             if metric is not None and not callable(metric):
                 raise TypeError(f"gradients: metric must be a function logits -> one number, got {metric!r:.100}")
             seed = seed_function(metric, grad_logits, lengths)
-            grads = self._core.gradients(ids, None, names, lengths, seed)
+            grads = self._core.gradients(ids, None, names, lengths, seed, hooked, call)
         else:
             if targets is None:
                 raise ValueError("gradients: give targets= (the loss's gradient: class ids of the tokens' shape, -1 "
                                  "where a position has none), metric= (a function of the logits, differentiated "
                                  "by torch) or grad_logits= (dMetric/dlogits)")
             ys = _tokens.padded_targets(targets, ids, lengths, self.spec, ragged)
-            grads = self._core.gradients(ids, ys, names, lengths)
+            grads = self._core.gradients(ids, ys, names, lengths, None, hooked, call)
         return ActivationCache(self, grads, made_by="gradients")
 
     def head_circuits(self, layer, head):

@@ -1,9 +1,11 @@
 // Model.run and Model.gradients: a forward pass through the probe's named hook
-// points (layers/hooks.h). The cache shares the pass's own values, except a
-// value that is a parameter's memory, which it copies; a Python hook is called
-// with the GIL held and grad mode as the caller had it, on a writable copy, and
-// what it returns replaces the activation downstream (a constant: the weights
-// never change) unless it has the activation's own bits.
+// points (layers/hooks.h), whose Python hooks one PythonHooks calls in both.
+// The cache shares the pass's own values, except a value that is a
+// parameter's memory, which it copies; a Python hook is called with the GIL
+// held and grad mode as the caller had it, on a writable copy, and what it
+// returns replaces the activation downstream (a constant: the weights never
+// change; in gradients() only its changed entries are: layers::patch) unless
+// it has the activation's own bits.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -51,7 +53,14 @@ class PythonHooks final : public layers::Hooks {
 
   autograd::Variable visit(const std::string& name, const autograd::Variable& activation) override {
     autograd::Variable out = activation;
-    if (hooked_.count(name)) out = call_hook(name, activation);
+    if (hooked_.count(name)) {
+      // In a pass that records a graph (gradients), the entries the hook
+      // left pass the gradient on and those it changed are constants.
+      const core::Tensor replacement = call_hook(name, activation);
+      if (replacement.defined())
+        out = autograd::grad_enabled() && activation.requires_grad() ? layers::patch(activation, replacement)
+                                                                     : autograd::Variable(replacement);
+    }
     // The cache holds what flows downstream, as TransformerLens's does; a
     // value of the pass, never written after it (shared, not copied), unless
     // it is a parameter's own memory (hook_pos_embed of one sequence is a view
@@ -67,7 +76,8 @@ class PythonHooks final : public layers::Hooks {
   std::exception_ptr failure;
 
  private:
-  autograd::Variable call_hook(const std::string& name, const autograd::Variable& activation) {
+  // What the hook at `name` hands back in place of the activation; undefined when it keeps it.
+  core::Tensor call_hook(const std::string& name, const autograd::Variable& activation) {
     const core::Tensor& value = activation.value();
     py::gil_scoped_acquire gil;
     const autograd::GradModeGuard grad_mode(grad_enabled_);
@@ -80,14 +90,14 @@ class PythonHooks final : public layers::Hooks {
       // (hook_result, hook_scale: layers/hooks.h).
       const core::Tensor original = value.contiguous();
       const std::size_t bytes = static_cast<std::size_t>(original.numel()) * core::dtype_size(original.dtype());
-      if (result.is(given) && std::memcmp(given.data(), original.raw_data(), bytes) == 0) return activation;
+      if (result.is(given) && std::memcmp(given.data(), original.raw_data(), bytes) == 0) return {};
       if (!py::isinstance<py::array>(result))
         throw std::invalid_argument("the hook at " + name + " returned " + std::string(py::str(py::type::of(result).attr("__name__"))) +
                                     ", expected None or an array of shape " + shape_text(value.shape()));
       const core::Tensor replacement = tensor_from(result.cast<py::array>(), value.shape(), value.dtype(),
                                                    "the hook at " + name + " returned an array that does not fit");
-      if (std::memcmp(replacement.raw_data(), original.raw_data(), bytes) == 0) return activation;
-      return autograd::Variable(replacement);
+      if (std::memcmp(replacement.raw_data(), original.raw_data(), bytes) == 0) return {};
+      return replacement;
     } catch (...) {
       failure = std::current_exception();
       throw HookFailed{};
@@ -136,11 +146,16 @@ py::tuple run(const Model& model, const IntArray& tokens, const std::vector<std:
 
 // name -> gradient at each of `names`: of the loss against `targets`, or,
 // when `seed` is a callable, of the caller's metric, whose gradient at the
-// logits seed(logits) returns (called once, with the GIL, on a copy).
+// logits seed(logits) returns (called once, with the GIL, on a copy). The pass
+// runs `call` at the `hooked` points as run() does: the gradients are the
+// hooked pass's, at what flows on from each point.
 py::dict gradients(const Model& model, const IntArray& tokens, const std::optional<IntArray>& targets,
-                   const std::vector<std::string>& names, const std::optional<IntArray>& lengths, py::object seed) {
+                   const std::vector<std::string>& names, const std::optional<IntArray>& lengths, py::object seed,
+                   const std::vector<std::string>& hooked, py::object call) {
   const Tokens t = tokens_from(tokens);
   const core::Tensor mask = padding_mask_of(lengths, t);
+  PythonHooks hooks(*model.transformer, {}, hooked, std::move(call), autograd::grad_enabled());
+  layers::Hooks* caller = hooked.empty() ? nullptr : &hooks;
   std::map<std::string, core::Tensor> grads;
   std::exception_ptr failure;
   const auto seed_at = [&](const core::Tensor& logits) {
@@ -160,16 +175,17 @@ py::dict gradients(const Model& model, const IntArray& tokens, const std::option
     try {
       if (!seed.is_none()) {
         grads = layers::activation_gradients(*model.transformer, t.ids, t.batch, t.seq_len,
-                                             layers::LogitsGradient(seed_at), names, &mask);
+                                             layers::LogitsGradient(seed_at), names, &mask, caller);
       } else {
         const Tokens y = tokens_from(targets.value());
-        grads = layers::activation_gradients(*model.transformer, t.ids, t.batch, t.seq_len, y.ids, names, &mask);
+        grads = layers::activation_gradients(*model.transformer, t.ids, t.batch, t.seq_len, y.ids, names, &mask,
+                                             nullptr, nullptr, caller);
       }
     } catch (const HookFailed&) {
       failed = true;
     }
   }
-  if (failed) std::rethrow_exception(failure);
+  if (failed) std::rethrow_exception(failure ? failure : hooks.failure);
   py::dict out;
   for (const auto& [name, grad] : grads) out[py::str(name)] = to_numpy(grad);
   return out;
@@ -182,7 +198,8 @@ void bind_hooks(py::class_<Model>& model) {
       .def("run", &run, py::arg("tokens"), py::arg("cache"), py::arg("hooked"), py::arg("call"),
            py::arg("lengths") = py::none())
       .def("gradients", &gradients, py::arg("tokens"), py::arg("targets"), py::arg("names"),
-           py::arg("lengths") = py::none(), py::arg("seed") = py::none())
+           py::arg("lengths") = py::none(), py::arg("seed") = py::none(),
+           py::arg("hooked") = std::vector<std::string>(), py::arg("call") = py::none())
       .def("hook_names", [](const Model& m) { return layers::hook_names(m.transformer->spec()); })
       .def("check_hook_name", [](const Model& m, const std::string& name) {
         layers::check_hook_name(m.transformer->spec(), name);

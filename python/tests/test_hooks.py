@@ -223,3 +223,22 @@ def test_replaced_scores_must_leave_a_real_key_of_a_padded_row(bidirectional_mod
     with pytest.raises(ValueError, match=r"hide every real key of query \[0, 0, 1\]"):
         bidirectional_model.run_with_hooks([[1, 2, 3], [4, 5, 6, 7, 0, 1]],
                                            fwd_hooks=[(("attn_scores", 0), hide_the_real_keys)])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in multiply")  # -inf * 0, meant
+def test_scores_times_zero_on_a_padded_batch_gives_each_row_its_own(bidirectional_model):
+    # s * 0 is NaN at the padded keys (-inf * 0), which the pass hides again: never read, so taken.
+    rows = [[1, 2, 3], [4, 5, 6, 7, 0, 1]]
+    times_zero = [(("attn_scores", 0), lambda s, hook: s * 0)]
+    logits = bidirectional_model.run_with_hooks(rows, fwd_hooks=times_zero)
+    for b, row in enumerate(rows):
+        alone = bidirectional_model.run_with_hooks([row], fwd_hooks=times_zero)
+        np.testing.assert_allclose(logits[b, :len(row)], alone[0], atol=1e-6)
+
+    def nan_at_a_real_key(scores, hook):
+        out = scores * 0
+        out[0, 0, 1, 2] = np.nan  # key 2 of row 0 is real
+        return out
+
+    with pytest.raises(ValueError, match=r"NaN or \+inf value .*\[0, 0, 1, 2\]"):
+        bidirectional_model.run_with_hooks(rows, fwd_hooks=[(("attn_scores", 0), nan_at_a_real_key)])

@@ -17,6 +17,7 @@
 #include "autograd/ops.h"
 #include "core/random.h"
 #include "layers/hook_set.h"
+#include "layers/hooks_finite.h"
 #include "layers/transformer.h"
 #include "tests/layers/hook_fixtures.h"
 #include "tests/precision.h"
@@ -611,6 +612,92 @@ TEST(Hooks, ActivationGradientsWithGradientsDisabledThrowInsteadOfReturningZeros
   double total = 0.0;
   for (int64_t i = 0; i < g.numel(); ++i) total += std::abs(g.data<double>()[i]);
   EXPECT_GT(total, 0.0);
+}
+
+
+// patch: the replacement's values, the gradient to x only at the entries it kept.
+TEST(Hooks, APatchPassesTheGradientOnlyWhereItKeptTheValue) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x0 = Tensor::zeros({4}, DType::f64);
+  for (int64_t i = 0; i < 4; ++i) x0.set({i}, static_cast<double>(i) + 1.0);
+  x0.set({3}, -inf);  // a hidden key, kept
+  const Variable x(x0, true);
+  Tensor r = x0.clone();
+  r.set({1}, 7.0);
+  const Variable y = patch(x, r);
+  EXPECT_TRUE(same_bits(y.value(), r));
+  autograd::sum(autograd::mul(autograd::slice(y, 0, 0, 3), 2.0)).backward();
+  const std::vector<double> want{2, 0, 2, 0};
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(x.grad().at({i}), want[static_cast<std::size_t>(i)]) << i;
+}
+
+// Zeroes head 1 of blocks.1.attn.hook_z through patch, as a Python hook's replacement is taken.
+class AblateHead final : public Hooks {
+ public:
+  bool wants(const std::string& name) const override { return name == "blocks.1.attn.hook_z"; }
+  bool may_edit_in_place(const std::string&) const override { return false; }
+  Variable visit(const std::string&, const Variable& z) override {
+    Tensor r = z.value().contiguous().clone();
+    for (int64_t b = 0; b < r.size(0); ++b)
+      for (int64_t t = 0; t < r.size(1); ++t)
+        for (int64_t k = 0; k < r.size(3); ++k) r.set({b, t, 1, k}, 0.0);
+    return patch(z, r);
+  }
+};
+
+// The caller's hooks make the gradients the hooked pass's: ablating head 1 at
+// hook_z gives those of the model whose W_O block of head 1 is zero.
+TEST(Hooks, ActivationGradientsThroughCallerHooksAreTheHookedPasss) {
+  const auto model = make_model(kBase, DType::f64), edited = make_model(kBase, DType::f64);
+  for (auto& [n, p] : edited->named_parameters())
+    if (n == "blocks.1.attn.o.weight") {
+      const int64_t d_k = kBase.d_model / kBase.heads;
+      Tensor w = p.value();  // shares the parameter's memory
+      for (int64_t row = 0; row < w.size(0); ++row)
+        for (int64_t c = d_k; c < 2 * d_k; ++c) w.set({row, c}, 0.0);
+    }
+  const std::vector<int32_t> tokens = some_tokens(kBase, 10);
+  const std::vector<int32_t> targets{1, -1, 3, 0, 2, 6, 5, -1, 4, 1};
+  const std::vector<std::string> names{"hook_embed", "blocks.1.hook_resid_pre", "blocks.1.attn.hook_v"};
+  AblateHead ablate;
+  const auto got = activation_gradients(*model, tokens, 2, 5, targets, names, nullptr, nullptr, nullptr, &ablate);
+  const auto want = activation_gradients(*edited, tokens, 2, 5, targets, names);
+  const auto plain = activation_gradients(*model, tokens, 2, 5, targets, names);
+  for (const std::string& n : names) {
+    const Tensor a = got.at(n).contiguous(), b = want.at(n).contiguous();
+    for (int64_t i = 0; i < a.numel(); ++i) EXPECT_NEAR(a.data<double>()[i], b.data<double>()[i], 1e-12) << n;
+  }
+  EXPECT_FALSE(same_bits(got.at("hook_embed"), plain.at("hook_embed")));  // the hook was taken
+  // Hooks that may edit in place are refused: nothing would check the edit.
+  Identity in_place;
+  EXPECT_THROW(activation_gradients(*model, tokens, 2, 5, targets, names, nullptr, nullptr, nullptr, &in_place),
+               std::invalid_argument);
+}
+
+
+// The check skips the padded keys the pass hides again: scores * 0 (NaN where
+// a padded key held -inf) passes, NaN at a real key does not.
+TEST(Hooks, TheFiniteCheckSkipsPaddedKeysButNotRealOnes) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor mask = pad_mask(2, 4);  // row 0's last two tokens padded
+  Tensor given = Tensor::zeros({2, 1, 4, 4}, DType::f64);
+  for (int64_t q = 0; q < 4; ++q)
+    for (int64_t k = 2; k < 4; ++k) given.set({0, 0, q, k}, -inf);
+  Tensor zeroed = Tensor::zeros({2, 1, 4, 4}, DType::f64);
+  for (int64_t q = 0; q < 4; ++q)
+    for (int64_t k = 2; k < 4; ++k) zeroed.set({0, 0, q, k}, nan);  // -inf * 0
+  const std::string name = "blocks.0.attn.hook_attn_scores";
+  EXPECT_NO_THROW(refuse_non_finite(name, given, zeroed, &mask));
+  EXPECT_THROW(refuse_non_finite(name, given, zeroed), std::invalid_argument);
+  Tensor real_nan = zeroed.clone();
+  real_nan.set({0, 0, 3, 1}, nan);
+  EXPECT_THROW(refuse_non_finite(name, given, real_nan, &mask), std::invalid_argument);
+  real_nan = zeroed.clone();
+  real_nan.set({1, 0, 0, 3}, nan);  // row 1 has no padding
+  EXPECT_THROW(refuse_non_finite(name, given, real_nan, &mask), std::invalid_argument);
+  // An edit in place is not hidden again: NaN at its padded keys is still refused.
+  const FiniteBefore before(name, given);
+  EXPECT_THROW(before.refuse_edit(zeroed), std::invalid_argument);
 }
 
 }  // namespace
