@@ -1,5 +1,6 @@
 """headlab.Model: a checkpoint's model in the C++ engine, driven the way
 TransformerLens's HookedTransformer is (docs/python.md)."""
+import inspect
 import json
 import os
 from collections.abc import Mapping
@@ -19,6 +20,19 @@ def load(path):
     snapshot from a run's snapshots/ folder included -> Model."""
     return Model(_core.load(os.fspath(path)))
 
+
+
+def _called_as_transformer_lens_would(fn):
+    """fn as headlab calls a hook, fn(activation, hook). TransformerLens calls
+    fn(activation, hook=hook), which a hook written `def fn(x, *, hook)`
+    needs; every other form takes the hook second either way."""
+    try:
+        hook = inspect.signature(fn).parameters.get("hook")
+    except (TypeError, ValueError):  # a callable without a signature (a builtin): positional
+        return fn
+    if hook is not None and hook.kind is inspect.Parameter.KEYWORD_ONLY:
+        return lambda activation, name: fn(activation, hook=name)
+    return fn
 
 class Model(TLWeights):
     """The model of one checkpoint. Its weights never change: hooks and
@@ -208,7 +222,7 @@ class Model(TLWeights):
                 raise ValueError(f"fwd_hooks: the predicate {name!r} accepts no hook point of this model "
                                  "(model.hook_names() lists them)")
             for point in chosen:
-                hooks.setdefault(point, []).append(fn)
+                hooks.setdefault(point, []).append(_called_as_transformer_lens_would(fn))
 
         def call(name, activation):
             fns, hook = hooks[name], HookName(name)

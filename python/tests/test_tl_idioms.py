@@ -151,6 +151,14 @@ def test_hooks_get_transformerlens_hook_attributes_and_may_return_torch(attn_mod
 
     zeroed = attn_model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", hook)])
     assert seen == [("blocks.1.attn.hook_z", 1, True)]
+
+    def keyword_hook(z, *, hook):  # TransformerLens passes hook= by keyword
+        seen.append(hook.name)
+        z[:, :, 0] = 0
+
+    np.testing.assert_array_equal(
+        attn_model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", keyword_hook)]), zeroed)
+    assert seen[-1] == "blocks.1.attn.hook_z"
     with pytest.raises(ValueError, match="hook_embed is not a block's hook point"):
         attn_model.run_with_hooks(tokens, fwd_hooks=[("hook_embed", lambda a, hook: hook.layer())])
     torch = pytest.importorskip("torch")
