@@ -10,6 +10,7 @@
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "core/bf16_operands.h"
 #include "core/nn_kernels.h"
 #include "core/ops.h"
 
@@ -70,10 +71,17 @@ namespace {
 
 // x [..., in] @ weight [out, in]^T + bias, the forward of linear and
 // linear_gelu: y [N, out] with N the product of x's leading sizes.
+// In bf16 mixed precision inside a training step's Bf16Operands scope, x16
+// holds x's rounded copy, which the backward's dW = g^T x reads instead of
+// x: the node then does not keep x's values (blind_x), which, for the
+// LayerNorm, GELU and attention outputs a Linear reads, nothing else
+// reads later (core/bf16_operands.h).
 struct LinearForward {
   int64_t in = 0, out = 0;
   Shape out_shape;  // [..., out]
   Tensor y;         // [N, out]
+  core::Bf16Copy x16;
+  uint32_t blind_x() const { return x16 ? 1u : 0u; }  // bit 0: the node's input 0, x
 };
 LinearForward linear_forward(const Variable& x, const Variable& weight, const Variable& bias, const char* op) {
   const Tensor& xv = checked(x, op, "x").value();
@@ -81,19 +89,30 @@ LinearForward linear_forward(const Variable& x, const Variable& weight, const Va
   if (xv.dim() < 1 || w.dim() != 2 || xv.size(-1) != w.size(1))
     throw std::invalid_argument(std::string(op) + ": x " + core::to_string(xv.shape()) + " and weight " +
                                 core::to_string(w.shape()) + " do not fit; expected x [..., in] and weight [out, in]");
-  LinearForward f{w.size(1), w.size(0), xv.shape(), Tensor()};
+  LinearForward f{w.size(1), w.size(0), xv.shape(), Tensor(), {}};
   f.out_shape.back() = f.out;
-  f.y = core::linear(xv.reshape({-1, f.in}), w, bias.defined() ? bias.value() : Tensor());
+  const Tensor rows = xv.reshape({-1, f.in});
+  f.y = core::linear(rows, w, bias.defined() ? bias.value() : Tensor());
+  if (grad_enabled()) f.x16 = core::held_bf16_copy(rows);  // empty unless this product kept (or found) one
   return f;
 }
 
 // dx = g W [N, in] and dW = g^T x [out, in] from g [N, out], and with
 // `with_dbias` db = g's column sums [out], in one parallel region; inputs
-// are {x, weight, bias}.
-void accumulate_linear_grads(std::vector<Variable>& inputs, const Tensor& g, int64_t in, bool with_dbias) {
+// are {x, weight, bias}. x's rounded copy x16 stands in for x once x's
+// values are released (LinearForward). While they are not, someone else
+// holds x, maybe a hook that changed it in place since the forward: the
+// product then reads x, as in float32 (through the scope's kept copy, if no
+// hook visit dropped it since).
+void accumulate_linear_grads(std::vector<Variable>& inputs, const Tensor& g, int64_t in, bool with_dbias,
+                             const core::Bf16Copy& x16) {
   const bool want_dbias = with_dbias && inputs[2].requires_grad();
-  const core::LinearGrads d = core::linear_backward(g, inputs[0].value().reshape({-1, in}), inputs[1].value(),
-                                                    inputs[0].requires_grad(), inputs[1].requires_grad(), want_dbias);
+  const bool want_dx = inputs[0].requires_grad(), want_dw = inputs[1].requires_grad();
+  const bool from_copy = x16 && inputs[0].node()->released();
+  const core::LinearGrads d =
+      from_copy ? core::linear_backward(g, x16, inputs[1].value(), want_dx, want_dw, want_dbias)
+                : core::linear_backward(g, inputs[0].value().reshape({-1, in}), inputs[1].value(), want_dx, want_dw,
+                                        want_dbias);
   if (inputs[0].requires_grad()) inputs[0].accumulate_grad(d.dx.reshape(inputs[0].shape()));
   if (inputs[1].requires_grad()) inputs[1].accumulate_grad(d.dweight);
   if (want_dbias) inputs[2].accumulate_grad(d.dbias);
@@ -105,10 +124,10 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   LinearForward f = linear_forward(x, weight, bias, "linear");
   return Variable::from_op(
       f.y.reshape(f.out_shape), {x, weight, bias},
-      [in = f.in, out = f.out](std::vector<Variable>& inputs, const Tensor& g) {
-        accumulate_linear_grads(inputs, g.reshape({-1, out}), in, true);  // g [N, out]
+      [in = f.in, out = f.out, x16 = f.x16](std::vector<Variable>& inputs, const Tensor& g) {
+        accumulate_linear_grads(inputs, g.reshape({-1, out}), in, true, x16);  // g [N, out]
       },
-      "linear");
+      "linear", f.blind_x());
 }
 
 Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& bias) {
@@ -120,17 +139,17 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
   core::GeluWithSlope r = core::bias_gelu_forward(f.y, bias.defined() ? bias.value() : Tensor(), want_slope);
   return Variable::from_op(
       r.y.reshape(f.out_shape), {x, weight, bias},
-      [in = f.in, out = f.out, slope = r.slope](std::vector<Variable>& inputs, const Tensor& g) {
+      [in = f.in, out = f.out, slope = r.slope, x16 = f.x16](std::vector<Variable>& inputs, const Tensor& g) {
         // dh = g * slope [N, out], and db = its column sums, in one pass;
         // written over g when this backward holds g alone (then g is fc2's
         // fresh dx, which nothing reads after this).
         const bool own_g = g.is_contiguous() && g.storage().use_count() == 1;
         const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g.reshape({-1, out}), slope,
                                                                        inputs[2].requires_grad(), own_g);
-        accumulate_linear_grads(inputs, dh.dh, in, false);
+        accumulate_linear_grads(inputs, dh.dh, in, false, x16);
         if (inputs[2].requires_grad()) inputs[2].accumulate_grad(dh.column_sums);
       },
-      "linear_gelu");
+      "linear_gelu", f.blind_x());
 }
 
 }  // namespace headlab::autograd

@@ -11,8 +11,12 @@ namespace {
 
 struct Kept {
   detail::StoredOperand op;
-  std::shared_ptr<Storage> owner;  // keeps op.data's memory from being freed and reused
-  std::vector<bf16_t> buffer;      // its capacity outlives the scope: the next step reuses it
+  // op.data's storage. The copy stands for it only while it lives: once it
+  // is freed, a new tensor may take its address.
+  std::weak_ptr<Storage> source;
+  // Shared with the backwards that hold the copy (held_bf16_copy); the
+  // capacity of one no backward holds is reused by the next scope.
+  std::shared_ptr<std::vector<bf16_t>> buffer;
 };
 
 // A step keeps a few operands per Linear (tens to a few hundred in all):
@@ -23,7 +27,7 @@ struct Store {
   std::size_t used = 0;  // kept[0, used) are this scope's
 
   void forget() {
-    for (std::size_t i = 0; i < used; ++i) kept[i].owner.reset();
+    for (std::size_t i = 0; i < used; ++i) kept[i].source.reset();
     used = 0;
   }
 };
@@ -31,6 +35,15 @@ struct Store {
 Store& store() {
   thread_local Store s;
   return s;
+}
+
+// The open scope's copy of `op`, if its source still lives.
+const Kept* find_kept(const detail::StoredOperand& op) {
+  const Store& s = store();
+  if (!s.open) return nullptr;
+  for (std::size_t i = 0; i < s.used; ++i)
+    if (s.kept[i].op == op && !s.kept[i].source.expired()) return &s.kept[i];
+  return nullptr;
 }
 
 }  // namespace
@@ -58,14 +71,18 @@ bf16_t* bf16_copy_of_output(const Tensor& out, int64_t cols) {
   return detail::keep_bf16_operand({out.data<float>(), out.numel() / cols, cols, cols}, out.storage());
 }
 
+Bf16Copy held_bf16_copy(const Tensor& x) {
+  if (!x.defined() || x.dtype() != DType::f32 || x.dim() != 2 || !x.is_contiguous()) return {};
+  const Kept* k = find_kept({x.data<float>(), x.size(0), x.size(1), x.size(1)});
+  if (k == nullptr) return {};
+  return {k->buffer, x.size(0), x.size(1)};
+}
+
 namespace detail {
 
 const bf16_t* find_bf16_operand(const StoredOperand& op) {
-  const Store& s = store();
-  if (!s.open) return nullptr;
-  for (std::size_t i = 0; i < s.used; ++i)
-    if (s.kept[i].op == op) return s.kept[i].buffer.data();
-  return nullptr;
+  const Kept* k = find_kept(op);
+  return k != nullptr ? k->buffer->data() : nullptr;
 }
 
 bf16_t* keep_bf16_operand(const StoredOperand& op, const std::shared_ptr<Storage>& owner) {
@@ -74,9 +91,10 @@ bf16_t* keep_bf16_operand(const StoredOperand& op, const std::shared_ptr<Storage
   if (s.used == s.kept.size()) s.kept.emplace_back();
   Kept& k = s.kept[s.used++];
   k.op = op;
-  k.owner = owner;
-  k.buffer.resize(static_cast<std::size_t>(op.rows * op.cols));
-  return k.buffer.data();
+  k.source = owner;
+  if (k.buffer == nullptr || k.buffer.use_count() > 1) k.buffer = std::make_shared<std::vector<bf16_t>>();
+  k.buffer->resize(static_cast<std::size_t>(op.rows * op.cols));
+  return k.buffer->data();
 }
 
 }  // namespace detail

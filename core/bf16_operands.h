@@ -6,13 +6,18 @@
 // dW = g^T x; QKV's shared input by six). Without this, each product
 // rounds its operands to bf16 in a pass of its own. While a Bf16Operands
 // scope is open on a thread, the Linears' products issued from that thread
-// keep each operand they round (keyed by its memory and layout, with its
-// storage held alive so that the address cannot be reused) and the later
-// products that read the same storage in the same layout take that copy.
+// keep each operand they round (keyed by its memory and layout, and valid
+// only while that memory's storage lives: a freed one's address may be
+// reused) and the later products that read the same storage in the same
+// layout take that copy.
 // Rounding is deterministic, so the products are the bits of the packing
 // path. The kernels whose outputs a Linear reads next (LayerNorm, the
 // residual add with LayerNorm, the fused bias and GELU) write that copy
 // themselves, row by row (bf16_copy_of_output), sparing the product's pass.
+// A Linear holds its input's copy for its backward's dW = g^T x
+// (held_bf16_copy), so the input's float32 values, which no backward then
+// reads, can be freed after the forward (docs/performance.md, "Activations
+// kept in bf16").
 //
 // A copy is valid only while its float32 source is unchanged. The scope is
 // for the training step's forward and backward, where the only writer of a
@@ -26,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/bf16.h"
 
@@ -61,6 +67,20 @@ class Tensor;
 // in bf16: then nothing is to be written.
 bf16_t* bf16_copy_of_output(const Tensor& out, int64_t cols);
 
+// A kept copy, held: the rounded values of a [rows, cols] float32 matrix,
+// alive with the handle, after its source is freed and its scope closed.
+struct Bf16Copy {
+  std::shared_ptr<const std::vector<bf16_t>> values;
+  int64_t rows = 0, cols = 0;
+  explicit operator bool() const { return values != nullptr; }
+  const bf16_t* data() const { return values->data(); }
+};
+
+// The open scope's copy of x (float32, contiguous [rows, cols]: a Linear's
+// input as its products read it), or an empty handle: no scope open, or no
+// product or kernel rounded x in it since the last forget.
+Bf16Copy held_bf16_copy(const Tensor& x);
+
 namespace detail {
 
 // An operand as stored: [rows, cols] floats with leading dimension ld at
@@ -74,9 +94,10 @@ struct StoredOperand {
 // The dense rounded copy of `op` kept by this thread's open scope, or null
 // (no scope, or not rounded yet).
 const bf16_t* find_bf16_operand(const StoredOperand& op);
-// A buffer of rows * cols bf16 for `op`, kept by the open scope (which holds
-// `owner` alive) for the later find_bf16_operand calls; the caller fills it
-// with op's rounding before any product reads it. Null without a scope.
+// A buffer of rows * cols bf16 for `op`, kept by the open scope (while
+// `owner`, op's storage, lives) for the later find_bf16_operand calls; the
+// caller fills it with op's rounding before any product reads it. Null
+// without a scope.
 bf16_t* keep_bf16_operand(const StoredOperand& op, const std::shared_ptr<Storage>& owner);
 
 }  // namespace detail

@@ -33,7 +33,10 @@ namespace headlab::core::detail {
 // mixed precision, inside a Bf16Operands scope, the operand's rounded copy
 // is then kept for (or taken from) the scope's other products
 // (core/bf16_operands.h). Give them only for operands that nothing writes
-// while the scope is open: a Linear's input and weight.
+// while the scope is open: a Linear's input and weight. b_rounded, in bf16
+// precision only, is B's rounded copy, dense in B's stored layout, given
+// instead of b (null) when B's float32 values are gone: a Linear's input in
+// its backward's dW = g^T x (core/bf16_operands.h, held_bf16_copy).
 template <class T, class Op = T>
 struct GemmCall {
   bool ta = false, tb = false;
@@ -47,6 +50,7 @@ struct GemmCall {
   T alpha = T(1), beta = T(0);
   const std::shared_ptr<Storage>* a_owner = nullptr;
   const std::shared_ptr<Storage>* b_owner = nullptr;
+  const bf16_t* b_rounded = nullptr;
 
   // Blocks of C's rows (or columns, when C is wider than tall): a power of
   // two, one per kGemmBlockWork multiply-adds, at most kMaxGemmBlocks, each

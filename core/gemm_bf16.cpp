@@ -157,6 +157,11 @@ PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
     const GemmCall<float>& call = calls.begin()[i / 2];
     const StoredOperand mine = stored(call, i % 2 == 1);
     packed.same[i] = i;
+    if (i % 2 == 1 && call.b_rounded != nullptr) {  // rounded already, by whoever held it
+      at[i] = call.b_rounded;
+      packed.ready[i] = true;
+      continue;
+    }
     for (std::size_t j = 0; j < i; ++j)
       if (packed.same[j] == j && stored(calls.begin()[j / 2], j % 2 == 1) == mine) packed.same[i] = j;
     if (packed.same[i] != i) {

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/bf16_operands.h"
 #include "core/blas.h"
 #include "core/ops.h"
 #include "core/strided.h"
@@ -168,38 +169,44 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return out;
 }
 
-LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, bool want_dx,
-                            bool want_dweight, bool want_dbias) {
-  if (!grad.defined() || !x.defined() || !weight.defined() || grad.dim() != 2 || x.dim() != 2 || weight.dim() != 2 ||
-      grad.size(0) != x.size(0) || grad.size(1) != weight.size(0) || x.size(1) != weight.size(1) ||
-      grad.dtype() != x.dtype() || weight.dtype() != x.dtype())
-    throw std::invalid_argument("linear_backward: grad " + to_string(grad.shape()) + ", x " + to_string(x.shape()) +
-                                " and weight " + to_string(weight.shape()) +
-                                " do not fit; expected grad [N, out], x [N, in], weight [out, in] of one dtype");
-  const int64_t rows = x.size(0), in = x.size(1), out_features = weight.size(0);
+namespace {
+
+// linear_backward for grad [N, out] and weight [out, in], with x [N, in]
+// given as a float tensor (x16 null) or as its rounded copy (x16, bf16
+// precision): their shapes and dtypes checked by the caller.
+LinearGrads linear_grads(const Tensor& grad, const Tensor& x, const Bf16Copy* x16, const Tensor& weight,
+                         bool want_dx, bool want_dweight, bool want_dbias) {
+  const int64_t rows = grad.size(0), in = weight.size(1), out_features = weight.size(0);
   LinearGrads r;
-  if (want_dx) r.dx = Tensor::empty({rows, in}, x.dtype());
-  if (want_dweight) r.dweight = Tensor::empty({out_features, in}, x.dtype());
+  if (want_dx) r.dx = Tensor::empty({rows, in}, grad.dtype());
+  if (want_dweight) r.dweight = Tensor::empty({out_features, in}, grad.dtype());
   if (rows == 0 || out_features == 0 || in == 0) {  // empty sums
     if (want_dx) r.dx.fill_(0.0);
     if (want_dweight) r.dweight.fill_(0.0);
     if (want_dbias) r.dbias = sum(grad, {0});
     return r;
   }
-  const Operand G = prepare(grad, {}), X = prepare(x, {}), W = prepare(weight, {});
+  const Operand G = prepare(grad, {}), W = prepare(weight, {});
+  const Operand X = x16 != nullptr ? Operand{} : prepare(x, {});
   // The bias gradient joins the products' region when g is stored by rows.
   const bool sums_inside = want_dbias && !G.trans && (want_dx || want_dweight);
-  if (want_dbias) r.dbias = sums_inside ? Tensor::empty({out_features}, x.dtype()) : sum(grad, {0});
-  dispatch(x.dtype(), [&](auto tag) {
+  if (want_dbias) r.dbias = sums_inside ? Tensor::empty({out_features}, grad.dtype()) : sum(grad, {0});
+  dispatch(grad.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T *pg = G.t.data<T>(), *px = X.t.data<T>(), *pw = W.t.data<T>();
+    const T *pg = G.t.data<T>(), *pw = W.t.data<T>();
     // dx = g W: [N, out] @ [out, in].
     const detail::GemmCall<T> dx{G.trans, W.trans, rows, in, out_features, pg, G.ld, pw, W.ld,
                                  want_dx ? r.dx.data<T>() : nullptr, in, T(1), T(0), nullptr, kept_storage(W, weight)};
     // dW = g^T x: [out, N] @ [N, in]; g^T is g read with the transpose flag flipped.
-    const detail::GemmCall<T> dw{!G.trans, X.trans, out_features, in, rows, pg, G.ld, px, X.ld,
-                                 want_dweight ? r.dweight.data<T>() : nullptr, in, T(1), T(0), nullptr,
-                                 kept_storage(X, x)};
+    detail::GemmCall<T> dw{!G.trans, X.trans, out_features, in, rows, pg, G.ld, nullptr, in,
+                           want_dweight ? r.dweight.data<T>() : nullptr, in, T(1), T(0)};
+    if (x16 != nullptr) {
+      dw.b_rounded = x16->data();
+    } else {
+      dw.b = X.t.data<T>();
+      dw.ldb = X.ld;
+      dw.b_owner = kept_storage(X, x);
+    }
     // db = g's column sums [out].
     const detail::ColumnSums<T> db{pg, rows, out_features, G.ld, sums_inside ? r.dbias.data<T>() : nullptr};
     const detail::ColumnSums<T>* sums = sums_inside ? &db : nullptr;
@@ -211,6 +218,38 @@ LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w
       detail::parallel_gemms<T>({dw}, sums);
   });
   return r;
+}
+
+void check_linear_grads(const Tensor& grad, const Shape& x, DType x_dtype, const Tensor& weight) {
+  if (!grad.defined() || !weight.defined() || grad.dim() != 2 || x.size() != 2 || weight.dim() != 2 ||
+      grad.size(0) != x[0] || grad.size(1) != weight.size(0) || x[1] != weight.size(1) || grad.dtype() != x_dtype ||
+      weight.dtype() != x_dtype)
+    throw std::invalid_argument("linear_backward: grad " + to_string(grad.shape()) + ", x " + to_string(x) +
+                                " and weight " + to_string(weight.shape()) +
+                                " do not fit; expected grad [N, out], x [N, in], weight [out, in] of one dtype");
+}
+
+}  // namespace
+
+LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, bool want_dx,
+                            bool want_dweight, bool want_dbias) {
+  if (!x.defined()) throw std::invalid_argument("linear_backward: x is undefined");
+  check_linear_grads(grad, x.shape(), x.dtype(), weight);
+  return linear_grads(grad, x, nullptr, weight, want_dx, want_dweight, want_dbias);
+}
+
+LinearGrads linear_backward(const Tensor& grad, const Bf16Copy& x, const Tensor& weight, bool want_dx,
+                            bool want_dweight, bool want_dbias) {
+  if (!x) throw std::invalid_argument("linear_backward: the rounded x is empty");
+  check_linear_grads(grad, {x.rows, x.cols}, DType::f32, weight);
+  if (gemm_precision() == GemmPrecision::bf16)
+    return linear_grads(grad, Tensor(), &x, weight, want_dx, want_dweight, want_dbias);
+  // Products in f32 since the forward: x's float32 values are gone, so its
+  // rounded ones stand in, exactly.
+  Tensor wide = Tensor::empty({x.rows, x.cols}, DType::f32);
+  float* w = wide.data<float>();
+  for (int64_t i = 0; i < x.rows * x.cols; ++i) w[i] = from_bf16(x.data()[i]);
+  return linear_grads(grad, wide, nullptr, weight, want_dx, want_dweight, want_dbias);
 }
 
 }  // namespace headlab::core

@@ -73,10 +73,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // share one parallel region.
 // With want_dbias, also dbias = grad's column sums [out] (core::sum(grad,
 // {0})'s bits), in the same region.
+struct Bf16Copy;  // core/bf16_operands.h
 struct LinearGrads {
   Tensor dx, dweight, dbias;
 };
 LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, bool want_dx,
+                            bool want_dweight, bool want_dbias = false);
+// The same, with x float32 [N, in] given only as its rounded copy, in bf16
+// mixed precision (a Linear that freed its input after the forward,
+// core/bf16_operands.h): the bits of the call with x. Should the products
+// have gone back to f32 since the forward, x's rounded values stand in.
+LinearGrads linear_backward(const Tensor& grad, const Bf16Copy& x, const Tensor& weight, bool want_dx,
                             bool want_dweight, bool want_dbias = false);
 
 // --- operators ---
