@@ -80,11 +80,13 @@ def _passed_on(child):
     """SIGTERM and SIGHUP of this process go to the child, which stops as
     `headlab sweep` does on them (its runs saving a checkpoint), as
     headlab.train's trainer stops on them in this process. Only on the main
-    thread, the one Python's handlers run on."""
+    thread, the one Python's handlers run on, and not one this process
+    ignores (under nohup, SIGHUP): the child, started before, ignores it too."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    saved = {sig: signal.signal(sig, lambda sig, _: child.send_signal(sig)) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    saved = {sig: signal.signal(sig, lambda sig, _: child.send_signal(sig)) for sig in (signal.SIGTERM, signal.SIGHUP)
+             if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield
     finally:
