@@ -6,6 +6,7 @@ import signal
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import headlab
@@ -73,6 +74,15 @@ def test_bad_calls_are_refused_before_anything_is_written(tmp_path, monkeypatch,
         headlab.sweep(out=tmp_path / "x", data=[[1, 2, 3]])
     assert list(tmp_path.iterdir()) == []
     assert capfd.readouterr().err == ""
+
+
+def test_keywords_become_the_cli_s_lists():
+    from headlab._run import _flag_args
+
+    assert _flag_args({"seeds": range(3), "attn_only": [True, False], "shuffle": np.array([False, True]),
+                       "lr": (1e-3, 0.01), "heads": 2, "bidirectional": True, "init": None}) == [
+        "--seeds=0,1,2", "--attn-only=true,false", "--shuffle=false,true", "--lr=0.001,0.01", "--heads=2",
+        "--bidirectional=true"]
 
 
 def test_help_prints_the_flags_and_sweeps_nothing(tmp_path, capfd):
