@@ -10,6 +10,7 @@ its heads on your own sequences, train through the CLI's code path.
     run = headlab.train(out="runs/x", task="induction", layers=2, attn_only=True)
     headlab.write_data("rows.jsonl", tokens, targets)  # a data file the CLI reads
     run = headlab.train(out="runs/y", data=tokens)     # ... or written into the run
+    sweep = headlab.sweep(out="runs/s", seeds="0-4", heads=[1, 2])   # `headlab sweep`: a Sweep
     sweep = headlab.Sweep("runs/s")                    # a `headlab sweep` folder: .summary, .runs
 
 docs/python.md is the reference. torch, pandas and matplotlib are imported
@@ -17,7 +18,7 @@ only by the calls that need them, so importing headlab stays cheap.
 """
 from ._model import Model, load
 from ._run import Run, train
-from ._sweep import Sweep
+from ._sweep import Sweep, sweep
 from ._analyze import analyze
 from ._attribution import logit_attribution
 from ._cache import ActivationCache
@@ -31,4 +32,4 @@ import sys as _sys
 _sys.modules[__name__ + ".patching"] = patching
 
 __all__ = ["ActivationCache", "Model", "Run", "Sweep", "analyze", "get_act_name", "load", "logit_attribution",
-           "patching", "read_data", "release_memory", "train", "write_data"]
+           "patching", "read_data", "release_memory", "sweep", "train", "write_data"]

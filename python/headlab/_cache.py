@@ -1,6 +1,8 @@
 """ActivationCache: what run_with_cache returns, a dict of hook name -> numpy
 array with TransformerLens's methods for reading the residual stream as a sum
 of components (docs/python.md, "Direct logit attribution")."""
+import warnings
+
 import numpy as np
 
 from ._names import get_act_name, is_copy_point, short_or_full
@@ -11,17 +13,41 @@ class ActivationCache(dict):
     TransformerLens's stack_head_results, decompose_resid, accumulated_resid,
     apply_ln_to_stack and logit_attrs. Stacks are [components, B, T, d]
     (float32, the cache's values) with one label per component; the LayerNorm
-    and the logit directions are applied in float64."""
+    and the logit directions are applied in float64. Without the batch axis
+    (run_with_cache(..., remove_batch_dim=True), has_batch_dim False) every
+    value and stack lacks it: [components, T, d], as TransformerLens's."""
 
-    def __init__(self, model, activations, made_by="run_with_cache"):
+    has_batch_dim = True  # a cache pickled before the attribute has its batch axis
+
+    def __init__(self, model, activations, made_by="run_with_cache", has_batch_dim=True):
         """ActivationCache(model, {hook name: array}): the methods read the
-        model's spec and weights."""
+        model's spec and weights. has_batch_dim=False: the arrays have no
+        batch axis (one sequence's)."""
         if not hasattr(model, "hook_names"):
             raise TypeError(f"ActivationCache(model, activations): the first argument is the headlab.Model, got "
                             f"{type(model).__name__}")
         super().__init__(activations)
         self.model = model
         self._made_by = made_by  # the call whose names= a missing entry needs
+        self.has_batch_dim = bool(has_batch_dim)
+
+    def remove_batch_dim(self):
+        """Drops the batch axis of every value, in place, as TransformerLens's
+        does: a cache of one sequence then holds [T, ...] arrays. Returns the
+        cache. A batch of more than one is a ValueError naming its size."""
+        if not self.has_batch_dim:
+            warnings.warn("remove_batch_dim: the cache has no batch axis already", stacklevel=2)
+            return self
+        for name, value in self.items():
+            if value.ndim == 0 or value.shape[0] != 1:
+                size = value.shape[0] if value.ndim else "none"
+                raise ValueError(f"remove_batch_dim: the cache holds a batch of {size} ({name} has shape "
+                                 f"{list(value.shape)}); the batch axis goes only from a batch of one sequence "
+                                 f"(cache a single sequence: tokens[i:i + 1])")
+        for name, value in self.items():
+            dict.__setitem__(self, name, value[0])  # a view: read-only as the value was
+        self.has_batch_dim = False
+        return self
 
     # --- reading the cache ---
 
@@ -58,7 +84,8 @@ class ActivationCache(dict):
         `cache` shows this)."""
         items = [f"{name} {list(value.shape)}" for name, value in self.items()]
         shown = ", ".join(items[:8]) + (f", ... ({len(items) - 8} more)" if len(items) > 8 else "")
-        return f"<headlab.ActivationCache of {len(items)} hook points: {shown}>"
+        axis = "" if self.has_batch_dim else " without the batch axis"
+        return f"<headlab.ActivationCache of {len(items)} hook points{axis}: {shown}>"
 
     def _missing(self, name):
         every = ("names=None leaves out TransformerLens's copy points" if is_copy_point(name)
@@ -82,10 +109,11 @@ class ActivationCache(dict):
 
     @staticmethod
     def _stack(parts, labels, pos_slice):
-        """[components, B, T, d] of the arrays in `parts`, positions indexed by
-        pos_slice (numpy indexing of axis 2: an int drops the axis)."""
+        """[components, B, T, d] (or [components, T, d] without the batch
+        axis) of the arrays in `parts`, positions indexed by pos_slice (numpy
+        indexing of the positions' axis: an int drops it)."""
         stack = np.stack([np.broadcast_to(p, parts[0].shape) for p in parts])
-        return _positions(stack, pos_slice, axis=2), labels
+        return _positions(stack, pos_slice, axis=-2), labels
 
     # --- the residual stream as components ---
 
@@ -100,8 +128,8 @@ class ActivationCache(dict):
         parts, labels = [], []
         for l in range(n):
             result = self._need(f"blocks.{l}.attn.hook_result")
-            for h in range(result.shape[2]):
-                parts.append(result[:, :, h])
+            for h in range(result.shape[-2]):  # [B, T, heads, d], or [T, heads, d]
+                parts.append(result[..., h, :])
                 labels.append(f"L{l}H{h}")
         return self._stack(parts, labels, pos_slice)
 
@@ -171,7 +199,7 @@ class ActivationCache(dict):
                 raise ValueError("apply_ln_to_stack: an attn-only model has no ln2 (mlp_input=False)")
             ln = f"blocks.{n}.ln{2 if mlp_input else 1}"
             weight = self.model.params[f"{ln}.weight"]
-        scale = _positions(self._need(f"{ln}.hook_scale"), pos_slice, axis=1).astype(np.float64)
+        scale = _positions(self._need(f"{ln}.hook_scale"), pos_slice, axis=-2).astype(np.float64)  # [B, T, 1]
         if stack.ndim < 2 or stack.shape[-1] != weight.shape[0] or stack.shape[1:-1] != scale.shape[:-1]:
             raise ValueError(f"apply_ln_to_stack: stack of shape {list(stack.shape)} does not fit the cache's "
                              f"[components, {', '.join(map(str, scale.shape[:-1]))}, {weight.shape[0]}] "

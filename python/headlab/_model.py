@@ -165,7 +165,7 @@ class Model(TLWeights):
         return names
 
     def run_with_cache(self, tokens, names=None, lengths=None, *, names_filter=None, return_type="logits",
-                       targets=None, loss_per_token=False, fwd_hooks=()):
+                       targets=None, loss_per_token=False, fwd_hooks=(), remove_batch_dim=False):
         """(logits, cache): cache maps each hook name (but TransformerLens's
         copy points, hook_q_input ..., which come when named) or only those in
         `names`, a list of names or a predicate name -> bool (TransformerLens's
@@ -175,18 +175,27 @@ class Model(TLWeights):
         names (cache["pattern", 0]). fwd_hooks as for run_with_hooks: the
         cache then holds what flows on after them (TransformerLens's
         `with model.hooks(...): model.run_with_cache(...)`). return_type as
-        for model(...)."""
+        for model(...). remove_batch_dim=True, for a batch of one sequence
+        (a ValueError naming the batch size otherwise), drops the batch axis of
+        every cached array (not of the logits), as TransformerLens's does."""
         if names_filter is not None:
             if names is not None:
                 raise TypeError("run_with_cache: give names or names_filter (TransformerLens's name for it), not both")
             names = names_filter
         _check_return_type(return_type, targets, loss_per_token, "run_with_cache")
         ids, lengths = self.padded(tokens, lengths)
+        if remove_batch_dim and ids.shape[0] != 1:
+            # TransformerLens's run_with_cache would keep the first sequence's
+            # activations without a word (its cache.remove_batch_dim() refuses).
+            raise ValueError(f"run_with_cache: remove_batch_dim=True takes a batch of one sequence, got a batch of "
+                             f"{ids.shape[0]}; cache one sequence (tokens[i:i + 1]) or keep the batch axis "
+                             f"(remove_batch_dim=False)")
         keep = self._every_point() if names is None else self._select(names)
         hooked, call = self._hooks(fwd_hooks)
         logits, cache = self._core.run(ids, keep, hooked, call, lengths)
         out = self._returned(logits, return_type, tokens, targets, ids, lengths, loss_per_token, "run_with_cache")
-        return out, ActivationCache(self, cache)
+        cache = ActivationCache(self, cache)
+        return out, (cache.remove_batch_dim() if remove_batch_dim else cache)
 
     def run_with_hooks(self, tokens, fwd_hooks=(), lengths=None, *, return_type="logits", targets=None,
                        loss_per_token=False):

@@ -25,23 +25,34 @@ def _flag_args(flags):
         flag = "--" + key.replace("_", "-")
         if value is None:
             continue
-        if isinstance(value, (bool, np.bool_)):
-            text = "true" if value else "false"
-        elif isinstance(value, (list, tuple, np.ndarray)):
-            text = ",".join(str(v) for v in (value.ravel() if isinstance(value, np.ndarray) else value))
+        if isinstance(value, (list, tuple, range, np.ndarray)):
+            text = ",".join(_flag_text(v) for v in (value.ravel() if isinstance(value, np.ndarray) else value))
         else:
-            text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+            text = _flag_text(value)
         args.append(f"{flag}={text}")
     return args
+
+
+def _flag_text(value):
+    """One value as the CLI reads it: a bool as true/false (a sweep's list
+    attn_only=[True, False] too), a path as itself."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
 def command(*args):
     """Runs `headlab ARGS...` in this process; raises on failure: ValueError for a
     usage error (exit 2), KeyboardInterrupt for a stop by a signal, else RuntimeError."""
     status, error = _core.run_command_line([str(a) for a in args])
+    raise_for_status(status, error, args[0] if args else "")
+
+
+def raise_for_status(status, error, name):
+    """A command's exit as the exception `command` raises (nothing for 0)."""
     if status == 0:
         return
-    message = error or f"headlab {args[0] if args else ''} exited with status {status}"
+    message = error or f"headlab {name} exited with status {status}"
     if status == 2:
         raise ValueError(message)
     if status > 128:

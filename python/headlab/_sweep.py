@@ -1,4 +1,4 @@
-"""headlab.Sweep: a folder `headlab sweep` wrote, and its runs."""
+"""headlab.sweep and headlab.Sweep: a folder `headlab sweep` writes, and its runs."""
 import json
 import os
 import re
@@ -19,6 +19,38 @@ def is_sweep_folder(folder):
     regular sweep.lock, or a sweep.json that starts as a sweep's (a sweep from
     before sweep.lock). A folder marked otherwise (a run's) is never one."""
     return _core.is_sweep_folder(os.fsencode(folder))
+
+
+def sweep(out=None, **flags):
+    """Trains a sweep as `headlab sweep --out OUT --flag value ...` does, and
+    returns its headlab.Sweep. Flags are the CLI's, with _ for - and lists for
+    a grid: sweep(out="runs/s", seeds="0-4", heads=[1, 2], lr=[1e-3, 3e-3],
+    attn_only=[True, False]). sweep(resume="runs/s") continues a stopped one
+    (`headlab sweep --resume`, no out=); force=True overwrites an earlier
+    sweep's runs; help=True prints the flags. Unlike train, the sweep runs the
+    headlab program as a child (each of its runs is a process of its own),
+    its output through sys.stdout as it comes."""
+    from ._program import run
+    from ._run import _flag_args, _is_rows
+
+    if flags.pop("help", False):
+        run("sweep", "--help")
+        return None
+    for key in ("data", "eval_data"):
+        if _is_rows(flags.get(key)):
+            raise TypeError(f"sweep: {key}= takes a data file's path, got {type(flags[key]).__name__}: every run of "
+                            f"a sweep reads the one file; write the rows with headlab.write_data(path, tokens, "
+                            f"targets) and pass {key}=path")
+    named = {"out": out, **{key: flags.get(key) for key in ("resume", "collect", "redraw")}}
+    for name, path in named.items():
+        if path is not None and not os.fspath(path):  # the CLI would choose a folder of its own for --out ""
+            raise ValueError(f"sweep: {name}= is empty; give a sweep folder")
+    folder = next((path for path in named.values() if path is not None), None)
+    if folder is None:
+        raise ValueError("sweep: give out=, the sweep folder to write (or resume=, a stopped sweep's folder to "
+                         "continue)")
+    run("sweep", *([] if out is None else [f"--out={os.fspath(out)}"]), *_flag_args(flags))
+    return Sweep(folder)
 
 
 def _natural(name):
