@@ -2,7 +2,8 @@
 // and both products of every (batch, head) pair in one pass, forward and
 // backward. Composed from matmul + mul + masked_fill + softmax, the same
 // step allocates and walks five [B, h, T, T] tensors and copies the heads
-// in and out of [B, h, T, d_k]; fused, it keeps only the probabilities.
+// in and out of [B, h, T, d_k]; fused, it keeps only the probabilities
+// (in bf16 not even those, unless asked: attention_forward below).
 //
 // Shapes: q, k, v, out [B, T, d] with d = h * d_k, head i in columns
 // i*d_k .. (i+1)*d_k - 1 (the Linear layers' own layout, so no permute
