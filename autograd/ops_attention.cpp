@@ -1,7 +1,9 @@
 // Fused multi-head attention on core/attention_kernels.h: one node instead
 // of the matmul, scale, mask, softmax and matmul of the composed form; it
-// saves only the probabilities [B, h, T, T]. Its three stages as separate
-// nodes (core/attention_split.h) serve the hooks.
+// saves only the probabilities [B, h, T, T], and in bf16 not even those
+// unless the probe or the gates' gradient reads them (its backward
+// recomputes them). Its three stages as separate nodes
+// (core/attention_split.h) serve the hooks.
 #include <string>
 #include <vector>
 
@@ -18,16 +20,17 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
                    const Tensor& key_padding, const Variable& gates, Tensor* probs) {
   const core::AttentionShape shape{heads, causal, scale};
   const Tensor gate_values = gates.defined() ? gates.value() : Tensor();
+  const bool keep_probs = probs != nullptr || (gates.defined() && gates.requires_grad());
   core::AttentionForward r =
       core::attention_forward(checked(q, "attention", "q").value(), checked(k, "attention", "k").value(),
-                              checked(v, "attention", "v").value(), shape, key_padding, gate_values);
+                              checked(v, "attention", "v").value(), shape, key_padding, gate_values, keep_probs);
   if (probs) *probs = r.probs;
   return Variable::from_op(
       std::move(r.out), {q, k, v, gates},
-      [shape, p = r.probs](std::vector<Variable>& in, const Tensor& g) {
+      [shape, key_padding, p = r.probs](std::vector<Variable>& in, const Tensor& g) {
         const Tensor gv = in[3].defined() ? in[3].value() : Tensor();
         core::AttentionGrads d = core::attention_backward(g, in[0].value(), in[1].value(), in[2].value(), p, shape,
-                                                          gv, in[3].requires_grad());
+                                                          key_padding, gv, in[3].requires_grad());
         if (in[0].requires_grad()) in[0].accumulate_grad(d.dq);
         if (in[1].requires_grad()) in[1].accumulate_grad(d.dk);
         if (in[2].requires_grad()) in[2].accumulate_grad(d.dv);

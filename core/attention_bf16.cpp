@@ -9,6 +9,10 @@ namespace {
 
 // This thread's bf16 buffers, one per operand a chunk keeps.
 enum Slot { kQ, kK, kV, kDout, kP, kDs };
+// Its float buffers: S (the backward's dP, then dS), the backward's
+// recomputed S, and one row of probabilities where P is not kept. Slots 1
+// and 2 are gated_dout's and gate_grads' (attention_blocks.h).
+enum FloatSlot { kScores = 0, kRecomputed = 3, kRow = 4 };
 
 // Rows [r0, r0 + rows) of each of the block's heads of x, [rows, cols]
 // each, rounded into `slot` densely in the block's (batch row, head) order:
@@ -34,9 +38,20 @@ void rounded_heads_gemm(int64_t nb, int64_t h, bool ta, bool tb, int64_t m, int6
 }
 
 // A dense [nb, h, rows, keys] float buffer of this thread, as heads.
-Heads<float> dense_scores(int64_t nb, int64_t h, int64_t rows, int64_t keys) {
-  float* p = scratch<float>(static_cast<std::size_t>(nb * h * rows * keys), 0);
+Heads<float> dense_scores(int64_t nb, int64_t h, int64_t rows, int64_t keys, FloatSlot slot) {
+  float* p = scratch<float>(static_cast<std::size_t>(nb * h * rows * keys), slot);
   return {p, keys, h * rows * keys, rows * keys};
+}
+
+// S = Q K^T over a chunk's rows and the keys they see, [nb, h, rows, keys]
+// in the dense buffer `slot`, from Q's rows and K's keys as round_heads
+// leaves them: the forward's call, which the backward repeats to get P's
+// bits back.
+Heads<float> chunk_scores(int64_t nb, int64_t h, const Chunk& ch, int64_t dk, const bf16_t* q16, const bf16_t* k16,
+                          FloatSlot slot) {
+  const Heads<float> S = dense_scores(nb, h, ch.r1 - ch.r0, ch.keys, slot);
+  rounded_heads_gemm(nb, h, false, true, ch.r1 - ch.r0, ch.keys, dk, q16, k16, S);
+  return S;
 }
 
 }  // namespace
@@ -55,18 +70,18 @@ void attention_fwd_bf16(const float* q, const float* k, const float* v, float* o
     const Heads<const float> Q = seq_heads(q, dims, blk.b0), K = seq_heads(k, dims, blk.b0),
                              V = seq_heads(v, dims, blk.b0);
     const Heads<float> O = seq_heads(out, dims, blk.b0);
+    float* p_row = scratch<float>(static_cast<std::size_t>(Tn), kRow);
     for (int64_t c = 0; c < chunk_count(Tn, s.causal); ++c) {
       const Chunk ch = chunk_of(c, Tn, s.causal);
       const int64_t rows = ch.r1 - ch.r0;
-      // S = Q K^T into the dense buffer; P = softmax(scale S) into P and, rounded, into kP.
-      const Heads<float> S = dense_scores(nb, h, rows, ch.keys);
-      rounded_heads_gemm(nb, h, false, true, rows, ch.keys, dk, round_heads(Q, nb, h, ch.r0, rows, dk, kQ),
-                         round_heads(K, nb, h, 0, ch.keys, dk, kK), S);
+      // P = softmax(scale S) into P's rows (or, not kept, a row buffer) and, rounded, into kP.
+      const Heads<float> S = chunk_scores(nb, h, ch, dk, round_heads(Q, nb, h, ch.r0, rows, dk, kQ),
+                                          round_heads(K, nb, h, 0, ch.keys, dk, kK), kScores);
       bf16_t* p16 = scratch<bf16_t>(static_cast<std::size_t>(nb * h * rows * ch.keys), kP);
       for (int64_t pair = 0; pair < nb * h; ++pair) {
         const unsigned char* real_b = real ? real + (blk.b0 + pair / h) * Tn : nullptr;
         for (int64_t i = ch.r0; i < ch.r1; ++i) {
-          float* row = P + (blk.b0 * h + pair) * Tn * Tn + i * Tn;
+          float* row = P ? P + (blk.b0 * h + pair) * Tn * Tn + i * Tn : p_row;
           const int64_t at = pair * rows * ch.keys + (i - ch.r0) * ch.keys;
           scores_row_to_probs(S.p + at, row, s.causal ? i + 1 : Tn, Tn, scale, real_b);
           pack_bf16(row, 1, ch.keys, ch.keys, p16 + at);
@@ -82,8 +97,8 @@ void attention_fwd_bf16(const float* q, const float* k, const float* v, float* o
 }
 
 void attention_bwd_bf16(const float* dout, const float* q, const float* k, const float* v, const float* P,
-                        float* dq, float* dk_out, float* dv, const Dims& dims, const AttentionShape& s,
-                        const float* gates, double* dgate_part) {
+                        const unsigned char* real, float* dq, float* dk_out, float* dv, const Dims& dims,
+                        const AttentionShape& s, const float* gates, double* dgate_part) {
   const int64_t Tn = dims.T, dk = dims.dk, h = dims.h;
   const auto scale = static_cast<float>(s.scale);
   bool gated = false;
@@ -99,6 +114,7 @@ void attention_bwd_bf16(const float* dout, const float* q, const float* k, const
                              V = seq_heads(v, dims, blk.b0);
     const Heads<float> dQ = seq_heads(dq, dims, blk.b0), dK = seq_heads(dk_out, dims, blk.b0),
                        dV = seq_heads(dv, dims, blk.b0);
+    float* p_row = scratch<float>(static_cast<std::size_t>(Tn), kRow);
     // Chunks from the last, which reaches every key: it sets dV and dK
     // (beta 0), and each earlier chunk adds to their first `keys` rows.
     const int64_t chunks = chunk_count(Tn, s.causal);
@@ -106,26 +122,31 @@ void attention_bwd_bf16(const float* dout, const float* q, const float* k, const
       const Chunk ch = chunk_of(c, Tn, s.causal);
       const int64_t rows = ch.r1 - ch.r0;
       const float beta = c == chunks - 1 ? 0.0f : 1.0f;
+      const bf16_t* q16 = round_heads(Q, nb, h, ch.r0, rows, dk, kQ);
+      const bf16_t* k16 = round_heads(K, nb, h, 0, ch.keys, dk, kK);
+      // P not kept: the forward's S again, its rows' probabilities below.
+      const Heads<float> S = P ? Heads<float>{} : chunk_scores(nb, h, ch, dk, q16, k16, kRecomputed);
       const bf16_t* dO16 = round_heads(dO, nb, h, ch.r0, rows, dk, kDout);
-      const Heads<float> dS = dense_scores(nb, h, rows, ch.keys);
+      const Heads<float> dS = dense_scores(nb, h, rows, ch.keys, kScores);
       rounded_heads_gemm(nb, h, false, true, rows, ch.keys, dk, dO16, round_heads(V, nb, h, 0, ch.keys, dk, kV),
                          dS);  // dP = dO' V^T
       // dS over dP, in place, and the rounded copies of dS and of P.
       bf16_t* p16 = scratch<bf16_t>(static_cast<std::size_t>(nb * h * rows * ch.keys), kP);
       bf16_t* ds16 = scratch<bf16_t>(static_cast<std::size_t>(nb * h * rows * ch.keys), kDs);
-      for (int64_t pair = 0; pair < nb * h; ++pair)
+      for (int64_t pair = 0; pair < nb * h; ++pair) {
+        const unsigned char* real_b = real ? real + (blk.b0 + pair / h) * Tn : nullptr;
         for (int64_t i = ch.r0; i < ch.r1; ++i) {
-          const float* pr = P + (blk.b0 * h + pair) * Tn * Tn + i * Tn;
-          const int64_t at = pair * rows * ch.keys + (i - ch.r0) * ch.keys;
-          probs_row_grad(dS.p + at, pr, s.causal ? i + 1 : Tn, ch.keys, scale);
+          const int64_t n = s.causal ? i + 1 : Tn, at = pair * rows * ch.keys + (i - ch.r0) * ch.keys;
+          const float* pr = P ? P + (blk.b0 * h + pair) * Tn * Tn + i * Tn : p_row;
+          if (!P) scores_row_to_probs(S.p + at, p_row, n, Tn, scale, real_b);
+          probs_row_grad(dS.p + at, pr, n, ch.keys, scale);
           pack_bf16(dS.p + at, 1, ch.keys, ch.keys, ds16 + at);
           pack_bf16(pr, 1, ch.keys, ch.keys, p16 + at);
         }
-      rounded_heads_gemm(nb, h, true, false, ch.keys, dk, rows, p16, dO16, dV, beta);  // dV += P^T dO'
-      rounded_heads_gemm(nb, h, false, false, rows, dk, ch.keys, ds16, round_heads(K, nb, h, 0, ch.keys, dk, kK),
-                         dQ.rows_from(ch.r0));  // dQ = dS K
-      rounded_heads_gemm(nb, h, true, false, ch.keys, dk, rows, ds16, round_heads(Q, nb, h, ch.r0, rows, dk, kQ),
-                         dK, beta);  // dK += dS^T Q
+      }
+      rounded_heads_gemm(nb, h, true, false, ch.keys, dk, rows, p16, dO16, dV, beta);          // dV += P^T dO'
+      rounded_heads_gemm(nb, h, false, false, rows, dk, ch.keys, ds16, k16, dQ.rows_from(ch.r0));  // dQ = dS K
+      rounded_heads_gemm(nb, h, true, false, ch.keys, dk, rows, ds16, q16, dK, beta);          // dK += dS^T Q
     }
     if (dgate_part) gate_grads(dout, score_heads(P, dims, blk.b0), V, dims, blk, dgate_part);
   }

@@ -12,6 +12,13 @@
 // softmax rows are the same code, so the bits are that kernel's under bf16
 // precision, and (forward) those of the three-stage form
 // (attention_split.h). docs/performance.md measures the passes it saves.
+//
+// P [B, h, T, T] is written only where a caller reads it (P not null): the
+// probe, or the gates' gradient. Otherwise the forward's softmax rows pass
+// through a per-thread row, and the backward recomputes each chunk's S = Q K^T
+// with the forward's own call and P's rows with the same scores_row_to_probs:
+// the same bits as a stored P, for one more product and softmax per chunk,
+// and no f32 [B, h, T, T] tensor kept from the forward to the backward.
 #pragma once
 
 #include <cstdint>
@@ -24,14 +31,16 @@ namespace headlab::core::attention_detail {
 // Whether float32 attention's products run in bf16 now (gemm_precision()).
 bool attention_in_bf16();
 
-// As attention_fwd and attention_bwd (attention_kernels.cpp), for float.
-// With `out16`, out [B, T, d] is also written there rounded to bf16, block
-// by block after its gates, for the output projection that reads it next
-// (core/bf16_operands.h).
+// As attention_fwd and attention_bwd (attention_kernels.cpp), for float:
+// q, k, v, out, dout, dq, dk_out, dv [B, T, d]; P [B, h, T, T] or null (not
+// kept: the backward recomputes it from q, k and real [B * T], as the
+// forward made it; dgate_part needs a kept P). With `out16`, out [B, T, d]
+// is also written there rounded to bf16, block by block after its gates,
+// for the output projection that reads it next (core/bf16_operands.h).
 void attention_fwd_bf16(const float* q, const float* k, const float* v, float* out, float* P, const Dims& dims,
                         const AttentionShape& s, const unsigned char* real, const float* gates, bf16_t* out16);
 void attention_bwd_bf16(const float* dout, const float* q, const float* k, const float* v, const float* P,
-                        float* dq, float* dk_out, float* dv, const Dims& dims, const AttentionShape& s,
-                        const float* gates, double* dgate_part);
+                        const unsigned char* real, float* dq, float* dk_out, float* dv, const Dims& dims,
+                        const AttentionShape& s, const float* gates, double* dgate_part);
 
 }  // namespace headlab::core::attention_detail

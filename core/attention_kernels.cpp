@@ -96,14 +96,18 @@ void attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* P
 }  // namespace
 
 AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionShape& shape,
-                                   const Tensor& key_padding, const Tensor& gates) {
+                                   const Tensor& key_padding, const Tensor& gates, bool keep_probs) {
   const char* op = "attention_forward";
   const Dims dims = check_qkv(q, k, v, shape, op);
   check_gates(gates, dims, q.dtype(), op);
   const std::vector<unsigned char> real = real_keys(key_padding, dims);
-  AttentionForward r{Tensor::empty(q.shape(), q.dtype()), Tensor::empty({dims.B, dims.h, dims.T, dims.T}, q.dtype())};
+  // Only the bf16 kernel's backward can do without P: float32 products are
+  // too slow to compute twice.
+  const bool keep = keep_probs || q.dtype() != DType::f32 || !attention_in_bf16();
+  AttentionForward r{Tensor::empty(q.shape(), q.dtype()),
+                     keep ? Tensor::empty({dims.B, dims.h, dims.T, dims.T}, q.dtype()) : Tensor()};
   if (q.numel() == 0) {  // no queries, or d = 0: nothing to attend with
-    r.probs.fill_(0.0);
+    if (keep) r.probs.fill_(0.0);
     return r;
   }
   const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
@@ -114,8 +118,9 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
     const unsigned char* rp = real.empty() ? nullptr : real.data();
     if constexpr (std::is_same_v<T, float>)
       if (attention_in_bf16())  // with the rounded copy the output projection reads, in a training step
-        return attention_fwd_bf16(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(), r.probs.data<T>(),
-                                  dims, shape, rp, gp, bf16_copy_of_output(r.out, dims.d));
+        return attention_fwd_bf16(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(),
+                                  keep ? r.probs.data<T>() : nullptr, dims, shape, rp, gp,
+                                  bf16_copy_of_output(r.out, dims.d));
     attention_fwd<T>(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(), r.probs.data<T>(), dims, shape, rp,
                      gp);
   });
@@ -123,31 +128,42 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
 }
 
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& probs, const AttentionShape& shape, const Tensor& gates,
-                                  bool want_dgates) {
+                                  const Tensor& probs, const AttentionShape& shape, const Tensor& key_padding,
+                                  const Tensor& gates, bool want_dgates) {
   const char* op = "attention_backward";
   const Dims dims = check_qkv(q, k, v, shape, op);
   check_gates(gates, dims, q.dtype(), op);
   if (!dout.defined() || dout.shape() != q.shape() || dout.dtype() != q.dtype())
     throw std::invalid_argument(std::string(op) + ": dout must be like q, " + to_string(q.shape()));
-  if (!probs.defined() || probs.shape() != Shape{dims.B, dims.h, dims.T, dims.T} || probs.dtype() != q.dtype())
+  if (!probs.defined() && (q.dtype() != DType::f32 || want_dgates))
+    throw std::invalid_argument(std::string(op) + ": probs are undefined, which only a float32 q without the gates' " +
+                                "gradient allows (the bf16 kernel recomputes them): keep them in attention_forward");
+  if (probs.defined() &&
+      (probs.shape() != Shape{dims.B, dims.h, dims.T, dims.T} || probs.dtype() != q.dtype()))
     throw std::invalid_argument(std::string(op) + ": probs must be [B, h, T, T] = " +
                                 to_string(Shape{dims.B, dims.h, dims.T, dims.T}) + " of q's dtype");
+  // The padding matters only to a recomputed P.
+  const std::vector<unsigned char> real =
+      probs.defined() ? std::vector<unsigned char>() : real_keys(key_padding, dims);
   AttentionGrads g{Tensor::empty(q.shape(), q.dtype()), Tensor::empty(q.shape(), q.dtype()),
                    Tensor::empty(q.shape(), q.dtype()), Tensor()};
   std::vector<double> part(want_dgates ? static_cast<std::size_t>(dims.pairs()) : 0, 0.0);
   if (q.numel() > 0) {
     const Tensor dc = dout.contiguous(), qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
-    const Tensor pc = probs.contiguous(), gc = gates.defined() ? gates.contiguous() : Tensor();
+    const Tensor pc = probs.defined() ? probs.contiguous() : Tensor();
+    const Tensor gc = gates.defined() ? gates.contiguous() : Tensor();
     dispatch(q.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      const auto bwd = [&] {
-        if constexpr (std::is_same_v<T, float>)
-          if (attention_in_bf16()) return attention_bwd_bf16;
-        return attention_bwd<T>;
-      }();
-      bwd(dc.data<T>(), qc.data<T>(), kc.data<T>(), vc.data<T>(), pc.data<T>(), g.dq.data<T>(), g.dk.data<T>(),
-          g.dv.data<T>(), dims, shape, gc.defined() ? gc.data<T>() : nullptr, want_dgates ? part.data() : nullptr);
+      const T* pp = pc.defined() ? pc.data<T>() : nullptr;
+      const T* gp = gc.defined() ? gc.data<T>() : nullptr;
+      double* dgp = want_dgates ? part.data() : nullptr;
+      if constexpr (std::is_same_v<T, float>)
+        if (attention_in_bf16() || !pp)  // no probs: the forward ran in bf16
+          return attention_bwd_bf16(dc.data<T>(), qc.data<T>(), kc.data<T>(), vc.data<T>(), pp,
+                                    real.empty() ? nullptr : real.data(), g.dq.data<T>(), g.dk.data<T>(),
+                                    g.dv.data<T>(), dims, shape, gp, dgp);
+      attention_bwd<T>(dc.data<T>(), qc.data<T>(), kc.data<T>(), vc.data<T>(), pp, g.dq.data<T>(), g.dk.data<T>(),
+                       g.dv.data<T>(), dims, shape, gp, dgp);
     });
   }
   if (want_dgates) {

@@ -2,7 +2,8 @@
 // and both products of every (batch, head) pair in one pass, forward and
 // backward. Composed from matmul + mul + masked_fill + softmax, the same
 // step allocates and walks five [B, h, T, T] tensors and copies the heads
-// in and out of [B, h, T, d_k]; fused, it keeps only the probabilities.
+// in and out of [B, h, T, d_k]; fused, it keeps only the probabilities
+// (in bf16 not even those, unless asked: attention_forward below).
 //
 // Shapes: q, k, v, out [B, T, d] with d = h * d_k, head i in columns
 // i*d_k .. (i+1)*d_k - 1 (the Linear layers' own layout, so no permute
@@ -30,21 +31,28 @@ struct AttentionShape {
 };
 
 // key_padding: undefined or [B, T] (any dtype; nonzero = a real token).
-// gates: undefined (all 1) or [h] of q's dtype.
+// gates: undefined (all 1) or [h] of q's dtype. The probabilities are kept
+// for the backward, except in bf16 mixed precision (attention_in_bf16(),
+// core/attention_bf16.h) when keep_probs is false: that backward recomputes
+// them, which spares a [B, h, T, T] float tensor from the forward to the
+// backward, and probs is left undefined.
 struct AttentionForward {
   Tensor out;    // [B, T, d]
-  Tensor probs;  // [B, h, T, T]
+  Tensor probs;  // [B, h, T, T], or undefined (not kept)
 };
 AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionShape& shape,
-                                   const Tensor& key_padding, const Tensor& gates);
+                                   const Tensor& key_padding, const Tensor& gates, bool keep_probs = true);
 
 // dout [B, T, d] -> dq, dk, dv [B, T, d]; dgates [h] only if want_dgates
 // (sum over the batch of <dout_head, (P V)_head>, added in batch order).
+// probs, key_padding and gates: the forward's. Undefined probs (a bf16
+// forward that kept none) are recomputed, bit for bit, by the bf16 kernel,
+// whatever the precision now; dgates reads kept probs.
 struct AttentionGrads {
   Tensor dq, dk, dv, dgates;
 };
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& probs, const AttentionShape& shape, const Tensor& gates,
-                                  bool want_dgates);
+                                  const Tensor& probs, const AttentionShape& shape, const Tensor& key_padding,
+                                  const Tensor& gates, bool want_dgates);
 
 }  // namespace headlab::core

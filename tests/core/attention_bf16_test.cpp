@@ -3,11 +3,16 @@
 // (operands rounded to bf16, f32 softmax), on both backends, causal with a
 // short last chunk, padded, and gated; and the forward's bits against the
 // three-stage form (attention_split.h), which runs the float32 kernel's
-// generic bf16 products.
+// generic bf16 products; and without a kept P, the recomputing backward's
+// bits against the kept P's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/attention_kernels.h"
@@ -53,7 +58,7 @@ TEST(AttentionBf16, EveryOutputMatchesTheRoundedReferenceOnBothBackends) {
       const Tensor mask = c.padded ? Tensor::from_vector(real, {B, T}, DType::f32) : Tensor();
       const Tensor gates = c.gated ? Tensor::from_vector(gates_v, {h}, DType::f32) : Tensor();
       const AttentionForward f = attention_forward(Q, K, V, shape, mask, gates);
-      const AttentionGrads g = attention_backward(dO, Q, K, V, f.probs, shape, gates, c.gated);
+      const AttentionGrads g = attention_backward(dO, Q, K, V, f.probs, shape, mask, gates, c.gated);
       const std::vector<double> P = f.probs.to_vector(), out = f.out.to_vector();
       const std::vector<double> dq = g.dq.to_vector(), dkv = g.dk.to_vector(), dv = g.dv.to_vector();
       const auto at = [&](int64_t b, int64_t t, int64_t head, int64_t x) { return (b * T + t) * d + head * dk + x; };
@@ -120,6 +125,63 @@ TEST(AttentionBf16, EveryOutputMatchesTheRoundedReferenceOnBothBackends) {
       EXPECT_EQ(P3.to_vector(), P);
       EXPECT_EQ(attention_apply_forward(P3, V, shape, gates).to_vector(), out);
     }
+}
+
+// A float tensor's bits (a -0 against a 0 counts).
+std::vector<uint32_t> bits(const Tensor& t) {
+  std::vector<uint32_t> b(static_cast<std::size_t>(t.numel()));
+  std::memcpy(b.data(), t.contiguous().data<float>(), b.size() * sizeof(float));
+  return b;
+}
+
+// 150 causal rows: chunks of 64, 64 and 22. The first two cases' shapes
+// have blocks of one sequence each (core/attention_blocks.h), the last one
+// block of both.
+const Case kRecomputeCases[] = {{"causal, three chunks, padded", 3, 150, 2, 16, true, true, false},
+                                {"causal, gated, padded", 3, 70, 3, 8, true, true, true},
+                                {"bidirectional, padded", 2, 40, 4, 16, false, true, false}};
+
+TEST(AttentionBf16, WithoutKeptProbabilitiesTheBackwardRecomputesTheirBitsOnBothBackends) {
+  SKIP_WITHOUT_BF16_UNITS();
+  for (const Case& c : kRecomputeCases)
+    for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+      SCOPED_TRACE(std::string(c.what) + ", " + gemm_backend_name(backend));
+      const test::Scope on(backend, GemmPrecision::bf16);
+      const int64_t B = c.B, T = c.T, h = c.h, d = h * c.dk;
+      const auto random = [&](uint64_t seed) {
+        const std::vector<float> x = test::random_floats(B * T * d, seed);
+        return Tensor::from_vector(std::vector<double>(x.begin(), x.end()), {B, T, d}, DType::f32);
+      };
+      const Tensor Q = random(5), K = random(6), V = random(7), dO = random(8);
+      // Padded keys in every sequence, in a different place in each.
+      std::vector<double> real(static_cast<std::size_t>(B * T), 1.0);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < T; ++j)
+          if ((j * 7 + b * 3) % 11 == 0) real[static_cast<std::size_t>(b * T + j)] = 0.0;
+      const Tensor mask = Tensor::from_vector(real, {B, T}, DType::f32);
+      std::vector<double> gates_v(static_cast<std::size_t>(h), 1.0);
+      gates_v[1] = 0.5;
+      const Tensor gates = c.gated ? Tensor::from_vector(gates_v, {h}, DType::f32) : Tensor();
+      const AttentionShape shape{h, c.causal, 1.0 / std::sqrt(static_cast<double>(c.dk))};
+      const AttentionForward kept = attention_forward(Q, K, V, shape, mask, gates);
+      const AttentionForward dropped = attention_forward(Q, K, V, shape, mask, gates, false);
+      ASSERT_TRUE(kept.probs.defined());
+      ASSERT_FALSE(dropped.probs.defined());  // so the backward below recomputes them
+      const AttentionGrads a = attention_backward(dO, Q, K, V, kept.probs, shape, mask, gates, false);
+      const AttentionGrads b = attention_backward(dO, Q, K, V, dropped.probs, shape, mask, gates, false);
+      EXPECT_EQ(bits(kept.out), bits(dropped.out));
+      EXPECT_EQ(bits(a.dq), bits(b.dq));
+      EXPECT_EQ(bits(a.dk), bits(b.dk));
+      EXPECT_EQ(bits(a.dv), bits(b.dv));
+      // The gates' gradient reads P: without it, a clear error.
+      if (c.gated) {
+        EXPECT_THROW(attention_backward(dO, Q, K, V, dropped.probs, shape, mask, gates, true), std::invalid_argument);
+      }
+    }
+  // float32 keeps P whatever is asked: its backward reads it.
+  const test::Scope f32(gemm_backend(), GemmPrecision::f32);
+  const Tensor x = Tensor::from_vector(std::vector<double>(2 * 5 * 4, 0.5), {2, 5, 4}, DType::f32);
+  EXPECT_TRUE(attention_forward(x, x, x, {2, true, 0.5}, Tensor(), Tensor(), false).probs.defined());
 }
 
 }  // namespace

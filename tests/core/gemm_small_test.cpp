@@ -118,7 +118,7 @@ TEST(SmallProducts, AttentionAtThreeTokensIsTheSameOnBothBackendsAndListedAsLoop
   for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
     set_gemm_backend(backend);
     const AttentionForward f = attention_forward(q, k, v, shape, Tensor(), Tensor());
-    const AttentionGrads g = attention_backward(dout, q, k, v, f.probs, shape, Tensor(), false);
+    const AttentionGrads g = attention_backward(dout, q, k, v, f.probs, shape, Tensor(), Tensor(), false);
     outputs[backend == GemmBackend::onednn ? 0 : 1] = {f.out.to_vector(), f.probs.to_vector(), g.dq.to_vector(),
                                                        g.dk.to_vector(), g.dv.to_vector()};
   }
@@ -126,7 +126,7 @@ TEST(SmallProducts, AttentionAtThreeTokensIsTheSameOnBothBackendsAndListedAsLoop
   EXPECT_EQ(outputs[0], outputs[1]);
   const std::vector<GemmKernelUse> uses = gemm_kernels_of([&] {
     const AttentionForward f = attention_forward(q, k, v, shape, Tensor(), Tensor());
-    attention_backward(dout, q, k, v, f.probs, shape, Tensor(), false);
+    attention_backward(dout, q, k, v, f.probs, shape, Tensor(), Tensor(), false);
   });
   int calls = 0;
   for (const GemmKernelUse& u : uses) {

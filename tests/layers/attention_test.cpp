@@ -14,6 +14,7 @@
 #include "core/ops.h"
 #include "core/random.h"
 #include "tests/layers/reference_attention.h"
+#include "tests/precision.h"
 
 namespace headlab::layers {
 namespace {
@@ -268,6 +269,36 @@ TEST(MultiHeadAttention, GateGradientIsTheLossChangePerUnitGate) {
     const double without = core::sum(mha->forward(Variable(x), nullptr, &ablated).value()).item();
     EXPECT_NEAR(base - without, grad.at({i}), 1e-10) << "head " << i;
   }
+}
+
+// In bf16 the fused op keeps the probabilities only for a probe (or the
+// gates' gradient): without one its backward recomputes them
+// (core/attention_bf16.h), padded keys and all, to the probed pass's bits.
+TEST(MultiHeadAttention, InBf16AProbeChangesNoGradientBit) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const test::PrecisionScope bf16(core::GemmPrecision::bf16);
+  core::Generator gen(21);
+  MultiHeadAttention mha(ModelSpec{.heads = 2, .d_model = kModel, .causal = true}, gen, DType::f32);
+  const int64_t T = 70;  // two causal chunks, the last of 6 rows
+  const Tensor x = gen.normal({kBatch, T, kModel}, 0.0, 1.0, DType::f32);
+  const Tensor weights = gen.normal({kBatch, T, kModel}, 0.0, 1.0, DType::f32);
+  std::vector<double> real(static_cast<std::size_t>(kBatch * T), 1.0);
+  for (int64_t j = 50; j < T; ++j) real[static_cast<std::size_t>(j)] = 0.0;  // sequence 0 has 50 tokens
+  real[static_cast<std::size_t>(T + 3)] = 0.0;
+  const Tensor pad = Tensor::from_vector(real, {kBatch, T}, DType::f32);
+  // x's gradient and every parameter's, exactly.
+  const auto grads = [&](LayerProbe* probe) {
+    mha.zero_grad();
+    const Variable input(x, true);
+    autograd::sum(mha.forward(input, &pad, probe) * Variable(weights)).backward();
+    std::vector<std::vector<double>> g{input.grad().to_vector()};
+    for (auto& [name, p] : mha.named_parameters()) g.push_back(p.grad().to_vector());
+    return g;
+  };
+  LayerProbe probe;
+  const std::vector<std::vector<double>> probed = grads(&probe);
+  ASSERT_TRUE(probe.attention.defined());
+  EXPECT_EQ(grads(nullptr), probed);
 }
 
 TEST(MultiHeadAttention, ProbeGatesMustBeAnHElementVariableOfTheInputsDtype) {
