@@ -16,11 +16,31 @@ namespace headlab::autograd {
 
 using detail::checked;
 
+namespace {
+
+// Probabilities of at most this many bytes a layer are kept even where the
+// backward could recompute them (bf16): there they are small next to the
+// layer's other activations, and writing them costs less than the
+// recompute's second softmax (docs/performance.md, "Attention's operands,
+// rounded where they are made": the small preset's step 6-12% slower when
+// they were recomputed, medium's unchanged, for 0.5 MiB a layer).
+constexpr int64_t kKeptProbsBytes = int64_t{4} << 20;
+
+// q [B, T, d]: whether P [B, h, T, T] is that small.
+bool probs_kept_anyway(const Variable& q, int64_t heads) {
+  if (q.dim() != 3) return true;  // attention_forward names the bad shape
+  const int64_t t = q.size(1);
+  return q.size(0) * heads * t * t * static_cast<int64_t>(sizeof(float)) <= kKeptProbsBytes;
+}
+
+}  // namespace
+
 Variable attention(const Variable& q, const Variable& k, const Variable& v, int64_t heads, bool causal, double scale,
                    const Tensor& key_padding, const Variable& gates, Tensor* probs) {
   const core::AttentionShape shape{heads, causal, scale};
   const Tensor gate_values = gates.defined() ? gates.value() : Tensor();
-  const bool keep_probs = probs != nullptr || (gates.defined() && gates.requires_grad());
+  const bool keep_probs = probs != nullptr || (gates.defined() && gates.requires_grad()) ||
+                          probs_kept_anyway(checked(q, "attention", "q"), heads);
   core::AttentionForward r =
       core::attention_forward(checked(q, "attention", "q").value(), checked(k, "attention", "k").value(),
                               checked(v, "attention", "v").value(), shape, key_padding, gate_values, keep_probs);

@@ -271,15 +271,15 @@ TEST(MultiHeadAttention, GateGradientIsTheLossChangePerUnitGate) {
   }
 }
 
-// In bf16 the fused op keeps the probabilities only for a probe (or the
-// gates' gradient): without one its backward recomputes them
+// In bf16 the fused op keeps probabilities over 4 MiB a layer only for a
+// probe (or the gates' gradient): without one its backward recomputes them
 // (core/attention_bf16.h), padded keys and all, to the probed pass's bits.
 TEST(MultiHeadAttention, InBf16AProbeChangesNoGradientBit) {
   SKIP_WITHOUT_BF16_UNITS();
   const test::PrecisionScope bf16(core::GemmPrecision::bf16);
   core::Generator gen(21);
   MultiHeadAttention mha(ModelSpec{.heads = 2, .d_model = kModel, .causal = true}, gen, DType::f32);
-  const int64_t T = 70;  // two causal chunks, the last of 6 rows
+  const int64_t T = 518;  // P over 4 MiB (kBatch 2, 2 heads); nine causal chunks, the last of 6 rows
   const Tensor x = gen.normal({kBatch, T, kModel}, 0.0, 1.0, DType::f32);
   const Tensor weights = gen.normal({kBatch, T, kModel}, 0.0, 1.0, DType::f32);
   std::vector<double> real(static_cast<std::size_t>(kBatch * T), 1.0);
