@@ -244,7 +244,9 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   if (!source.checkpoint.empty()) heads["checkpoint"] = source.checkpoint;
   if (!source.data_file.is_null()) heads["data_file"] = source.data_file;
   if (!edited.is_null()) heads["edited"] = edited;
-  nlohmann::json shown = config;
+  // The report's settings are what the model trained with, never the
+  // sequences an analysis read in their place (the title names those).
+  nlohmann::json shown = source.run_config.is_null() ? config : source.run_config;
   if (edited.is_object() && shown.is_object()) shown["edited"] = edited_text(edited);
   // A link (or anything but a file) at heads.json is refused before anything
   // is written; a regular one goes first, so that no old heads.json outlives

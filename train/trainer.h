@@ -124,6 +124,11 @@ struct AnalysisSource {
   // The start of the report's title; empty: the folder's name. A checkpoint
   // file of its own is named by its file ("edits/no-L1H0.safetensors").
   std::string title;
+  // The run's own settings, which the report shows as its config.json, when
+  // the analysis read other sequences than the run's (`analyze --data` or
+  // `--task`, whose config names what was read, as heads.json's task or data
+  // do); null: the config itself.
+  nlohmann::json run_config;
 };
 
 // Writes heads.json and report.html for an analysis into `folder`. heads.json

@@ -426,6 +426,12 @@ TEST(DataFile, AnalyzeDataRecordsWhatItReadAndKeepsOtherAnalyses) {
   EXPECT_EQ(record.at("size"), read_bytes(cwd / "rows.jsonl").size());
   EXPECT_TRUE(record.at("hash").is_number_unsigned());
   EXPECT_EQ(record.at("pipe"), false);
+  // The report's settings are the run's config.json, what the model trained
+  // on; its title says what was analyzed instead (it showed the file as the
+  // run's data, and its eval-batch as the file's rows).
+  const nlohmann::json page = page_data(read_bytes(cwd / "x/report.html"));
+  EXPECT_EQ(page.at("config"), nlohmann::json::parse(read_bytes(shared_run() + "/config.json")));
+  EXPECT_EQ(page.at("title"), "x · analyzed on rows.jsonl · headlab");
 
   const RunResult again = run_headlab(analyze, cwd.path());
   EXPECT_EQ(again.exit_code, 0) << "the same analysis replaces its own: " << again.describe();
@@ -461,7 +467,7 @@ TEST(DataFile, AnAnalysisOfAPipeRecordsWhatItHeld) {
   EXPECT_EQ(record.at("pipe"), true);
   EXPECT_EQ(record.at("sequences"), 2);
   EXPECT_EQ(record.at("size"), rows.size());
-  EXPECT_NE(read_bytes(cwd / "p/report.html").find("<title>p · pipe · headlab</title>"), std::string::npos);
+  EXPECT_NE(read_bytes(cwd / "p/report.html").find("<title>p · analyzed on pipe · headlab</title>"), std::string::npos);
 }
 
 // `train --data /dev/stdin < rows.jsonl` reads a regular file, but config.json
