@@ -360,6 +360,16 @@ TEST(DataFile, SizesReadFromTheFileAreLoggedAndNamedWhenTheyCannotFit) {
   EXPECT_EQ(given.err.find("inferred"), std::string::npos) << given.err;
   EXPECT_FALSE(std::filesystem::exists(cwd / "huge"));
   EXPECT_FALSE(std::filesystem::exists(cwd / "long"));
+  // An --eval-data line beyond the sizes inferred from --data alone is refused
+  // with those sizes and the flags that fit both files, not only "longer than
+  // the model's seq-len 8".
+  write_bytes(cwd / "held.jsonl", "{\"tokens\": [0, 1, 2, 3, 4, 5, 6, 7, 1, 2]}\n");
+  const RunResult held = run_headlab(
+      train_command(cwd / "held", {{"--data", cwd / "target.jsonl"}, {"--eval-data", cwd / "held.jsonl"}}), cwd.path());
+  EXPECT_TRUE(clean_failure(held, 2,
+                            {cwd / "held.jsonl" + ":1: 10 tokens, longer than the model's seq-len 8",
+                             "seq-len 8 inferred from " + cwd / "target.jsonl", "give --seq-len"}));
+  EXPECT_FALSE(std::filesystem::exists(cwd / "held"));
 }
 
 // Rows of 6 tokens whose targets, given, are the previous token.
