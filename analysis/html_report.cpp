@@ -134,6 +134,19 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
 
 }  // namespace
 
+std::optional<int64_t> last_record_step(const std::vector<nlohmann::json>& history, const std::string& head,
+                                        const std::string& pattern) {
+  std::optional<int64_t> last;
+  for (const nlohmann::json& line : history) {
+    if (!line.is_object() || !line.contains("heads") || !line.contains("step") || !line.at("step").is_number()) continue;
+    const nlohmann::json& heads = line.at("heads");
+    if (heads.is_object() && heads.contains(head) && heads.at(head).is_object() && heads.at(head).contains(pattern) &&
+        heads.at(head).at(pattern).is_number())
+      last = line.at("step").get<int64_t>();
+  }
+  return last;
+}
+
 std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                       const std::string& pattern, double threshold) {
   std::optional<int64_t> since;
@@ -155,7 +168,21 @@ std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history
 std::optional<int64_t> pattern_emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                               const Label& pattern, const RunAnalysis& run,
                                               const LabelOptions& options) {
-  return emergence_step(history, head, label_key(pattern), label_threshold(pattern, label_set(run), options));
+  const std::string key = label_key(pattern);
+  const double threshold = label_threshold(pattern, label_set(run), options);
+  std::optional<int64_t> since = emergence_step(history, head, key, threshold);
+  // The run's final analysis is an analyzed step too, but a last step off the
+  // --analyze-every grid has no line of it in metrics.jsonl: it counts after
+  // the history's last record of the head (when there is one: a single
+  // analysis shows no emergence).
+  const std::optional<int64_t> last = last_record_step(history, head, key);
+  if (!last || !run.step || *run.step <= *last) return since;
+  for (const HeadAnalysis& h : run.heads) {
+    if (head_name(h.layer, h.head) != head) continue;
+    if (label_score(h.scores, pattern) >= threshold) return since ? since : run.step;
+    return std::nullopt;
+  }
+  return since;
 }
 
 std::optional<int64_t> loss_drop_step(const std::vector<nlohmann::json>& history, double min_drop) {

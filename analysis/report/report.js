@@ -351,6 +351,10 @@
         if (r && isNum(line.step) && isNum(r[x.pattern])) pts.push([line.step, r[x.pattern]]);
       }
       if (!pts.length) return;
+      // The final analysis, of a last step off the --analyze-every grid, which
+      // metrics.jsonl has no record of (its emergence counts it too).
+      const last = hd.scores && hd.scores[x.pattern];
+      if (isNum(run.step) && run.step > pts[pts.length - 1][0] && isNum(last)) pts.push([run.step, last]);
       const color = HEAD_COLORS[i % HEAD_COLORS.length];
       if (!labelsSeen.includes(hd.label)) labelsSeen.push(hd.label);
       const dash = [null, '7 4', '2 3', '9 3 2 3'][labelsSeen.indexOf(hd.label) % 4];
