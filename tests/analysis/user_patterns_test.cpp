@@ -137,6 +137,21 @@ TEST(UserPatterns, APositionalPatternThatCoincidesWithABuiltInOneStillLabelsItsH
     EXPECT_NE(std::string(e.what()).find("'offset:-1': K must be >= 0"), std::string::npos) << e.what();
   }
   EXPECT_THROW(positional_pattern("lag:1", 1, 4, true, {}), std::invalid_argument);
+  // Each refusal says what is wrong with K: a negative position is no offset,
+  // a leading zero would name offset:1 a second time, a long number is a number.
+  const auto refusal = [](const std::string& spec) {
+    try {
+      positional_pattern(spec, 1, 4, true, {});
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal("position:-1").find("position:K reads position K"), std::string::npos) << refusal("position:-1");
+  EXPECT_EQ(refusal("position:-1").find("offset:K"), std::string::npos) << refusal("position:-1");
+  EXPECT_NE(refusal("offset:01").find("without leading zeros (offset:1)"), std::string::npos) << refusal("offset:01");
+  EXPECT_NE(refusal("offset:9999999999999").find("beyond any sequence's positions"), std::string::npos);
+  EXPECT_EQ(refusal("offset:0"), "accepted");
 }
 
 TEST(UserPatterns, HeadsJsonRecordsThePatternsRolesAndWhatWasAnalyzedAndReadsThemBack) {
