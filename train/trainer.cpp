@@ -233,6 +233,11 @@ std::string edited_text(const nlohmann::json& edited) {
 
 }  // namespace
 
+std::string as_recorded(const std::string& text) {
+  return nlohmann::json::parse(nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .get<std::string>();
+}
+
 void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& run, const nlohmann::json& config,
                           const AnalysisSource& source) {
   const nlohmann::json& edited = source.edited;
@@ -259,7 +264,8 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   options.run_name = source.title.empty() ? folder.name() : source.title;
   options.snapshots = source.snapshots;
   write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), shown, options));
-  write_file_atomic(folder.heads(), heads.dump(2) + "\n");
+  // The paths it names (checkpoint, data_file) are the user's: never a failure here, after the analysis.
+  write_file_atomic(folder.heads(), heads.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 std::optional<int64_t> analyzed_step(const RunFolder& folder) {

@@ -131,6 +131,11 @@ struct AnalysisSource {
   nlohmann::json run_config;
 };
 
+// `text` as heads.json records it: JSON holds UTF-8 only, so a byte that is
+// not (a path named in Latin-1) becomes U+FFFD there, never an error after
+// the analysis. Compare a recorded string with this of the current one.
+std::string as_recorded(const std::string& text);
+
 // Writes heads.json and report.html for an analysis into `folder`. heads.json
 // goes last, once report.html is written (an older one is removed first): a
 // heads.json of the checkpoint's step (analyzed_step) tells --resume that the

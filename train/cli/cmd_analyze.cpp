@@ -327,10 +327,11 @@ int run_analyze(const AnalyzeArgs& args) {
   const bool own_folder = !named_folder && fs::equivalent(out, home.empty() ? "." : home, same_ec);
   // What this analysis reads, as its heads.json will name it: an analysis
   // folder holding another one's is never replaced by it.
+  // As heads.json records them (a path not in UTF-8 with U+FFFD), which they are compared with.
   const AnalysisOf analysis_of{
-      fs::absolute(ck_path).lexically_normal().string(),
-      !args.data.empty() ? "data:" + fs::absolute(args.data).lexically_normal().string()
-                         : (!args.task.empty() ? args.task : trained_on)};
+      train::as_recorded(fs::absolute(ck_path).lexically_normal().string()),
+      train::as_recorded(!args.data.empty() ? "data:" + fs::absolute(args.data).lexically_normal().string()
+                                            : (!args.task.empty() ? args.task : trained_on))};
   // The folder named after the file is picked as --out is: refused when it
   // is another run's, a sweep's, or the user's.
   if (named_folder && args.out.empty())
