@@ -91,8 +91,9 @@ void TrainConfig::validate() const {
       try {
         (void)nlohmann::json(field).dump();
       } catch (const nlohmann::json::exception&) {
-        throw UsageError("--" + std::string(name) + " '" + brief_json(nlohmann::json(field)) +
-                         "' is not valid UTF-8 text");
+        throw UsageError("--" + std::string(name) + " " + brief_json(nlohmann::json(field)) +
+                         " is not valid UTF-8 text: config.json and the checkpoints record it as JSON, which holds "
+                         "UTF-8 only; give it a name in UTF-8 (rename it, or link to it under one)");
       }
     }
   });

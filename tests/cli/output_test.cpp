@@ -235,6 +235,9 @@ TEST(Analyze, PathsThatAreNotUtf8AreRecordedNotAFailureAfterTheWork) {
   }
   EXPECT_EQ(nlohmann::json::parse(read_bytes(cwd / "x/heads.json")).at("data_file").at("path"),
             cwd / "rows\xef\xbf\xbd.jsonl");
+  // A run's --data is read again by name (config.json): refused, saying why and what to do.
+  const RunResult trained = run_headlab(train_command(cwd / "new", {{"--data", cwd / "rows\xff.jsonl"}}), cwd.path());
+  EXPECT_TRUE(clean_failure(trained, 2, {"--data \"" + cwd / "rows", "is not valid UTF-8 text", "a name in UTF-8"}));
 
   const RunResult eval = run_headlab({"eval", run, "--json", "--dump-logits", cwd / "logits\xff.st"}, cwd.path());
   ASSERT_EQ(eval.exit_code, 0) << eval.describe();
