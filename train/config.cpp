@@ -309,10 +309,12 @@ void take_model(TrainConfig& config, const layers::ModelSpec& model, const std::
   });
   // An attention-only model has no MLP: its width and activation, which the
   // checkpoint's spec holds resolved (d_ff 4 d_model), stay as the user gave
-  // them, else unset, so that the run does not warn of an --d-ff nobody gave.
-  const auto is_given = [&](const char* name) { return std::find(given.begin(), given.end(), name) != given.end(); };
-  if (from.model.attn_only && !is_given("d-ff")) from.model.d_ff = config.model.d_ff;
-  if (from.model.attn_only && !is_given("activation")) from.model.activation = config.model.activation;
+  // them (checked above), else unset, so that the run does not warn of a
+  // --d-ff nobody gave.
+  if (from.model.attn_only) {
+    from.model.d_ff = config.model.d_ff;
+    from.model.activation = config.model.activation;
+  }
   config.model = from.model;
 }
 
