@@ -72,12 +72,21 @@ AttendPattern positional_pattern(const std::string& spec, int64_t batch, int64_t
   if (colon == std::string::npos || (kind != "offset" && kind != "position"))
     throw std::invalid_argument("--pattern '" + spec + "' is not a positional pattern" + forms);
   const std::string digits = spec.substr(colon + 1);
+  const bool whole = !digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos;
   if (digits.size() > 1 && digits[0] == '-' && digits.find_first_not_of("0123456789", 1) == std::string::npos)
-    throw std::invalid_argument("--pattern '" + spec + "': K must be >= 0 (offset:K reads the token K positions " +
-                                "before the query); for later keys, such as a bidirectional model's next token, " +
-                                "give them as a data file's \"attend\" pattern or a mask from Python");
-  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
-    throw std::invalid_argument("--pattern '" + spec + "': '" + digits + "' is not a whole number" + forms);
+    throw std::invalid_argument(
+        "--pattern '" + spec + "': K must be >= 0 (" +
+        (kind == "offset" ? "offset:K reads the token K positions before the query); for later keys, such as a "
+                            "bidirectional model's next token, give them as a data file's \"attend\" pattern or a "
+                            "mask from Python"
+                          : "position:K reads position K, the first being 0)"));
+  if (whole && digits.size() > 9)
+    throw std::invalid_argument("--pattern '" + spec + "': K " + digits + " is beyond any sequence's positions");
+  // The name is the pattern's label: offset:01 would be offset:1 scored twice under two names.
+  if (whole && digits.size() > 1 && digits[0] == '0')
+    throw std::invalid_argument("--pattern '" + spec + "': write K without leading zeros (" + kind + ":" +
+                                std::to_string(std::stoll(digits)) + "), the pattern's name");
+  if (!whole) throw std::invalid_argument("--pattern '" + spec + "': '" + digits + "' is not a whole number" + forms);
   const int64_t k = std::stoll(digits);
   // Such a pattern gives no query a key: every head would score null, unsaid.
   if (k >= seq_len)

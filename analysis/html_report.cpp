@@ -34,30 +34,33 @@ nlohmann::json example_maps(const AttentionExample& ex, int64_t n) {
   return layers;
 }
 
-// Names what was analyzed (analyze --task may differ from the training task),
-// else the run's task.
+// How a title names a source: a task by its name, a data file ("data:PATH")
+// by its file name, a pipe's (/dev/fd/63, which says nothing of what it held:
+// heads.json's data_file does) as "pipe".
+std::string source_name(const std::string& source) {
+  if (!source.starts_with("data:")) return source;
+  const std::string path = source.substr(5);
+  if (path.starts_with("/dev/fd/") || path.starts_with("/proc/self/fd/")) return "pipe";
+  return std::filesystem::path(path).filename().string();
+}
+
+// Names what the run trained on (its config: its data file, else its task)
+// and, when the analysis read something else (analyze --data or --task),
+// that: "analyzed on probe.jsonl".
 std::string page_title(const RunAnalysis& run, const nlohmann::json& config, const ReportOptions& options) {
   if (!options.title.empty()) return options.title;
   std::string title = options.run_name;
-  // What was analyzed (the analysis says), else what the run trained on: its
-  // data file's name, else its task.
   const auto text_of = [&](const char* key) {
     return config.is_object() && config.contains(key) && config.at(key).is_string() ? config.at(key).get<std::string>()
                                                                                    : std::string();
   };
+  // A --data run's config keeps the unused default task beside its file.
   const std::string data = text_of("data");
-  // A pipe's name (/dev/fd/63) says nothing of what it held: heads.json's data_file does.
-  const bool pipe = data.starts_with("/dev/fd/") || data.starts_with("/proc/self/fd/");
-  const std::string source = pipe             ? "pipe"
-                             : !data.empty() ? std::filesystem::path(data).filename().string()
-                                             : text_of("task");
-  // "analyzed on" only when the analysis read something other than what the run trained on.
-  const bool elsewhere = !run.analyzed.empty() && run.analyzed != text_of("task") &&
-                         (data.empty() || run.analyzed != "data:" + data);
-  if (elsewhere)
-    title += (title.empty() ? "" : " · ") + std::string("analyzed on ") + run.analyzed;
-  else if (!source.empty())
-    title += (title.empty() ? "" : " · ") + source;
+  const std::string trained = !data.empty() ? "data:" + data : text_of("task");
+  const bool elsewhere = !trained.empty() && !run.analyzed.empty() && run.analyzed != trained;
+  const std::string source = elsewhere ? "analyzed on " + source_name(run.analyzed)
+                                       : source_name(!trained.empty() ? trained : run.analyzed);
+  if (!source.empty()) title += (title.empty() ? "" : " · ") + source;
   return title + (title.empty() ? "headlab report" : " · headlab");
 }
 
@@ -131,6 +134,19 @@ nlohmann::json page_data(const RunAnalysis& run, const std::vector<nlohmann::jso
 
 }  // namespace
 
+std::optional<int64_t> last_record_step(const std::vector<nlohmann::json>& history, const std::string& head,
+                                        const std::string& pattern) {
+  std::optional<int64_t> last;
+  for (const nlohmann::json& line : history) {
+    if (!line.is_object() || !line.contains("heads") || !line.contains("step") || !line.at("step").is_number()) continue;
+    const nlohmann::json& heads = line.at("heads");
+    if (heads.is_object() && heads.contains(head) && heads.at(head).is_object() && heads.at(head).contains(pattern) &&
+        heads.at(head).at(pattern).is_number())
+      last = line.at("step").get<int64_t>();
+  }
+  return last;
+}
+
 std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                       const std::string& pattern, double threshold) {
   std::optional<int64_t> since;
@@ -152,7 +168,21 @@ std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history
 std::optional<int64_t> pattern_emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                               const Label& pattern, const RunAnalysis& run,
                                               const LabelOptions& options) {
-  return emergence_step(history, head, label_key(pattern), label_threshold(pattern, label_set(run), options));
+  const std::string key = label_key(pattern);
+  const double threshold = label_threshold(pattern, label_set(run), options);
+  std::optional<int64_t> since = emergence_step(history, head, key, threshold);
+  // The run's final analysis is an analyzed step too, but a last step off the
+  // --analyze-every grid has no line of it in metrics.jsonl: it counts after
+  // the history's last record of the head (when there is one: a single
+  // analysis shows no emergence).
+  const std::optional<int64_t> last = last_record_step(history, head, key);
+  if (!last || !run.step || *run.step <= *last) return since;
+  for (const HeadAnalysis& h : run.heads) {
+    if (head_name(h.layer, h.head) != head) continue;
+    if (label_score(h.scores, pattern) >= threshold) return since ? since : run.step;
+    return std::nullopt;
+  }
+  return since;
 }
 
 std::optional<int64_t> loss_drop_step(const std::vector<nlohmann::json>& history, double min_drop) {

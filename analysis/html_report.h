@@ -59,10 +59,16 @@ std::string report_html(const RunAnalysis& run, const std::vector<nlohmann::json
 std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                       const std::string& pattern, double threshold);
 
+// The step of the last line of `history` that records `head`'s score for `pattern`.
+std::optional<int64_t> last_record_step(const std::vector<nlohmann::json>& history, const std::string& head,
+                                        const std::string& pattern);
+
 // The emergence step of head `head`'s `pattern` by the labels' own rule: emergence_step at
 // label_threshold(pattern, label_set(run), options), the score at which that pattern labels a
-// head on run's set (its chance score plus the margin where that is above the threshold). The
-// run's report and sweep.json's emergence strip both take it.
+// head on run's set (its chance score plus the margin where that is above the threshold), with
+// run's own analysis (of `run.step`) as the last point when it comes after the history's last
+// record of the head (a last step off the --analyze-every grid). The run's report and
+// sweep.json's emergence strip both take it.
 std::optional<int64_t> pattern_emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                               const Label& pattern, const RunAnalysis& run,
                                               const LabelOptions& options = {});

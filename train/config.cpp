@@ -91,8 +91,9 @@ void TrainConfig::validate() const {
       try {
         (void)nlohmann::json(field).dump();
       } catch (const nlohmann::json::exception&) {
-        throw UsageError("--" + std::string(name) + " '" + brief_json(nlohmann::json(field)) +
-                         "' is not valid UTF-8 text");
+        throw UsageError("--" + std::string(name) + " " + brief_json(nlohmann::json(field)) +
+                         " is not valid UTF-8 text: config.json and the checkpoints record it as JSON, which holds "
+                         "UTF-8 only; give it a name in UTF-8 (rename it, or link to it under one)");
       }
     }
   });
@@ -306,6 +307,14 @@ void take_model(TrainConfig& config, const layers::ModelSpec& model, const std::
                          " (--init takes the whole model from the checkpoint: leave out --" + name + ")");
     });
   });
+  // An attention-only model has no MLP: its width and activation, which the
+  // checkpoint's spec holds resolved (d_ff 4 d_model), stay as the user gave
+  // them (checked above), else unset, so that the run does not warn of a
+  // --d-ff nobody gave.
+  if (from.model.attn_only) {
+    from.model.d_ff = config.model.d_ff;
+    from.model.activation = config.model.activation;
+  }
   config.model = from.model;
 }
 

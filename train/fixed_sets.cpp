@@ -265,8 +265,19 @@ std::unique_ptr<Task> with_fixed_sets(std::unique_ptr<Task> base, const TrainCon
   std::optional<Task::Fingerprint> eval_file;
   if (!config.eval_data.empty()) {
     // Its "attend" keys are checked against the model's attention, as --data's.
-    const DataFile file(config.eval_data, base->vocab(), base->num_classes(), base->seq_len(), false,
+    // Sizes inferred from --data alone are said, so that a longer or larger
+    // held-out line is met with the flags that fit both files.
+    const DataFile file = [&] {
+      try {
+        return DataFile(config.eval_data, base->vocab(), base->num_classes(), base->seq_len(), false,
                         config.model.causal);
+      } catch (const UsageError& e) {
+        const std::string inferred = base->inferred_sizes();
+        if (inferred.empty()) throw;
+        throw UsageError(std::string(e.what()) + " (the model's " + inferred +
+                         ": give --seq-len, --vocab or --classes that fit both --data and --eval-data)");
+      }
+    }();
     held_out = file.rows(0, file.size());
     eval_file = file.fingerprint();
     // The task's own pattern of that name would give way to the file's (describe keeps what the batch has), and

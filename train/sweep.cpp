@@ -57,21 +57,28 @@ nlohmann::ordered_json optional_json(const std::optional<int64_t>& v) {
   return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
 }
 
-// The first analysed step from which every later analysis line says
-// "specialized": true; absent if the last one says false or none says anything.
-std::optional<int64_t> specialized_since(const std::vector<nlohmann::json>& history) {
-  std::optional<int64_t> since;
+// The first analysed step from which every later analysis says
+// "specialized": true; absent if the last one says false or none says
+// anything. The run's final analysis (`heads`, its heads.json) is the last
+// one when it comes after the history's (a last step off the
+// --analyze-every grid, which metrics.jsonl holds no analysis of).
+std::optional<int64_t> specialized_since(const std::vector<nlohmann::json>& history,
+                                         const analysis::RunAnalysis& heads) {
+  std::optional<int64_t> since, last;
   for (const nlohmann::json& line : history) {
     if (!line.is_object() || !line.contains("step") || !line.at("step").is_number_integer()) continue;
     const auto it = line.find("specialized");
     if (it == line.end() || !it->is_boolean()) continue;
+    last = line.at("step").get<int64_t>();
     if (it->get<bool>()) {
-      if (!since) since = line.at("step").get<int64_t>();
+      if (!since) since = last;
     } else {
       since.reset();
     }
   }
-  return since;
+  if (!last || !heads.step || *heads.step <= *last) return since;
+  if (!heads.verdict.specialized) return std::nullopt;
+  return since ? since : heads.step;
 }
 
 // The summary of the runs `belongs` selects.
@@ -213,7 +220,7 @@ void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis) {
 
 void record_history(SweepRun& run, const std::vector<nlohmann::json>& history, const analysis::RunAnalysis& heads,
                     const analysis::LabelOptions& options) {
-  run.specialized_step = specialized_since(history);
+  run.specialized_step = specialized_since(history, heads);
   for (SweepHead& h : run.head_results)
     h.emerged = h.label.is_pattern() ? analysis::pattern_emergence_step(history, h.name, h.label, heads, options)
                                      : std::nullopt;

@@ -233,6 +233,11 @@ std::string edited_text(const nlohmann::json& edited) {
 
 }  // namespace
 
+std::string as_recorded(const std::string& text) {
+  return nlohmann::json::parse(nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .get<std::string>();
+}
+
 void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& run, const nlohmann::json& config,
                           const AnalysisSource& source) {
   const nlohmann::json& edited = source.edited;
@@ -244,7 +249,9 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   if (!source.checkpoint.empty()) heads["checkpoint"] = source.checkpoint;
   if (!source.data_file.is_null()) heads["data_file"] = source.data_file;
   if (!edited.is_null()) heads["edited"] = edited;
-  nlohmann::json shown = config;
+  // The report's settings are what the model trained with, never the
+  // sequences an analysis read in their place (the title names those).
+  nlohmann::json shown = source.run_config.is_null() ? config : source.run_config;
   if (edited.is_object() && shown.is_object()) shown["edited"] = edited_text(edited);
   // A link (or anything but a file) at heads.json is refused before anything
   // is written; a regular one goes first, so that no old heads.json outlives
@@ -257,7 +264,8 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   options.run_name = source.title.empty() ? folder.name() : source.title;
   options.snapshots = source.snapshots;
   write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), shown, options));
-  write_file_atomic(folder.heads(), heads.dump(2) + "\n");
+  // The paths it names (checkpoint, data_file) are the user's: never a failure here, after the analysis.
+  write_file_atomic(folder.heads(), heads.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 std::optional<int64_t> analyzed_step(const RunFolder& folder) {

@@ -124,7 +124,17 @@ struct AnalysisSource {
   // The start of the report's title; empty: the folder's name. A checkpoint
   // file of its own is named by its file ("edits/no-L1H0.safetensors").
   std::string title;
+  // The run's own settings, which the report shows as its config.json, when
+  // the analysis read other sequences than the run's (`analyze --data` or
+  // `--task`, whose config names what was read, as heads.json's task or data
+  // do); null: the config itself.
+  nlohmann::json run_config;
 };
+
+// `text` as heads.json records it: JSON holds UTF-8 only, so a byte that is
+// not (a path named in Latin-1) becomes U+FFFD there, never an error after
+// the analysis. Compare a recorded string with this of the current one.
+std::string as_recorded(const std::string& text);
 
 // Writes heads.json and report.html for an analysis into `folder`. heads.json
 // goes last, once report.html is written (an older one is removed first): a

@@ -351,6 +351,10 @@
         if (r && isNum(line.step) && isNum(r[x.pattern])) pts.push([line.step, r[x.pattern]]);
       }
       if (!pts.length) return;
+      // The final analysis, of a last step off the --analyze-every grid, which
+      // metrics.jsonl has no record of (its emergence counts it too).
+      const last = hd.scores && hd.scores[x.pattern];
+      if (isNum(run.step) && run.step > pts[pts.length - 1][0] && isNum(last)) pts.push([run.step, last]);
       const color = HEAD_COLORS[i % HEAD_COLORS.length];
       if (!labelsSeen.includes(hd.label)) labelsSeen.push(hd.label);
       const dash = [null, '7 4', '2 3', '9 3 2 3'][labelsSeen.indexOf(hd.label) % 4];
@@ -365,7 +369,9 @@
     const headSvg = series.length ? lineChart({ series, width: 1200, yMin: 0, yMax: 1, height: 320, marks, hlines: [{ y: th, label: 'label threshold ' + th.toFixed(2) }], tipFmt: (v) => v.toFixed(3) }) : null;
     const caption = series.length
       ? (emerged.length ? 'Emerged (score stays ≥ ' + th.toFixed(2) + ' from then on, circled): ' + emerged.join(' · ') + '.' : 'No head’s score stays above the threshold ' + th.toFixed(2) + '.')
-      : 'No per-head records in the metrics history (train with --analyze-every).';
+      : logLines.length ? 'No per-head records in the metrics history (train with --analyze-every).'
+        // An analysis folder (analyze --out, a snapshot's, another task's) holds no metrics.jsonl.
+        : 'No training history in this folder: it holds an analysis of a checkpoint, whose run folder’s report.html has the curves.';
     charts.append(chartBox('Head scores over training (each head’s final top pattern)', headSvg, 'head-scores.svg', true, caption));
     progressCharts(charts);
     return section('Training', 'Loss and accuracy as logged, and when each head’s pattern appeared.', charts);

@@ -137,6 +137,21 @@ TEST(UserPatterns, APositionalPatternThatCoincidesWithABuiltInOneStillLabelsItsH
     EXPECT_NE(std::string(e.what()).find("'offset:-1': K must be >= 0"), std::string::npos) << e.what();
   }
   EXPECT_THROW(positional_pattern("lag:1", 1, 4, true, {}), std::invalid_argument);
+  // Each refusal says what is wrong with K: a negative position is no offset,
+  // a leading zero would name offset:1 a second time, a long number is a number.
+  const auto refusal = [](const std::string& spec) {
+    try {
+      positional_pattern(spec, 1, 4, true, {});
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal("position:-1").find("position:K reads position K"), std::string::npos) << refusal("position:-1");
+  EXPECT_EQ(refusal("position:-1").find("offset:K"), std::string::npos) << refusal("position:-1");
+  EXPECT_NE(refusal("offset:01").find("without leading zeros (offset:1)"), std::string::npos) << refusal("offset:01");
+  EXPECT_NE(refusal("offset:9999999999999").find("beyond any sequence's positions"), std::string::npos);
+  EXPECT_EQ(refusal("offset:0"), "accepted");
 }
 
 TEST(UserPatterns, HeadsJsonRecordsThePatternsRolesAndWhatWasAnalyzedAndReadsThemBack) {
@@ -363,6 +378,27 @@ TEST(ChanceScores, APatternEmergesAtTheScoreAtWhichItLabels) {
   RunAnalysis old = run;
   old.chance.reset();
   EXPECT_EQ(pattern_emergence_step(history, "L0H1", operands, old), 10);
+}
+
+// A run whose last step is off the --analyze-every grid has no metrics line of
+// its final analysis (heads.json's): a head labelled by it, below the labelling
+// score at every analysis before, showed no emergence in the report and
+// sweep.json. The final analysis counts after the history's last record.
+TEST(ChanceScores, TheFinalAnalysisOffTheGridIsTheLastPointOfEmergence) {
+  RunAnalysis run = operands_run();
+  const Label operands = Label::user("operands");
+  std::vector<nlohmann::json> history;
+  for (const auto& [step, score] : std::vector<std::pair<int64_t, double>>{{10, 0.67}, {20, 0.7}})
+    history.push_back({{"step", step}, {"heads", {{"L0H0", {{"operands", 0.9}}}, {"L0H1", {{"operands", score}}}}}});
+  ASSERT_GE(label_score(run.at(0, 1).scores, operands), 0.82);  // labels L0H1 operands
+  run.step = 30;
+  EXPECT_EQ(pattern_emergence_step(history, "L0H1", operands, run), 30);
+  // L0H0 scored 0.9 before, but its final score (uniform attention's 2/3) is below: not emerged.
+  EXPECT_FALSE(pattern_emergence_step(history, "L0H0", operands, run).has_value());
+  run.step = 20;  // the final analysis is the history's last line: nothing to add
+  EXPECT_FALSE(pattern_emergence_step(history, "L0H1", operands, run).has_value());
+  run.step = 30;  // a single analysis shows no emergence
+  EXPECT_FALSE(pattern_emergence_step({}, "L0H1", operands, run).has_value());
 }
 
 }  // namespace

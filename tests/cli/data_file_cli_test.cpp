@@ -360,6 +360,16 @@ TEST(DataFile, SizesReadFromTheFileAreLoggedAndNamedWhenTheyCannotFit) {
   EXPECT_EQ(given.err.find("inferred"), std::string::npos) << given.err;
   EXPECT_FALSE(std::filesystem::exists(cwd / "huge"));
   EXPECT_FALSE(std::filesystem::exists(cwd / "long"));
+  // An --eval-data line beyond the sizes inferred from --data alone is refused
+  // with those sizes and the flags that fit both files, not only "longer than
+  // the model's seq-len 8".
+  write_bytes(cwd / "held.jsonl", "{\"tokens\": [0, 1, 2, 3, 4, 5, 6, 7, 1, 2]}\n");
+  const RunResult held = run_headlab(
+      train_command(cwd / "held", {{"--data", cwd / "target.jsonl"}, {"--eval-data", cwd / "held.jsonl"}}), cwd.path());
+  EXPECT_TRUE(clean_failure(held, 2,
+                            {cwd / "held.jsonl" + ":1: 10 tokens, longer than the model's seq-len 8",
+                             "seq-len 8 inferred from " + cwd / "target.jsonl", "give --seq-len"}));
+  EXPECT_FALSE(std::filesystem::exists(cwd / "held"));
 }
 
 // Rows of 6 tokens whose targets, given, are the previous token.
@@ -426,6 +436,12 @@ TEST(DataFile, AnalyzeDataRecordsWhatItReadAndKeepsOtherAnalyses) {
   EXPECT_EQ(record.at("size"), read_bytes(cwd / "rows.jsonl").size());
   EXPECT_TRUE(record.at("hash").is_number_unsigned());
   EXPECT_EQ(record.at("pipe"), false);
+  // The report's settings are the run's config.json, what the model trained
+  // on; its title says what was analyzed instead (it showed the file as the
+  // run's data, and its eval-batch as the file's rows).
+  const nlohmann::json page = page_data(read_bytes(cwd / "x/report.html"));
+  EXPECT_EQ(page.at("config"), nlohmann::json::parse(read_bytes(shared_run() + "/config.json")));
+  EXPECT_EQ(page.at("title"), "x · analyzed on rows.jsonl · headlab");
 
   const RunResult again = run_headlab(analyze, cwd.path());
   EXPECT_EQ(again.exit_code, 0) << "the same analysis replaces its own: " << again.describe();
@@ -461,7 +477,7 @@ TEST(DataFile, AnAnalysisOfAPipeRecordsWhatItHeld) {
   EXPECT_EQ(record.at("pipe"), true);
   EXPECT_EQ(record.at("sequences"), 2);
   EXPECT_EQ(record.at("size"), rows.size());
-  EXPECT_NE(read_bytes(cwd / "p/report.html").find("<title>p · pipe · headlab</title>"), std::string::npos);
+  EXPECT_NE(read_bytes(cwd / "p/report.html").find("<title>p · analyzed on pipe · headlab</title>"), std::string::npos);
 }
 
 // `train --data /dev/stdin < rows.jsonl` reads a regular file, but config.json

@@ -167,6 +167,14 @@ std::map<std::string, std::string> snapshot(const std::string& dir) {
 
 void copy_dir(const std::string& from, const std::string& to) { fs::copy(from, to, fs::copy_options::recursive); }
 
+nlohmann::json page_data(const std::string& html) {
+  const std::string open = "id=\"headlab-data\">";
+  const auto begin = html.find(open);
+  if (begin == std::string::npos) return nullptr;
+  const auto end = html.find("</script>", begin);
+  return nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+}
+
 std::vector<nlohmann::json> metrics_without_timing(const std::string& run_dir) {
   std::vector<nlohmann::json> lines;
   std::ifstream in(run_dir + "/metrics.jsonl");

@@ -62,6 +62,10 @@ bool is_empty_dir(const std::string& path);
 std::map<std::string, std::string> snapshot(const std::string& dir);
 void copy_dir(const std::string& from, const std::string& to);
 
+// The JSON document a report.html or sweep.html embeds (html_page.h: '<',
+// '>', '&' \u-escaped); null when the page holds none.
+nlohmann::json page_data(const std::string& html);
+
 // metrics.jsonl as JSON objects, each without the timing field tokens_per_s
 // (the only field that may differ between two identical runs).
 std::vector<nlohmann::json> metrics_without_timing(const std::string& run_dir);

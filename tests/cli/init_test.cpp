@@ -39,6 +39,27 @@ TEST(Init, TakesTheModelFromTheCheckpoint) {
   EXPECT_EQ(agreeing.exit_code, 0) << agreeing.describe();
 }
 
+// An attention-only checkpoint's spec holds d_ff resolved (4 d_model): taken
+// as the user's --d-ff, every --init run from it, and every resume of that
+// run, warned "--d-ff 64 does nothing with --attn-only" of a flag nobody gave.
+TEST(Init, FromAnAttentionOnlyModelWarnsOfNoSettingNotGiven) {
+  TempDir cwd;
+  const RunResult source = run_headlab(train_command(cwd / "source", {{"--attn-only", ""}, {"--steps", "2"}}), cwd.path());
+  ASSERT_EQ(source.exit_code, 0) << source.describe();
+  const RunResult r = run_headlab(train_command(cwd / "init", {{"--steps", "1"}, {"--init", cwd / "source"}}), cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(r.err.find("does nothing"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(cwd / "init/config.json")).at("d-ff"), 0);
+  const RunResult resumed = run_headlab({"train", "--resume", cwd / "init", "--steps", "2"}, cwd.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_EQ(resumed.err.find("does nothing"), std::string::npos) << resumed.err;
+  // Given (at the checkpoint's value: d_model 16), it is the user's, and said to do nothing.
+  const RunResult given = run_headlab(
+      train_command(cwd / "given", {{"--steps", "1"}, {"--init", cwd / "source"}, {"--d-ff", "64"}}), cwd.path());
+  ASSERT_EQ(given.exit_code, 0) << given.describe();
+  EXPECT_NE(given.err.find("--d-ff 64 does nothing with --attn-only"), std::string::npos) << given.err;
+}
+
 // --init R --out R --force would start from R's checkpoint and then remove
 // it (--force clears the old run's files): config.json's "init" would name a
 // file that no longer holds the weights the run started from. Refused, R as

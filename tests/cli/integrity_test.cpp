@@ -628,5 +628,25 @@ TEST(Utf8, AConfigStringThatIsNotUtf8IsAUsageError) {
   EXPECT_FALSE(fs::exists(dir / "run"));
 }
 
+// A config kept beside its data names it relatively ("data": "rows.jsonl");
+// read from another folder that was "cannot read data file '/cwd/rows.jsonl'",
+// the config unnamed. Said as what it is, with the path that would read it.
+TEST(Config, ARelativePathThatOnlyTheConfigsFolderHasIsNamedWithTheWayToWriteIt) {
+  TempDir dir;
+  fs::create_directories(dir / "exp");
+  write_bytes(dir / "exp/rows.jsonl", "{\"tokens\": [1, 2, 3, 4]}\n");
+  write_bytes(dir / "exp/config.json", "{\"data\": \"rows.jsonl\", \"steps\": 1}\n");
+  const RunResult r = run_headlab({"train", "--config", "exp/config.json", "--out", dir / "run"}, dir.path());
+  EXPECT_TRUE(clean_failure(r, 2, {"--config exp/config.json", "\"data\": \"rows.jsonl\"", "current folder",
+                                   "write \"exp/rows.jsonl\""}));
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  // From the config's own folder it is the file it names.
+  const RunResult there =
+      run_headlab({"train", "--config", "config.json", "--out", dir / "run", "--d-model", "16", "--eval-batch", "1",
+                   "--threads", "1"},
+                  dir / "exp");
+  EXPECT_EQ(there.exit_code, 0) << there.describe();
+}
+
 }  // namespace
 }  // namespace headlab::cli_test

@@ -213,6 +213,37 @@ TEST(Analyze, PathsOfAFolderWithATrailingSlashHaveOneSlash) {
   EXPECT_EQ(r.out.find("//"), std::string::npos) << r.out;
 }
 
+// Paths are bytes; JSON holds UTF-8 only. A run folder or data file named in
+// Latin-1 (which train accepts) made analyze fail after its work with
+// nlohmann's "invalid UTF-8 byte at index 21: 0xFF", having removed the run's
+// heads.json; eval --json failed so after writing its dump. They now record
+// the byte as U+FFFD, and an analysis folder so recorded is still its own.
+TEST(Analyze, PathsThatAreNotUtf8AreRecordedNotAFailureAfterTheWork) {
+  TempDir cwd;
+  const std::string run = cwd / "run\xff";
+  copy_dir(shared_run(), run);
+  const RunResult own = run_headlab({"analyze", run, "--quiet"}, cwd.path());
+  ASSERT_EQ(own.exit_code, 0) << own.describe();
+  const nlohmann::json heads = nlohmann::json::parse(read_bytes(run + "/heads.json"));
+  EXPECT_EQ(heads.at("checkpoint"), cwd / "run\xef\xbf\xbd/checkpoint.safetensors");  // U+FFFD
+
+  write_bytes(cwd / "rows\xff.jsonl", "{\"tokens\": [3, 0, 7, 1, 2, 5]}\n{\"tokens\": [7, 0, 1]}\n");
+  for (int twice = 0; twice < 2; ++twice) {  // the second replaces the first: the same analysis
+    const RunResult file =
+        run_headlab({"analyze", run, "--data", cwd / "rows\xff.jsonl", "--out", cwd / "x", "--quiet"}, cwd.path());
+    ASSERT_EQ(file.exit_code, 0) << file.describe();
+  }
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(cwd / "x/heads.json")).at("data_file").at("path"),
+            cwd / "rows\xef\xbf\xbd.jsonl");
+  // A run's --data is read again by name (config.json): refused, saying why and what to do.
+  const RunResult trained = run_headlab(train_command(cwd / "new", {{"--data", cwd / "rows\xff.jsonl"}}), cwd.path());
+  EXPECT_TRUE(clean_failure(trained, 2, {"--data \"" + cwd / "rows", "is not valid UTF-8 text", "a name in UTF-8"}));
+
+  const RunResult eval = run_headlab({"eval", run, "--json", "--dump-logits", cwd / "logits\xff.st"}, cwd.path());
+  ASSERT_EQ(eval.exit_code, 0) << eval.describe();
+  EXPECT_EQ(nlohmann::json::parse(eval.out).at("logits_file"), cwd / "logits\xef\xbf\xbd.st");
+}
+
 // Analyzing on another task than the run's never overwrites the run's own
 // files: it writes into RUN/analysis-TASK/, says so, and heads.json records
 // what it analyzed (with the --pattern scores).

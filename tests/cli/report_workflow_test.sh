@@ -2,7 +2,8 @@
 # report.html in headless Chromium, for what a run's history adds: the
 # "Attention over training" slider over the run's snapshots (one step per
 # snapshot, then the final analysis), y labels of a log-scale loss that stay
-# apart over ten decades, and the pruning chart's ticks at whole heads only.
+# apart over ten decades, the pruning chart's ticks at whole heads only, and
+# an analysis folder's page, which has no history, saying so.
 #
 #   tests/cli/report_workflow_test.sh [HEADLAB]   (default: $HEADLAB_BUILD_DIR/headlab, else build/headlab)
 #
@@ -29,6 +30,19 @@ data = json.loads(m.group(2))
 data["history"] = [{"step": 10 * i, "loss": 10.0 ** (1 - i / 2), "eval_loss": 10.0 ** (1 - i / 2)} for i in range(21)]
 text = json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 open(sys.argv[2], "w", encoding="utf-8").write(html[:m.start(2)] + text + html[m.end(2):])
+PY
+# An analysis folder has no history of its own: its page says so, not "train with --analyze-every".
+"$headlab" analyze "$tmp/run" --batch 8 --out "$tmp/analysis" --quiet >"$tmp/analyze.txt" 2>&1 ||
+  { cat "$tmp/analyze.txt" >&2; exit 1; }
+REPORT_DOM="$tmp/analysis.dom" "$root/scripts/screenshot_report.sh" "$tmp/analysis/report.html" "$tmp/shot.png" 1400x2600 ||
+  exit 1
+python3 - "$tmp/analysis.dom" <<'PY' || exit 1
+import re, sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+captions = re.findall(r'<div class="caption">([^<]*)</div>', dom)  # what the page drew, not its script
+if not any("No training history in this folder" in c for c in captions) or any("--analyze-every" in c for c in captions):
+    print("report_workflow_test: an analysis folder's page sends the reader to --analyze-every: %s" % captions, file=sys.stderr)
+    sys.exit(1)
 PY
 for page in run/report.html decades.html; do
   REPORT_DOM="$tmp/${page//\//-}.dom" "$root/scripts/screenshot_report.sh" "$tmp/$page" "$tmp/shot.png" 1400x2600 ||

@@ -21,15 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The JSON document a page embeds (html_page.h: '<', '>', '&' \u-escaped).
-nlohmann::json page_data(const std::string& html) {
-  const std::string open = "id=\"headlab-data\">";
-  const auto begin = html.find(open);
-  if (begin == std::string::npos) return nullptr;
-  const auto end = html.find("</script>", begin);
-  return nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
-}
-
 TEST(Snapshots, KeptPrunedAnalyzedAndRead) {
   TempDir cwd;
   const std::string run = cwd / "run";
@@ -429,6 +420,11 @@ TEST(DataRun, AFileRunNamesItsFileAndReadsShorterTasks) {
   const nlohmann::json heads = nlohmann::json::parse(read_bytes(run + "/analysis-first/heads.json"));
   EXPECT_EQ(heads.at("task"), "first");
   EXPECT_EQ(heads.at("example").at("tokens").size(), 6u) << heads.at("example").dump();
+  // Its report shows the run's settings (the file it trained on), and says in
+  // its title that task first was analyzed instead.
+  const nlohmann::json page = page_data(read_bytes(run + "/analysis-first/report.html"));
+  EXPECT_EQ(page.at("config"), nlohmann::json::parse(read_bytes(run + "/config.json")));
+  EXPECT_EQ(page.at("title"), "analysis-first · analyzed on first · headlab");
 }
 
 // What `headlab ARGS` prints to a terminal (a pseudo-terminal), with NO_COLOR

@@ -359,6 +359,33 @@ TEST(RecordHistory, TakesTheStepFromWhichEachPatternAndTheVerdictStayed) {
   EXPECT_FALSE(r.head_results[0].emerged);
 }
 
+// A last step off the --analyze-every grid leaves no metrics line of the final
+// analysis: its verdict (heads.json's, of its step) is the last point, so a
+// run specialized only there is so from that step, and a run that ended
+// unspecialized has no step although its last grid analysis said specialized.
+TEST(RecordHistory, TheFinalAnalysisOffTheGridIsTheVerdictsLastPoint) {
+  SweepRun r = done_run(2, 0, 1.0, true,
+                        {head("L0H0", Label::pattern("previous-token"), 0.9, 0.9, 0.0),
+                         head("L0H1", Label::pattern("first-token"), 0.8, 0.0, 0.8)});
+  const std::vector<nlohmann::json> history = {analysis_line(100, 0.6, 0.2, false),
+                                               analysis_line(200, 0.7, 0.6, false)};
+  analysis::RunAnalysis heads;
+  heads.step = 290;
+  heads.verdict.specialized = true;
+  record_history(r, history, heads);
+  EXPECT_EQ(r.specialized_step, 290);
+  heads.verdict.specialized = false;
+  record_history(r, {analysis_line(100, 0.6, 0.6, true), analysis_line(200, 0.7, 0.6, true)}, heads);
+  EXPECT_FALSE(r.specialized_step) << "the run ended unspecialized";
+  heads.step = 200;  // the final analysis is the history's last line
+  record_history(r, {analysis_line(100, 0.6, 0.6, true), analysis_line(200, 0.7, 0.6, true)}, heads);
+  EXPECT_EQ(r.specialized_step, 100);
+  heads.step = 290;  // no analysis in the history (--analyze-every 0): none
+  heads.verdict.specialized = true;
+  record_history(r, {}, heads);
+  EXPECT_FALSE(r.specialized_step);
+}
+
 // The emergence strip follows the labels' rule: where uniform attention
 // already scores 0.5 on first-token (the run's chance scores), a head's
 // first-token score emerges once it reaches 0.5 + the margin, not 0.5.

@@ -292,6 +292,9 @@ int run_analyze(const AnalyzeArgs& args) {
   // analysis (of all of it) is never replaced by one of fewer sequences.
   const int64_t run_batch = ck.info.config.eval_batch;
   const bool other_batch = args.batch_given && args.data.empty() && args.batch != run_batch;
+  // What the model trained with, before --task or --batch stand in for the run's
+  // own: the report shows these settings, not the sequences read instead.
+  const train::TrainConfig trained = ck.info.config;
   if (!args.task.empty()) {
     ck.info.config.task = args.task;
     ck.info.config.data.clear();
@@ -324,10 +327,11 @@ int run_analyze(const AnalyzeArgs& args) {
   const bool own_folder = !named_folder && fs::equivalent(out, home.empty() ? "." : home, same_ec);
   // What this analysis reads, as its heads.json will name it: an analysis
   // folder holding another one's is never replaced by it.
+  // As heads.json records them (a path not in UTF-8 with U+FFFD), which they are compared with.
   const AnalysisOf analysis_of{
-      fs::absolute(ck_path).lexically_normal().string(),
-      !args.data.empty() ? "data:" + fs::absolute(args.data).lexically_normal().string()
-                         : (!args.task.empty() ? args.task : trained_on)};
+      train::as_recorded(fs::absolute(ck_path).lexically_normal().string()),
+      train::as_recorded(!args.data.empty() ? "data:" + fs::absolute(args.data).lexically_normal().string()
+                                            : (!args.task.empty() ? args.task : trained_on))};
   // The folder named after the file is picked as --out is: refused when it
   // is another run's, a sweep's, or the user's.
   if (named_folder && args.out.empty())
@@ -443,6 +447,12 @@ int run_analyze(const AnalyzeArgs& args) {
   source.data_file = input.data_record();
   // Two files of one folder are told apart by their names, not their folder's ("edits").
   if (own_file) source.title = (fs::absolute(ck_file).parent_path().filename() / ck_file.filename()).string();
+  // The run's own sequences (its data files where they were found, for a moved
+  // run) at its own eval-batch; another task or file leaves the run's config as
+  // its checkpoint recorded it, and the title says what was analyzed instead.
+  train::TrainConfig shown = args.data.empty() && !other_task ? input.config() : trained;
+  shown.eval_batch = trained.eval_batch;
+  source.run_config = train::to_json(shown);
   train::write_analysis_files(folder, run, train::to_json(input.config()), source);
   if (args.json) {
     // heads.json as written, every key of it ("data", "data_file", "checkpoint", ...).

@@ -26,6 +26,7 @@
 #include "train/run_identity.h"
 #include "train/session.h"
 #include "train/signals.h"
+#include "train/trainer.h"
 
 namespace headlab::cli {
 namespace {
@@ -155,7 +156,9 @@ int run_eval(const EvalArgs& args) {
 
   // Each batch: forward (with a graph for --dump-grads), score, its rows of
   // the logits dump, and its share of the gradient.
-  const core::Metadata dump_metadata{{"checkpoint", args.checkpoint}, {"task", task->name()}};
+  // The dumps' metadata is JSON: a path not in UTF-8 is recorded with U+FFFD, as heads.json records it.
+  const core::Metadata dump_metadata{{"checkpoint", train::as_recorded(args.checkpoint)},
+                                     {"task", train::as_recorded(task->name())}};
   std::unique_ptr<core::SafetensorsStream> logits_out;
   std::vector<double> grad_sums;  // sum over batches of (target count x the batch's mean-loss gradient)
   train::EvalResult r;
@@ -255,8 +258,7 @@ int run_eval(const EvalArgs& args) {
     // Streamed a batch at a time (a task's sampled batch is one).
     const int64_t dump_rows =
         args.data.empty() ? total : std::min(total, args.batch_given ? args.batch : ck.info.config.eval_batch);
-    dump_activations(*model, *task, total, dump_rows, config.seed, hooks, args.dump_activations,
-                     {{"checkpoint", args.checkpoint}, {"task", task->name()}});
+    dump_activations(*model, *task, total, dump_rows, config.seed, hooks, args.dump_activations, dump_metadata);
   }
   // A run's own rows come from its --eval-data file when it had one.
   const bool eval_file = args.data.empty() && args.task.empty() && !config.eval_data.empty();
@@ -267,7 +269,8 @@ int run_eval(const EvalArgs& args) {
     if (!args.dump_logits.empty()) out["logits_file"] = args.dump_logits;
     if (want_grads) out["grads_file"] = args.dump_grads;
     if (!args.dump_activations.empty()) out["activations_file"] = args.dump_activations;
-    std::cout << out.dump() << '\n';
+    // Paths the user named, in bytes JSON may not hold: U+FFFD, not a failure after the work.
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else {
     std::printf("%s: %lld sequences, %lld target positions\nloss %.6f  accuracy %.2f%%\n",
                 (eval_file ? "data:" + config.eval_data : task->name()).c_str(),

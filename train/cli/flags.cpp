@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -180,6 +181,20 @@ std::vector<std::string> apply_config_file(train::TrainConfig& config, const std
   const std::string where = "--config " + path;
   const nlohmann::json j = read_config_json(path, where);
   train::apply_json(config, j, where);
+  // A relative path in the file is read from the current folder, as on the
+  // command line; one that names a file only beside the config was meant so.
+  namespace fs = std::filesystem;
+  for (const char* key : {"data", "eval-data", "init"}) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_string() || it->get<std::string>().empty()) continue;
+    const fs::path named = it->get<std::string>(), beside = fs::path(path).parent_path() / named;
+    std::error_code ec;
+    if (named.is_relative() && !fs::exists(named, ec) && !beside.parent_path().empty() && fs::exists(beside, ec))
+      throw train::UsageError(where + ": \"" + key + "\": \"" + named.string() +
+                              "\" is read from the current folder, as on the command line, where there is no such "
+                              "file; the config's folder has one: write \"" + beside.lexically_normal().string() +
+                              "\", or an absolute path");
+  }
   std::vector<std::string> keys;
   for (const auto& item : j.items()) keys.push_back(item.key());
   return keys;
