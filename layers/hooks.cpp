@@ -4,6 +4,7 @@
 #include <iterator>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
 #include "autograd/ops.h"
 #include "core/bf16_operands.h"
@@ -81,8 +82,22 @@ void check_hook_name(const ModelSpec& spec, const std::string& name) {
   }
   std::string list;
   for (const std::string& n : near) list += (list.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown hook name '" + name + "' (nearest: " + list + "; this model has " +
-                              std::to_string(names.size()) + " hook names, listed by hook_names)");
+  const int64_t layers = spec.resolved().layers;
+  const std::string blocks = layers == 1 ? "blocks.0 only" : "blocks.0 to blocks." + std::to_string(layers - 1);
+  // "blocks.K." past the last block: the name is right but the model is smaller.
+  std::string beyond;
+  if (name.starts_with("blocks.")) {
+    const std::size_t dot = name.find('.', 7);
+    const std::string index = name.substr(7, dot == std::string::npos ? std::string::npos : dot - 7);
+    if (!index.empty() && index.size() < 10 && std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        std::stoll(index) >= layers)
+      beyond = "this model has " + std::to_string(layers) + (layers == 1 ? " layer" : " layers") + ", " + blocks +
+               "; ";
+  }
+  throw std::invalid_argument("unknown hook name '" + name + "' (" + beyond + "nearest: " + list +
+                              "; this model has " + std::to_string(names.size()) + " hook names" +
+                              (beyond.empty() ? " over " + blocks : "") + ", listed in docs/architecture.md (Hook points) and, in Python, by "
+                              "model.hook_names())");
 }
 
 bool is_copy_point(const std::string& name) {

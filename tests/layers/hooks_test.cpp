@@ -137,6 +137,27 @@ TEST(Hooks, CachedShapesAreTheDocumentedLayouts) {
   EXPECT_FALSE(std::isinf(s.at({0, 1, 1, 0})));
 }
 
+// An unknown name is refused naming the nearest valid ones, where the list
+// is, and (a block past the model's last) how many layers the model has.
+TEST(Hooks, AnUnknownNameIsRefusedSayingWhatTheModelHas) {
+  const auto message = [](const std::string& name) {
+    try {
+      check_hook_name(kBase, name);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string beyond = message("blocks.2.attn.hook_z");  // kBase has 2 layers
+  EXPECT_NE(beyond.find("this model has 2 layers, blocks.0 to blocks.1"), std::string::npos) << beyond;
+  EXPECT_NE(beyond.find("blocks.1.attn.hook_z"), std::string::npos) << beyond;
+  const std::string misspelled = message("hook_patern");
+  EXPECT_NE(misspelled.find("blocks.0.attn.hook_pattern"), std::string::npos) << misspelled;
+  EXPECT_EQ(misspelled.find("layers,"), std::string::npos) << misspelled;
+  EXPECT_NE(misspelled.find("docs/architecture.md"), std::string::npos) << misspelled;
+  EXPECT_EQ(message("blocks.1.attn.hook_z"), "accepted");
+}
+
 TEST(Hooks, CachedPatternEqualsTheProbesAttention) {
   const auto model = make_model(kBase);
   const std::vector<int32_t> tokens = some_tokens(kBase, 2 * 9);
