@@ -413,6 +413,27 @@ TEST(DataFile, NextTokenScoresOfAModelTrainedOnOtherTargetsAreWarnedOf) {
   EXPECT_EQ(own.err, "");
 }
 
+// A --batch over the file's lines wraps within each step (QA22 N4): said
+// once, on stderr; --batch full and a batch that fits say nothing.
+TEST(DataFile, ABatchOverTheFilesLinesIsWarnedOf) {
+  TempDir cwd;
+  write_bytes(cwd / "previous.jsonl", previous_token_rows(true));  // 24 lines
+  const auto train = [&](const std::string& batch) {
+    return run_headlab(train_command(cwd / ("run" + batch), {{"--data", cwd / "previous.jsonl"}, {"--vocab", "8"},
+                                                             {"--seq-len", "6"}, {"--steps", "2"}, {"--batch", batch}}),
+                       cwd.path());
+  };
+  const RunResult over = train("30");
+  ASSERT_EQ(over.exit_code, 0) << over.describe();
+  EXPECT_NE(over.err.find("warning: --batch 30 is more than the 24 training sequences"), std::string::npos)
+      << over.err;
+  for (const std::string batch : {"full", "24"}) {
+    const RunResult fits = train(batch);
+    ASSERT_EQ(fits.exit_code, 0) << fits.describe();
+    EXPECT_EQ(fits.err.find("--batch"), std::string::npos) << batch << "\n" << fits.err;
+  }
+}
+
 // analyze --data records what it read (QA19 F12): the file's size and hash,
 // its sequences and target positions; --json prints that heads.json whole
 // (F13.9); and an analysis folder of another checkpoint, or of this one on

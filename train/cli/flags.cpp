@@ -151,6 +151,12 @@ void warn_of_settings(train::Session& session) {
                                                          session.task().inferred_sizes());
       !slow.empty())
     warnings.push_back(std::move(slow));
+  // A batch over a finite set's size wraps within the step: some sequences
+  // count twice in one gradient, which --batch full never does.
+  if (const int64_t size = session.task().size(); size > 0 && session.config().batch > size)
+    warnings.push_back("--batch " + std::to_string(session.config().batch) + " is more than the " +
+                       std::to_string(size) + " training sequences: each step holds some of them more than once " +
+                       "(--batch full trains on each exactly once a step)");
   for (const std::string& warning : warnings) std::fprintf(stderr, "headlab train: warning: %s\n", warning.c_str());
 }
 
