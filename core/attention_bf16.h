@@ -19,12 +19,33 @@
 // with the forward's own call and P's rows with the same scores_row_to_probs:
 // the same bits as a stored P, for one more product and softmax per chunk,
 // and no f32 [B, h, T, T] tensor kept from the forward to the backward.
+//
+// In a training step (RoundedQkv below) the forward rounds Q, K and V once
+// each, whole, into head-major buffers it hands to the backward, and every
+// chunk's products read their rows from there; the backward rounds dO once,
+// whole, the same way. The operands' values are the per-chunk rounding's,
+// and so are the products' bits (only their batch strides differ).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/attention_blocks.h"
 #include "core/bf16.h"
+
+namespace headlab::core {
+
+// q, k and v [B, T, d] rounded to bf16, whole, head-major: [B, h, T, d_k]
+// each, a head's rows dense (row t of head (b, i) at ((b h + i) T + t) d_k).
+// The bf16 forward writes them for its backward, which reads them instead
+// of q, k and v, whose float32 values can then be freed after the forward
+// (autograd/ops_attention.cpp).
+struct RoundedQkv {
+  Shape shape;  // q's, [B, T, d]
+  std::vector<bf16_t> q, k, v;
+};
+
+}  // namespace headlab::core
 
 namespace headlab::core::attention_detail {
 
@@ -37,10 +58,15 @@ bool attention_in_bf16();
 // forward made it; dgate_part needs a kept P). With `out16`, out [B, T, d]
 // is also written there rounded to bf16, block by block after its gates,
 // for the output projection that reads it next (core/bf16_operands.h).
+// With `hold` (its vectors sized B * T * d), the forward rounds q, k and v
+// into it whole; with `held`, the backward reads them there, and q, k and v
+// may be null (then dgate_part must be: it reads v).
 void attention_fwd_bf16(const float* q, const float* k, const float* v, float* out, float* P, const Dims& dims,
-                        const AttentionShape& s, const unsigned char* real, const float* gates, bf16_t* out16);
+                        const AttentionShape& s, const unsigned char* real, const float* gates, bf16_t* out16,
+                        RoundedQkv* hold = nullptr);
 void attention_bwd_bf16(const float* dout, const float* q, const float* k, const float* v, const float* P,
                         const unsigned char* real, float* dq, float* dk_out, float* dv, const Dims& dims,
-                        const AttentionShape& s, const float* gates, double* dgate_part);
+                        const AttentionShape& s, const float* gates, double* dgate_part,
+                        const RoundedQkv* held = nullptr);
 
 }  // namespace headlab::core::attention_detail
