@@ -7,11 +7,22 @@
 #include "core/bf16.h"
 #include "core/gemm.h"
 
+namespace headlab::core {
+
+RoundedQkv::RoundedQkv(const Shape& shape)
+    : shape_(shape),
+      numel_(numel_of(shape)),
+      qk_(static_cast<std::size_t>(numel_) * sizeof(float)),
+      v_(static_cast<std::size_t>(numel_) * sizeof(bf16_t)) {}
+
+}  // namespace headlab::core
+
 namespace headlab::core::attention_detail {
 namespace {
 
-// This thread's bf16 buffers, one per operand a chunk keeps, and the
-// backward's dO rounded whole.
+// This thread's bf16 buffers, one per operand a chunk keeps (kQ, kK and
+// kV are also RoundedQkv's operand numbers), and the backward's dO rounded
+// whole.
 enum Slot { kQ, kK, kV, kDout, kP, kDs, kWholeDout };
 // Its float buffers: S (the backward's dP, then dS), the backward's
 // recomputed S, and one row of probabilities where P is not kept. Slots 1
@@ -74,8 +85,8 @@ Operand rounded_whole(Heads<const float> x, int64_t nb, const Dims& dims, bf16_t
 }
 
 // The block's part of a head-major [B, h, T, dk] copy.
-Operand held_rows(const std::vector<bf16_t>& all, const Dims& dims, const Block& blk, Slot slot) {
-  const bf16_t* p = all.data() + blk.b0 * dims.h * dims.T * dims.dk;
+Operand held_rows(const bf16_t* all, const Dims& dims, const Block& blk, Slot slot) {
+  const bf16_t* p = all + blk.b0 * dims.h * dims.T * dims.dk;
   return {{}, {p, dims.dk, dims.h * dims.T * dims.dk, dims.T * dims.dk}, dims.T, slot};
 }
 
@@ -119,12 +130,12 @@ void attention_fwd_bf16(const float* q, const float* k, const float* v, float* o
     const Block blk = block_of(bi, blocks, dims.B);
     const int64_t nb = blk.rows();
     // Held: rounded whole into the block's part of the copies.
-    const auto operand = [&](const float* x, std::vector<bf16_t>* all, Slot slot) {
-      return all ? rounded_whole(seq_heads(x, dims, blk.b0), nb, dims, all->data() + blk.b0 * h * Tn * dk, slot)
-                 : per_chunk(x, dims, blk, slot);
+    const auto operand = [&](const float* x, Slot slot) {
+      return hold ? rounded_whole(seq_heads(x, dims, blk.b0), nb, dims, hold->operand(slot) + blk.b0 * h * Tn * dk,
+                                  slot)
+                  : per_chunk(x, dims, blk, slot);
     };
-    const Operand Q = operand(q, hold ? &hold->q : nullptr, kQ), K = operand(k, hold ? &hold->k : nullptr, kK),
-                  V = operand(v, hold ? &hold->v : nullptr, kV);
+    const Operand Q = operand(q, kQ), K = operand(k, kK), V = operand(v, kV);
     const Heads<float> O = seq_heads(out, dims, blk.b0);
     float* p_row = scratch<float>(static_cast<std::size_t>(Tn), kRow);
     for (int64_t c = 0; c < chunk_count(Tn, s.causal); ++c) {
@@ -170,9 +181,10 @@ void attention_bwd_bf16(const float* dout, const float* q, const float* k, const
     // each is rounded per chunk (q, k and v are not null then).
     const Operand dO = held ? rounded_whole(dOf, nb, dims, dense_heads(nb, h, Tn, dk, kWholeDout).p, kDout)
                             : Operand{dOf, {}, Tn, kDout};
-    const Operand Q = held ? held_rows(held->q, dims, blk, kQ) : per_chunk(q, dims, blk, kQ);
-    const Operand K = held ? held_rows(held->k, dims, blk, kK) : per_chunk(k, dims, blk, kK);
-    const Operand V = held ? held_rows(held->v, dims, blk, kV) : per_chunk(v, dims, blk, kV);
+    const auto operand = [&](const float* x, Slot slot) {
+      return held ? held_rows(held->operand(slot), dims, blk, slot) : per_chunk(x, dims, blk, slot);
+    };
+    const Operand Q = operand(q, kQ), K = operand(k, kK), V = operand(v, kV);
     const Heads<float> dQ = seq_heads(dq, dims, blk.b0), dK = seq_heads(dk_out, dims, blk.b0),
                        dV = seq_heads(dv, dims, blk.b0);
     float* p_row = scratch<float>(static_cast<std::size_t>(Tn), kRow);

@@ -28,7 +28,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "core/attention_blocks.h"
 #include "core/bf16.h"
@@ -39,10 +38,27 @@ namespace headlab::core {
 // each, a head's rows dense (row t of head (b, i) at ((b h + i) T + t) d_k).
 // The bf16 forward writes them for its backward, which reads them instead
 // of q, k and v, whose float32 values can then be freed after the forward
-// (autograd/ops_attention.cpp).
-struct RoundedQkv {
-  Shape shape;  // q's, [B, T, d]
-  std::vector<bf16_t> q, k, v;
+// (autograd/ops_attention.cpp). Their memory is two Storages, so that a
+// step's copies come back from the buffer cache (core/tensor.cpp) instead
+// of as fresh pages to fault in every step (std::vector's: 3,100 page
+// faults a step on medium). q and k share one of B T d floats' bytes, the
+// size of the step's [B, T, d] float32 tensors, to which the cache, keyed
+// by size, hands it once the backward has freed it; a Storage of all three
+// would wait unused in the cache for the next step's forward (medium's
+// peak RSS 5 MiB higher; docs/performance.md).
+class RoundedQkv {
+ public:
+  explicit RoundedQkv(const Shape& shape);  // q's [B, T, d]; the values unset
+  const Shape& shape() const { return shape_; }
+  // Operand 0, 1 or 2 (q, k, v), B * T * d values.
+  bf16_t* operand(int which) const {
+    return static_cast<bf16_t*>(which < 2 ? qk_.data() : v_.data()) + (which % 2) * numel_;
+  }
+
+ private:
+  Shape shape_;
+  int64_t numel_;
+  Storage qk_, v_;  // q then k; v
 };
 
 }  // namespace headlab::core
@@ -58,7 +74,7 @@ bool attention_in_bf16();
 // forward made it; dgate_part needs a kept P). With `out16`, out [B, T, d]
 // is also written there rounded to bf16, block by block after its gates,
 // for the output projection that reads it next (core/bf16_operands.h).
-// With `hold` (its vectors sized B * T * d), the forward rounds q, k and v
+// With `hold` (of q's shape), the forward rounds q, k and v
 // into it whole; with `held`, the backward reads them there, and q, k and v
 // may be null (then dgate_part must be: it reads v).
 void attention_fwd_bf16(const float* q, const float* k, const float* v, float* out, float* P, const Dims& dims,

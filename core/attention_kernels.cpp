@@ -130,12 +130,7 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
     const unsigned char* rp = real.empty() ? nullptr : real.data();
     if constexpr (std::is_same_v<T, float>)
       if (attention_in_bf16()) {  // with the rounded copy the output projection reads, in a training step
-        std::shared_ptr<RoundedQkv> hold;
-        if (hold_rounded) {
-          const auto n = static_cast<std::size_t>(q.numel());
-          hold = std::make_shared<RoundedQkv>(RoundedQkv{q.shape(), std::vector<bf16_t>(n),
-                                                         std::vector<bf16_t>(n), std::vector<bf16_t>(n)});
-        }
+        std::shared_ptr<RoundedQkv> hold = hold_rounded ? std::make_shared<RoundedQkv>(q.shape()) : nullptr;
         attention_fwd_bf16(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(),
                            keep ? r.probs.data<T>() : nullptr, dims, shape, rp, gp,
                            bf16_copy_of_output(r.out, dims.d), hold.get());
@@ -195,7 +190,7 @@ AttentionGrads attention_backward(const Tensor& dout, const RoundedQkv& rounded,
                                   const AttentionShape& shape, const Tensor& key_padding, const Tensor& gates) {
   const char* op = "attention_backward";
   // The forward checked the shape; the copies are q, k and v's.
-  const Shape& qs = rounded.shape;
+  const Shape& qs = rounded.shape();
   const Dims dims{qs[0], qs[1], qs[2], shape.heads, qs[2] / shape.heads};
   check_gates(gates, dims, DType::f32, op);
   check_dout_and_probs(dout, probs, dims, DType::f32, op);

@@ -225,20 +225,18 @@ TEST(AttentionBf16, HeldRoundedOperandsGiveEveryBitOfTheFloatOnesOnBothBackends)
         }
         // The copies: q, k and v rounded, head-major [B, h, T, dk].
         const RoundedQkv& r16 = *held.rounded;
-        EXPECT_EQ(r16.shape, Q.shape());
-        const std::pair<const Tensor*, const std::vector<bf16_t>*> copies[] = {{&Q, &r16.q}, {&K, &r16.k},
-                                                                               {&V, &r16.v}};
-        for (const auto& [x, x16] : copies) {
-          ASSERT_EQ(x16->size(), static_cast<std::size_t>(B * T * d));
-          const float* xf = x->data<float>();
+        EXPECT_EQ(r16.shape(), Q.shape());
+        const Tensor* sources[] = {&Q, &K, &V};
+        for (int which = 0; which < 3; ++which) {
+          const float* xf = sources[which]->data<float>();
+          const bf16_t* x16 = r16.operand(which);
           int64_t wrong = 0;
           for (int64_t b = 0; b < B; ++b)
             for (int64_t head = 0; head < h; ++head)
               for (int64_t t = 0; t < T; ++t)
                 for (int64_t j = 0; j < dk; ++j)
-                  wrong += (*x16)[static_cast<std::size_t>(((b * h + head) * T + t) * dk + j)] !=
-                           to_bf16(xf[(b * T + t) * d + head * dk + j]);
-          EXPECT_EQ(wrong, 0);
+                  wrong += x16[((b * h + head) * T + t) * dk + j] != to_bf16(xf[(b * T + t) * d + head * dk + j]);
+          EXPECT_EQ(wrong, 0) << "operand " << which;
         }
         // Two gradients in turn, so that a rounded dO left from the first
         // shows in the second; q, k and v overwritten before the held
