@@ -2,7 +2,6 @@
 #include "core/attention_bf16.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "core/bf16.h"
 #include "core/gemm.h"
