@@ -2,8 +2,10 @@
 // of the matmul, scale, mask, softmax and matmul of the composed form; it
 // saves only the probabilities [B, h, T, T], and in bf16 not even those
 // unless the probe or the gates' gradient reads them (its backward
-// recomputes them). Its three stages as separate nodes
-// (core/attention_split.h) serve the hooks.
+// recomputes them). In bf16, recorded without the probe or the gates'
+// gradient, it saves Q, K and V rounded, not their float32 values, which
+// are freed once nothing else holds them. Its three stages as separate
+// nodes (core/attention_split.h) serve the hooks.
 #include <string>
 #include <vector>
 
@@ -39,24 +41,32 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
                    const Tensor& key_padding, const Variable& gates, Tensor* probs) {
   const core::AttentionShape shape{heads, causal, scale};
   const Tensor gate_values = gates.defined() ? gates.value() : Tensor();
-  const bool keep_probs = probs != nullptr || (gates.defined() && gates.requires_grad()) ||
-                          probs_kept_anyway(checked(q, "attention", "q"), heads);
-  core::AttentionForward r =
-      core::attention_forward(checked(q, "attention", "q").value(), checked(k, "attention", "k").value(),
-                              checked(v, "attention", "v").value(), shape, key_padding, gate_values, keep_probs);
+  const bool want_dgates = gates.defined() && gates.requires_grad();
+  const bool keep_probs = probs != nullptr || want_dgates || probs_kept_anyway(checked(q, "attention", "q"), heads);
+  // The rounded copies serve a recorded backward that reads neither P
+  // (the probe's) nor V's float32 values (the gates' gradient).
+  const bool recorded = grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  const bool hold_rounded = recorded && probs == nullptr && !want_dgates;
+  core::AttentionForward r = core::attention_forward(
+      checked(q, "attention", "q").value(), checked(k, "attention", "k").value(), checked(v, "attention", "v").value(),
+      shape, key_padding, gate_values, keep_probs, hold_rounded);
   if (probs) *probs = r.probs;
+  // Bits 0-2: with the copies, the backward reads none of q, k and v.
+  const uint32_t blind = r.rounded ? 0b111u : 0u;
   return Variable::from_op(
       std::move(r.out), {q, k, v, gates},
-      [shape, key_padding, p = r.probs](std::vector<Variable>& in, const Tensor& g) {
+      [shape, key_padding, p = r.probs, qkv16 = r.rounded](std::vector<Variable>& in, const Tensor& g) {
         const Tensor gv = in[3].defined() ? in[3].value() : Tensor();
-        core::AttentionGrads d = core::attention_backward(g, in[0].value(), in[1].value(), in[2].value(), p, shape,
-                                                          key_padding, gv, in[3].requires_grad());
+        core::AttentionGrads d =
+            qkv16 ? core::attention_backward(g, *qkv16, p, shape, key_padding, gv)
+                  : core::attention_backward(g, in[0].value(), in[1].value(), in[2].value(), p, shape, key_padding,
+                                             gv, in[3].requires_grad());
         if (in[0].requires_grad()) in[0].accumulate_grad(d.dq);
         if (in[1].requires_grad()) in[1].accumulate_grad(d.dk);
         if (in[2].requires_grad()) in[2].accumulate_grad(d.dv);
         if (in[3].requires_grad()) in[3].accumulate_grad(d.dgates);
       },
-      "attention");
+      "attention", blind);
 }
 
 // The three stages (core/attention_split.h): what the hooks at the scores and

@@ -93,10 +93,22 @@ void attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* P
   }
 }
 
+// dout like q ([B, T, d] of dims, `dtype`), and probs undefined or [B, h, T, T].
+void check_dout_and_probs(const Tensor& dout, const Tensor& probs, const Dims& dims, DType dtype, const char* op) {
+  const Shape seq{dims.B, dims.T, dims.d}, scores{dims.B, dims.h, dims.T, dims.T};
+  if (!dout.defined() || dout.shape() != seq || dout.dtype() != dtype)
+    throw std::invalid_argument(std::string(op) + ": dout must be like q, " + to_string(dtype) + " " +
+                                to_string(seq));
+  if (probs.defined() && (probs.shape() != scores || probs.dtype() != dtype))
+    throw std::invalid_argument(std::string(op) + ": probs must be [B, h, T, T] = " + to_string(scores) +
+                                " of q's dtype");
+}
+
 }  // namespace
 
 AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionShape& shape,
-                                   const Tensor& key_padding, const Tensor& gates, bool keep_probs) {
+                                   const Tensor& key_padding, const Tensor& gates, bool keep_probs,
+                                   bool hold_rounded) {
   const char* op = "attention_forward";
   const Dims dims = check_qkv(q, k, v, shape, op);
   check_gates(gates, dims, q.dtype(), op);
@@ -105,7 +117,7 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
   // too slow to compute twice.
   const bool keep = keep_probs || q.dtype() != DType::f32 || !attention_in_bf16();
   AttentionForward r{Tensor::empty(q.shape(), q.dtype()),
-                     keep ? Tensor::empty({dims.B, dims.h, dims.T, dims.T}, q.dtype()) : Tensor()};
+                     keep ? Tensor::empty({dims.B, dims.h, dims.T, dims.T}, q.dtype()) : Tensor(), nullptr};
   if (q.numel() == 0) {  // no queries, or d = 0: nothing to attend with
     if (keep) r.probs.fill_(0.0);
     return r;
@@ -117,10 +129,14 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
     const T* gp = gc.defined() ? gc.data<T>() : nullptr;
     const unsigned char* rp = real.empty() ? nullptr : real.data();
     if constexpr (std::is_same_v<T, float>)
-      if (attention_in_bf16())  // with the rounded copy the output projection reads, in a training step
-        return attention_fwd_bf16(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(),
-                                  keep ? r.probs.data<T>() : nullptr, dims, shape, rp, gp,
-                                  bf16_copy_of_output(r.out, dims.d));
+      if (attention_in_bf16()) {  // with the rounded copy the output projection reads, in a training step
+        std::shared_ptr<RoundedQkv> hold = hold_rounded ? std::make_shared<RoundedQkv>(q.shape()) : nullptr;
+        attention_fwd_bf16(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(),
+                           keep ? r.probs.data<T>() : nullptr, dims, shape, rp, gp,
+                           bf16_copy_of_output(r.out, dims.d), hold.get());
+        r.rounded = std::move(hold);
+        return;
+      }
     attention_fwd<T>(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(), r.probs.data<T>(), dims, shape, rp,
                      gp);
   });
@@ -133,15 +149,10 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
   const char* op = "attention_backward";
   const Dims dims = check_qkv(q, k, v, shape, op);
   check_gates(gates, dims, q.dtype(), op);
-  if (!dout.defined() || dout.shape() != q.shape() || dout.dtype() != q.dtype())
-    throw std::invalid_argument(std::string(op) + ": dout must be like q, " + to_string(q.shape()));
+  check_dout_and_probs(dout, probs, dims, q.dtype(), op);
   if (!probs.defined() && (q.dtype() != DType::f32 || want_dgates))
     throw std::invalid_argument(std::string(op) + ": probs are undefined, which only a float32 q without the gates' " +
                                 "gradient allows (the bf16 kernel recomputes them): keep them in attention_forward");
-  if (probs.defined() &&
-      (probs.shape() != Shape{dims.B, dims.h, dims.T, dims.T} || probs.dtype() != q.dtype()))
-    throw std::invalid_argument(std::string(op) + ": probs must be [B, h, T, T] = " +
-                                to_string(Shape{dims.B, dims.h, dims.T, dims.T}) + " of q's dtype");
   // The padding matters only to a recomputed P.
   const std::vector<unsigned char> real =
       probs.defined() ? std::vector<unsigned char>() : real_keys(key_padding, dims);
@@ -172,6 +183,27 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
       sums[static_cast<std::size_t>(pair % dims.h)] += part[static_cast<std::size_t>(pair)];
     g.dgates = Tensor::from_vector(sums, {dims.h}, q.dtype());
   }
+  return g;
+}
+
+AttentionGrads attention_backward(const Tensor& dout, const RoundedQkv& rounded, const Tensor& probs,
+                                  const AttentionShape& shape, const Tensor& key_padding, const Tensor& gates) {
+  const char* op = "attention_backward";
+  // The forward checked the shape; the copies are q, k and v's.
+  const Shape& qs = rounded.shape();
+  const Dims dims{qs[0], qs[1], qs[2], shape.heads, qs[2] / shape.heads};
+  check_gates(gates, dims, DType::f32, op);
+  check_dout_and_probs(dout, probs, dims, DType::f32, op);
+  const std::vector<unsigned char> real =
+      probs.defined() ? std::vector<unsigned char>() : real_keys(key_padding, dims);
+  AttentionGrads g{Tensor::empty(qs, DType::f32), Tensor::empty(qs, DType::f32), Tensor::empty(qs, DType::f32),
+                   Tensor()};
+  const Tensor dc = dout.contiguous();
+  const Tensor pc = probs.defined() ? probs.contiguous() : Tensor();
+  const Tensor gc = gates.defined() ? gates.contiguous() : Tensor();
+  attention_bwd_bf16(dc.data<float>(), nullptr, nullptr, nullptr, pc.defined() ? pc.data<float>() : nullptr,
+                     real.empty() ? nullptr : real.data(), g.dq.data<float>(), g.dk.data<float>(),
+                     g.dv.data<float>(), dims, shape, gc.defined() ? gc.data<float>() : nullptr, nullptr, &rounded);
   return g;
 }
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/tensor.h"
 
@@ -35,13 +36,18 @@ struct AttentionShape {
 // for the backward, except in bf16 mixed precision (attention_in_bf16(),
 // core/attention_bf16.h) when keep_probs is false: that backward recomputes
 // them, which spares a [B, h, T, T] float tensor from the forward to the
-// backward, and probs is left undefined.
+// backward, and probs is left undefined. With hold_rounded, that bf16
+// forward also rounds q, k and v once each, whole, and hands the copies over
+// (`rounded`) for the backward below that reads them instead of q, k and v.
+struct RoundedQkv;  // core/attention_bf16.h
 struct AttentionForward {
   Tensor out;    // [B, T, d]
   Tensor probs;  // [B, h, T, T], or undefined (not kept)
+  std::shared_ptr<const RoundedQkv> rounded;  // null unless asked for, in bf16, of a float32 q with elements
 };
 AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionShape& shape,
-                                   const Tensor& key_padding, const Tensor& gates, bool keep_probs = true);
+                                   const Tensor& key_padding, const Tensor& gates, bool keep_probs = true,
+                                   bool hold_rounded = false);
 
 // dout [B, T, d] -> dq, dk, dv [B, T, d]; dgates [h] only if want_dgates
 // (sum over the batch of <dout_head, (P V)_head>, added in batch order).
@@ -54,5 +60,10 @@ struct AttentionGrads {
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& probs, const AttentionShape& shape, const Tensor& key_padding,
                                   const Tensor& gates, bool want_dgates);
+// The same from a forward's `rounded` copies of q, k and v, by the bf16
+// kernel whatever the precision now, with the bits of the form above in
+// bf16; no dgates (they read v's float32 values).
+AttentionGrads attention_backward(const Tensor& dout, const RoundedQkv& rounded, const Tensor& probs,
+                                  const AttentionShape& shape, const Tensor& key_padding, const Tensor& gates);
 
 }  // namespace headlab::core

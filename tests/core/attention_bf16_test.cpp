@@ -4,7 +4,8 @@
 // short last chunk, padded, and gated; and the forward's bits against the
 // three-stage form (attention_split.h), which runs the float32 kernel's
 // generic bf16 products; and without a kept P, the recomputing backward's
-// bits against the kept P's.
+// bits against the kept P's; and with q, k and v rounded whole and held for
+// the backward, every bit against the per-chunk rounding's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,8 +14,10 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/attention_bf16.h"
 #include "core/attention_kernels.h"
 #include "core/attention_split.h"
 #include "core/bf16.h"
@@ -134,6 +137,29 @@ std::vector<uint32_t> bits(const Tensor& t) {
   return b;
 }
 
+// A [B, T, h * dk] float32 tensor of normal values.
+Tensor random_seq(const Case& c, uint64_t seed) {
+  const std::vector<float> x = test::random_floats(c.B * c.T * c.h * c.dk, seed);
+  return Tensor::from_vector(std::vector<double>(x.begin(), x.end()), {c.B, c.T, c.h * c.dk}, DType::f32);
+}
+
+// [B, T]: padded keys in every sequence, in a different place in each.
+Tensor padding_of(const Case& c) {
+  std::vector<double> real(static_cast<std::size_t>(c.B * c.T), 1.0);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t j = 0; j < c.T; ++j)
+      if ((j * 7 + b * 3) % 11 == 0) real[static_cast<std::size_t>(b * c.T + j)] = 0.0;
+  return Tensor::from_vector(real, {c.B, c.T}, DType::f32);
+}
+
+// The gated case's gates [h], all 1 but the second's 0.5; else undefined.
+Tensor gates_of(const Case& c) {
+  if (!c.gated) return {};
+  std::vector<double> gates(static_cast<std::size_t>(c.h), 1.0);
+  gates[1] = 0.5;
+  return Tensor::from_vector(gates, {c.h}, DType::f32);
+}
+
 // 150 causal rows: chunks of 64, 64 and 22. The first two cases' shapes
 // have blocks of one sequence each (core/attention_blocks.h), the last one
 // block of both.
@@ -147,22 +173,9 @@ TEST(AttentionBf16, WithoutKeptProbabilitiesTheBackwardRecomputesTheirBitsOnBoth
     for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
       SCOPED_TRACE(std::string(c.what) + ", " + gemm_backend_name(backend));
       const test::Scope on(backend, GemmPrecision::bf16);
-      const int64_t B = c.B, T = c.T, h = c.h, d = h * c.dk;
-      const auto random = [&](uint64_t seed) {
-        const std::vector<float> x = test::random_floats(B * T * d, seed);
-        return Tensor::from_vector(std::vector<double>(x.begin(), x.end()), {B, T, d}, DType::f32);
-      };
-      const Tensor Q = random(5), K = random(6), V = random(7), dO = random(8);
-      // Padded keys in every sequence, in a different place in each.
-      std::vector<double> real(static_cast<std::size_t>(B * T), 1.0);
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t j = 0; j < T; ++j)
-          if ((j * 7 + b * 3) % 11 == 0) real[static_cast<std::size_t>(b * T + j)] = 0.0;
-      const Tensor mask = Tensor::from_vector(real, {B, T}, DType::f32);
-      std::vector<double> gates_v(static_cast<std::size_t>(h), 1.0);
-      gates_v[1] = 0.5;
-      const Tensor gates = c.gated ? Tensor::from_vector(gates_v, {h}, DType::f32) : Tensor();
-      const AttentionShape shape{h, c.causal, 1.0 / std::sqrt(static_cast<double>(c.dk))};
+      const Tensor Q = random_seq(c, 5), K = random_seq(c, 6), V = random_seq(c, 7), dO = random_seq(c, 8);
+      const Tensor mask = padding_of(c), gates = gates_of(c);
+      const AttentionShape shape{c.h, c.causal, 1.0 / std::sqrt(static_cast<double>(c.dk))};
       const AttentionForward kept = attention_forward(Q, K, V, shape, mask, gates);
       const AttentionForward dropped = attention_forward(Q, K, V, shape, mask, gates, false);
       ASSERT_TRUE(kept.probs.defined());
@@ -182,6 +195,72 @@ TEST(AttentionBf16, WithoutKeptProbabilitiesTheBackwardRecomputesTheirBitsOnBoth
   const test::Scope f32(gemm_backend(), GemmPrecision::f32);
   const Tensor x = Tensor::from_vector(std::vector<double>(2 * 5 * 4, 0.5), {2, 5, 4}, DType::f32);
   EXPECT_TRUE(attention_forward(x, x, x, {2, true, 0.5}, Tensor(), Tensor(), false).probs.defined());
+}
+
+// The middle case has blocks of one or two sequences (10 batch rows in 8
+// blocks), so a block's copies start past the first sequence's.
+const Case kHeldCases[] = {{"causal, three chunks, padded", 3, 150, 2, 16, true, true, false},
+                           {"causal, gated, padded, blocks of two", 10, 70, 2, 16, true, true, true},
+                           {"bidirectional, padded, one block", 2, 40, 4, 16, false, true, false}};
+
+TEST(AttentionBf16, HeldRoundedOperandsGiveEveryBitOfTheFloatOnesOnBothBackends) {
+  SKIP_WITHOUT_BF16_UNITS();
+  for (const Case& c : kHeldCases)
+    for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas})
+      for (const bool keep_probs : {true, false}) {
+        SCOPED_TRACE(std::string(c.what) + ", " + gemm_backend_name(backend) + (keep_probs ? ", P kept" : ""));
+        const test::Scope on(backend, GemmPrecision::bf16);
+        const int64_t B = c.B, T = c.T, h = c.h, dk = c.dk, d = h * dk;
+        Tensor Q = random_seq(c, 9), K = random_seq(c, 10), V = random_seq(c, 11);
+        const Tensor dO1 = random_seq(c, 12), dO2 = random_seq(c, 13), mask = padding_of(c), gates = gates_of(c);
+        const AttentionShape shape{h, c.causal, 1.0 / std::sqrt(static_cast<double>(dk))};
+        const AttentionForward plain = attention_forward(Q, K, V, shape, mask, gates, keep_probs);
+        const AttentionForward held = attention_forward(Q, K, V, shape, mask, gates, keep_probs, true);
+        ASSERT_FALSE(plain.rounded);
+        ASSERT_TRUE(held.rounded);
+        EXPECT_EQ(bits(plain.out), bits(held.out));
+        ASSERT_EQ(plain.probs.defined(), held.probs.defined());
+        if (keep_probs) {
+          EXPECT_EQ(bits(plain.probs), bits(held.probs));
+        }
+        // The copies: q, k and v rounded, head-major [B, h, T, dk].
+        const RoundedQkv& r16 = *held.rounded;
+        EXPECT_EQ(r16.shape(), Q.shape());
+        const Tensor* sources[] = {&Q, &K, &V};
+        for (int which = 0; which < 3; ++which) {
+          const float* xf = sources[which]->data<float>();
+          const bf16_t* x16 = r16.operand(which);
+          int64_t wrong = 0;
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t head = 0; head < h; ++head)
+              for (int64_t t = 0; t < T; ++t)
+                for (int64_t j = 0; j < dk; ++j)
+                  wrong += x16[((b * h + head) * T + t) * dk + j] != to_bf16(xf[(b * T + t) * d + head * dk + j]);
+          EXPECT_EQ(wrong, 0) << "operand " << which;
+        }
+        // Two gradients in turn, so that a rounded dO left from the first
+        // shows in the second; q, k and v overwritten before the held
+        // backward, which must not read them.
+        const AttentionGrads a1 = attention_backward(dO1, Q, K, V, plain.probs, shape, mask, gates, false);
+        const AttentionGrads a2 = attention_backward(dO2, Q, K, V, plain.probs, shape, mask, gates, false);
+        for (Tensor* x : {&Q, &K, &V}) x->fill_(0.0);
+        const AttentionGrads b1 = attention_backward(dO1, r16, held.probs, shape, mask, gates);
+        const AttentionGrads b2 = attention_backward(dO2, r16, held.probs, shape, mask, gates);
+        for (const auto& [a, b] : {std::pair{&a1, &b1}, std::pair{&a2, &b2}}) {
+          EXPECT_EQ(bits(a->dq), bits(b->dq));
+          EXPECT_EQ(bits(a->dk), bits(b->dk));
+          EXPECT_EQ(bits(a->dv), bits(b->dv));
+          EXPECT_FALSE(b->dgates.defined());
+        }
+        EXPECT_NE(bits(b1.dq), bits(b2.dq));  // the two gradients differ: the check above can fail
+        // A dout unlike q: a clear error.
+        EXPECT_THROW(attention_backward(dO1.reshape({B * T, d}), r16, held.probs, shape, mask, gates),
+                     std::invalid_argument);
+      }
+  // float32 products read q, k and v themselves: nothing is rounded or held.
+  const test::Scope f32(gemm_backend(), GemmPrecision::f32);
+  const Tensor x = Tensor::from_vector(std::vector<double>(2 * 5 * 4, 0.5), {2, 5, 4}, DType::f32);
+  EXPECT_FALSE(attention_forward(x, x, x, {2, true, 0.5}, Tensor(), Tensor(), false, true).rounded);
 }
 
 }  // namespace

@@ -301,6 +301,57 @@ TEST(MultiHeadAttention, InBf16AProbeChangesNoGradientBit) {
   EXPECT_EQ(grads(nullptr), probed);
 }
 
+// In bf16 the recorded op holds q, k and v rounded for its backward
+// (core/attention_bf16.h) and reads none of their float32 values, which are
+// released after the forward once nothing else holds them; its gradients
+// keep every bit of the path that reads q, k and v (a probe's), P kept
+// (T = 150, three causal chunks) or recomputed (518). float32 keeps them.
+TEST(MultiHeadAttention, InBf16TheFusedOpReleasesQKVAfterItsForwardAndChangesNoGradientBit) {
+  SKIP_WITHOUT_BF16_UNITS();
+  for (const int64_t T : {150, 518}) {
+    SCOPED_TRACE("T = " + std::to_string(T));
+    core::Generator gen(23);
+    const int64_t h = 2, dk = kModel / h;
+    const auto leaf = [&] { return Variable(gen.normal({kBatch, T, kModel}, 0.0, 1.0, DType::f32), true); };
+    const Variable xq = leaf(), xk = leaf(), xv = leaf();
+    const Variable weights(gen.normal({kBatch, T, kModel}, 0.0, 1.0, DType::f32));
+    std::vector<double> real(static_cast<std::size_t>(kBatch * T), 1.0);
+    for (int64_t j = 40; j < T; ++j) real[static_cast<std::size_t>(j)] = 0.0;  // sequence 0 has 40 tokens
+    real[static_cast<std::size_t>(T + 5)] = 0.0;
+    const Tensor pad = Tensor::from_vector(real, {kBatch, T}, DType::f32);
+    struct Run {
+      std::vector<std::vector<double>> grads;
+      bool released = false;
+    };
+    // q, k and v are op results (times 2: exact) that only attention holds
+    // once the forward is done.
+    const auto run = [&](Tensor* probs) {
+      for (const Variable* x : {&xq, &xk, &xv}) x->zero_grad();
+      const Variable out = autograd::attention(xq * 2.0, xk * 2.0, xv * 2.0, h, true, 1.0 / std::sqrt(double(dk)),
+                                               pad, Variable(), probs);
+      Run r;
+      r.released = true;
+      for (int i = 0; i < 3; ++i) r.released = r.released && out.node()->inputs[i].node()->released();
+      autograd::sum(out * weights).backward();
+      for (const Variable* x : {&xq, &xk, &xv}) r.grads.push_back(x->grad().to_vector());
+      return r;
+    };
+    Run plain, probed;
+    {
+      const test::PrecisionScope bf16(core::GemmPrecision::bf16);
+      plain = run(nullptr);
+      Tensor probs;
+      probed = run(&probs);
+      ASSERT_TRUE(probs.defined());
+    }
+    EXPECT_TRUE(plain.released);
+    EXPECT_FALSE(probed.released);  // the probe's path reads q, k and v
+    EXPECT_EQ(plain.grads, probed.grads);
+    const test::PrecisionScope f32(core::GemmPrecision::f32);
+    EXPECT_FALSE(run(nullptr).released);
+  }
+}
+
 TEST(MultiHeadAttention, ProbeGatesMustBeAnHElementVariableOfTheInputsDtype) {
   auto mha = make_attention(4, true);
   const Variable x(random_input(17));
