@@ -57,10 +57,17 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
       std::move(r.out), {q, k, v, gates},
       [shape, key_padding, p = r.probs, qkv16 = r.rounded](std::vector<Variable>& in, const Tensor& g) {
         const Tensor gv = in[3].defined() ? in[3].value() : Tensor();
+        // q, k and v all still held by someone else (a hook, which may have
+        // changed them in place since): the backward reads them, as in
+        // float32. Once one is released only the copies have it, and they
+        // stand for all three (a change in place made since to one still
+        // held is then not seen).
+        const bool from_copies =
+            qkv16 && (in[0].node()->released() || in[1].node()->released() || in[2].node()->released());
         core::AttentionGrads d =
-            qkv16 ? core::attention_backward(g, *qkv16, p, shape, key_padding, gv)
-                  : core::attention_backward(g, in[0].value(), in[1].value(), in[2].value(), p, shape, key_padding,
-                                             gv, in[3].requires_grad());
+            from_copies ? core::attention_backward(g, *qkv16, p, shape, key_padding, gv)
+                        : core::attention_backward(g, in[0].value(), in[1].value(), in[2].value(), p, shape,
+                                                   key_padding, gv, in[3].requires_grad());
         if (in[0].requires_grad()) in[0].accumulate_grad(d.dq);
         if (in[1].requires_grad()) in[1].accumulate_grad(d.dk);
         if (in[2].requires_grad()) in[2].accumulate_grad(d.dv);

@@ -156,5 +156,38 @@ TEST(Bf16Release, AHeldCopyGivesTheInputsGradientBitsAfterTheInputIsFreed) {
   EXPECT_THROW(core::linear_backward(g, core::Bf16Copy{}, w, false, true), std::invalid_argument);
 }
 
+// Attention's rounded copies stand in for q, k and v once one of them is
+// released. Held all three (as a hook may hold them), they are read as they
+// are at the backward: the key projection's gradient (dK = dS^T Q) follows
+// a change made to q in place after the forward; and with only q held (k
+// and v released), the copies serve, whatever q holds then.
+TEST(Bf16Release, AttentionReadsQKAndVStillHeldAsTheyAreAtTheBackward) {
+  if (!core::cpu_has_native_bf16()) GTEST_SKIP() << "this CPU has no bf16 units (AVX512_BF16 or AMX-BF16)";
+  const test::PrecisionScope bf16(core::GemmPrecision::bf16);
+  core::Generator gen(23);
+  const Variable x(gen.normal({2, 40, 24}, 0.0, 1.0, DType::f32));
+  const Tensor weights = gen.normal({2, 40, 24}, 0.0, 1.0, DType::f32);
+  std::vector<Variable> w;
+  for (int i = 0; i < 3; ++i) w.emplace_back(gen.normal({24, 24}, 0.0, 0.3, DType::f32), true);
+  const auto key_grad = [&](bool change, bool hold_all) {
+    for (Variable& p : w) p.zero_grad();
+    const core::Bf16Operands scope;
+    const Variable q = linear(x, w[0], Variable());
+    Variable k = linear(x, w[1], Variable()), v = linear(x, w[2], Variable());
+    const Variable out = attention(q, k, v, 3, true, 0.2);
+    if (!hold_all) k = v = Variable();
+    EXPECT_FALSE(q.node()->released());
+    if (change) {
+      float* p = q.value().data<float>();
+      for (int64_t i = 0; i < q.numel(); ++i) p[i] *= 1.5f;
+    }
+    sum(mul(out, Variable(weights))).backward();
+    return w[1].grad();
+  };
+  const Tensor unchanged = key_grad(false, true);
+  EXPECT_FALSE(identical_bits(key_grad(true, true), unchanged));
+  EXPECT_TRUE(identical_bits(key_grad(true, false), unchanged));
+}
+
 }  // namespace
 }  // namespace headlab::autograd
