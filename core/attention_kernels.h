@@ -39,7 +39,7 @@ struct AttentionShape {
 // backward, and probs is left undefined. With hold_rounded, that bf16
 // forward also rounds q, k and v once each, whole, and hands the copies over
 // (`rounded`) for the backward below that reads them instead of q, k and v.
-struct RoundedQkv;  // core/attention_bf16.h
+class RoundedQkv;  // core/attention_bf16.h
 struct AttentionForward {
   Tensor out;    // [B, T, d]
   Tensor probs;  // [B, h, T, T], or undefined (not kept)
