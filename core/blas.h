@@ -37,6 +37,8 @@ namespace headlab::core::detail {
 // precision only, is B's rounded copy, dense in B's stored layout, given
 // instead of b (null) when B's float32 values are gone: a Linear's input in
 // its backward's dW = g^T x (core/bf16_operands.h, held_bf16_copy).
+// bias, if given (beta 0 and alpha 1), is a row of n added to every row of
+// C by the product itself (core/gemm.h): a Linear's forward.
 template <class T, class Op = T>
 struct GemmCall {
   bool ta = false, tb = false;
@@ -51,6 +53,7 @@ struct GemmCall {
   const std::shared_ptr<Storage>* a_owner = nullptr;
   const std::shared_ptr<Storage>* b_owner = nullptr;
   const bf16_t* b_rounded = nullptr;
+  const T* bias = nullptr;
 
   // Blocks of C's rows (or columns, when C is wider than tall): a power of
   // two, one per kGemmBlockWork multiply-adds, at most kMaxGemmBlocks, each
@@ -77,11 +80,11 @@ struct GemmCall {
     if (by_rows) {  // rows start..end of op(A) and C
       if (ta) {
         if (const Op* dense = dense_block(a, lda, start, end - start, k)) {
-          product(ta, tb, end - start, n, k, dense, end - start, b, ldb, c + start * ldc, ldc);
+          product(ta, tb, end - start, n, k, dense, end - start, b, ldb, c + start * ldc, ldc, bias);
           return;
         }
       }
-      product(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc);
+      product(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc, bias);
     } else {  // columns start..end of op(B) and C
       if (!tb && beta == T(0)) {
         if (const Op* dense = dense_block(b, ldb, start, end - start, k)) {
@@ -89,12 +92,13 @@ struct GemmCall {
           // brgemm: the block lands in a dense buffer first.
           const int64_t width = end - start;
           T* out = dense_output(m * width);
-          product(ta, tb, m, width, k, a, lda, dense, width, out, width);
+          product(ta, tb, m, width, k, a, lda, dense, width, out, width, bias ? bias + start : nullptr);
           for (int64_t r = 0; r < m; ++r) std::copy_n(out + r * width, width, c + r * ldc + start);
           return;
         }
       }
-      product(ta, tb, m, end - start, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc);
+      product(ta, tb, m, end - start, k, a, lda, tb ? b + start * ldb : b + start, ldb, c + start, ldc,
+              bias ? bias + start : nullptr);
     }
   }
 
@@ -133,13 +137,13 @@ struct GemmCall {
   }
 
   void product(bool ta_, bool tb_, int64_t m_, int64_t n_, int64_t k_, const Op* a_, int64_t lda_, const Op* b_,
-               int64_t ldb_, T* c_, int64_t ldc_) const {
+               int64_t ldb_, T* c_, int64_t ldc_, const T* bias_) const {
     if constexpr (std::is_same_v<Op, bf16_t>)
       packed_bf16_gemm({.ta = ta_, .tb = tb_, .m = m_, .n = n_, .k = k_, .a = a_, .lda = lda_, .b = b_, .ldb = ldb_,
-                        .ldc = ldc_},
+                        .ldc = ldc_, .bias = bias_},
                        alpha, beta, c_);
     else
-      gemm<T>(ta_, tb_, m_, n_, k_, a_, lda_, b_, ldb_, c_, ldc_, alpha, beta);
+      gemm<T>(ta_, tb_, m_, n_, k_, a_, lda_, b_, ldb_, c_, ldc_, alpha, beta, bias_);
   }
 };
 

@@ -19,7 +19,9 @@
 // in float32 (core/gemm_bf16.cpp). float64 products never change.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -97,8 +99,15 @@ namespace detail {
 // of one shape: product (i, j) reads a + i * a_stride[0] + j * a_stride[1]
 // (likewise b, c) with the leading dimensions below. Attention's heads are
 // the grid [batch, heads] of [T, d_k] blocks inside [B, T, d] tensors.
+//
+// `bias`, if given (with alpha 1 and beta 0 only), is a row of n values
+// added to every row of every product: C = op(A) op(B) + bias, a Linear's
+// forward. oneDNN adds it in the product's epilogue, as it writes C; the
+// other paths set C's rows to it first and multiply with beta 1
+// (bias_as_beta), the same sum, rounded once: the bits are the same.
 template <class T>
 struct BatchedGemm {
+  using Out = std::conditional_t<std::is_same_v<T, bf16_t>, float, T>;  // C's type
   bool ta = false, tb = false;
   int64_t m = 0, n = 0, k = 0;
   int64_t outer = 1, inner = 1;
@@ -109,14 +118,37 @@ struct BatchedGemm {
   T* c = nullptr;
   int64_t ldc = 0, c_stride[2] = {0, 0};
   T alpha = T(1), beta = T(0);
+  const Out* bias = nullptr;
 };
+
+// A bias goes with alpha 1 and beta 0 only (a logic error otherwise).
+template <class S>
+void check_bias(const void* bias, S alpha, S beta) {
+  if (bias != nullptr && (alpha != S(1) || beta != S(0)))
+    throw std::logic_error("a GEMM's bias needs alpha 1 and beta 0");
+}
+
+// For a path whose kernel cannot add a bias: C's rows (of every product of
+// the batch, C at `c`) set to g.bias, and the product made one of beta 1
+// without it. alpha, beta and c are g's own, or, for packed bf16 products
+// (whose C is float), those given beside g.
+template <class T, class S>
+void bias_as_beta(BatchedGemm<T>& g, S alpha, S& beta, typename BatchedGemm<T>::Out* c) {
+  if (g.bias == nullptr) return;
+  check_bias(g.bias, alpha, beta);
+  for (int64_t i = 0; i < g.outer; ++i)
+    for (int64_t j = 0; j < g.inner; ++j)
+      for (int64_t r = 0; r < g.m; ++r) std::copy_n(g.bias, g.n, c + i * g.c_stride[0] + j * g.c_stride[1] + r * g.ldc);
+  g.bias = nullptr;
+  beta = S(1);
+}
 
 void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                    int64_t ldb, float* c, int64_t ldc, float alpha, float beta);
 void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
                    int64_t ldb, double* c, int64_t ldc, double alpha, double beta);
 void onednn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, float alpha, float beta);
+                 int64_t ldb, float* c, int64_t ldc, float alpha, float beta, const float* bias = nullptr);
 
 void onednn_batched_gemm(const BatchedGemm<float>& g);
 
@@ -152,28 +184,30 @@ bool gemm_recording();
 void record_batched_gemm(const BatchedGemm<float>& g);
 void record_packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c);
 
-// The product above on the calling thread, by the selected backend.
+// The product above on the calling thread, by the selected backend; with
+// `bias` (n values, alpha 1 and beta 0 only), C = op(A) op(B) + bias, as
+// BatchedGemm says.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-          int64_t ldc, T alpha = T(1), T beta = T(0)) {
+          int64_t ldc, T alpha = T(1), T beta = T(0), const T* bias = nullptr) {
+  BatchedGemm<T> g{.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c,
+                   .ldc = ldc, .alpha = alpha, .beta = beta, .bias = bias};
   if constexpr (std::is_same_v<T, float>) {
     if (gemm_recording()) {  // core/gemm_replay.h
-      record_batched_gemm({.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c,
-                           .ldc = ldc, .alpha = alpha, .beta = beta});
+      record_batched_gemm(g);
       return;
     }
     if (gemm_precision() == GemmPrecision::bf16 && m > 0 && n > 0 && k > 0) {
-      bf16_batched_gemm({.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c,
-                         .ldc = ldc, .alpha = alpha, .beta = beta},
-                        gemm_backend());
+      bf16_batched_gemm(g, gemm_backend());
       return;
     }
     if (gemm_backend() == GemmBackend::onednn) {
-      onednn_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
+      onednn_batched_gemm(g);
       return;
     }
   }
-  openblas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
+  bias_as_beta(g, g.alpha, g.beta, g.c);
+  openblas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, g.beta);
 }
 
 // Attention's products at short sequences (T = 3..16) are thousands of tiny
@@ -202,16 +236,18 @@ void small_batched_gemm(const BatchedGemm<T>& g);
 // primitive, or a loop of OpenBLAS calls (always for float64). Either way
 // each product's bits depend only on its shape.
 template <class T>
-void batched_gemm_on(const BatchedGemm<T>& g, GemmBackend backend) {
+void batched_gemm_on(const BatchedGemm<T>& product, GemmBackend backend) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (backend == GemmBackend::onednn && !is_small_product(product)) {
+      onednn_batched_gemm(product);
+      return;
+    }
+  }
+  BatchedGemm<T> g = product;
+  bias_as_beta(g, g.alpha, g.beta, g.c);
   if (is_small_product(g)) {
     small_batched_gemm(g);
     return;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    if (backend == GemmBackend::onednn) {
-      onednn_batched_gemm(g);
-      return;
-    }
   }
   for (int64_t i = 0; i < g.outer; ++i)
     for (int64_t j = 0; j < g.inner; ++j)

@@ -89,6 +89,7 @@ void bf16_batched_gemm(const BatchedGemm<float>& g, GemmBackend backend) {
   h.b_stride[1] = b_rows * b_cols;
   h.ldc = g.ldc;
   std::copy(g.c_stride, g.c_stride + 2, h.c_stride);
+  h.bias = g.bias;
   if (backend == GemmBackend::onednn) onednn_batched_gemm_bf16(h, g.alpha, g.beta, g.c);
   else openblas_batched_gemm_bf16(h, g.alpha, g.beta, g.c);
 }
@@ -118,13 +119,16 @@ void widened_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, fl
   std::copy(g.c_stride, g.c_stride + 2, f.c_stride);
   f.alpha = alpha;
   f.beta = beta;
+  f.bias = g.bias;
   batched_gemm_on(f, backend);
 }
 
-void packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
-  if (g.m <= 0 || g.n <= 0) return;
-  if (gemm_recording()) return record_packed_bf16_gemm(g, alpha, beta, c);  // core/gemm_replay.h
-  if (g.k <= 0) {  // nothing to multiply: C = beta C, as BLAS defines it
+void packed_bf16_gemm(const BatchedGemm<bf16_t>& product, float alpha, float beta, float* c) {
+  if (product.m <= 0 || product.n <= 0) return;
+  if (gemm_recording()) return record_packed_bf16_gemm(product, alpha, beta, c);  // core/gemm_replay.h
+  BatchedGemm<bf16_t> g = product;
+  if (g.k <= 0) {  // nothing to multiply: C = beta C (+ bias), as BLAS defines it
+    bias_as_beta(g, alpha, beta, c);
     for (int64_t o = 0; o < g.outer; ++o)
       for (int64_t p = 0; p < g.inner; ++p) {
         float* cp = c + o * g.c_stride[0] + p * g.c_stride[1];
@@ -185,7 +189,7 @@ PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
     const GemmCall<float>& c = calls.begin()[j];
     packed.calls[j] = {.ta = c.ta, .tb = c.tb, .m = c.m, .n = c.n, .k = c.k, .a = at[2 * j],
                        .lda = stored(c, false).cols, .b = at[2 * j + 1], .ldb = stored(c, true).cols, .c = c.c,
-                       .ldc = c.ldc, .alpha = c.alpha, .beta = c.beta};
+                       .ldc = c.ldc, .alpha = c.alpha, .beta = c.beta, .bias = c.bias};
   }
   return packed;
 }

@@ -43,14 +43,15 @@ namespace {
 
 // Everything a primitive is made for: a batch of outer x inner products
 // (1 x 1 for a single one) with their strides, sizes, leading dimensions,
-// and whether A and B are bf16 (C is always f32).
+// whether A and B are bf16 (C is always f32), and whether a bias row is
+// added in the epilogue.
 struct Key {
-  bool ta = false, tb = false, bf16 = false;
+  bool ta = false, tb = false, bf16 = false, bias = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   int64_t outer = 1, inner = 1, sa[2] = {0, 0}, sb[2] = {0, 0}, sc[2] = {0, 0};
   float alpha = 1, beta = 0;
   auto fields() const {
-    return std::make_tuple(ta, tb, bf16, m, n, k, lda, ldb, ldc, outer, inner, sa[0], sa[1], sb[0], sb[1], sc[0], sc[1]);
+    return std::make_tuple(ta, tb, bf16, bias, m, n, k, lda, ldb, ldc, outer, inner, sa[0], sa[1], sb[0], sb[1], sc[0], sc[1]);
   }
   bool operator==(const Key& o) const {
     return fields() == o.fields() && std::memcmp(&alpha, &o.alpha, sizeof alpha) == 0 &&
@@ -63,9 +64,9 @@ struct KeyHash {
     uint32_t alpha = 0, beta = 0;
     std::memcpy(&alpha, &key.alpha, sizeof alpha);
     std::memcpy(&beta, &key.beta, sizeof beta);
-    std::size_t h = (key.ta ? 1u : 0u) | (key.tb ? 2u : 0u) | (key.bf16 ? 4u : 0u);
+    std::size_t h = (key.ta ? 1u : 0u) | (key.tb ? 2u : 0u) | (key.bf16 ? 4u : 0u) | (key.bias ? 8u : 0u);
     const auto mix = [&h](int64_t v) { h = h * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(v); };
-    std::apply([&](bool, bool, bool, auto... v) { (mix(v), ...); }, key.fields());
+    std::apply([&](bool, bool, bool, bool, auto... v) { (mix(v), ...); }, key.fields());
     mix(alpha);
     mix(beta);
     return h;
@@ -79,9 +80,9 @@ struct AlignedFree {
 // One shape's primitive with its arguments, ready to run.
 struct Entry {
   dnnl::matmul primitive;
-  dnnl::memory a, b, c, scratch;
+  dnnl::memory a, b, c, bias, scratch;
   std::unique_ptr<std::byte[], AlignedFree> scratch_buffer;
-  dnnl_exec_arg_t args[4] = {};
+  dnnl_exec_arg_t args[5] = {};
   int nargs = 0;
 };
 
@@ -169,7 +170,20 @@ std::unique_ptr<Entry> create(const Key& key) {
     ops.append_sum(key.beta);
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, cpu_engine());
+  // The bias: one row of n, broadcast over every row of every product.
+  dnnl::memory::desc bias_md;
+  if (key.bias) {
+    dnnl::memory::dims dims{1, key.n}, strides{key.n, 1};
+    for (const int64_t axis : {key.outer, key.inner})  // C's batch axes, as matrix_md makes them
+      if (axis > 1) {
+        dims.insert(dims.begin(), 1);
+        strides.insert(strides.begin(), key.n);
+      }
+    bias_md = dnnl::memory::desc(dims, dt::f32, strides);
+  }
+  const dnnl::matmul::primitive_desc pd(
+      key.bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md), attr,
+      cpu_engine());
   auto e = std::make_unique<Entry>();
   e->primitive = dnnl::matmul(pd);
   const dnnl::engine& engine = cpu_engine();
@@ -180,6 +194,10 @@ std::unique_ptr<Entry> create(const Key& key) {
   e->args[1] = {DNNL_ARG_WEIGHTS, e->b.get()};
   e->args[2] = {DNNL_ARG_DST, e->c.get()};
   e->nargs = 3;
+  if (key.bias) {
+    e->bias = dnnl::memory(bias_md, engine, nullptr);
+    e->args[e->nargs++] = {DNNL_ARG_BIAS, e->bias.get()};
+  }
   const dnnl::memory::desc scratch_md = pd.scratchpad_desc();
   if (const std::size_t bytes = scratch_md.get_size(); bytes > 0) {
     e->scratch_buffer.reset(new (std::align_val_t{64}) std::byte[bytes]);
@@ -189,8 +207,8 @@ std::unique_ptr<Entry> create(const Key& key) {
   return e;
 }
 
-// A and B are float, or bf16_t when key.bf16.
-void run(const Key& key, const void* a, const void* b, float* c) {
+// A and B are float, or bf16_t when key.bf16; bias (n floats) when key.bias.
+void run(const Key& key, const void* a, const void* b, float* c, const float* bias) {
   thread_local ThreadCache cache;
   const OneThread one;
   auto it = cache.entries.find(key);
@@ -207,6 +225,7 @@ void run(const Key& key, const void* a, const void* b, float* c) {
   dnnl_memory_set_data_handle(e.a.get(), const_cast<void*>(a));
   dnnl_memory_set_data_handle(e.b.get(), const_cast<void*>(b));
   dnnl_memory_set_data_handle(e.c.get(), c);
+  if (key.bias) dnnl_memory_set_data_handle(e.bias.get(), const_cast<float*>(bias));
   const SignalsDeferred deferred;
   const dnnl_status_t status = dnnl_primitive_execute(e.primitive.get(), cache.stream.get(), e.nargs, e.args);
   if (status != dnnl_success)
@@ -216,24 +235,28 @@ void run(const Key& key, const void* a, const void* b, float* c) {
 }  // namespace
 
 void onednn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, float alpha, float beta) {
+                 int64_t ldb, float* c, int64_t ldc, float alpha, float beta, const float* bias) {
   onednn_batched_gemm({.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c,
-                       .ldc = ldc, .alpha = alpha, .beta = beta});
+                       .ldc = ldc, .alpha = alpha, .beta = beta, .bias = bias});
 }
 
-void onednn_batched_gemm(const BatchedGemm<float>& g) {
-  if (g.m <= 0 || g.n <= 0 || g.k <= 0) {  // nothing to multiply: C = beta C, as BLAS defines it
+void onednn_batched_gemm(const BatchedGemm<float>& product) {
+  BatchedGemm<float> g = product;
+  check_bias(g.bias, g.alpha, g.beta);
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) {  // nothing to multiply: C = beta C (+ bias), as BLAS defines it
+    bias_as_beta(g, g.alpha, g.beta, g.c);
     for (int64_t i = 0; i < g.outer; ++i)
       for (int64_t j = 0; j < g.inner; ++j)
         openblas_gemm(g.ta, g.tb, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, g.c + i * g.c_stride[0] + j * g.c_stride[1],
                       g.ldc, g.alpha, g.beta);
     return;
   }
-  const Key key{.ta = g.ta, .tb = g.tb, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda, .ldb = g.ldb, .ldc = g.ldc,
+  Key key{.ta = g.ta, .tb = g.tb, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda, .ldb = g.ldb, .ldc = g.ldc,
                 .outer = g.outer, .inner = g.inner, .sa = {g.a_stride[0], g.a_stride[1]},
                 .sb = {g.b_stride[0], g.b_stride[1]}, .sc = {g.c_stride[0], g.c_stride[1]}, .alpha = g.alpha,
                 .beta = g.beta};
-  run(key, g.a, g.b, g.c);
+  key.bias = g.bias != nullptr;
+  run(key, g.a, g.b, g.c, g.bias);
 }
 
 bool onednn_has_bf16_matmul() {
@@ -248,6 +271,7 @@ bool onednn_has_bf16_matmul() {
 }
 
 void onednn_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
+  check_bias(g.bias, alpha, beta);
   if (!onednn_has_bf16_matmul()) {
     widened_bf16_gemm(g, alpha, beta, c, GemmBackend::onednn);
     return;
@@ -259,8 +283,9 @@ void onednn_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float b
   Key key{.ta = g.ta, .tb = g.tb, .bf16 = true, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda, .ldb = g.ldb,
           .ldc = g.n, .outer = g.outer, .inner = g.inner, .sa = {g.a_stride[0], g.a_stride[1]},
           .sb = {g.b_stride[0], g.b_stride[1]}, .sc = {g.inner * each, each}, .alpha = alpha, .beta = beta};
+  key.bias = g.bias != nullptr;
   if (dense_c) {
-    run(key, g.a, g.b, c);
+    run(key, g.a, g.b, c, g.bias);
     return;
   }
   // A strided C (attention's chunks: rows of the [B, h, T, T] scores, or of
@@ -274,7 +299,7 @@ void onednn_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float b
   const auto size = static_cast<std::size_t>(each * g.outer * g.inner);
   if (dense.size() < size) dense.resize(size);
   key.beta = 0.0f;
-  run(key, g.a, g.b, dense.data());
+  run(key, g.a, g.b, dense.data(), g.bias);
   for (int64_t i = 0; i < g.outer; ++i)
     for (int64_t j = 0; j < g.inner; ++j) {
       const float* from = dense.data() + (i * g.inner + j) * each;

@@ -84,7 +84,9 @@ void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const doub
   listed_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta);
 }
 
-void openblas_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
+void openblas_batched_gemm_bf16(const BatchedGemm<bf16_t>& product, float alpha, float beta, float* c) {
+  BatchedGemm<bf16_t> g = product;
+  bias_as_beta(g, alpha, beta, c);
   const SingleThreadedBlas single;
   if (has_sbgemm()) {
     for (int64_t i = 0; i < g.outer; ++i)

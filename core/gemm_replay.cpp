@@ -66,6 +66,7 @@ double replay(const Recorded& r, int repeats) {
   std::vector<float> a(static_cast<std::size_t>(a_size)), b(static_cast<std::size_t>(b_size));
   for (int64_t i = 0; i < a_size; ++i) a[static_cast<std::size_t>(i)] = value(i);
   for (int64_t i = 0; i < b_size; ++i) b[static_cast<std::size_t>(i)] = value(i + 3);
+  std::vector<float> bias(static_cast<std::size_t>(g.bias != nullptr ? g.n : 0), 0.5f);
   std::vector<bf16_t> a16, b16;
   if (r.packed_bf16) {
     a16.resize(a.size());
@@ -81,7 +82,7 @@ double replay(const Recorded& r, int repeats) {
     if (r.packed_bf16) {
       detail::BatchedGemm<bf16_t> h{.ta = g.ta, .tb = g.tb, .m = g.m, .n = g.n, .k = g.k, .outer = g.outer,
                                     .inner = g.inner, .a = a16.data(), .lda = g.lda, .b = b16.data(), .ldb = g.ldb,
-                                    .ldc = g.ldc};
+                                    .ldc = g.ldc, .bias = g.bias != nullptr ? bias.data() : nullptr};
       std::copy(g.a_stride, g.a_stride + 2, h.a_stride);
       std::copy(g.b_stride, g.b_stride + 2, h.b_stride);
       std::copy(g.c_stride, g.c_stride + 2, h.c_stride);
@@ -89,6 +90,7 @@ double replay(const Recorded& r, int repeats) {
     } else {
       detail::BatchedGemm<float> f = g;
       f.a = a.data(), f.b = b.data(), f.c = c.data();
+      if (g.bias != nullptr) f.bias = bias.data();
       detail::batched_gemm(f);
     }
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -112,7 +114,7 @@ void record_batched_gemm(const BatchedGemm<float>& g) {
 
 void record_packed_bf16_gemm(const BatchedGemm<bf16_t>& g, float alpha, float beta, float* c) {
   Recorded r{{.ta = g.ta, .tb = g.tb, .m = g.m, .n = g.n, .k = g.k, .outer = g.outer, .inner = g.inner,
-              .lda = g.lda, .ldb = g.ldb, .ldc = g.ldc, .alpha = alpha, .beta = beta},
+              .lda = g.lda, .ldb = g.ldb, .ldc = g.ldc, .alpha = alpha, .beta = beta, .bias = g.bias},
              true, GemmPrecision::bf16, 0};
   std::copy(g.a_stride, g.a_stride + 2, r.g.a_stride);
   std::copy(g.b_stride, g.b_stride + 2, r.g.b_stride);

@@ -160,11 +160,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const Operand A = prepare(x, {}), W = prepare(weight.transpose(0, 1), {});
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T* pc = out.data<T>();
-    if (bias.defined()) out.copy_(bias);  // rows start as the bias; GEMM adds x W^T (beta = 1)
+    // The bias is added by the product as it writes each row (oneDNN's
+    // epilogue; elsewhere C's rows start as the bias, core/gemm.h): not a
+    // pass of its own over `out` before the product.
+    const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
     detail::parallel_gemms<T>({{A.trans, W.trans, rows, out_features, in, A.t.data<T>(), A.ld, W.t.data<T>(), W.ld,
-                                pc, out_features, T(1), bias.defined() ? T(1) : T(0), kept_storage(A, x),
-                                kept_storage(W, weight)}});
+                                out.data<T>(), out_features, T(1), T(0), kept_storage(A, x), kept_storage(W, weight),
+                                nullptr, b.defined() ? b.data<T>() : nullptr}});
   });
   return out;
 }
