@@ -15,6 +15,7 @@
 #include "layers/hooks.h"
 #include "layers/hooks_short_names.h"
 #include "model.h"
+#include "train/cli/version.h"
 #include "train/errors.h"
 
 namespace headlab::python {
@@ -49,7 +50,6 @@ PYBIND11_MODULE(_core, m) {
   python::bind_memory(m);
   // names=None leaves out the copy points by the engine's own list, not a copy of it.
   m.def("is_copy_point", &layers::is_copy_point, py::arg("name"));
-  // headlab.write_data checks a pattern's name by the analysis's own rule, not a copy of it.
   // TransformerLens's short names by the rule the CLI's --hooks reads (layers/hooks_short_names.h).
   m.def("short_hook_names", &layers::short_hook_names);
   m.def("is_short_hook_name", &layers::is_short_hook_name, py::arg("name"));
@@ -63,5 +63,8 @@ PYBIND11_MODULE(_core, m) {
         return py::make_tuple(c->name, c->layer, c->layer_type);
       },
       py::arg("name"));
+  // headlab.sweep runs the headlab program only if its --version line is this one (python/headlab/_program.py).
+  m.def("version_line", &cli::version_line);
+  // headlab.write_data checks a pattern's name by the analysis's own rule, not a copy of it.
   m.def("check_pattern_name", &analysis::check_pattern_name, py::arg("name"));
 }
