@@ -64,12 +64,16 @@ struct GemmCall {
   const std::shared_ptr<Storage>* b_owner = nullptr;
   const bf16_t* b_rounded = nullptr;
   // In bf16 precision, on oneDNN, set by pack_operands for a product split
-  // by rows of op(A) = A^T (a weight gradient dW = g^T x with out >= in):
-  // those rows are columns of the stored A, strided there, and the pass that
-  // rounds A writes each block of them densely here too, [k, end - start]
-  // at a_blocks + start * k (block_range's edges), where run_block reads it
-  // in place instead of copying it (dense_block). Null: not packed so.
-  const Op* a_blocks = nullptr;
+  // by rows of op(A) whose A is rounded in this call and read whole by no
+  // other product of it (a Linear backward's output gradient g: by rows of
+  // g in dx = g W, by columns of g in dW = g^T x when out >= in): A's
+  // float32 values, stored with leading dimension a_source_ld. Each block
+  // rounds its own part of A densely into its thread's buffer
+  // (rounded_rows) and the product reads it there, in cache. A rounded
+  // whole would cost a pass writing all of A and, for a block of A^T's rows,
+  // strided in A, a copy of the block out of it (dense_block).
+  const float* a_source = nullptr;
+  int64_t a_source_ld = 0;
 
   // Blocks of C's rows (or columns, when C is wider than tall): a power of
   // two, one per kGemmBlockWork multiply-adds, at most kMaxGemmBlocks, each
@@ -92,14 +96,15 @@ struct GemmCall {
     const auto [start, end] = block_range(by_rows() ? m : n, blk, count);
     if (end <= start) return;
     if (by_rows()) {  // rows start..end of op(A) and C
-      if (ta) {
-        const Op* dense = a_blocks != nullptr ? a_blocks + start * k : dense_block(a, lda, start, end - start, k);
-        if (dense != nullptr) {
-          product(ta, tb, end - start, n, k, dense, end - start, b, ldb, c + start * ldc, ldc);
-          return;
-        }
+      const int64_t rows = end - start;
+      const Op* dense = a_source != nullptr ? rounded_rows(start, rows)
+                        : ta                  ? dense_block(a, lda, start, rows, k)
+                                              : nullptr;
+      if (dense != nullptr) {
+        product(ta, tb, rows, n, k, dense, ta ? rows : k, b, ldb, c + start * ldc, ldc);
+        return;
       }
-      product(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc);
+      product(ta, tb, rows, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc);
     } else {  // columns start..end of op(B) and C
       if (!tb && beta == T(0)) {
         if (const Op* dense = dense_block(b, ldb, start, end - start, k)) {
@@ -127,10 +132,10 @@ struct GemmCall {
   // 408-441 dense). The copy reads the block once more, a few percent of
   // the product's time. oneDNN only (OpenBLAS packs its own); in f32 only at
   // f32 precision (bf16 products get Op = bf16_t). Null when the block is
-  // dense already. In bf16 a block of g^T's rows is written dense by the
-  // rounding pass instead (a_blocks); what is copied here there is x's
-  // column block (x was rounded in the forward) and an A whose rounded copy
-  // came from the scope, already packed.
+  // dense already. In bf16 a block of g^T's rows is rounded by its block
+  // instead (a_source); what is copied here there is x's column block (x
+  // was rounded in the forward) and an A whose rounded copy came from the
+  // scope.
   const Op* dense_block(const Op* base, int64_t ld, int64_t start, int64_t width, int64_t lines) const {
     if constexpr (std::is_same_v<Op, float> || std::is_same_v<Op, bf16_t>) {
       if (width == ld || gemm_backend() != GemmBackend::onednn) return nullptr;
@@ -142,6 +147,23 @@ struct GemmCall {
       return buffer.data();
     } else {
       (void)base, (void)ld, (void)start, (void)width, (void)lines;
+      return nullptr;
+    }
+  }
+
+  // Rows start..start+rows of op(A), rounded from a_source densely into
+  // this thread's buffer: [k, rows] when A is transposed (columns of the
+  // stored A), else [rows, k]. The values and layout of the same block of A
+  // rounded whole (and, transposed, copied dense), so the same product.
+  const Op* rounded_rows(int64_t start, int64_t rows) const {
+    if constexpr (std::is_same_v<Op, bf16_t>) {
+      thread_local std::vector<bf16_t> buffer;  // blocks run on many threads at once
+      if (buffer.size() < static_cast<std::size_t>(rows * k)) buffer.resize(static_cast<std::size_t>(rows * k));
+      if (ta) pack_bf16(a_source + start, k, rows, a_source_ld, buffer.data());
+      else pack_bf16(a_source + start * a_source_ld, rows, k, a_source_ld, buffer.data());
+      return buffer.data();
+    } else {
+      (void)start, (void)rows;
       return nullptr;
     }
   }
@@ -174,7 +196,9 @@ struct GemmCall {
 // In bf16 mixed precision the operands are rounded and packed once per call
 // (in the same region, before its blocks), not once per block: the blocks
 // share one operand whole, which per-block packing would convert up to
-// kMaxGemmBlocks times.
+// kMaxGemmBlocks times. The operand a product splits by rows of op(A) is
+// the exception where nothing reads it whole: each block rounds its own
+// part (GemmCall::a_source), each element once per product.
 constexpr std::size_t kMaxGemmCalls = 4;
 
 // The calls' operands rounded into this thread's buffers, 2 per call (A, B),
@@ -189,6 +213,9 @@ struct PackedOperands {
   std::size_t count = 0;
   std::array<std::size_t, 2 * kMaxGemmCalls> same{};
   std::array<bool, 2 * kMaxGemmCalls> ready{};
+  // `by_blocks[i]`: operand i is rounded by the blocks that read it
+  // (GemmCall::a_source), not packed whole.
+  std::array<bool, 2 * kMaxGemmCalls> by_blocks{};
 };
 PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls);
 // Each operand is packed in kPackChunks chunks of its stored rows

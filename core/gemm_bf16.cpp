@@ -28,76 +28,35 @@
 namespace headlab::core {
 namespace {
 
-// One row of n floats -> n bf16 at out and, with kCopy, at copy too, 32 at
-// a time by vcvtne2ps2bf16 (one instruction where the portable to_bf16
-// takes about eight), the tail masked.
-template <bool kCopy>
+// One row of n floats -> n bf16, 32 at a time by vcvtne2ps2bf16 (one
+// instruction where the portable to_bf16 takes about eight), the tail masked.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void row_avx512_bf16(const float* in, bf16_t* out,
-                                                                                      bf16_t* copy, int64_t n) {
+                                                                                      int64_t n) {
   int64_t c = 0;
   for (; c + 32 <= n; c += 32) {
     const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(in + c + 16), _mm512_loadu_ps(in + c));
     _mm512_storeu_si512(out + c, reinterpret_cast<const __m512i&>(v));
-    if constexpr (kCopy) _mm512_storeu_si512(copy + c, reinterpret_cast<const __m512i&>(v));
   }
   for (; c < n; c += 16) {
     const __mmask16 mask = n - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - c)) - 1);
     const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, in + c));
     _mm256_mask_storeu_epi16(out + c, mask, reinterpret_cast<const __m256i&>(v));
-    if constexpr (kCopy) _mm256_mask_storeu_epi16(copy + c, mask, reinterpret_cast<const __m256i&>(v));
   }
 }
 
-template <bool kCopy>
-void row_portable(const float* in, bf16_t* out, bf16_t* copy, int64_t n) {
-  for (int64_t c = 0; c < n; ++c) {
-    out[c] = to_bf16(in[c]);
-    if constexpr (kCopy) copy[c] = out[c];
-  }
+void row_portable(const float* in, bf16_t* out, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) out[c] = to_bf16(in[c]);
 }
 
 }  // namespace
 
 void pack_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, bf16_t* dst) {
-  static const auto row = cpu_has_avx512_bf16() ? row_avx512_bf16<false> : row_portable<false>;
-  for (int64_t r = 0; r < rows; ++r) row(src + r * ld, dst + r * cols, nullptr, cols);
+  static const auto row = cpu_has_avx512_bf16() ? row_avx512_bf16 : row_portable;
+  for (int64_t r = 0; r < rows; ++r) row(src + r * ld, dst + r * cols, cols);
 }
 
 namespace detail {
 namespace {
-
-// Rows r0..r1 of pack_bf16 of [rows, cols] into dst, writing the same
-// values a second time into `blocks`: column block b of `count`
-// (block_range over cols) densely, [rows, end - start] at blocks + start *
-// rows. That is the layout in which a product split by rows of A^T reads
-// its blocks (GemmCall::a_blocks); a second store of the values just
-// converted, where copying the blocks out of dst afterwards would read them
-// again. Inlined into a caller of Row's target, which then inlines Row: a
-// call per block of each row costs as much as a short block's conversion.
-template <void (*Row)(const float*, bf16_t*, bf16_t*, int64_t)>
-[[gnu::always_inline]] inline void rows_with_blocks(const float* src, int64_t rows, int64_t cols, int64_t ld,
-                                                    bf16_t* dst, bf16_t* blocks, int64_t count, int64_t r0,
-                                                    int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t blk = 0; blk < count; ++blk) {
-      const auto [start, end] = block_range(cols, blk, count);
-      const int64_t width = end - start;
-      if (width > 0) Row(src + r * ld + start, dst + r * cols + start, blocks + start * rows + r * width, width);
-    }
-}
-
-using RowsWithBlocks = void(const float*, int64_t, int64_t, int64_t, bf16_t*, bf16_t*, int64_t, int64_t, int64_t);
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void rows_with_blocks_avx512_bf16(
-    const float* src, int64_t rows, int64_t cols, int64_t ld, bf16_t* dst, bf16_t* blocks, int64_t count, int64_t r0,
-    int64_t r1) {
-  rows_with_blocks<row_avx512_bf16<true>>(src, rows, cols, ld, dst, blocks, count, r0, r1);
-}
-
-void rows_with_blocks_portable(const float* src, int64_t rows, int64_t cols, int64_t ld, bf16_t* dst, bf16_t* blocks,
-                               int64_t count, int64_t r0, int64_t r1) {
-  rows_with_blocks<row_portable<true>>(src, rows, cols, ld, dst, blocks, count, r0, r1);
-}
 
 // One operand of a batch, [rows, cols] in memory per product (the
 // transposed shape when transposed), packed product after product.
@@ -186,6 +145,14 @@ StoredOperand stored(const GemmCall<float>& c, bool b) {
   return {c.b, c.tb ? c.n : c.k, c.tb ? c.k : c.n, c.ldb};
 }
 
+// Whether operand i of `calls` is the A of a product that oneDNN runs split
+// by rows of op(A): A's block is then what run_block can round by itself.
+bool split_a(std::initializer_list<GemmCall<float>> calls, std::size_t i) {
+  const GemmCall<float>& c = calls.begin()[i / 2];
+  return i % 2 == 0 && gemm_backend() == GemmBackend::onednn && c.by_rows() && c.m > 0 && c.n > 0 && c.k > 0 &&
+         c.blocks() > 1;
+}
+
 }  // namespace
 
 PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
@@ -205,10 +172,7 @@ PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
     }
     for (std::size_t j = 0; j < i; ++j)
       if (packed.same[j] == j && stored(calls.begin()[j / 2], j % 2 == 1) == mine) packed.same[i] = j;
-    if (packed.same[i] != i) {
-      at[i] = at[packed.same[i]];
-      continue;
-    }
+    if (packed.same[i] != i) continue;
     // Rounded by an earlier product of the open scope, or to be kept for the later ones.
     const std::shared_ptr<Storage>* owner = i % 2 == 1 ? call.b_owner : call.a_owner;
     if (owner != nullptr) {
@@ -218,62 +182,46 @@ PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
       }
       if ((at[i] = keep_bf16_operand(mine, *owner)) != nullptr) continue;
     }
+    packed.by_blocks[i] = true;  // rounded in this call: by the blocks, unless a use below needs it whole
+  }
+  // An operand rounded in this call whose every use is the A of a product
+  // split by rows of op(A) (a Linear backward's output gradient g, in dx =
+  // g W and dW = g^T x with out >= in) is rounded by each block, its part
+  // (GemmCall::a_source). Any other is rounded whole into a buffer here.
+  for (std::size_t i = 0; i < 2 * packed.count; ++i)
+    if (!split_a(calls, i)) packed.by_blocks[packed.same[i]] = false;
+  for (std::size_t i = 0; i < 2 * packed.count; ++i) {
+    if (packed.same[i] != i || at[i] != nullptr || packed.by_blocks[i]) continue;
+    const StoredOperand mine = stored(calls.begin()[i / 2], i % 2 == 1);
     const auto size = static_cast<std::size_t>(mine.rows * mine.cols);
     if (buffers[i].size() < size) buffers[i].resize(size);
     at[i] = buffers[i].data();
   }
+  for (std::size_t i = 0; i < 2 * packed.count; ++i) at[i] = at[packed.same[i]];
   for (std::size_t j = 0; j < packed.count; ++j) {
     const GemmCall<float>& c = calls.begin()[j];
-    packed.calls[j] = {.ta = c.ta, .tb = c.tb, .m = c.m, .n = c.n, .k = c.k, .a = at[2 * j],
-                       .lda = stored(c, false).cols, .b = at[2 * j + 1], .ldb = stored(c, true).cols, .c = c.c,
-                       .ldc = c.ldc, .alpha = c.alpha, .beta = c.beta};
+    const StoredOperand a = stored(c, false);
+    const bool by_blocks = packed.by_blocks[packed.same[2 * j]];
+    packed.calls[j] = {.ta = c.ta, .tb = c.tb, .m = c.m, .n = c.n, .k = c.k, .a = at[2 * j], .lda = a.cols,
+                       .b = at[2 * j + 1], .ldb = stored(c, true).cols, .c = c.c, .ldc = c.ldc, .alpha = c.alpha,
+                       .beta = c.beta, .a_source = by_blocks ? a.data : nullptr, .a_source_ld = a.ld};
   }
-  // A product split by rows of A^T (dW = g^T x with out >= in) on oneDNN
-  // reads each block of A's columns densely: pack_operand writes them so
-  // while it rounds A (GemmCall::a_blocks). Only where A is rounded here
-  // (not a copy taken from the scope), and for one call per rounded
-  // operand; any other copies its blocks in run_block, as before.
-  thread_local std::vector<bf16_t> block_buffer;
-  std::array<int64_t, kMaxGemmCalls> offset{};
-  std::array<bool, 2 * kMaxGemmCalls> blocked{};
-  int64_t total = 0;
-  offset.fill(-1);
-  for (std::size_t j = 0; j < packed.count; ++j) {
-    const GemmCall<float, bf16_t>& p = packed.calls[j];
-    const std::size_t owner = packed.same[2 * j];
-    if (gemm_backend() != GemmBackend::onednn || !p.ta || !p.by_rows() || p.m == 0 || p.n == 0 || p.k == 0 ||
-        p.blocks() < 2 || packed.ready[owner] || blocked[owner])
-      continue;
-    blocked[owner] = true;
-    offset[j] = total;
-    total += p.m * p.k;
-  }
-  if (block_buffer.size() < static_cast<std::size_t>(total)) block_buffer.resize(static_cast<std::size_t>(total));
-  for (std::size_t j = 0; j < packed.count; ++j)
-    if (offset[j] >= 0) packed.calls[j].a_blocks = block_buffer.data() + offset[j];
   return packed;
 }
 
 void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, int64_t chunk,
                   const PackedOperands& packed) {
-  static RowsWithBlocks* const with_blocks =
-      cpu_has_avx512_bf16() ? rows_with_blocks_avx512_bf16 : rows_with_blocks_portable;
   const GemmCall<float>& c = calls.begin()[i / 2];
-  // Another operand's buffer, packed by that one; or a kept copy, packed by an earlier product.
-  if (packed.same[i] != i || packed.ready[i]) return;
+  // Another operand's buffer, packed by that one; a kept copy, packed by an
+  // earlier product; or rounded block by block.
+  if (packed.same[i] != i || packed.ready[i] || packed.by_blocks[i]) return;
   const bool b = i % 2 == 1;
   const StoredOperand from = stored(c, b);
   const auto [r0, r1] = block_range(from.rows, chunk, kPackChunks);
   if (r1 <= r0) return;
   const GemmCall<float, bf16_t>& to = packed.calls[i / 2];
-  // The buffers are this operand's own (pack_operands): writing through them is safe.
+  // The buffer is this operand's own (pack_operands): writing through it is safe.
   auto* dst = const_cast<bf16_t*>(b ? to.b : to.a);
-  for (std::size_t j = 0; j < packed.count; ++j) {
-    const GemmCall<float, bf16_t>& p = packed.calls[j];
-    if (p.a_blocks != nullptr && packed.same[2 * j] == i)  // A of call j is this operand: its blocks too
-      return with_blocks(from.data, from.rows, from.cols, from.ld, dst, const_cast<bf16_t*>(p.a_blocks), p.blocks(),
-                         r0, r1);
-  }
   pack_bf16(from.data + r0 * from.ld, r1 - r0, from.cols, from.ld, dst + r0 * from.cols);
 }
 

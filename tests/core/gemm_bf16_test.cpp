@@ -395,13 +395,13 @@ TEST(Bf16Gemm, BlocksOfTransposedOperandsMatchTheReferenceInEitherPrecision) {
 }
 
 // dW = g^T x in bf16 on oneDNN, split into blocks by rows of g^T (out >=
-// in: g's column blocks, written dense by the pass that rounds g) or by
-// columns of x (out < in): odd shapes, 2 and 4 blocks, a trailing block
-// short or empty. Each against the double product of the rounded operands
-// (a block that read a wrong column range of g or x would miss it by far),
-// and bit for bit against the blocks computed as they were before the
-// rounding pass wrote them: each block's strided operand copied dense, a
-// column block's C computed dense and copied out.
+// in: g's column blocks, each rounded by its block) or by columns of x
+// (out < in): odd shapes, 2 and 4 blocks, a trailing block short or empty.
+// Each against the double product of the rounded operands (a block that
+// read a wrong column range of g or x would miss it by far), and bit for
+// bit against the blocks computed as they were when g was rounded whole:
+// each block's strided operand copied dense, a column block's C computed
+// dense and copied out.
 TEST(Bf16Gemm, WeightGradientBlocksMatchTheReferenceAndTheCopiedBlocksBits) {
   SKIP_WITHOUT_BF16_UNITS();
   struct Case {
@@ -421,8 +421,10 @@ TEST(Bf16Gemm, WeightGradientBlocksMatchTheReferenceAndTheCopiedBlocksBits) {
     ASSERT_EQ(dw.blocks(), t.blocks) << name;
     const detail::GemmCall<float> dx{false, false, t.rows, t.in, t.out, g.data(), t.out, w.data(), t.in};
     const detail::PackedOperands packed = detail::pack_operands({dx, dw});
-    // g's blocks are written by its rounding where dW is split by its columns.
-    EXPECT_EQ(packed.calls[1].a_blocks != nullptr, t.out >= t.in) << name;
+    // g is rounded by the blocks that read it where both products split it
+    // (dx by its rows, dW by its columns); else whole, once for both.
+    EXPECT_EQ(packed.calls[1].a_source != nullptr, t.out >= t.in) << name;
+    EXPECT_EQ(packed.calls[0].a_source != nullptr, t.out >= t.in) << name;
 
     const auto tensor = [](const std::vector<float>& v, int64_t r, int64_t c) {
       return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {r, c}, DType::f32);
