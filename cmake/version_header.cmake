@@ -1,9 +1,16 @@
 # Writes OUTPUT, a header defining HEADLAB_VERSION_LINE as
-# "headlab VERSION (git <short commit>[-dirty])", the commit read from the
-# git checkout at SOURCE_DIR ("unknown" without git or a .git, as in a
-# tarball). Run at every build; the file is rewritten only when its text
-# changes, so an unchanged commit recompiles nothing.
+# "headlab VERSION (git <short commit>)", the commit read from the git
+# checkout at SOURCE_DIR ("unknown" without git or a .git, as in a tarball),
+# or "headlab VERSION (git <short commit>-dirty, changes <hash>)" when the
+# tracked files the program and the module are compiled from (C++ and CMake,
+# not the tests') had uncommitted changes, <hash> the first 8 hex digits of
+# the SHA-1 of their diff: builds of different edits name themselves apart,
+# so the Python module can tell a headlab program of another build
+# (python/headlab/_program.py). Run at every build; the file is rewritten
+# only when its text changes, so unchanged sources recompile nothing, and an
+# edit only train/cli/version.cpp.
 #   cmake -DSOURCE_DIR=... -DOUTPUT=... -DVERSION=... -P version_header.cmake
+set(compiled -- "*.cpp" "*.h" "*.cmake" "*CMakeLists.txt" ":(exclude)tests")
 set(commit unknown)
 find_package(Git QUIET)
 if(GIT_FOUND AND EXISTS "${SOURCE_DIR}/.git")
@@ -12,10 +19,12 @@ if(GIT_FOUND AND EXISTS "${SOURCE_DIR}/.git")
   if(NOT failed AND head)
     set(commit "${head}")
     # Tracked files only: the build folder and other untracked files do not count.
-    execute_process(COMMAND "${GIT_EXECUTABLE}" -C "${SOURCE_DIR}" status --porcelain --untracked-files=no
+    execute_process(COMMAND "${GIT_EXECUTABLE}" -C "${SOURCE_DIR}" diff HEAD --no-ext-diff --no-color ${compiled}
       OUTPUT_VARIABLE changes RESULT_VARIABLE failed ERROR_QUIET)
     if(NOT failed AND changes)
-      string(APPEND commit "-dirty")
+      string(SHA1 hash "${changes}")
+      string(SUBSTRING "${hash}" 0 8 hash)
+      string(APPEND commit "-dirty, changes ${hash}")
     endif()
   endif()
 endif()

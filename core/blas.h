@@ -26,6 +26,18 @@ class Storage;
 
 namespace headlab::core::detail {
 
+// Block blk of count over an extent of rows (or columns): [start, end),
+// edges on multiples of 16, which keeps BLAS's register tiles whole. A
+// trailing block may be empty (start == end).
+struct BlockRange {
+  int64_t start = 0, end = 0;
+};
+inline BlockRange block_range(int64_t extent, int64_t blk, int64_t count) {
+  const int64_t step = (extent / count + 15) / 16 * 16;
+  const int64_t start = std::min(extent, blk * step);
+  return {start, blk + 1 == count ? extent : std::min(extent, start + step)};
+}
+
 // One GEMM's arguments, as for detail::gemm() (core/gemm.h). Op is the
 // operands' type: T, or bf16_t for float products whose operands were
 // already rounded and packed (bf16 mixed precision, parallel_gemms).
@@ -53,6 +65,17 @@ struct GemmCall {
   const std::shared_ptr<Storage>* a_owner = nullptr;
   const std::shared_ptr<Storage>* b_owner = nullptr;
   const bf16_t* b_rounded = nullptr;
+  // In bf16 precision, on oneDNN, set by pack_operands for a product split
+  // by rows of op(A) whose A is rounded in this call and read whole by no
+  // other product of it (a Linear backward's output gradient g: by rows of
+  // g in dx = g W, by columns of g in dW = g^T x when out >= in): A's
+  // float32 values, stored with leading dimension a_source_ld. Each block
+  // rounds its own part of A densely into its thread's buffer
+  // (rounded_rows) and the product reads it there, in cache. A rounded
+  // whole would cost a pass writing all of A and, for a block of A^T's rows,
+  // strided in A, a copy of the block out of it (dense_block).
+  const float* a_source = nullptr;
+  int64_t a_source_ld = 0;
   const T* bias = nullptr;
 
   // Blocks of C's rows (or columns, when C is wider than tall): a power of
@@ -62,29 +85,29 @@ struct GemmCall {
   // shared operand, so more blocks cost single-threaded speed: 16 made the
   // small preset's 1-thread step 6% slower than 4, for no gain on 2 threads.
   int64_t blocks() const {
-    const int64_t extent = m >= n ? m : n;
+    const int64_t extent = by_rows() ? m : n;
     int64_t count = 1;
     while (count < kMaxGemmBlocks && m * n * k >= 2 * count * kGemmBlockWork && extent >= 2 * count * 16) count *= 2;
     return count;
   }
 
-  // Computes block `blk` of `count`; block edges fall on multiples of 16,
-  // which keeps BLAS's register tiles whole.
+  // Split by rows of op(A) and C, else by columns of op(B) and C.
+  bool by_rows() const { return m >= n; }
+
+  // Computes block `blk` of `count` (block_range).
   void run_block(int64_t blk, int64_t count) const {
-    const bool by_rows = m >= n;
-    const int64_t extent = by_rows ? m : n;
-    const int64_t step = (extent / count + 15) / 16 * 16;
-    const int64_t start = std::min(extent, blk * step);
-    const int64_t end = blk + 1 == count ? extent : std::min(extent, start + step);
+    const auto [start, end] = block_range(by_rows() ? m : n, blk, count);
     if (end <= start) return;
-    if (by_rows) {  // rows start..end of op(A) and C
-      if (ta) {
-        if (const Op* dense = dense_block(a, lda, start, end - start, k)) {
-          product(ta, tb, end - start, n, k, dense, end - start, b, ldb, c + start * ldc, ldc, bias);
-          return;
-        }
+    if (by_rows()) {  // rows start..end of op(A) and C
+      const int64_t rows = end - start;
+      const Op* dense = a_source != nullptr ? rounded_rows(start, rows)
+                        : ta                  ? dense_block(a, lda, start, rows, k)
+                                              : nullptr;
+      if (dense != nullptr) {
+        product(ta, tb, rows, n, k, dense, ta ? rows : k, b, ldb, c + start * ldc, ldc, bias);
+        return;
       }
-      product(ta, tb, end - start, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc, bias);
+      product(ta, tb, rows, n, k, ta ? a + start : a + start * lda, lda, b, ldb, c + start * ldc, ldc, bias);
     } else {  // columns start..end of op(B) and C
       if (!tb && beta == T(0)) {
         if (const Op* dense = dense_block(b, ldb, start, end - start, k)) {
@@ -113,7 +136,10 @@ struct GemmCall {
   // 408-441 dense). The copy reads the block once more, a few percent of
   // the product's time. oneDNN only (OpenBLAS packs its own); in f32 only at
   // f32 precision (bf16 products get Op = bf16_t). Null when the block is
-  // dense already.
+  // dense already. In bf16 a block of g^T's rows is rounded by its block
+  // instead (a_source); what is copied here there is x's column block (x
+  // was rounded in the forward) and an A whose rounded copy came from the
+  // scope.
   const Op* dense_block(const Op* base, int64_t ld, int64_t start, int64_t width, int64_t lines) const {
     if constexpr (std::is_same_v<Op, float> || std::is_same_v<Op, bf16_t>) {
       if (width == ld || gemm_backend() != GemmBackend::onednn) return nullptr;
@@ -125,6 +151,23 @@ struct GemmCall {
       return buffer.data();
     } else {
       (void)base, (void)ld, (void)start, (void)width, (void)lines;
+      return nullptr;
+    }
+  }
+
+  // Rows start..start+rows of op(A), rounded from a_source densely into
+  // this thread's buffer: [k, rows] when A is transposed (columns of the
+  // stored A), else [rows, k]. The values and layout of the same block of A
+  // rounded whole (and, transposed, copied dense), so the same product.
+  const Op* rounded_rows(int64_t start, int64_t rows) const {
+    if constexpr (std::is_same_v<Op, bf16_t>) {
+      thread_local std::vector<bf16_t> buffer;  // blocks run on many threads at once
+      if (buffer.size() < static_cast<std::size_t>(rows * k)) buffer.resize(static_cast<std::size_t>(rows * k));
+      if (ta) pack_bf16(a_source + start, k, rows, a_source_ld, buffer.data());
+      else pack_bf16(a_source + start * a_source_ld, rows, k, a_source_ld, buffer.data());
+      return buffer.data();
+    } else {
+      (void)start, (void)rows;
       return nullptr;
     }
   }
@@ -157,7 +200,9 @@ struct GemmCall {
 // In bf16 mixed precision the operands are rounded and packed once per call
 // (in the same region, before its blocks), not once per block: the blocks
 // share one operand whole, which per-block packing would convert up to
-// kMaxGemmBlocks times.
+// kMaxGemmBlocks times. The operand a product splits by rows of op(A) is
+// the exception where nothing reads it whole: each block rounds its own
+// part (GemmCall::a_source), each element once per product.
 constexpr std::size_t kMaxGemmCalls = 4;
 
 // The calls' operands rounded into this thread's buffers, 2 per call (A, B),
@@ -172,10 +217,21 @@ struct PackedOperands {
   std::size_t count = 0;
   std::array<std::size_t, 2 * kMaxGemmCalls> same{};
   std::array<bool, 2 * kMaxGemmCalls> ready{};
+  // `by_blocks[i]`: operand i is rounded by the blocks that read it
+  // (GemmCall::a_source), not packed whole.
+  std::array<bool, 2 * kMaxGemmCalls> by_blocks{};
 };
 PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls);
-// Packs operand `i` (A of call i / 2, or B) of `calls` into `packed`, sized by pack_operands.
-void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, const PackedOperands& packed);
+// Each operand is packed in kPackChunks chunks of its stored rows
+// (block_range), one work item each, so that the threads share the rounding
+// of a large one: a Linear's backward rounds only its output gradient (its
+// weight and input were rounded in the forward), which one thread would
+// otherwise round while the others wait for it.
+constexpr int64_t kPackChunks = 4;
+// Packs chunk `chunk` of operand `i` (A of call i / 2, or B) of `calls` into
+// `packed`, sized by pack_operands.
+void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, int64_t chunk,
+                  const PackedOperands& packed);
 
 // x [rows, cols] (leading dimension ld) -> out [cols], each column summed in
 // double, rows in order: the bits of core::sum(x, {0}) (core/ops_reduce.cpp
@@ -220,7 +276,11 @@ void run_calls(const GemmCall<T, Op>* calls, std::size_t count, const std::initi
     const int64_t n = c.blocks();
     for (int64_t i = 0; i < n; ++i) blocks[static_cast<std::size_t>(total++)] = Block{&c, i, n};
   }
-  const auto operands = static_cast<int64_t>(to_pack != nullptr ? 2 * to_pack->size() : 0);
+  // Pack item p: chunk p % kPackChunks of operand p / kPackChunks.
+  const auto packs = static_cast<int64_t>(to_pack != nullptr ? 2 * to_pack->size() : 0) * kPackChunks;
+  const auto pack = [&](int64_t p) {
+    pack_operand(*to_pack, static_cast<std::size_t>(p / kPackChunks), p % kPackChunks, *packed);
+  };
   // Work item i: a GEMM block below `total`, then the column sums' blocks.
   const int64_t items = total + (sums != nullptr ? sums->blocks() : 0);
   const auto run = [&](int64_t i) {
@@ -228,7 +288,7 @@ void run_calls(const GemmCall<T, Op>* calls, std::size_t count, const std::initi
     else sums->run_block(i - total);
   };
   if (items <= 1 || omp_in_parallel()) {
-    for (int64_t i = 0; i < operands; ++i) pack_operand(*to_pack, static_cast<std::size_t>(i), *packed);
+    for (int64_t p = 0; p < packs; ++p) pack(p);
     for (int64_t i = 0; i < items; ++i) run(i);
     return;
   }
@@ -238,7 +298,7 @@ void run_calls(const GemmCall<T, Op>* calls, std::size_t count, const std::initi
   {
     if (omp_get_thread_num() < kMaxTrackedThreads) cpus[omp_get_thread_num()] = current_cpu();
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < operands; ++i) pack_operand(*to_pack, static_cast<std::size_t>(i), *packed);
+    for (int64_t p = 0; p < packs; ++p) pack(p);
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t i = 0; i < items; ++i) run(i);
   }

@@ -149,6 +149,14 @@ StoredOperand stored(const GemmCall<float>& c, bool b) {
   return {c.b, c.tb ? c.n : c.k, c.tb ? c.k : c.n, c.ldb};
 }
 
+// Whether operand i of `calls` is the A of a product that oneDNN runs split
+// by rows of op(A): A's block is then what run_block can round by itself.
+bool split_a(std::initializer_list<GemmCall<float>> calls, std::size_t i) {
+  const GemmCall<float>& c = calls.begin()[i / 2];
+  return i % 2 == 0 && gemm_backend() == GemmBackend::onednn && c.by_rows() && c.m > 0 && c.n > 0 && c.k > 0 &&
+         c.blocks() > 1;
+}
+
 }  // namespace
 
 PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
@@ -168,10 +176,7 @@ PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
     }
     for (std::size_t j = 0; j < i; ++j)
       if (packed.same[j] == j && stored(calls.begin()[j / 2], j % 2 == 1) == mine) packed.same[i] = j;
-    if (packed.same[i] != i) {
-      at[i] = at[packed.same[i]];
-      continue;
-    }
+    if (packed.same[i] != i) continue;
     // Rounded by an earlier product of the open scope, or to be kept for the later ones.
     const std::shared_ptr<Storage>* owner = i % 2 == 1 ? call.b_owner : call.a_owner;
     if (owner != nullptr) {
@@ -181,28 +186,48 @@ PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
       }
       if ((at[i] = keep_bf16_operand(mine, *owner)) != nullptr) continue;
     }
+    packed.by_blocks[i] = true;  // rounded in this call: by the blocks, unless a use below needs it whole
+  }
+  // An operand rounded in this call whose every use is the A of a product
+  // split by rows of op(A) (a Linear backward's output gradient g, in dx =
+  // g W and dW = g^T x with out >= in) is rounded by each block, its part
+  // (GemmCall::a_source). Any other is rounded whole into a buffer here.
+  for (std::size_t i = 0; i < 2 * packed.count; ++i)
+    if (!split_a(calls, i)) packed.by_blocks[packed.same[i]] = false;
+  for (std::size_t i = 0; i < 2 * packed.count; ++i) {
+    if (packed.same[i] != i || at[i] != nullptr || packed.by_blocks[i]) continue;
+    const StoredOperand mine = stored(calls.begin()[i / 2], i % 2 == 1);
     const auto size = static_cast<std::size_t>(mine.rows * mine.cols);
     if (buffers[i].size() < size) buffers[i].resize(size);
     at[i] = buffers[i].data();
   }
+  for (std::size_t i = 0; i < 2 * packed.count; ++i) at[i] = at[packed.same[i]];
   for (std::size_t j = 0; j < packed.count; ++j) {
     const GemmCall<float>& c = calls.begin()[j];
-    packed.calls[j] = {.ta = c.ta, .tb = c.tb, .m = c.m, .n = c.n, .k = c.k, .a = at[2 * j],
-                       .lda = stored(c, false).cols, .b = at[2 * j + 1], .ldb = stored(c, true).cols, .c = c.c,
-                       .ldc = c.ldc, .alpha = c.alpha, .beta = c.beta, .bias = c.bias};
+    const StoredOperand a = stored(c, false);
+    const bool by_blocks = packed.by_blocks[packed.same[2 * j]];
+    packed.calls[j] = {.ta = c.ta, .tb = c.tb, .m = c.m, .n = c.n, .k = c.k, .a = at[2 * j], .lda = a.cols,
+                       .b = at[2 * j + 1], .ldb = stored(c, true).cols, .c = c.c, .ldc = c.ldc, .alpha = c.alpha,
+                       .beta = c.beta, .a_source = by_blocks ? a.data : nullptr, .a_source_ld = a.ld,
+                       .bias = c.bias};
   }
   return packed;
 }
 
-void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, const PackedOperands& packed) {
+void pack_operand(std::initializer_list<GemmCall<float>> calls, std::size_t i, int64_t chunk,
+                  const PackedOperands& packed) {
   const GemmCall<float>& c = calls.begin()[i / 2];
-  // Another operand's buffer, packed by that one; or a kept copy, packed by an earlier product.
-  if (packed.same[i] != i || packed.ready[i]) return;
+  // Another operand's buffer, packed by that one; a kept copy, packed by an
+  // earlier product; or rounded block by block.
+  if (packed.same[i] != i || packed.ready[i] || packed.by_blocks[i]) return;
   const bool b = i % 2 == 1;
   const StoredOperand from = stored(c, b);
+  const auto [r0, r1] = block_range(from.rows, chunk, kPackChunks);
+  if (r1 <= r0) return;
   const GemmCall<float, bf16_t>& to = packed.calls[i / 2];
   // The buffer is this operand's own (pack_operands): writing through it is safe.
-  pack_bf16(from.data, from.rows, from.cols, from.ld, const_cast<bf16_t*>(b ? to.b : to.a));
+  auto* dst = const_cast<bf16_t*>(b ? to.b : to.a);
+  pack_bf16(from.data + r0 * from.ld, r1 - r0, from.cols, from.ld, dst + r0 * from.cols);
 }
 
 }  // namespace detail

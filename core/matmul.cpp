@@ -164,9 +164,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     // epilogue; elsewhere C's rows start as the bias, core/gemm.h): not a
     // pass of its own over `out` before the product.
     const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-    detail::parallel_gemms<T>({{A.trans, W.trans, rows, out_features, in, A.t.data<T>(), A.ld, W.t.data<T>(), W.ld,
-                                out.data<T>(), out_features, T(1), T(0), kept_storage(A, x), kept_storage(W, weight),
-                                nullptr, b.defined() ? b.data<T>() : nullptr}});
+    detail::parallel_gemms<T>({{.ta = A.trans, .tb = W.trans, .m = rows, .n = out_features, .k = in,
+                                .a = A.t.data<T>(), .lda = A.ld, .b = W.t.data<T>(), .ldb = W.ld,
+                                .c = out.data<T>(), .ldc = out_features, .a_owner = kept_storage(A, x),
+                                .b_owner = kept_storage(W, weight), .bias = b.defined() ? b.data<T>() : nullptr}});
   });
   return out;
 }

@@ -10,6 +10,7 @@
 #include "core/bf16_operands.h"
 #include "core/nearest_name.h"
 #include "layers/hooks_finite.h"
+#include "layers/hooks_short_names.h"
 
 namespace headlab::layers {
 
@@ -59,6 +60,19 @@ std::vector<std::string> hook_names(const ModelSpec& spec) {
 void check_hook_name(const ModelSpec& spec, const std::string& name) {
   const std::vector<std::string> names = hook_names(spec);
   if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  // A compact name whose short name is misspelled ("patern1"): the nearest
+  // short names in the same form. (A known one was expanded by
+  // full_hook_name before it came here.)
+  if (const std::optional<CompactHookName> compact = split_compact_hook_name(name);
+      compact && !is_short_hook_name(compact->name)) {
+    std::string list;
+    for (const std::string& s : core::nearest_names(compact->name, short_hook_names(), 3))
+      list += (list.empty() ? "" : ", ") + s + std::to_string(compact->layer) + compact->layer_type;
+    throw std::invalid_argument("unknown hook name '" + name + "' ('" + compact->name +
+                                "' is no short activation name; nearest: " + list +
+                                "; or a full hook name, listed in docs/architecture.md (Hook points) and, in Python, "
+                                "by model.hook_names())");
+  }
   // A point without its block ("hook_pattern") names that point of every
   // block; otherwise the nearest names by spelling.
   std::vector<std::string> near;

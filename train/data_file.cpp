@@ -1,6 +1,8 @@
 #include "train/data_file.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -32,6 +34,29 @@ std::optional<int64_t> integer_of(const json& value) {
   return std::nullopt;
 }
 
+// Whether `value` is an integer literal beyond 64 bits, which nlohmann reads
+// as a double (99999999999999999999 as 1e+20): integer_of refuses it, and a
+// message says it is out of range, not that it is no integer.
+bool is_huge_integer(const json& value) {
+  if (!value.is_number_float()) return false;
+  const double v = value.get<double>();
+  return std::isfinite(v) && std::trunc(v) == v && std::fabs(v) >= 0x1p63;
+}
+
+// `value` as a message shows it: a huge integer as the integer the double
+// holds (100000000000000000000, not 1e+20), anything else as its JSON text.
+std::string shown(const json& value) {
+  if (!is_huge_integer(value)) return brief_json(value);
+  char text[400];
+  std::snprintf(text, sizeof text, "%.0f", value.get<double>());
+  return text;
+}
+
+// Why integer_of refused `value`, after the value in a message.
+std::string not_an_integer(const json& value) {
+  return is_huge_integer(value) ? " is out of the range of a 64-bit integer" : " is not an integer";
+}
+
 // Why a causal model's "attend" key cannot lie after its query; a file with
 // such keys is one for a bidirectional model, which `train` makes on request.
 constexpr const char* kCausalKeys =
@@ -40,10 +65,28 @@ constexpr const char* kCausalKeys =
 
 bool is_blank(const std::string& line) { return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos; }
 
+// The encoding a UTF-16 or UTF-32 byte order mark at the start of `text`
+// names, or null. UTF-32's little-endian mark begins with UTF-16's: the
+// longer is looked for first.
+const char* utf16_or_32(std::string_view text) {
+  using namespace std::string_view_literals;
+  for (const auto& [mark, name] : {std::pair{"\x00\x00\xfe\xff"sv, "UTF-32 (big-endian)"},
+                                   std::pair{"\xff\xfe\x00\x00"sv, "UTF-32 (little-endian)"},
+                                   std::pair{"\xfe\xff"sv, "UTF-16 (big-endian)"},
+                                   std::pair{"\xff\xfe"sv, "UTF-16 (little-endian)"}})
+    if (text.starts_with(mark)) return name;
+  return nullptr;
+}
+
 // Whether the line so far shows that it is no JSON object: its first byte
 // after blanks and a UTF-8 byte order mark (which the parser skips) is not
 // '{'. Throws UsageError if so; false while the line is too short to tell.
-bool check_line_start(const std::string& line, const std::string& where) {
+// At the file's start (`first_line`), a UTF-16 or UTF-32 byte order mark is
+// named as such: an editor's "Unicode" is UTF-16 (Windows' Notepad, and
+// PowerShell's > before version 6), which reads as bytes 0xff 0xfe here.
+bool check_line_start(const std::string& line, const std::string& where, bool first_line) {
+  if (const char* encoding = first_line ? utf16_or_32(line) : nullptr)
+    throw UsageError(where + "the file is " + encoding + " (it starts with that byte order mark); save it as UTF-8");
   constexpr std::string_view kBom = "\xef\xbb\xbf";
   std::size_t at = line.find_first_not_of(" \t\r\f\v");
   if (at == std::string::npos) return false;
@@ -146,7 +189,8 @@ void DataFile::read(int64_t line_positions) {
       // A line is refused at its first byte that cannot start a JSON object:
       // a binary file (a checkpoint given by mistake, /dev/zero) costs
       // nothing, however long its first "line".
-      if (!line_started) line_started = check_line_start(line, path_ + ":" + std::to_string(line_number + 1) + ": ");
+      if (!line_started)
+        line_started = check_line_start(line, path_ + ":" + std::to_string(line_number + 1) + ": ", line_number == 0);
       if (line.size() > max_line)
         throw UsageError(path_ + ":" + std::to_string(line_number + 1) + ": the line is longer than " +
                          std::to_string(max_line) + " bytes, the most a sequence of " +
@@ -238,19 +282,16 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
   for (std::size_t i = 0; i < tokens->size(); ++i) {
     const json& value = (*tokens)[i];
     const auto token = integer_of(value);
-    const std::string what = "token " + brief_json(value) + " (tokens[" + std::to_string(i) + "])";
-    if (!token) throw UsageError(where + what + " is not an integer");
-    if (*token < 0 || *token >= vocab_) {
-      throw UsageError(where + what + " is out of the vocab: tokens must be in [0, " + std::to_string(vocab_) + ")");
-    }
+    const std::string what = "token " + shown(value) + " (tokens[" + std::to_string(i) + "])";
+    const std::string vocab = ": tokens must be in [0, " + std::to_string(vocab_) + ")";
+    if (!token) throw UsageError(where + what + not_an_integer(value) + (is_huge_integer(value) ? vocab : ""));
+    if (*token < 0 || *token >= vocab_) throw UsageError(where + what + " is out of the vocab" + vocab);
     sequence.tokens.push_back(static_cast<int32_t>(*token));
   }
 
+  const std::string classes = ": targets must be -1 (none) or in [0, " + std::to_string(num_classes_) + ")";
   const auto check_target = [&](int64_t target, const std::string& what) {
-    if (target < -1 || target >= num_classes_) {
-      throw UsageError(where + what + " is out of range: targets must be -1 (none) or in [0, " +
-                       std::to_string(num_classes_) + ")");
-    }
+    if (target < -1 || target >= num_classes_) throw UsageError(where + what + " is out of range" + classes);
   };
   const auto targets = object.find("targets");
   if (targets == object.end()) {
@@ -271,8 +312,8 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
     for (std::size_t i = 0; i < targets->size(); ++i) {
       const json& value = (*targets)[i];
       const auto target = integer_of(value);
-      const std::string what = "target " + brief_json(value) + " (targets[" + std::to_string(i) + "])";
-      if (!target) throw UsageError(where + what + " is not an integer");
+      const std::string what = "target " + shown(value) + " (targets[" + std::to_string(i) + "])";
+      if (!target) throw UsageError(where + what + not_an_integer(value) + (is_huge_integer(value) ? classes : ""));
       check_target(*target, what);
       sequence.targets.push_back(static_cast<int32_t>(*target));
     }
@@ -308,8 +349,11 @@ void DataFile::parse_attend(const json& attend, Sequence& sequence, int64_t line
       if (entry.is_null()) continue;
       const auto key_at = [&](const json& value) {
         const auto key = integer_of(value);
-        const std::string at = what + "[" + std::to_string(q) + "] = " + brief_json(value);
-        if (!key) throw UsageError(where + at + " is not a key position (an integer, a list of them, or null)");
+        const std::string at = what + "[" + std::to_string(q) + "] = " + shown(value);
+        if (!key)
+          throw UsageError(where + at +
+                           (is_huge_integer(value) ? not_an_integer(value)
+                                                   : " is not a key position (an integer, a list of them, or null)"));
         const int64_t last = causal_ ? static_cast<int64_t>(q) : length - 1;
         if (*key < 0 || *key > last)
           throw UsageError(where + at + " is not a key query " + std::to_string(q) + " can see: keys are in [0, " +

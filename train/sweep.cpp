@@ -9,6 +9,7 @@
 #include "analysis/fixed.h"
 #include "analysis/html_report.h"
 #include "core/shortest.h"
+#include "train/decimal.h"
 #include "train/errors.h"
 
 namespace headlab::train {
@@ -131,6 +132,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
     int64_t value = 0;
     const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
     if (ec == std::errc::result_out_of_range) fail(std::string(part) + " is too large");
+    if (std::string why = non_decimal_integer(part); !why.empty()) fail(why);
     if (part.empty() || ec != std::errc() || end != part.data() + part.size())
       fail("'" + std::string(part) + "' is not a whole number (write numbers and ranges, like 0-9 or 0,3,5-7)");
     if (value < min_value)

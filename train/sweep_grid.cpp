@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/shortest.h"
+#include "train/decimal.h"
 #include "train/errors.h"
 #include "train/json_input.h"
 #include "train/run_builder.h"
@@ -113,6 +114,7 @@ GridAxis parse_grid_axis(const std::string& flag, const std::string& text) {
   const auto whole = [&](std::string_view part) -> int64_t {
     int64_t value = 0;
     const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (std::string why = non_decimal_integer(part); !why.empty()) throw UsageError(where + ": " + why);
     if (part.empty() || ec != std::errc() || end != part.data() + part.size())
       throw UsageError(where + ": '" + std::string(part) + "' is not a whole number (write numbers and ranges, like 1,2 or 1-4)");
     return value;

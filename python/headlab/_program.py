@@ -17,13 +17,47 @@ from ._run import raise_for_status
 
 def program():
     """The headlab binary of the build this module is from: build/headlab next
-    to build/python/headlab/."""
-    path = Path(_core.__file__).resolve().parents[2] / "headlab"
+    to build/python/headlab/, checked to be of the same build (_check_same_build)."""
+    path = _built_program()
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise RuntimeError(f"a sweep runs the headlab program (each run is a process of its own), and {path}, the "
                            "one built with this module, is missing: build it (scripts/setup.sh --python, or "
                            "cmake --build build --target headlab)")
+    _check_same_build(path)
     return path
+
+
+def _built_program():
+    return Path(_core.__file__).resolve().parents[2] / "headlab"
+
+
+# The programs found of this module's build, by (path, mtime, size): one
+# `headlab --version` per program file, not one per sweep.
+_same_build = set()
+
+
+def _check_same_build(path):
+    """Raises RuntimeError unless `path --version` prints this module's
+    version line: the commit and, for a build of uncommitted edits, a hash of
+    them (cmake/version_header.cmake). A program rebuilt without the module,
+    or the module without the program, would run a sweep's runs on other code
+    than headlab.train runs in this process."""
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key in _same_build:
+        return
+    ours = _core.version_line()
+    try:
+        theirs = subprocess.run([str(path), "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                errors="replace", timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        theirs = f"no version ({e})"
+    if theirs != ours:
+        raise RuntimeError(f"a sweep runs the headlab program, and {path} is of another build than this module (it "
+                           f"says {theirs!r}, the module {ours!r}): its runs could compute otherwise than "
+                           "headlab.train here. Build both again: scripts/setup.sh --python (or cmake --build build "
+                           "--target headlab headlab_python)")
+    _same_build.add(key)
 
 
 def run(*args):

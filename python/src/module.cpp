@@ -6,11 +6,16 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "analysis/attend.h"
 #include "layers/hooks.h"
+#include "layers/hooks_short_names.h"
 #include "model.h"
+#include "train/cli/version.h"
 #include "train/errors.h"
 
 namespace headlab::python {
@@ -45,6 +50,21 @@ PYBIND11_MODULE(_core, m) {
   python::bind_memory(m);
   // names=None leaves out the copy points by the engine's own list, not a copy of it.
   m.def("is_copy_point", &layers::is_copy_point, py::arg("name"));
+  // TransformerLens's short names by the rule the CLI's --hooks reads (layers/hooks_short_names.h).
+  m.def("short_hook_names", &layers::short_hook_names);
+  m.def("is_short_hook_name", &layers::is_short_hook_name, py::arg("name"));
+  m.def("act_name", &layers::act_name, py::arg("name"), py::arg("layer"), py::arg("layer_type"));
+  m.def("full_hook_name", &layers::full_hook_name, py::arg("name"));
+  m.def(
+      "split_compact_hook_name",
+      [](const std::string& name) -> std::optional<py::tuple> {
+        const std::optional<layers::CompactHookName> c = layers::split_compact_hook_name(name);
+        if (!c) return std::nullopt;
+        return py::make_tuple(c->name, c->layer, c->layer_type);
+      },
+      py::arg("name"));
+  // headlab.sweep runs the headlab program only if its --version line is this one (python/headlab/_program.py).
+  m.def("version_line", &cli::version_line);
   // headlab.write_data checks a pattern's name by the analysis's own rule, not a copy of it.
   m.def("check_pattern_name", &analysis::check_pattern_name, py::arg("name"));
 }

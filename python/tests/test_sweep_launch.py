@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import headlab
+from headlab import _program
 from conftest import cli
 
 # Two runs of 3 steps (well under a second each), a grid over a switch given as a list of bools.
@@ -133,3 +134,21 @@ def _stop_then_resume(tmp_path, sig):
         sweep = headlab.sweep(resume=out)
         assert sweep.runs["h2-s0"].model().step == STEPS
         assert [m["step"] for m in sweep.runs["h2-s0"].metrics] == list(range(1, STEPS + 1))
+
+
+def test_a_program_of_another_build_is_refused(tmp_path, monkeypatch, capfd):
+    # build/headlab older or newer than the module (one of the two rebuilt alone) would train the sweep's runs
+    # on other code than headlab.train: its --version line must be the module's.
+    fake = tmp_path / "headlab"
+    fake.write_text("#!/bin/sh\necho 'headlab 0.1.0 (git 0000000)'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(_program, "_built_program", lambda: fake)
+    with pytest.raises(RuntimeError, match=r"another build than this module \(it says 'headlab 0\.1\.0 \(git "
+                                           r"0000000\)'.*scripts/setup\.sh --python"):
+        headlab.sweep(out=tmp_path / "s", **FLAGS)
+    assert not (tmp_path / "s").exists()
+    assert capfd.readouterr().out == ""  # refused before the sweep started
+    # The program of this build passes: it says the module's line.
+    monkeypatch.undo()
+    assert _program.program() == _program._built_program()
+    assert headlab._core.version_line().startswith("headlab ")

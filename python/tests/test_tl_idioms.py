@@ -264,6 +264,32 @@ def test_compact_and_layerless_short_names_read_as_transformer_lens_reads_them(m
         mlp_model.run_with_cache(tokens_of(mlp_model), names=["patern1"])
 
 
+def _compact_of(full):
+    """blocks.1.ln2.hook_scale -> scale1ln2, built from the name's parts (not by the rule under test)."""
+    point = full[full.rindex("hook_") + 5:]
+    if not full.startswith("blocks."):
+        return point  # hook_embed, ln_final.hook_scale: no block
+    layer = full.split(".")[1]
+    return point + layer + next((ln for ln in ("ln1", "ln2") if f".{ln}." in full), "")
+
+
+def test_compact_names_are_the_engine_s_rule_for_every_hook_name(mlp_model):
+    # Every point of a 2-layer model by its compact name, as the CLI's --hooks reads it (the same
+    # C++ function), through get_act_name, names= and the cache.
+    assert mlp_model.spec["layers"] == 2
+    names = mlp_model.hook_names()
+    compact = [_compact_of(n) for n in names]
+    assert [headlab.get_act_name(c) for c in compact] == names
+    assert [headlab._core.full_hook_name(c) for c in compact] == names
+    _, cache = mlp_model.run_with_cache(tokens_of(mlp_model), names=compact)
+    assert sorted(cache) == sorted(names)
+    assert headlab.get_act_name("resid_pre1") == "blocks.1.hook_resid_pre"  # a short name with an underscore
+    with pytest.raises(ValueError, match=r"layer 2 is not in \[-2, 2\)"):
+        headlab.get_act_name("pattern2", layers=2)
+    with pytest.raises(KeyError, match="unknown hook name 'patern1'.*nearest: pattern1"):
+        mlp_model.run_with_cache(tokens_of(mlp_model), names=["patern1"])
+
+
 def test_transformer_lens_positional_return_type_and_dropped_targets_are_refused(previous_model):
     tokens = previous_model.task_batch()["tokens"][:4]
     targets = previous_model.task_batch()["targets"][:4]

@@ -130,6 +130,61 @@ TEST(Activations, TheCopyPointsAreDumpedWhenNamedOrWithAll) {
   EXPECT_TRUE(clean_failure(run_headlab(both, tmp.path()), 2, {"--hooks all dumps every point", "give it alone"}));
 }
 
+// TransformerLens's compact names (utils.get_act_name's "pattern0", "k6",
+// "scale1ln2"), which Python's names= reads, are read by --hooks too, and
+// the dump names each point by its full hook name only.
+TEST(Activations, HooksReadsCompactNamesAndDumpsThemUnderTheirFullNames) {
+  TempDir tmp;
+  const std::string data = pairs_file(tmp);
+  const layers::ModelSpec spec = train::read_checkpoint(shared_run() + "/checkpoint.safetensors").model;
+  ASSERT_TRUE(spec.layernorm && !spec.attn_only) << "the shared run has every kind of point";
+  const std::string last = std::to_string(spec.layers - 1);
+  // One of each kind: no block, a block's, attn's, the MLP's, a block's
+  // LayerNorm's, ln_final's; an alias; and a short name with an underscore.
+  const std::vector<std::pair<std::string, std::string>> names{
+      {"embed", "hook_embed"},
+      {"resid_pre0", "blocks.0.hook_resid_pre"},
+      {"pattern" + last, "blocks." + last + ".attn.hook_pattern"},
+      {"key0", "blocks.0.attn.hook_k"},
+      {"post0", "blocks.0.mlp.hook_post"},
+      {"scale0ln2", "blocks.0.ln2.hook_scale"},
+      {"normalized", "ln_final.hook_normalized"},
+      {"q_input0", "blocks.0.hook_q_input"}};
+  std::string list;
+  for (const auto& [compact, full] : names) list += (list.empty() ? "" : ",") + compact;
+  const RunResult r = run_headlab({"eval", shared_run(), "--data", data, "--dump-activations", "c.safetensors",
+                                   "--hooks", list}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const core::SafetensorsFile dump = core::load_safetensors(tmp / "c.safetensors");
+  ASSERT_EQ(dump.tensors.size(), names.size());
+  for (const auto& [compact, full] : names) {
+    ASSERT_NO_THROW(dump.get(full)) << compact;
+    EXPECT_EQ(dump.get(full).shape(), layers::hook_shape(spec, full, 5, 6)) << compact;
+  }
+
+  const std::vector<std::string> dump_to = {"eval", shared_run(), "--data", data, "--dump-activations", "x.safetensors",
+                                            "--hooks"};
+  const auto refused = [&](const std::string& hooks) {
+    std::vector<std::string> args = dump_to;
+    args.push_back(hooks);
+    return run_headlab(args, tmp.path());
+  };
+  // Past the last block: the model's layer count.
+  const std::string past = std::to_string(spec.layers);
+  EXPECT_TRUE(clean_failure(refused("pattern" + past), 2,
+                            {"(--hooks pattern" + past + " is blocks." + past + ".attn.hook_pattern)",
+                             "this model has " + std::to_string(spec.layers) + " layer"}));
+  // A misspelled short name: the nearest ones, in the compact form.
+  EXPECT_TRUE(clean_failure(refused("patern0"), 2, {"unknown hook name 'patern0'", "nearest: pattern0"}));
+  // A block's point without its block; a LayerNorm's without which one.
+  EXPECT_TRUE(clean_failure(refused("pattern"), 2, {"give its layer", "pattern0"}));
+  EXPECT_TRUE(clean_failure(refused("scale0"), 2, {"'ln1' or 'ln2'", "scale0ln1"}));
+  // One point named two ways is one point listed twice.
+  EXPECT_TRUE(clean_failure(refused("pattern0,blocks.0.attn.hook_pattern"), 2,
+                            {"blocks.0.attn.hook_pattern is listed twice"}));
+  EXPECT_FALSE(std::filesystem::exists(tmp / "x.safetensors"));
+}
+
 // A file of mixed lengths is padded with token 0, which a real token 0 looks
 // like (QA19 F4): both dumps carry each row's real length, across batches.
 TEST(Activations, DumpsOfMixedLengthsCarryEachRowsLength) {

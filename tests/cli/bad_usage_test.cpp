@@ -400,6 +400,15 @@ const std::vector<BadCase>& cases() {
     c.push_back({"eval_flag_typo", {"eval", "{ck}", "--bach", "3"}, 2, {"unknown flag --bach (did you mean --batch?)"}});
     c.push_back({"train_config_key_with_underscore", with(train_tiny({}), {"--config", "{cfg:{\"d_model\": 3}}"}), 2,
                  {"unknown key \"d_model\" (did you mean \"d-model\"?)"}});
+    // An integer in another base than decimal, on every command's flags and in a sweep's lists alike.
+    c.push_back({"train_hex_steps", train_tiny({{"--steps", "0x10"}}), 2,
+                 {"--steps", "'0x10' is hexadecimal: write it in decimal, 16"}});
+    c.push_back({"train_binary_seed", train_tiny({{"--seed", "0b11"}}), 2, {"--seed", "'0b11' is binary", "3"}});
+    c.push_back({"sweep_hex_grid", {"sweep", "--d-model", "16,0x40"}, 2,
+                 {"--d-model", "'0x40' is hexadecimal: write it in decimal, 64"}});
+    c.push_back({"sweep_hex_seeds", {"sweep", "--seeds", "0-0x3"}, 2, {"--seeds", "'0x3' is hexadecimal"}});
+    c.push_back({"sweep_octal_jobs", {"sweep", "--jobs", "0o10"}, 2, {"--jobs", "'0o10' is octal", "8"}});
+    c.push_back({"eval_hex_batch", {"eval", "{ck}", "--batch", "0x4"}, 2, {"--batch", "'0x4' is hexadecimal"}});
     // A flag given twice (the tiny flags already hold --steps).
     c.push_back({"train_repeated_flag", with(train_tiny({}), {"--steps", "6"}), 2,
                  {"headlab train: error: --steps was given 2 times; give it once"}});
@@ -536,6 +545,16 @@ TEST(StaleLauncherVariables, UsageErrorsAreStillSaid) {
   else
     ::unsetenv("ASAN_OPTIONS");
   EXPECT_TRUE(is_empty_dir(cwd.path()));
+}
+
+// Leading zeros are decimal, as in a sweep's lists: --steps 010 is 10 steps
+// (the parser underneath, strtoll's base 0, read 8).
+TEST(DecimalIntegers, LeadingZerosAreDecimal) {
+  TempDir cwd;
+  const RunResult r = run_headlab(train_command(cwd / "run", {{"--steps", "010"}}), cwd.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::string config = read_bytes(cwd / "run/config.json");
+  EXPECT_NE(config.find("\"steps\": 10,"), std::string::npos) << config;
 }
 
 TEST(Help, EverySubcommandHasHelpThatExitsZero) {

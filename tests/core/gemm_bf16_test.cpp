@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -391,6 +392,93 @@ TEST(Bf16Gemm, BlocksOfTransposedOperandsMatchTheReferenceInEitherPrecision) {
             }
         }
       }
+}
+
+// dW = g^T x in bf16 on oneDNN, split into blocks by rows of g^T (out >=
+// in: g's column blocks, each rounded by its block) or by columns of x
+// (out < in): odd shapes, 2 and 4 blocks, a trailing block short or empty.
+// Each against the double product of the rounded operands (a block that
+// read a wrong column range of g or x would miss it by far), and bit for
+// bit against the blocks computed as they were when g was rounded whole:
+// each block's strided operand copied dense, a column block's C computed
+// dense and copied out.
+TEST(Bf16Gemm, WeightGradientBlocksMatchTheReferenceAndTheCopiedBlocksBits) {
+  SKIP_WITHOUT_BF16_UNITS();
+  struct Case {
+    int64_t out, in, rows, blocks;
+  };
+  // 140 rows of g^T in 4 blocks: edges at 48, 96, 140; the fourth is empty.
+  const Case cases[] = {{200, 72, 600, 4}, {140, 40, 1000, 4}, {100, 48, 500, 2}, {96, 96, 700, 4},
+                        {72, 200, 600, 4}, {40, 140, 1000, 4}, {48, 100, 500, 2}};
+  const Scope scope(GemmBackend::onednn, GemmPrecision::bf16);
+  const int threads = num_threads();
+  for (const Case& t : cases) {
+    const std::string name = "dW [" + std::to_string(t.out) + ", " + std::to_string(t.in) + "], " +
+                             std::to_string(t.rows) + " rows";
+    const std::vector<float> g = random_floats(t.rows * t.out, 50), x = random_floats(t.rows * t.in, 51),
+                             w = random_floats(t.out * t.in, 52);
+    const detail::GemmCall<float> dw{true, false, t.out, t.in, t.rows, g.data(), t.out, x.data(), t.in};
+    ASSERT_EQ(dw.blocks(), t.blocks) << name;
+    const detail::GemmCall<float> dx{false, false, t.rows, t.in, t.out, g.data(), t.out, w.data(), t.in};
+    const detail::PackedOperands packed = detail::pack_operands({dx, dw});
+    // g is rounded by the blocks that read it where both products split it
+    // (dx by its rows, dW by its columns); else whole, once for both.
+    EXPECT_EQ(packed.calls[1].a_source != nullptr, t.out >= t.in) << name;
+    EXPECT_EQ(packed.calls[0].a_source != nullptr, t.out >= t.in) << name;
+
+    const auto tensor = [](const std::vector<float>& v, int64_t r, int64_t c) {
+      return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {r, c}, DType::f32);
+    };
+    std::vector<std::vector<double>> got;
+    for (const int n : {1, 2}) {
+      set_num_threads(n);
+      got.push_back(linear_backward(tensor(g, t.rows, t.out), tensor(x, t.rows, t.in), tensor(w, t.out, t.in),
+                                    true, true)
+                        .dweight.to_vector());
+    }
+    set_num_threads(threads);
+    EXPECT_EQ(got[0], got[1]) << name << ": 1 and 2 threads";
+
+    std::vector<bf16_t> g16(g.size()), x16(x.size());
+    pack_bf16(g.data(), t.rows, t.out, t.out, g16.data());
+    pack_bf16(x.data(), t.rows, t.in, t.in, x16.data());
+    for (int64_t i = 0; i < t.out; ++i)
+      for (int64_t j = 0; j < t.in; ++j) {
+        double want = 0, size = 0;
+        for (int64_t p = 0; p < t.rows; ++p) {
+          const double term = double{from_bf16(g16[p * t.out + i])} * from_bf16(x16[p * t.in + j]);
+          want += term;
+          size += std::abs(term);
+        }
+        ASSERT_NEAR(got[0][i * t.in + j], want, 1e-5 * (size + 1)) << name << " element " << i << "," << j;
+      }
+
+    // The blocks as copied before: the same dense operands, the same products.
+    std::vector<float> copied(static_cast<std::size_t>(t.out * t.in));
+    const bool by_rows = t.out >= t.in;
+    for (int64_t blk = 0; blk < t.blocks; ++blk) {
+      const auto [start, end] = detail::block_range(by_rows ? t.out : t.in, blk, t.blocks);
+      const int64_t width = end - start;
+      if (width <= 0) continue;
+      const std::vector<bf16_t>& from = by_rows ? g16 : x16;
+      const int64_t ld = by_rows ? t.out : t.in;
+      std::vector<bf16_t> block(static_cast<std::size_t>(t.rows * width));
+      for (int64_t r = 0; r < t.rows; ++r)
+        std::copy_n(from.data() + r * ld + start, width, block.data() + r * width);
+      if (by_rows) {
+        detail::packed_bf16_gemm({.ta = true, .m = width, .n = t.in, .k = t.rows, .a = block.data(), .lda = width,
+                                  .b = x16.data(), .ldb = t.in, .ldc = t.in},
+                                 1.0f, 0.0f, copied.data() + start * t.in);
+      } else {
+        std::vector<float> c(static_cast<std::size_t>(t.out * width));
+        detail::packed_bf16_gemm({.ta = true, .m = t.out, .n = width, .k = t.rows, .a = g16.data(), .lda = t.out,
+                                  .b = block.data(), .ldb = width, .ldc = width},
+                                 1.0f, 0.0f, c.data());
+        for (int64_t r = 0; r < t.out; ++r) std::copy_n(c.data() + r * width, width, copied.data() + r * t.in + start);
+      }
+    }
+    EXPECT_EQ(got[0], std::vector<double>(copied.begin(), copied.end())) << name << ": not the copied blocks' bits";
+  }
 }
 
 // A weight gradient's blocks run on oneDNN's brgemm kernels, f32 and bf16,

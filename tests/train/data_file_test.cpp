@@ -343,6 +343,47 @@ TEST_F(DataFileTest, NonIntegerTokenIsAUsageErrorNamingTheValue) {
   EXPECT_TRUE(contains(error_of("{\"tokens\": [null]}"), "is not an integer"));
 }
 
+// nlohmann reads an integer literal beyond 64 bits as a double: it is out of
+// range, not "not an integer", and shown as an integer, not as 1e+20.
+TEST_F(DataFileTest, AnIntegerBeyond64BitsIsOutOfRangeShownAsAnInteger) {
+  const std::string message = error_of("{\"tokens\": [1, 2], \"targets\": [99999999999999999999, 1]}");
+  EXPECT_TRUE(contains(message, "data.jsonl:1: target 100000000000000000000 (targets[0]) is out of the range of a "
+                                "64-bit integer: targets must be -1 (none) or in [0, 8)"))
+      << message;
+  const std::string token = error_of("{\"tokens\": [-99999999999999999999]}");
+  EXPECT_TRUE(contains(token, "token -100000000000000000000 (tokens[0]) is out of the range of a 64-bit integer: "
+                              "tokens must be in [0, 8)"))
+      << token;
+  const std::string key = error_of("{\"tokens\": [1, 2], \"attend\": {\"p\": [null, 99999999999999999999]}}");
+  EXPECT_TRUE(contains(key, "= 100000000000000000000 is out of the range of a 64-bit integer")) << key;
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [1e300]}"), "is out of the range of a 64-bit integer"));
+  // A float within 64 bits stays a non-integer, whole or not.
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [1.5e3]}"), "token 1500.0 (tokens[0]) is not an integer"))
+      << error_of("{\"tokens\": [1.5e3]}");
+}
+
+// An editor's "Unicode" (Notepad, PowerShell 5's >) is UTF-16 with a byte
+// order mark: named as such, not as a first byte 0xff.
+TEST_F(DataFileTest, AUtf16OrUtf32FileIsNamedByItsByteOrderMark) {
+  const std::string object = "{\"tokens\": [1, 2]}\n";
+  std::string utf16le = "\xff\xfe", utf16be = "\xfe\xff", utf32le("\xff\xfe\0\0", 4), utf32be("\0\0\xfe\xff", 4);
+  for (const char c : object) {
+    utf16le += std::string{c, '\0'};
+    utf16be += std::string{'\0', c};
+    utf32le += std::string{c, '\0', '\0', '\0'};
+    utf32be += std::string{'\0', '\0', '\0', c};
+  }
+  for (const auto& [text, encoding] : {std::pair{utf16le, "UTF-16 (little-endian)"}, std::pair{utf16be, "UTF-16 (big-endian)"},
+                                       std::pair{utf32le, "UTF-32 (little-endian)"}, std::pair{utf32be, "UTF-32 (big-endian)"}}) {
+    const std::string message = error_of(text);
+    EXPECT_TRUE(contains(message, std::string("data.jsonl:1: the file is ") + encoding + " (it starts with that byte "
+                                  "order mark); save it as UTF-8"))
+        << message;
+  }
+  // Past the first line, 0xff 0xfe is no byte order mark but a stray byte.
+  EXPECT_TRUE(contains(error_of(object + "\xff\xfe{}\n"), "data.jsonl:2: expected a JSON object")) << error_of(object + "\xff\xfe{}\n");
+}
+
 TEST_F(DataFileTest, OutOfVocabTokenIsAUsageErrorNamingTheValueAndTheVocab) {
   const std::string message = error_of("{\"tokens\": [1, 8]}");
   EXPECT_TRUE(contains(message, "data.jsonl:1: token 8 (tokens[1]) is out of the vocab")) << message;

@@ -27,6 +27,7 @@
 #include "core/random.h"
 #include "core/threads.h"
 #include "layers/hook_set.h"
+#include "layers/hooks_short_names.h"
 #include "train/cli/cli.h"
 #include "train/errors.h"
 #include "train/dist.h"
@@ -194,8 +195,9 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   const layers::ModelSpec& m = session.model().spec();
   std::vector<std::string> hooks = args.hooks;
   if (hooks.size() == 1 && hooks[0] == "all") hooks = layers::hook_names(m);
-  for (const std::string& name : hooks) {
+  for (std::string& name : hooks) {
     try {
+      name = layers::full_hook_name(name);  // TransformerLens's compact names too, as eval's --hooks
       layers::check_hook_name(m, name);
     } catch (const std::invalid_argument& e) {
       throw train::UsageError(std::string("--hooks: ") + e.what() + " (or give --hooks all)");

@@ -22,6 +22,7 @@
 
 #include "train/cli/cli.h"
 #include "train/cli/version.h"
+#include "train/decimal.h"
 #include "train/dist.h"
 #include "train/errors.h"
 #include "train/json_input.h"
@@ -68,6 +69,29 @@ std::string kind_of(const std::string& type) {
   if (type.starts_with("INT")) return "a whole number (such as 100)";
   if (type.starts_with("FLOAT")) return "a number (such as 0.001 or 1e-3)";
   return "";
+}
+
+// Every integer flag of `sub` reads decimal only (train/decimal.h): CLI11
+// reads with strtoll's base 0, which takes 0x10 as 16 and 010 as 8 (octal).
+// A value in another base is refused; leading zeros are dropped, so that 010
+// is 10 as in sweep's lists.
+void read_integers_in_decimal(CLI::App& sub) {
+  for (CLI::Option* o : sub.get_options()) {
+    const std::string type = o->get_type_name();
+    if (!type.starts_with("INT") && !type.starts_with("UINT")) continue;
+    // A transform runs before the option's checks (in_range, --batch full).
+    o->transform(CLI::Validator(
+        [](std::string& value) {
+          if (std::string why = headlab::train::non_decimal_integer(value); !why.empty()) return why;
+          const std::size_t sign = value.starts_with('-') || value.starts_with('+') ? 1 : 0;
+          if (value.size() > sign + 1 && value.find_first_not_of("0123456789", sign) == std::string::npos) {
+            const std::size_t first = std::min(value.find_first_not_of('0', sign), value.size() - 1);
+            value.erase(sign, first - sign);
+          }
+          return std::string();
+        },
+        "", "DECIMAL"));
+  }
 }
 
 // CLI11 says "Could not convert: --steps = abc" for a value of the wrong kind
@@ -211,6 +235,7 @@ int run_command_line(int argc, char** argv, bool print_error) {
   auto add = [&](const char* name, const char* about, cli::Command (*make)(CLI::App&)) {
     CLI::App* sub = app.add_subcommand(name, about);
     commands[sub] = make(*sub);
+    read_integers_in_decimal(*sub);
   };
   add("train", "train a model; writes a run folder (--out DIR)", cli::add_train);
   add("eval", "loss and accuracy of a checkpoint; optional logits and gradient dumps", cli::add_eval);

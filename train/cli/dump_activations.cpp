@@ -7,6 +7,7 @@
 #include "autograd/variable.h"
 #include "layers/hook_set.h"
 #include "layers/hooks.h"
+#include "layers/hooks_short_names.h"
 #include "layers/padding_mask.h"
 #include "train/errors.h"
 #include "train/signals.h"
@@ -22,20 +23,29 @@ std::vector<std::string> hooks_to_dump(const layers::ModelSpec& spec, const std:
     std::erase_if(every, [](const std::string& name) { return layers::is_copy_point(name); });
     return every;
   }
-  for (std::size_t i = 0; i < hooks.size(); ++i) {
-    if (hooks[i] == kEveryHook)
+  // TransformerLens's compact names ("pattern0") are written as the hook
+  // names they stand for, so the dump names each point one way.
+  std::vector<std::string> full;
+  for (const std::string& given : hooks) {
+    if (given == kEveryHook)
       throw train::UsageError("--hooks " + std::string(kEveryHook) + " dumps every point, so it takes no other name; "
                               "give it alone, or the names alone");
     try {
-      layers::check_hook_name(spec, hooks[i]);
+      full.push_back(layers::full_hook_name(given));
     } catch (const std::invalid_argument& e) {
       throw train::UsageError(std::string("--hooks: ") + e.what());
     }
-    if (std::find(hooks.begin(), hooks.begin() + static_cast<std::ptrdiff_t>(i), hooks[i]) !=
-        hooks.begin() + static_cast<std::ptrdiff_t>(i))
-      throw train::UsageError("--hooks: " + hooks[i] + " is listed twice");
+    try {
+      layers::check_hook_name(spec, full.back());
+    } catch (const std::invalid_argument& e) {
+      const std::string stands_for = given == full.back() ? "" : " (--hooks " + given + " is " + full.back() + ")";
+      throw train::UsageError(std::string("--hooks: ") + e.what() + stands_for);
+    }
+    if (std::find(full.begin(), full.end() - 1, full.back()) != full.end() - 1)
+      throw train::UsageError("--hooks: " + (given == full.back() ? given : given + " (" + full.back() + ")") +
+                              " is listed twice");
   }
-  return hooks;
+  return full;
 }
 
 std::vector<int64_t> row_lengths(const train::Batch& batch) {
