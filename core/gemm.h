@@ -104,7 +104,8 @@ namespace detail {
 // added to every row of every product: C = op(A) op(B) + bias, a Linear's
 // forward. oneDNN adds it in the product's epilogue, as it writes C; the
 // other paths set C's rows to it first and multiply with beta 1
-// (bias_as_beta), the same sum, rounded once: the bits are the same.
+// (bias_as_beta). The two round alike unless the kernel adds its sum into
+// C in parts (oneDNN's f32 kernel at a long k): then in the last bits.
 template <class T>
 struct BatchedGemm {
   using Out = std::conditional_t<std::is_same_v<T, bf16_t>, float, T>;  // C's type
