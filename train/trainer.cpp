@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "analysis/html_report.h"
 #include "analysis/progress_measures.h"
 #include "core/atomic_file.h"
+#include "core/interrupt.h"
 #include "core/shortest.h"
 #include "train/analysis_steps.h"
 #include "train/errors.h"
@@ -279,9 +282,14 @@ std::optional<int64_t> analyzed_step(const RunFolder& folder) {
   return step->get<int64_t>();
 }
 
-analysis::RunAnalysis Trainer::finish_report() {
-  analysis::RunAnalysis run =
-      analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options_.analysis);
+analysis::RunAnalysis Trainer::finish_report(std::function<void(const analysis::AnalysisProgress&)> progress,
+                                             std::function<void()> interrupt) {
+  analysis::AnalysisOptions options = options_.analysis;
+  options.progress = std::move(progress);
+  analysis::RunAnalysis run = [&] {
+    const core::InterruptScope stoppable(interrupt ? std::move(interrupt) : std::function<void()>());
+    return analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options);
+  }();
   run.analyzed = session_.task().name();
   run.step = session_.steps_done();
   AnalysisSource source;

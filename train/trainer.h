@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,8 +70,12 @@ class Trainer {
   int run();
 
   // Analyzes the heads on the eval batch and writes heads.json and
-  // report.html; the caller shows the analysis.
-  analysis::RunAnalysis finish_report();
+  // report.html; the caller shows the analysis. `progress`, if given, hears
+  // of each chunk; `interrupt`, if given, runs between the analysis's
+  // forward passes and may throw to end it before anything is written (the
+  // checkpoint is; `train --resume` then writes the analysis).
+  analysis::RunAnalysis finish_report(std::function<void(const analysis::AnalysisProgress&)> progress = {},
+                                      std::function<void()> interrupt = {});
 
   int64_t start_step() const { return start_step_; }
 

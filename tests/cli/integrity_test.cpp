@@ -590,12 +590,15 @@ TEST(Stdout, AFailedWriteIsAnError) {
   EXPECT_TRUE(clean_failure(r, 1, {"standard output"}));
 }
 
-TEST(StopSignals, SigtermDuringTheFinalAnalysisEndsTheRunAsStopped) {
+// A large evaluation batch: the final analysis takes seconds in Release
+// (a minute under the sanitizers); a stop signal ends it between two forward
+// passes, as it ends analyze, with the checkpoint saved and nothing of the
+// analysis written (train --resume writes it: output_test's resume of a run
+// without its final analysis).
+TEST(StopSignals, SigtermDuringTheFinalAnalysisEndsItWithTheRunSaved) {
   TempDir dir;
   const std::string run = dir / "run";
-  // A large evaluation batch: the final analysis takes about a second in
-  // Release (ten under the sanitizers), and the run completes it before it stops.
-  Child child(headlab_path(), train_command(run, {{"--eval-batch", "1024"}, {"--d-model", "64"}, {"--steps", "5"}}),
+  Child child(headlab_path(), train_command(run, {{"--eval-batch", "4096"}, {"--d-model", "64"}, {"--steps", "5"}}),
               dir.path(), dir.path());
   ASSERT_TRUE(wait_until([&] {
     return fs::exists(run + "/train.log") && read_bytes(run + "/train.log").find("trained 5 steps") != std::string::npos;
@@ -604,6 +607,8 @@ TEST(StopSignals, SigtermDuringTheFinalAnalysisEndsTheRunAsStopped) {
   const RunResult r = child.wait(180);
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.describe();
   EXPECT_EQ(checkpoint_step(run + "/checkpoint.safetensors"), 5);
+  EXPECT_FALSE(fs::exists(run + "/heads.json")) << "the analysis ran to its end after the signal";
+  EXPECT_NE((r.out + r.err).find("headlab train --resume " + run + " writes it"), std::string::npos) << r.describe();
 }
 
 TEST(Extend, AFinishedRunOffTheLogGridGoesOnAsIfItHadNeverStopped) {

@@ -214,30 +214,6 @@ void check_patterns_keyed(AnalysisInput& input, const std::vector<std::string>& 
                               "target), so no head could be scored on it; give another K or leave it out");
 }
 
-// The analysis's progress line on a terminal, in train's style.
-class ProgressBar {
- public:
-  explicit ProgressBar(bool shown) : shown_(shown), start_(std::chrono::steady_clock::now()) {}
-  void show(const analysis::AnalysisProgress& p) {
-    if (!shown_) return;
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const double eta = p.fraction > 0 ? seconds * (1 - p.fraction) / p.fraction : 0;
-    std::string what = "sequence " + std::to_string(p.rows_done) + "/" + std::to_string(p.rows);
-    if (p.passes > 1) what = "pass " + std::to_string(p.pass) + " of " + std::to_string(p.passes) + ", " + what;
-    std::fprintf(stderr, "\r%s   ", progress_line(p.fraction, what, eta).c_str());
-    std::fflush(stderr);
-    drawn_ = true;
-  }
-  void clear() {
-    if (drawn_) std::fprintf(stderr, "\r\033[K");
-    drawn_ = false;
-  }
-
- private:
-  bool shown_, drawn_ = false;
-  std::chrono::steady_clock::time_point start_;
-};
-
 // Why `target` has no checkpoint to analyze: a run still training before its
 // first checkpoint, a folder an analysis wrote (a snapshot's, kept after
 // --keep-snapshots removed the snapshot) or a folder of other files is named
@@ -399,7 +375,7 @@ int run_analyze(const AnalyzeArgs& args) {
   options.interventions = args.patch;
   if (args.patch) options.corruption_text = input.task().corruption();
   options.chunk_rows = input.chunk_rows();
-  ProgressBar bar(stderr_is_terminal());
+  AnalysisProgressBar bar(stderr_is_terminal());
   options.progress = [&bar](const analysis::AnalysisProgress& p) { bar.show(p); };
   // Its own stream, so the corruption never depends on the training batches.
   core::Generator corruption_gen(input.config().seed ^ 0x7061746368000000ULL);  // "patch"

@@ -10,6 +10,7 @@
 #include "train/checkpoint.h"
 #include "train/cli/cli.h"
 #include "train/cli/logging.h"
+#include "train/cli/progress_bar.h"
 #include "train/cli/train_view.h"
 #include "train/dist.h"
 #include "train/errors.h"
@@ -346,11 +347,27 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
     log->info("time in gradient and stop-signal exchange: {:.3f} s over {} steps", world.seconds_communicating(),
               session->steps_done() - trainer.start_step());
   if (status == 0) {
-    const analysis::RunAnalysis run = trainer.finish_report();
-    view.report(run, stdout_is_terminal());
-    if (const std::string hint = bigger_model_hint(config, run); !hint.empty()) log->warn("{}", hint);
-    // A stop signal during the final analysis: the checkpoint is saved and
-    // the report written; the run still ends as stopped, as asked.
+    // The final analysis, with analyze's progress line on a terminal (a
+    // large --eval-batch takes minutes). A stop signal ends it between two
+    // forward passes, as it ends analyze: the checkpoint is saved, and
+    // `train --resume` writes the analysis that is missing.
+    AnalysisProgressBar bar(stderr_is_terminal() && !args.quiet);
+    std::optional<analysis::RunAnalysis> run;
+    try {
+      run = trainer.finish_report([&bar](const analysis::AnalysisProgress& p) { bar.show(p); },
+                                  train::throw_if_stopped);
+    } catch (const train::Stopped& e) {
+      bar.clear();
+      log->warn("signal {} during the final analysis: the run is saved in {} (step {}) without its analysis "
+                "(heads.json, report.html): headlab train --resume {} writes it",
+                e.signal, folder.dir, session->steps_done(), folder.dir);
+      return 128 + e.signal;
+    }
+    bar.clear();
+    view.report(*run, stdout_is_terminal());
+    if (const std::string hint = bigger_model_hint(config, *run); !hint.empty()) log->warn("{}", hint);
+    // A stop signal after the analysis (while its files were written): the
+    // run is complete; it still ends as stopped, as asked.
     if (const int sig = train::stop_signal()) {
       log->warn("signal {} during the final analysis; the run is complete and saved in {}", sig, folder.dir);
       status = 128 + sig;

@@ -6,6 +6,22 @@
 
 namespace headlab::cli {
 
+void AnalysisProgressBar::show(const analysis::AnalysisProgress& p) {
+  if (!shown_) return;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double eta = p.fraction > 0 ? seconds * (1 - p.fraction) / p.fraction : 0;
+  std::string what = "sequence " + std::to_string(p.rows_done) + "/" + std::to_string(p.rows);
+  if (p.passes > 1) what = "pass " + std::to_string(p.pass) + " of " + std::to_string(p.passes) + ", " + what;
+  std::fprintf(stderr, "\r%s   ", progress_line(p.fraction, what, eta).c_str());
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void AnalysisProgressBar::clear() {
+  if (drawn_) std::fprintf(stderr, "\r\033[K");
+  drawn_ = false;
+}
+
 std::string format_duration(double seconds) {
   const auto s = static_cast<int64_t>(seconds + 0.5);
   char buf[32];
