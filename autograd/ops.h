@@ -49,12 +49,6 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
 // of the Linear's output, and its backward turns the slope and the bias
 // gradient into one pass.
 Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& bias);
-// The MLP, linear(linear_gelu(x, w1, b1), w2, b2), with its numbers. In bf16
-// mixed precision inside a training step's scope (core/bf16_operands.h) it
-// is one node whose GELU output exists only rounded: fc2 reads nothing else,
-// in its forward and in its backward's dW, so the float32 [N, d_ff] output
-// is never written. Anywhere else it is those two nodes.
-Variable mlp_gelu(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2, const Variable& b2);
 
 // Fused multi-head attention (core/attention_kernels.h): q, k, v [B, T, d]
 // with head i in columns i*d_k .. (i+1)*d_k - 1 -> [B, T, d], per head

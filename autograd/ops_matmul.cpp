@@ -152,42 +152,4 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
       "linear_gelu", f.blind_x());
 }
 
-Variable mlp_gelu(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2, const Variable& b2) {
-  if (!core::bf16_operands_open()) return linear(linear_gelu(x, w1, b1), w2, b2);
-  const char* op = "mlp_gelu";
-  const Tensor& w2v = checked(w2, op, "w2").value();
-  LinearForward f = linear_forward(x, w1, Variable(), op);  // h [N, d_ff]
-  const bool want_slope = grad_enabled() && (x.requires_grad() || w1.requires_grad() ||
-                                             (b1.defined() && b1.requires_grad()));
-  // y: never written. The scope keeps y16 as its rounded copy, so that fc2's
-  // product reads y16 where it would round y (core/bf16_operands.h).
-  const Tensor y = Tensor::empty(f.y.shape(), f.y.dtype());
-  core::bf16_t* y16 = core::bf16_copy_of_output(y, f.out);
-  const core::GeluWithSlope r =
-      core::bias_gelu_forward_rounded(f.y, b1.defined() ? b1.value() : Tensor(), want_slope, y16);
-  const Tensor out = core::linear(y, w2v, b2.defined() ? b2.value() : Tensor());  // checks w2's shape
-  Shape out_shape = f.out_shape;
-  out_shape.back() = out.size(1);
-  return Variable::from_op(
-      out.reshape(out_shape), {x, w1, b1, w2, b2},
-      [in = f.in, x16 = f.x16, y16 = core::held_bf16_copy(y), slope = r.slope](
-          std::vector<Variable>& inputs, const Tensor& g) {
-        // fc2 (the weight's and bias's gradients, and dy), GELU (dh over
-        // dy, fc1's bias gradient), fc1: linear's and linear_gelu's
-        // backwards, in their order.
-        const auto wants = [&](std::size_t i) { return inputs[i].defined() && inputs[i].requires_grad(); };
-        const bool want_dy = wants(0) || wants(1) || wants(2);
-        const core::LinearGrads d2 = core::linear_backward(g.reshape({-1, g.size(-1)}), y16, inputs[3].value(),
-                                                           want_dy, wants(3), wants(4));
-        if (wants(3)) inputs[3].accumulate_grad(d2.dweight);
-        if (wants(4)) inputs[4].accumulate_grad(d2.dbias);
-        if (!want_dy) return;
-        const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(d2.dx, slope, wants(2), true);
-        std::vector<Variable> fc1{inputs[0], inputs[1], inputs[2]};
-        accumulate_linear_grads(fc1, dh.dh, in, false, x16);
-        if (wants(2)) inputs[2].accumulate_grad(dh.column_sums);
-      },
-      op, f.blind_x());
-}
-
 }  // namespace headlab::autograd

@@ -64,11 +64,9 @@ Bf16Operands::~Bf16Operands() {
 
 void forget_bf16_operands() { store().forget(); }
 
-bool bf16_operands_open() { return store().open && gemm_precision() == GemmPrecision::bf16; }
-
 bf16_t* bf16_copy_of_output(const Tensor& out, int64_t cols) {
-  if (!bf16_operands_open() || cols <= 0 || !out.defined() || out.dtype() != DType::f32 || !out.is_contiguous() ||
-      out.numel() == 0 || out.numel() % cols != 0)
+  if (!store().open || cols <= 0 || !out.defined() || out.dtype() != DType::f32 || !out.is_contiguous() ||
+      out.numel() == 0 || out.numel() % cols != 0 || gemm_precision() != GemmPrecision::bf16)
     return nullptr;
   return detail::keep_bf16_operand({out.data<float>(), out.numel() / cols, cols, cols}, out.storage());
 }

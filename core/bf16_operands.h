@@ -56,10 +56,6 @@ class Bf16Operands {
 // Drops every copy of this thread's open scope (none open: nothing to do).
 void forget_bf16_operands();
 
-// Whether a scope is open on this thread with the products in bf16: the
-// products then read the copies the kernels write (bf16_copy_of_output).
-bool bf16_operands_open();
-
 class Tensor;
 
 // For a kernel that writes `out` (float32, contiguous, rows of `cols`), read

@@ -8,7 +8,6 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "core/bf16.h"
 #include "core/bf16_operands.h"
@@ -59,30 +58,24 @@ void gelu_bwd(const T* x, const T* dy, T* dx, int64_t n) {
 // element on its own, so the bits never depend on the thread count. The
 // slope is a template flag so that both loops stay branch-free and vectorize.
 // With `y16` (float only), each row of y also goes rounded to bf16 there,
-// for the Linear that reads y next (core/bf16_operands.h). Without WriteY
-// (float, y16 given), y goes to a row buffer of this thread's, in cache,
-// only to be rounded, and the slope (`slope` may be h) is all h gets.
-template <class T, bool WithSlope, bool WriteY = true>
+// for the Linear that reads y next (core/bf16_operands.h).
+template <class T, bool WithSlope>
 void bias_gelu_fwd(T* h, const T* bias, T* slope, RowView v, bf16_t* y16) {
   const int64_t C = v.cols;
 #pragma omp parallel for schedule(static) if (parallel(v.rows * C))
   for (int64_t r = 0; r < v.rows; ++r) {
     T* hr = h + r * C;
     T* sr = slope + (WithSlope ? r * C : 0);
-    thread_local std::vector<T> row;
-    if constexpr (!WriteY)
-      if (row.size() < static_cast<std::size_t>(C)) row.resize(static_cast<std::size_t>(C));
-    T* yr = WriteY ? hr : row.data();
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       const T x = hr[c] + bias[c];
       T pdf;
       const T cdf = gelu_cdf(x, pdf);
-      yr[c] = x * cdf;
+      hr[c] = x * cdf;
       if constexpr (WithSlope) sr[c] = cdf + x * pdf;
     }
     if constexpr (std::is_same_v<T, float>)
-      if (y16) pack_bf16(yr, 1, C, C, y16 + r * C);
+      if (y16) pack_bf16(hr, 1, C, C, y16 + r * C);
   }
 }
 
@@ -152,20 +145,6 @@ GeluWithSlope bias_gelu_forward(Tensor h, const Tensor& bias, bool want_slope) {
       bias_gelu_fwd<T, false>(h.data<T>(), b.data<T>(), nullptr, v, y16);
   });
   return r;
-}
-
-GeluWithSlope bias_gelu_forward_rounded(Tensor h, const Tensor& bias, bool want_slope, bf16_t* y16) {
-  const char* op = "bias_gelu_forward_rounded";
-  const RowView v = rows_of(h, op);
-  if (h.dtype() != DType::f32 || !h.is_contiguous() || y16 == nullptr)
-    throw std::invalid_argument(std::string(op) + ": h must be contiguous float32 and y16 given");
-  if (bias.defined()) check_vector(bias, v.cols, h.dtype(), op, "bias");
-  const Tensor b = bias.defined() ? bias.contiguous() : Tensor::zeros({v.cols}, h.dtype());
-  if (want_slope)
-    bias_gelu_fwd<float, true, false>(h.data<float>(), b.data<float>(), h.data<float>(), v, y16);
-  else
-    bias_gelu_fwd<float, false, false>(h.data<float>(), b.data<float>(), nullptr, v, y16);
-  return {Tensor(), want_slope ? h : Tensor()};
 }
 
 GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums,

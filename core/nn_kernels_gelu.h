@@ -3,7 +3,6 @@
 // normal CDF of core/vec_math.h; double keeps libm's erf (the gradchecks).
 #pragma once
 
-#include "core/bf16.h"
 #include "core/tensor.h"
 
 namespace headlab::core {
@@ -24,13 +23,6 @@ struct GeluWithSlope {
   Tensor y, slope;  // slope undefined unless wanted
 };
 GeluWithSlope bias_gelu_forward(Tensor h, const Tensor& bias, bool want_slope);
-// The same for a Linear that reads GELU's output only rounded (bf16 mixed
-// precision, the MLP's fc2 in a training step, autograd::mlp_gelu): h
-// [rows, C] float32 -> y16 [rows, C], each row of y rounded to bf16 as
-// pack_bf16 rounds it, and, if want_slope, the slope written over h
-// (returned as r.slope, h's storage). No float32 y is written; r.y is
-// undefined.
-GeluWithSlope bias_gelu_forward_rounded(Tensor h, const Tensor& bias, bool want_slope, bf16_t* y16);
 // dy, slope [N, C] -> dh = dy * slope [N, C] and, if wanted, its column sums
 // [C] (the bias gradient of the Linear before), each column added in row
 // order in double, so the bits never depend on the thread count. With

@@ -10,15 +10,13 @@ MLP::MLP(const MLPOptions& options, core::Generator& gen, DType dtype) : options
 }
 
 // fc1 and GELU run as one node (autograd::linear_gelu): the same numbers as
-// gelu(fc1(x)), with one pass less in the backward; in a bf16 training step
-// fc2 joins them (autograd::mlp_gelu), GELU's output then kept only rounded.
-// Hooks that want fc1's output or GELU's get the three-node form (the same
-// bits).
+// gelu(fc1(x)), with one pass less in the backward. Hooks that want fc1's
+// output or GELU's get the two-node form (the same bits).
 Variable MLP::forward(const Variable& x, const HookScope& hooks) const {
   const bool want_pre = hooks.wants("hook_pre");
   const bool want_post = hooks.wants("hook_post");
   if (!options_.relu && !want_pre && !want_post)
-    return autograd::mlp_gelu(x, fc1_->weight(), fc1_->bias(), fc2_->weight(), fc2_->bias());
+    return fc2_->forward(autograd::linear_gelu(x, fc1_->weight(), fc1_->bias()));
   const Variable pre = fc1_->forward(x);
   const Variable h = want_pre ? hooks.visit_wanted("hook_pre", pre) : pre;
   const Variable post = options_.relu ? autograd::relu(h) : autograd::gelu(h);

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -59,21 +58,12 @@ struct Block {
   // Every gradient (x's and the parameters') after one forward and backward;
   // `held` gets the Linears' inputs (LayerNorm, attention, LayerNorm, GELU
   // outputs) as the nodes that read them saw them, after the forward.
-  // With `fused`, the MLP is autograd::mlp_gelu (its node in *fused_op); the
-  // output in *value, if given.
-  std::vector<Tensor> grads(std::vector<Variable>* held, bool keep_gelu_output = false, bool fused = false,
-                            std::string* fused_op = nullptr, Tensor* value = nullptr) {
+  std::vector<Tensor> grads(std::vector<Variable>* held, bool keep_gelu_output = false) {
     for (Variable& v : params) v.zero_grad();
     x.zero_grad();
     Variable kept;
     Variable out;
-    if (fused) {
-      const Variable n1 = layer_norm(x, p(0), p(1));
-      const Variable q = linear(n1, p(2), p(3)), k = linear(n1, p(4), p(5)), v = linear(n1, p(6), p(7));
-      const Variable n2 = layer_norm(linear(attention(q, k, v, 3, true, 0.2), p(8), p(9)), p(0), p(1));
-      out = mlp_gelu(n2, p(10), p(11), p(12), p(13));
-      if (fused_op != nullptr) *fused_op = out.op();
-    } else {
+    {
       const Variable n1 = layer_norm(x, p(0), p(1));
       const Variable q = linear(n1, p(2), p(3)), k = linear(n1, p(4), p(5)), v = linear(n1, p(6), p(7));
       const Variable attended = linear(attention(q, k, v, 3, true, 0.2), p(8), p(9));
@@ -82,7 +72,6 @@ struct Block {
       if (keep_gelu_output) kept = hidden;
       out = linear(hidden, p(12), p(13));
     }
-    if (value != nullptr) *value = out.value();
     if (held != nullptr) {
       // out = linear(hidden): its input 0 is hidden, whose input 0 is n2, ...
       const Variable& hidden = out.node()->inputs[0];
@@ -128,38 +117,6 @@ TEST(Bf16Release, ALinearsInputIsReleasedAfterTheForwardAndTheGradientsKeepTheir
     expect_same_bits(block.grads(&held, true), reference);
     EXPECT_FALSE(held[3].node()->released());
     EXPECT_TRUE(held[2].node()->released());
-  }
-}
-
-// autograd::mlp_gelu in a bf16 step is one node whose GELU output exists
-// only rounded: the output and every gradient keep the bits of
-// linear(linear_gelu(...)), which it is everywhere else.
-TEST(Bf16Release, TheFusedMlpGivesTheBitsOfItsNodesApart) {
-  if (!core::cpu_has_native_bf16()) GTEST_SKIP() << "this CPU has no bf16 units (AVX512_BF16 or AMX-BF16)";
-  Block block(23);
-  const test::PrecisionScope bf16(core::GemmPrecision::bf16);
-  std::string op;
-  Tensor want_value, got_value;
-  {
-    const core::Bf16Operands scope;
-    const std::vector<Tensor> want = block.grads(nullptr, false, false, nullptr, &want_value);
-    expect_same_bits(block.grads(nullptr, false, true, &op, &got_value), want);
-    EXPECT_EQ(op, "mlp_gelu");
-    EXPECT_TRUE(identical_bits(got_value, want_value));
-  }
-  {  // outside a scope: the nodes apart
-    const std::vector<Tensor> want = block.grads(nullptr);
-    expect_same_bits(block.grads(nullptr, false, true, &op), want);
-    EXPECT_EQ(op, "linear");
-  }
-  {  // without a graph, and without biases
-    const core::Bf16Operands scope;
-    const NoGradGuard no_grad;
-    const Variable n(block.x.value());
-    const Tensor want = linear(linear_gelu(n, block.p(10), Variable()), block.p(12), Variable()).value();
-    const Variable got = mlp_gelu(n, block.p(10), Variable(), block.p(12), Variable());
-    EXPECT_STREQ(got.op(), "mlp_gelu");
-    EXPECT_TRUE(identical_bits(got.value(), want));
   }
 }
 
