@@ -149,7 +149,7 @@ void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const floa
 void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
                    int64_t ldb, double* c, int64_t ldc, double alpha, double beta);
 void onednn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, float alpha, float beta, const float* bias = nullptr);
+                 int64_t ldb, float* c, int64_t ldc, float alpha, float beta);
 
 void onednn_batched_gemm(const BatchedGemm<float>& g);
 

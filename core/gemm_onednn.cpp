@@ -235,9 +235,9 @@ void run(const Key& key, const void* a, const void* b, float* c, const float* bi
 }  // namespace
 
 void onednn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, float alpha, float beta, const float* bias) {
+                 int64_t ldb, float* c, int64_t ldc, float alpha, float beta) {
   onednn_batched_gemm({.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c,
-                       .ldc = ldc, .alpha = alpha, .beta = beta, .bias = bias});
+                       .ldc = ldc, .alpha = alpha, .beta = beta});
 }
 
 void onednn_batched_gemm(const BatchedGemm<float>& product) {
@@ -251,11 +251,10 @@ void onednn_batched_gemm(const BatchedGemm<float>& product) {
                       g.ldc, g.alpha, g.beta);
     return;
   }
-  Key key{.ta = g.ta, .tb = g.tb, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda, .ldb = g.ldb, .ldc = g.ldc,
-                .outer = g.outer, .inner = g.inner, .sa = {g.a_stride[0], g.a_stride[1]},
+  const Key key{.ta = g.ta, .tb = g.tb, .bias = g.bias != nullptr, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda,
+                .ldb = g.ldb, .ldc = g.ldc, .outer = g.outer, .inner = g.inner, .sa = {g.a_stride[0], g.a_stride[1]},
                 .sb = {g.b_stride[0], g.b_stride[1]}, .sc = {g.c_stride[0], g.c_stride[1]}, .alpha = g.alpha,
                 .beta = g.beta};
-  key.bias = g.bias != nullptr;
   run(key, g.a, g.b, g.c, g.bias);
 }
 
@@ -280,10 +279,10 @@ void onednn_batched_gemm_bf16(const BatchedGemm<bf16_t>& g, float alpha, float b
   const int64_t each = g.m * g.n;
   const bool dense_c = g.ldc == g.n && (g.inner == 1 || g.c_stride[1] == each) &&
                        (g.outer == 1 || g.c_stride[0] == g.inner * each);
-  Key key{.ta = g.ta, .tb = g.tb, .bf16 = true, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda, .ldb = g.ldb,
-          .ldc = g.n, .outer = g.outer, .inner = g.inner, .sa = {g.a_stride[0], g.a_stride[1]},
-          .sb = {g.b_stride[0], g.b_stride[1]}, .sc = {g.inner * each, each}, .alpha = alpha, .beta = beta};
-  key.bias = g.bias != nullptr;
+  Key key{.ta = g.ta, .tb = g.tb, .bf16 = true, .bias = g.bias != nullptr, .m = g.m, .n = g.n, .k = g.k,
+          .lda = g.lda, .ldb = g.ldb, .ldc = g.n, .outer = g.outer, .inner = g.inner,
+          .sa = {g.a_stride[0], g.a_stride[1]}, .sb = {g.b_stride[0], g.b_stride[1]}, .sc = {g.inner * each, each},
+          .alpha = alpha, .beta = beta};
   if (dense_c) {
     run(key, g.a, g.b, c, g.bias);
     return;
