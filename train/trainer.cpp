@@ -287,7 +287,7 @@ analysis::RunAnalysis Trainer::finish_report(std::function<void(const analysis::
   analysis::AnalysisOptions options = options_.analysis;
   options.progress = std::move(progress);
   analysis::RunAnalysis run = [&] {
-    const core::InterruptScope stoppable(interrupt ? std::move(interrupt) : std::function<void()>());
+    const core::InterruptScope stoppable(std::move(interrupt));  // empty: no check
     return analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), options);
   }();
   run.analyzed = session_.task().name();
