@@ -78,15 +78,33 @@ const char* utf16_or_32(std::string_view text) {
   return nullptr;
 }
 
+// The encoding a first line's NUL bytes give away when it has no byte order
+// mark: JSON text starts with an ASCII byte ('{' or a blank), which UTF-16
+// and UTF-32 widen with NUL bytes on one side. Null when the first four bytes
+// have no such pattern (or are not read yet).
+const char* utf16_or_32_unmarked(std::string_view text) {
+  if (text.size() < 4) return nullptr;
+  const auto nul = [&](std::size_t i) { return text[i] == '\0'; };
+  if (!nul(0) && nul(1) && nul(2) && nul(3)) return "UTF-32 (little-endian)";
+  if (nul(0) && nul(1) && nul(2) && !nul(3)) return "UTF-32 (big-endian)";
+  if (!nul(0) && nul(1) && !nul(2) && nul(3)) return "UTF-16 (little-endian)";
+  if (nul(0) && !nul(1) && nul(2) && !nul(3)) return "UTF-16 (big-endian)";
+  return nullptr;
+}
+
 // Whether the line so far shows that it is no JSON object: its first byte
 // after blanks and a UTF-8 byte order mark (which the parser skips) is not
 // '{'. Throws UsageError if so; false while the line is too short to tell.
 // At the file's start (`first_line`), a UTF-16 or UTF-32 byte order mark is
 // named as such: an editor's "Unicode" is UTF-16 (Windows' Notepad, and
-// PowerShell's > before version 6), which reads as bytes 0xff 0xfe here.
+// PowerShell's > before version 6), which reads as bytes 0xff 0xfe here;
+// one without the mark by the NUL bytes that pad its first characters.
 bool check_line_start(const std::string& line, const std::string& where, bool first_line) {
   if (const char* encoding = first_line ? utf16_or_32(line) : nullptr)
     throw UsageError(where + "the file is " + encoding + " (it starts with that byte order mark); save it as UTF-8");
+  if (const char* encoding = first_line ? utf16_or_32_unmarked(line) : nullptr)
+    throw UsageError(where + "the file looks like " + encoding +
+                     " without a byte order mark (NUL bytes pad its first characters); save it as UTF-8");
   constexpr std::string_view kBom = "\xef\xbb\xbf";
   std::size_t at = line.find_first_not_of(" \t\r\f\v");
   if (at == std::string::npos) return false;

@@ -380,6 +380,16 @@ TEST_F(DataFileTest, AUtf16OrUtf32FileIsNamedByItsByteOrderMark) {
                                   "order mark); save it as UTF-8"))
         << message;
   }
+  // Without the mark, the NUL bytes that pad the first characters name it.
+  for (const auto& [text, encoding] :
+       {std::pair{utf16le.substr(2), "UTF-16 (little-endian)"}, std::pair{utf16be.substr(2), "UTF-16 (big-endian)"},
+        std::pair{utf32le.substr(4), "UTF-32 (little-endian)"}, std::pair{utf32be.substr(4), "UTF-32 (big-endian)"}}) {
+    const std::string message = error_of(text);
+    EXPECT_TRUE(contains(message, std::string("data.jsonl:1: the file looks like ") + encoding +
+                                      " without a byte order mark (NUL bytes pad its first characters); save it as "
+                                      "UTF-8"))
+        << message;
+  }
   // Past the first line, 0xff 0xfe is no byte order mark but a stray byte.
   EXPECT_TRUE(contains(error_of(object + "\xff\xfe{}\n"), "data.jsonl:2: expected a JSON object")) << error_of(object + "\xff\xfe{}\n");
 }
