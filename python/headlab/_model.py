@@ -12,6 +12,7 @@ from ._cache import ActivationCache
 from ._metric_gradient import seed_function
 from ._names import get_act_name, is_copy_point, short_or_full
 from ._targets import mean_loss, token_losses, warn_if_not_next_token
+from ._tl_config import config
 from ._tl_weights import TLWeights
 
 
@@ -51,6 +52,7 @@ class Model(TLWeights):
             # readers need them) are no part of this model.
             self.spec.update(d_ff=None, activation=None)
         self.config = json.loads(core_model.config_json)
+        self.cfg = config(self.spec)  # TransformerLens's names: cfg.n_layers, cfg.d_head, cfg.n_ctx ...
         # A model made by with_params is held by no file until it is saved.
         self.path = None if core_model.edited else core_model.path
         self.task = core_model.task
