@@ -23,6 +23,20 @@ def load(path):
 
 
 
+_HOOKS = ("hooks act on one call, never stay attached: pass fwd_hooks=[(name, fn)] to run_with_hooks, "
+          "run_with_cache or gradients (TransformerLens's `with model.hooks(...)`: run_with_cache(tokens, "
+          "fwd_hooks=...))")
+_TOKENS = "headlab models read token ids only, with no tokenizer: pass an int array [B, T] or a list of lists"
+_ELSEWHERE = {
+    "hooks": _HOOKS, "add_hook": _HOOKS, "reset_hooks": _HOOKS,
+    "to_tokens": _TOKENS, "to_string": _TOKENS, "to_str_tokens": _TOKENS, "tokenizer": _TOKENS,
+    "state_dict": "model.params (name -> numpy array), or model.to_torch().state_dict()",
+    "load_state_dict": "weights never change in place; model.with_params(state_dict) returns a new model",
+    "blocks": "read weights from model.params['blocks.0.attn.q.weight'] ... or model.W_Q ...; "
+              "model.to_torch().blocks for torch modules",
+}
+
+
 def _called_as_transformer_lens_would(fn):
     """fn as headlab calls a hook, fn(activation, hook). TransformerLens calls
     fn(activation, hook=hook), which a hook written `def fn(x, *, hook)`
@@ -61,6 +75,17 @@ class Model(TLWeights):
         # with_params or read from a checkpoint one was saved to; else None.
         self.edited = json.loads(core_model.edited_json) if core_model.edited_json else None
         self._params = None
+
+    def __getattr__(self, name):
+        """HookedTransformer's attributes that headlab has under another form
+        (only called for a name the model lacks): an AttributeError saying
+        what to use."""
+        prop = getattr(type(self), name, None)
+        if isinstance(prop, property):  # a property's own AttributeError (W_in of an attn-only model) led here:
+            return prop.fget(self)      # raise it again, with its message
+        if name in _ELSEWHERE:
+            raise AttributeError(f"headlab.Model has no {name} (TransformerLens's): {_ELSEWHERE[name]}")
+        raise AttributeError(f"'Model' object has no attribute {name!r}")
 
     def __reduce__(self):
         """Pickled as the checkpoint file its weights were read from (an

@@ -59,3 +59,15 @@ def test_cache_methods_take_return_labels_and_apply_ln(mlp_model):
             cache.accumulated_resid(return_labels=bad)
         with pytest.raises(TypeError, match="apply_ln must be True or False"):
             cache.stack_head_results(apply_ln=bad)
+
+
+def test_transformer_lens_names_headlab_lacks_say_what_to_use(mlp_model):
+    for name, advice in (("hooks", "fwd_hooks="), ("add_hook", "fwd_hooks="), ("reset_hooks", "fwd_hooks="),
+                         ("to_tokens", "token ids"), ("to_str_tokens", "token ids"), ("tokenizer", "token ids"),
+                         ("state_dict", "model.params"), ("load_state_dict", "with_params"),
+                         ("blocks", "model.params")):
+        with pytest.raises(AttributeError, match=rf"headlab.Model has no {name}.*{advice}"):
+            getattr(mlp_model, name)
+        assert not hasattr(mlp_model, name)
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        mlp_model.no_such_thing
