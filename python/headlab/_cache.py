@@ -127,6 +127,16 @@ class ActivationCache(dict):
         stack = np.stack([np.broadcast_to(p, parts[0].shape) for p in parts])
         return _positions(stack, pos_slice, axis=-2), labels
 
+    def stack_activation(self, activation_name, layer=-1, sublayer_type=None):
+        """[layers, ...]: one block's point ("pattern", "resid_post", "scale"
+        with sublayer_type "ln1" ...) stacked over the first `layer` blocks
+        (-1 or None: all). TransformerLens's stack_activation."""
+        n = self._layers(layer, "stack_activation")
+        if n == 0:
+            raise ValueError("stack_activation: layer 0 holds no block (the blocks before `layer` count)")
+        names = [get_act_name(activation_name, l, sublayer_type) for l in range(n)]
+        return np.stack([self._need(name) for name in names])
+
     def _finished(self, parts, labels, pos_slice, apply_ln, return_labels, layer, mlp_input=False):
         """What the three stacking methods return, as TransformerLens's keywords
         ask: apply_ln=True puts the stack through apply_ln_to_stack(layer,

@@ -71,3 +71,18 @@ def test_transformer_lens_names_headlab_lacks_say_what_to_use(mlp_model):
         assert not hasattr(mlp_model, name)
     with pytest.raises(AttributeError, match="no_such_thing"):
         mlp_model.no_such_thing
+
+
+def test_stack_activation_stacks_a_point_over_the_layers(mlp_model):
+    _, cache = mlp_model.run_with_cache(random_tokens(mlp_model))
+    patterns = cache.stack_activation("pattern")
+    assert patterns.shape == (2, *cache["pattern", 0].shape)
+    for l in range(2):
+        np.testing.assert_array_equal(patterns[l], cache["blocks.%d.attn.hook_pattern" % l])
+    np.testing.assert_array_equal(cache.stack_activation("scale", layer=1, sublayer_type="ln2")[0],
+                                  cache["blocks.0.ln2.hook_scale"])
+    _, some = mlp_model.run_with_cache(random_tokens(mlp_model), names=["pattern0"])
+    with pytest.raises(KeyError, match="blocks.1.attn.hook_pattern"):
+        some.stack_activation("pattern")
+    with pytest.raises(ValueError, match="layer 0 holds no block"):
+        cache.stack_activation("pattern", layer=0)
