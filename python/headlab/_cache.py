@@ -71,13 +71,25 @@ class ActivationCache(dict):
             raise
 
     def __contains__(self, key):
-        """As cache[key] reads it: ("pattern", 0) is in the cache when its hook point is."""
-        if isinstance(key, tuple):
-            try:
-                key = get_act_name(*key, layers=self.model.spec["layers"])
-            except (TypeError, ValueError, KeyError):
-                return False
-        return dict.__contains__(self, key)
+        """As cache[key] reads it: ("pattern", 0), "pattern0" and "embed" are in
+        the cache when their hook point is."""
+        return dict.__contains__(self, self._full_name(key))
+
+    def get(self, key, default=None):
+        """cache[key] if `key` is in the cache (short names as cache[key]
+        reads them: cache.get(("pattern", 0))), else `default`."""
+        return dict.__getitem__(self, self._full_name(key)) if key in self else default
+
+    def _full_name(self, key):
+        """The hook name cache[key] reads, or key itself when it names none."""
+        try:
+            if isinstance(key, tuple):
+                return get_act_name(*key, layers=self.model.spec["layers"])
+            if isinstance(key, str) and not dict.__contains__(self, key):
+                return short_or_full(key)
+        except (TypeError, ValueError, KeyError):
+            pass
+        return key
 
     def __repr__(self):
         """The names and shapes, not the arrays (a notebook cell ending in
@@ -115,13 +127,35 @@ class ActivationCache(dict):
         stack = np.stack([np.broadcast_to(p, parts[0].shape) for p in parts])
         return _positions(stack, pos_slice, axis=-2), labels
 
+    def stack_activation(self, activation_name, layer=-1, sublayer_type=None):
+        """[layers, ...]: one block's point ("pattern", "resid_post", "scale"
+        with sublayer_type "ln1" ...) stacked over the first `layer` blocks
+        (-1 or None: all). TransformerLens's stack_activation."""
+        n = self._layers(layer, "stack_activation")
+        if n == 0:
+            raise ValueError("stack_activation: layer 0 holds no block (the blocks before `layer` count)")
+        names = [get_act_name(activation_name, l, sublayer_type) for l in range(n)]
+        return np.stack([self._need(name) for name in names])
+
+    def _finished(self, parts, labels, pos_slice, apply_ln, return_labels, layer, mlp_input=False):
+        """What the three stacking methods return, as TransformerLens's keywords
+        ask: apply_ln=True puts the stack through apply_ln_to_stack(layer,
+        mlp_input) (TransformerLens's logit lens: accumulated_resid(apply_ln=True));
+        return_labels=False gives the stack alone (their default; headlab's
+        is (stack, labels))."""
+        stack, labels = self._stack(parts, labels, pos_slice)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer, mlp_input, pos_slice)
+        return (stack, labels) if return_labels else stack
+
     # --- the residual stream as components ---
 
-    def stack_head_results(self, layer=-1, pos_slice=None):
+    def stack_head_results(self, layer=-1, pos_slice=None, *, apply_ln=False, return_labels=True):
         """(stack [heads, B, T, d], labels ["L0H0", "L0H1", ...]): each head's
         blocks.{l}.attn.hook_result of the first `layer` blocks (-1 or None:
-        all), without o's bias. TransformerLens's stack_head_results with
-        return_labels=True."""
+        all), without o's bias. TransformerLens's stack_head_results;
+        apply_ln and return_labels as theirs (_finished)."""
+        _check_switches(apply_ln, return_labels)
         n = self._layers(layer, "stack_head_results")
         if n == 0:
             raise ValueError("stack_head_results: layer 0 holds no head (heads of the blocks before `layer` count)")
@@ -131,14 +165,15 @@ class ActivationCache(dict):
             for h in range(result.shape[-2]):  # [B, T, heads, d], or [T, heads, d]
                 parts.append(result[..., h, :])
                 labels.append(f"L{l}H{h}")
-        return self._stack(parts, labels, pos_slice)
+        return self._finished(parts, labels, pos_slice, apply_ln, return_labels, layer)
 
-    def decompose_resid(self, layer=None, mlp_input=False, pos_slice=None):
+    def decompose_resid(self, layer=None, mlp_input=False, pos_slice=None, *, apply_ln=False, return_labels=True):
         """(stack [components, B, T, d], labels): what the residual stream
         entering block `layer` (None or -1: after the last block) sums over,
         "embed", "pos_embed", "{l}_attn_out", "{l}_mlp_out" (no MLP in an
         attn-only model); mlp_input=True adds block `layer`'s attn_out (what
         its MLP reads). TransformerLens's decompose_resid."""
+        _check_switches(apply_ln, return_labels)
         n = self._layers(layer, "decompose_resid")
         if mlp_input and (n == self.model.spec["layers"] or self.model.spec["attn_only"]):
             raise ValueError(f"decompose_resid: mlp_input=True needs the layer of an MLP, got layer={layer!r} "
@@ -151,13 +186,14 @@ class ActivationCache(dict):
             if l < n and not self.model.spec["attn_only"]:
                 parts.append(self._need(f"blocks.{l}.hook_mlp_out"))
                 labels.append(f"{l}_mlp_out")
-        return self._stack(parts, labels, pos_slice)
+        return self._finished(parts, labels, pos_slice, apply_ln, return_labels, layer, mlp_input)
 
-    def accumulated_resid(self, layer=None, incl_mid=False, pos_slice=None):
+    def accumulated_resid(self, layer=None, incl_mid=False, pos_slice=None, *, apply_ln=False, return_labels=True):
         """(stack [components, B, T, d], labels): the residual stream itself at
         each block's entry up to block `layer` ("0_pre", ..., with incl_mid
         "0_mid" too), and after the last block ("final_post") when `layer` is
         None or -1. TransformerLens's accumulated_resid (the logit lens)."""
+        _check_switches(apply_ln, return_labels)
         n_layers = self.model.spec["layers"]
         n = self._layers(layer, "accumulated_resid")
         if incl_mid and self.model.spec["attn_only"]:
@@ -173,7 +209,7 @@ class ActivationCache(dict):
             if incl_mid and l < n:
                 parts.append(self._need(f"blocks.{l}.hook_resid_mid"))
                 labels.append(f"{l}_mid")
-        return self._stack(parts, labels, pos_slice)
+        return self._finished(parts, labels, pos_slice, apply_ln, return_labels, layer)
 
     # --- through the LayerNorm to the logits ---
 
@@ -229,6 +265,12 @@ class ActivationCache(dict):
         w_u = self.model.params["head.weight"].astype(np.float64)
         ids = _class_ids(classes, shape, w_u.shape[0], what)
         return w_u[np.where(ids < 0, 0, ids)], ids < 0
+
+
+def _check_switches(apply_ln, return_labels):
+    for name, value in (("apply_ln", apply_ln), ("return_labels", return_labels)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
 def _positions(array, pos_slice, axis):

@@ -12,6 +12,7 @@ from ._cache import ActivationCache
 from ._metric_gradient import seed_function
 from ._names import get_act_name, is_copy_point, short_or_full
 from ._targets import mean_loss, token_losses, warn_if_not_next_token
+from ._tl_config import config
 from ._tl_weights import TLWeights
 
 
@@ -20,6 +21,20 @@ def load(path):
     snapshot from a run's snapshots/ folder included -> Model."""
     return Model(_core.load(os.fspath(path)))
 
+
+
+_HOOKS = ("hooks act on one call, never stay attached: pass fwd_hooks=[(name, fn)] to run_with_hooks, "
+          "run_with_cache or gradients (TransformerLens's `with model.hooks(...)`: run_with_cache(tokens, "
+          "fwd_hooks=...))")
+_TOKENS = "headlab models read token ids only, with no tokenizer: pass an int array [B, T] or a list of lists"
+_ELSEWHERE = {
+    "hooks": _HOOKS, "add_hook": _HOOKS, "reset_hooks": _HOOKS,
+    "to_tokens": _TOKENS, "to_string": _TOKENS, "to_str_tokens": _TOKENS, "tokenizer": _TOKENS,
+    "state_dict": "model.params (name -> numpy array), or model.to_torch().state_dict()",
+    "load_state_dict": "weights never change in place; model.with_params(state_dict) returns a new model",
+    "blocks": "read weights from model.params['blocks.0.attn.q.weight'] ... or model.W_Q ...; "
+              "model.to_torch().blocks for torch modules",
+}
 
 
 def _called_as_transformer_lens_would(fn):
@@ -51,6 +66,7 @@ class Model(TLWeights):
             # readers need them) are no part of this model.
             self.spec.update(d_ff=None, activation=None)
         self.config = json.loads(core_model.config_json)
+        self.cfg = config(self.spec)  # TransformerLens's names: cfg.n_layers, cfg.d_head, cfg.n_ctx ...
         # A model made by with_params is held by no file until it is saved.
         self.path = None if core_model.edited else core_model.path
         self.task = core_model.task
@@ -59,6 +75,17 @@ class Model(TLWeights):
         # with_params or read from a checkpoint one was saved to; else None.
         self.edited = json.loads(core_model.edited_json) if core_model.edited_json else None
         self._params = None
+
+    def __getattr__(self, name):
+        """HookedTransformer's attributes that headlab has under another form
+        (only called for a name the model lacks): an AttributeError saying
+        what to use."""
+        prop = getattr(type(self), name, None)
+        if isinstance(prop, property):  # a property's own AttributeError (W_in of an attn-only model) led here:
+            return prop.fget(self)      # raise it again, with its message
+        if name in _ELSEWHERE:
+            raise AttributeError(f"headlab.Model has no {name} (TransformerLens's): {_ELSEWHERE[name]}")
+        raise AttributeError(f"'Model' object has no attribute {name!r}")
 
     def __reduce__(self):
         """Pickled as the checkpoint file its weights were read from (an

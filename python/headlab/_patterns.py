@@ -34,6 +34,11 @@ def patterns(specs, batch, seq_len, lengths):
             raise TypeError(f"patterns['{name}']: a (pattern, definition) pair's definition is a string, got "
                             f"{type(value[1]).__name__} {value[1]!r:.40}; a pattern alone is a mask, an \"offset:K\" "
                             "or \"position:K\" string, or per-sequence key lists")
+        if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
+            value = value.detach().cpu().numpy()  # a torch mask, read as tokens are
+        if isinstance(value, np.ndarray) and value.dtype != np.bool_:
+            raise TypeError(f"patterns['{name}']: a mask of dtype {value.dtype}; a mask is boolean, True where the "
+                            f"attention mass counts: pass mask.astype(bool) (or mask != 0)")
         if isinstance(value, str):
             out.append((name, definition, value, *_NO_KEYS))
         elif isinstance(value, np.ndarray) and value.dtype == np.bool_:

@@ -122,10 +122,13 @@ def padded(values, spec, lengths=None, what="tokens"):
     ids = tokens(values, spec, what)
     if lengths is None:
         return ids, None
-    n = _int_array(lengths, "lengths")
-    if n.shape[0] != 1 or n.shape[1] != ids.shape[0]:
-        raise ValueError(f"lengths: expected one length per sequence ({ids.shape[0]}), got shape {list(np.shape(lengths))}")
-    n = n[0]
+    try:
+        got = f"shape {list(np.shape(lengths))}"
+    except ValueError:  # numpy refuses ragged nested lists
+        got = "lists of different lengths"
+    if got != f"shape {[ids.shape[0]]}":  # checked first: a scalar or a nested list is no list of lengths
+        raise ValueError(f"lengths: expected one length per sequence ({ids.shape[0]}), got {got}")
+    n = _int_array(lengths, "lengths")[0]
     if n.min() < 1 or n.max() > ids.shape[1]:
         value, where = _first_outside(n, 1, ids.shape[1] + 1)
         raise ValueError(f"lengths: {value} at {where} is not in [1, {ids.shape[1]}] (the tokens' positions)")

@@ -1,6 +1,8 @@
 """Model.to_torch: the same model in PyTorch, from docs/model.md alone."""
 import math
 
+from . import _tokens
+
 
 def to_torch(spec, params):
     import numpy as np
@@ -56,9 +58,9 @@ def to_torch(spec, params):
             return x
 
     class Transformer(nn.Module):
-        """headlab's transformer (docs/model.md): forward(tokens [B, T], lengths=None)
-        -> logits [B, T, C]; lengths [B] marks each row's real tokens, whose
-        padding no query attends to (as headlab's padding mask)."""
+        """headlab's transformer (docs/model.md): forward(tokens [B, T] or [T],
+        lengths=None) -> logits [B, T, C]; lengths [B] marks each row's real
+        tokens, whose padding no query attends to (as headlab's padding mask)."""
 
         def __init__(self):
             super().__init__()
@@ -69,7 +71,11 @@ def to_torch(spec, params):
             self.head = nn.Linear(d, spec["classes"])
 
         def forward(self, tokens, lengths=None):
-            tokens = torch.as_tensor(tokens, dtype=torch.long)
+            device = tokens.device if isinstance(tokens, torch.Tensor) else None
+            # Checked as headlab's model checks them (a 1-D sequence is a batch
+            # of one), so that an id outside the vocabulary or a position past
+            # max_seq_len is named, not an IndexError from deep in nn.Embedding.
+            tokens = torch.as_tensor(_tokens.tokens(tokens, spec), dtype=torch.long, device=device)
             T = tokens.shape[-1]
             pad = None
             if lengths is not None:

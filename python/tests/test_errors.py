@@ -273,3 +273,27 @@ def test_loading_a_device_or_a_fifo_is_refused_before_any_read(tmp_path):
     assert len(lines) == 2, done.stdout + done.stderr
     for line, name in zip(lines, ("zero", "fifo")):
         assert f"checkpoint {name}.safetensors is not a regular file (a pipe or a device)" in line
+
+
+@pytest.mark.filterwarnings("ignore:.*targets default to the next token")  # next-token targets on purpose
+def test_a_mask_of_numbers_says_to_make_it_boolean(attn_model):
+    tokens = random_tokens(attn_model)
+    T = tokens.shape[1]
+    # np.tril(np.ones(...)) is float64: the first mask most people write.
+    for mask, dtype in ((np.tril(np.ones((T, T))), "float64"), (np.eye(T, dtype=int), "int64")):
+        with pytest.raises(TypeError, match=rf"patterns\['x'\]: a mask of dtype {dtype}.*\.astype\(bool\)"):
+            headlab.analyze(attn_model, tokens, patterns={"x": mask}, pruning=False)
+    torch = pytest.importorskip("torch")
+    # A torch mask is read as its numpy array, as tokens are.
+    mask = np.zeros((T, T), dtype=bool)
+    mask[np.arange(1, T), np.arange(T - 1)] = True
+    ours = headlab.analyze(attn_model, tokens, patterns={"x": torch.from_numpy(mask)}, pruning=False)
+    numpy = headlab.analyze(attn_model, tokens, patterns={"x": mask}, pruning=False)
+    assert [h["scores"]["user"] for h in ours["heads"]] == [h["scores"]["user"] for h in numpy["heads"]]
+
+
+def test_lengths_that_are_no_list_of_lengths_say_so(mlp_model):
+    tokens = random_tokens(mlp_model, batch=2)
+    for lengths in (3, [[3, 6]]):
+        with pytest.raises(ValueError, match=r"lengths: expected one length per sequence \(2\)"):
+            mlp_model(tokens, lengths=lengths)

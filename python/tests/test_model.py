@@ -103,3 +103,18 @@ def test_to_torch_reproduces_the_logits(mlp_model, attn_model):
         with torch.no_grad():
             ours = module(torch.from_numpy(tokens)).numpy()
         np.testing.assert_allclose(ours, model(tokens), atol=1e-5, rtol=0)
+
+
+def test_the_torch_module_takes_what_the_model_takes(mlp_model):
+    torch = pytest.importorskip("torch")
+    module = mlp_model.to_torch()
+    sequence = random_tokens(mlp_model, batch=1)[0]
+    with torch.no_grad():
+        np.testing.assert_allclose(module(torch.from_numpy(sequence)).numpy(), mlp_model(sequence), atol=1e-5)
+    vocab, T = mlp_model.spec["vocab"], mlp_model.spec["max_seq_len"]
+    with pytest.raises(ValueError, match=rf"{T + 1} positions, but the model reads at most {T}"):
+        module(torch.zeros(1, T + 1, dtype=torch.long))
+    with pytest.raises(ValueError, match=rf"id {vocab} at \[0, 1\] is outside the vocabulary \[0, {vocab}\)"):
+        module(torch.tensor([[0, vocab]]))
+    with pytest.raises(ValueError, match=r"expected shape \[batch, seq_len\], got \[1, 2, 3\]"):
+        module(torch.zeros(1, 2, 3, dtype=torch.long))
