@@ -323,11 +323,16 @@ class Model(TLWeights):
         [V, C] (attended token x logit), "copying" (the share of OV's positive
         eigenvalue mass, None when classes != vocab), float64, each LayerNorm
         folded in as its centering and scale ("layernorm_folded"), biases and
-        MLPs left out ("mlp_ignored")."""
+        MLPs left out ("mlp_ignored"). A negative layer or head counts from
+        the end, as cache["pattern", -1] does."""
         for what, value in (("layer", layer), ("head", head)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"head_circuits: the {what} is an int, got {value!r}")
-        return self._core.head_circuits(int(layer), int(head))
+        layer, head = int(layer), int(head)
+        layers, heads = self.spec["layers"], self.spec["heads"]
+        # Only within range: an index past either end keeps its own value for the error.
+        return self._core.head_circuits(layer + layers if -layers <= layer < 0 else layer,
+                                        head + heads if -heads <= head < 0 else head)
 
     def task_batch(self):
         """The batch the run's own head analysis reads, as headlab.analyze's

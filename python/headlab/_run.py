@@ -366,7 +366,8 @@ class Run:
 
     def model(self, step=None):
         """The run's model: its checkpoint, or with step= the snapshot of that
-        step (run.snapshots lists them)."""
+        step (run.snapshots lists them), or the checkpoint when it is of that
+        step (a run's last step needs no snapshot)."""
         from ._model import load
 
         if step is None:
@@ -375,6 +376,9 @@ class Run:
         if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
             raise TypeError(f"model: step must be an int (a snapshot's step), got {step!r}")
         if step not in snapshots:
+            final = load(self.path)
+            if final.step == step:
+                return final
             kept = ", ".join(map(str, snapshots)) or "none (train with --snapshot-every N to keep them)"
             analysis = self.path / "snapshots" / f"step-{step:06d}"
             gone = (f" (it is gone; the analysis an earlier `headlab analyze --step {step}` wrote is kept in "

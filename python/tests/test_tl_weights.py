@@ -188,3 +188,10 @@ def test_head_circuits_are_the_weights_products_and_heads_json_copying(no_ln_mod
         assert got["copying"] == pytest.approx(record["copying"], abs=1e-4)
     with pytest.raises(ValueError, match=r"head \(2, 0\) is not in this model's 2 layers x 2 heads"):
         attn_model.head_circuits(2, 0)
+    # Negative indices count from the end, as cache["pattern", -1] does; past the start, named as given.
+    for got, want in ((attn_model.head_circuits(-1, -2), attn_model.head_circuits(1, 0)),
+                      (attn_model.head_circuits(-2, 1), attn_model.head_circuits(0, 1))):
+        np.testing.assert_array_equal(got["qk"], want["qk"])
+        np.testing.assert_array_equal(got["ov"], want["ov"])
+    with pytest.raises(ValueError, match=r"head \(-3, 0\) is not in this model's 2 layers x 2 heads"):
+        attn_model.head_circuits(-3, 0)

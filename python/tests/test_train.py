@@ -95,6 +95,17 @@ def test_snapshots_are_models_of_their_step(tmp_path):
         run.model(step="2")
 
 
+def test_the_last_step_is_the_checkpoint_without_a_snapshot(tmp_path):
+    run = headlab.train(out=tmp_path / "run", steps=3, **TINY)
+    assert run.snapshots == {}
+    last = run.model(step=3)
+    assert last.step == 3
+    tokens = np.arange(last.spec["max_seq_len"]) % last.spec["vocab"]
+    assert np.array_equal(last(tokens), run.model()(tokens))
+    with pytest.raises(ValueError, match="has no snapshot of step 2; its snapshots: none"):
+        run.model(step=2)
+
+
 def test_an_analysis_outlives_its_pruned_snapshot(tmp_path):
     # --keep-snapshots removes snapshot files, never the analysis a user asked for of one.
     run = headlab.train(out=tmp_path / "run", steps=4, snapshot_every=2, keep_snapshots=2, **TINY)
