@@ -374,4 +374,23 @@ std::vector<int64_t> truncate_metrics(const std::string& path, int64_t max_step,
   return dropped;
 }
 
+bool complete_metrics_line(const std::string& path, int64_t step, const nlohmann::json& fields) {
+  if (!fs::exists(path)) return false;
+  std::vector<nlohmann::json> lines = read_metrics(path);
+  bool changed = false;
+  for (nlohmann::json& j : lines) {
+    if (j.value("step", int64_t{-1}) != step) continue;
+    bool any = false;
+    for (const auto& [key, value] : fields.items()) any = any || j.contains(key);
+    if (any) return false;
+    j.update(fields);
+    changed = true;
+  }
+  if (!changed) return false;
+  std::ostringstream out;
+  for (const nlohmann::json& j : lines) out << j.dump() << '\n';
+  write_file_atomic(path, out.str());
+  return true;
+}
+
 }  // namespace headlab::train

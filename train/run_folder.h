@@ -133,4 +133,9 @@ std::string still_training_without_checkpoint(const std::string& dir);
 std::vector<int64_t> truncate_metrics(const std::string& path, int64_t max_step,
                                       const std::vector<std::string>& drop_at_max = {});
 
+// Adds `fields` to the line of `step` if it has none of them (the final
+// analysis of a run whose last step was off the --analyze-every grid);
+// nothing if there is no such line. Returns whether the file changed.
+bool complete_metrics_line(const std::string& path, int64_t step, const nlohmann::json& fields);
+
 }  // namespace headlab::train

@@ -35,8 +35,23 @@ double seconds_since(Clock::time_point start) {
 const std::vector<std::string> kLogFields = {"loss",      "accuracy",     "eval_loss",  "eval_accuracy", "lr",
                                              "grad_norm", "tokens_per_s", "train_loss", "train_accuracy"};
 
+// The fields of a metrics line's head analysis (analysis::compact_json's,
+// and a modular-addition run's "progress").
+const std::vector<std::string> kAnalysisFields = {"heads",         "layer_js",  "specialized", "roles_found",
+                                                  "composition",   "position_loss", "icl_score", "progress"};
+// Marks the analysis finish_report added to a last line off the grid.
+constexpr const char* kFinalField = "final";
+
 // metrics.jsonl, opened without following a link (core::append_file).
 void append_line(const std::string& path, const nlohmann::json& j) { core::append_file(path, j.dump() + "\n"); }
+
+// Whether metrics.jsonl's line of `step` holds an analysis marked final.
+bool final_analysis_at(const std::string& path, int64_t step) {
+  if (!std::filesystem::exists(path)) return false;
+  for (const nlohmann::json& j : read_metrics(path))
+    if (j.value("step", int64_t{-1}) == step && j.contains(kFinalField) && j[kFinalField] == true) return true;
+  return false;
+}
 
 // Nanda et al.'s progress measures of a modular-addition run, over its
 // training pairs (all of them without a finite training set); none for any
@@ -164,12 +179,20 @@ int Trainer::run() {
   // stays (no later step writes it). A line with no sums kept (a step on the
   // grid --log-every had before this resume changed it) stays whole.
   // A resume with no step to train (only the final analysis was missing)
-  // keeps that last line whole: no step would log it again.
+  // keeps that last line whole: no step would log it again. Likewise an
+  // analysis marked "final" (finish_report put the final analysis of a
+  // last step off the --analyze-every grid there) goes when the run is
+  // extended: the uninterrupted run has none at that step.
   const bool on_grid = config.log_every > 0 && start_step_ % config.log_every == 0;
-  const bool relogged = !on_grid && start_step_ < options_.target_steps && window_steps_ > 0;
+  const bool extended = start_step_ < options_.target_steps;
+  const bool relogged = !on_grid && extended && window_steps_ > 0;
   if (world.is_root()) {
-    const std::vector<int64_t> dropped =
-        truncate_metrics(folder_.metrics(), start_step_, relogged ? kLogFields : std::vector<std::string>{});
+    std::vector<std::string> drop = relogged ? kLogFields : std::vector<std::string>{};
+    if (extended && final_analysis_at(folder_.metrics(), start_step_)) {
+      drop.insert(drop.end(), kAnalysisFields.begin(), kAnalysisFields.end());
+      drop.emplace_back(kFinalField);
+    }
+    const std::vector<int64_t> dropped = truncate_metrics(folder_.metrics(), start_step_, drop);
     if (!dropped.empty()) events_.history_dropped(start_step_, dropped);
   }
   if (on_grid) window_loss_ = window_acc_ = 0, window_steps_ = window_tokens_ = 0;
@@ -292,6 +315,17 @@ analysis::RunAnalysis Trainer::finish_report(std::function<void(const analysis::
   }();
   run.analyzed = session_.task().name();
   run.step = session_.steps_done();
+  // A last step off the --analyze-every grid had no analysis in its
+  // metrics line: it gets the final one, marked "final" (an extension of the
+  // run drops it again, run()), so that the history, and the report's
+  // timeline read from it below, ends at the run's end. With
+  // --analyze-every 0 there is no history to end.
+  if (session_.world().is_root() && session_.config().analyze_every > 0) {
+    nlohmann::json fields = analysis::compact_json(run);
+    if (const auto measures = modular_progress(session_)) fields["progress"] = analysis::to_json(*measures);
+    fields[kFinalField] = true;
+    complete_metrics_line(folder_.metrics(), session_.steps_done(), fields);
+  }
   AnalysisSource source;
   source.snapshots = snapshot_views(folder_.dir, session_.eval_batch(), options_.analysis.example);
   write_analysis_files(folder_, run, to_json(session_.config()), source);

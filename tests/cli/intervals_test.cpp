@@ -1,6 +1,7 @@
 // --log-every and --analyze-every are honoured each on its own: a step that
 // only analyzes writes a metrics line of its own (its step and the head
-// analysis, no loss), and train.log shows it under a heading.
+// analysis, no loss), and train.log shows it under a heading. The last step,
+// off the analysis grid, gets the final analysis, marked "final".
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -17,15 +18,17 @@ TEST(Intervals, LoggingAndAnalysisKeepTheirOwnSteps) {
   const RunResult r = run_headlab(
       train_command(cwd / "run", {{"--steps", "10"}, {"--log-every", "5"}, {"--analyze-every", "3"}}), cwd.path());
   ASSERT_EQ(r.exit_code, 0) << r.describe();
-  std::vector<int64_t> logged, analyzed, steps;
+  std::vector<int64_t> logged, analyzed, final_steps, steps;
   for (const nlohmann::json& line : metrics_without_timing(cwd / "run")) {
     const auto step = line.at("step").get<int64_t>();
     steps.push_back(step);
     if (line.contains("loss")) logged.push_back(step);
     if (line.contains("heads")) analyzed.push_back(step);
+    if (line.value("final", false)) final_steps.push_back(step);
   }
   EXPECT_EQ(logged, (std::vector<int64_t>{5, 10}));
-  EXPECT_EQ(analyzed, (std::vector<int64_t>{3, 6, 9}));
+  EXPECT_EQ(analyzed, (std::vector<int64_t>{3, 6, 9, 10}));
+  EXPECT_EQ(final_steps, (std::vector<int64_t>{10}));
   EXPECT_EQ(steps, (std::vector<int64_t>{3, 5, 6, 9, 10})) << "one line per step, in order";
   const std::string log = read_bytes(cwd / "run/train.log");
   EXPECT_NE(log.find("step      3  head analysis"), std::string::npos) << log;

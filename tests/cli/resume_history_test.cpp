@@ -50,6 +50,24 @@ TEST(ResumeHistory, ExtendingFromAnAnalysisStepOffTheLogGridKeepsItsAnalysis) {
   EXPECT_EQ(read_bytes(dir / "extended/checkpoint.safetensors"), read_bytes(dir / "whole/checkpoint.safetensors"));
 }
 
+// A run that ended at step 13, off both grids, holds its final analysis in its last line (marked "final", with the
+// heads.json it matches); extended to 20 it equals the 20-step run, which has no line at step 13.
+TEST(ResumeHistory, ExtendingPastAFinalAnalysisOffTheGridDropsIt) {
+  TempDir dir;
+  auto whole = kGrids, short_run = kGrids;
+  short_run.emplace_back("--steps", "13");
+  ASSERT_EQ(run_headlab(train_command(dir / "whole", whole), dir.path()).exit_code, 0);
+  ASSERT_EQ(run_headlab(train_command(dir / "extended", short_run), dir.path()).exit_code, 0);
+  const nlohmann::json last = metrics_without_timing(dir / "extended").back();
+  ASSERT_EQ(last.at("step"), 13);
+  EXPECT_EQ(last.value("final", false), true);
+  const nlohmann::json heads = nlohmann::json::parse(read_bytes(dir / "extended/heads.json"));
+  EXPECT_EQ(last.at("specialized"), heads.at("verdict").at("specialized"));
+  const RunResult r = run_headlab({"train", "--resume", dir / "extended", "--steps", "20"}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(metrics_without_timing(dir / "extended"), metrics_without_timing(dir / "whole"));
+}
+
 // Repro 4 of QA19 F3: --log-every changed on resume keeps the line the old grid wrote at the checkpoint's step,
 // although that step is off the new grid.
 TEST(ResumeHistory, ANewLogEveryKeepsTheLineTheOldGridWrote) {
