@@ -6,11 +6,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/bf16.h"
 #include "core/gemm.h"
+#include "core/shortest.h"
 
 namespace headlab::core {
 namespace {
@@ -100,6 +103,16 @@ double replay(const Recorded& r, int repeats) {
   return best;
 }
 
+// "bf16 16 x NT 64x128x32" (beta shown when not 0): what GemmShapeTimes groups by.
+std::string shape_of(const Recorded& r) {
+  const auto& g = r.g;
+  std::string s = std::string(r.precision == GemmPrecision::bf16 ? "bf16 " : "f32 ") +
+                  std::to_string(g.outer * g.inner) + " x " + (g.ta ? "T" : "N") + (g.tb ? "T" : "N") + " " +
+                  std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k);
+  if (g.beta != 0.0f) s += " beta " + shortest(g.beta);
+  return s;
+}
+
 }  // namespace
 
 namespace detail {
@@ -147,10 +160,21 @@ GemmTimes gemm_time_inside_and_alone(const std::function<void()>& work, int repe
   }
   GemmTimes t;
   t.calls = static_cast<long>(records.size());
+  std::map<std::string, GemmShapeTimes> by_shape;
   for (const Recorded& r : records) {
-    t.inside_ms += 1000 * r.seconds;
-    t.alone_ms += 1000 * replay(r, std::max(1, repeats));
+    const double inside = 1000 * r.seconds, alone = 1000 * replay(r, std::max(1, repeats));
+    t.inside_ms += inside;
+    t.alone_ms += alone;
+    GemmShapeTimes& s = by_shape[shape_of(r)];
+    ++s.calls, s.inside_ms += inside, s.alone_ms += alone;
   }
+  for (auto& [shape, s] : by_shape) {
+    s.shape = shape;
+    t.shapes.push_back(s);
+  }
+  std::stable_sort(t.shapes.begin(), t.shapes.end(), [](const GemmShapeTimes& x, const GemmShapeTimes& y) {
+    return x.inside_ms - x.alone_ms > y.inside_ms - y.alone_ms;
+  });
   return t;
 }
 

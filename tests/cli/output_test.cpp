@@ -62,7 +62,8 @@ TEST(Bench, HelpShowsThePresetsDefaults) {
 }
 
 // --gemm-alone reports one step's GEMM time inside the step and replayed
-// alone, in the text and in the JSON.
+// alone, in the text and in the JSON, and the same by shape (in the text the
+// shapes that lose the most; in the JSON all, adding up to the totals).
 TEST(Bench, GemmAloneReportsBothTimes) {
   TempDir cwd;
   const std::vector<std::string> command{"bench",        "--preset", "tiny", "--bench-steps", "1", "--runs", "1",
@@ -71,6 +72,8 @@ TEST(Bench, GemmAloneReportsBothTimes) {
   ASSERT_EQ(text.exit_code, 0) << text.describe();
   EXPECT_NE(text.out.find("inside the step"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("replayed alone"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("the shapes that lose the most inside the step"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("\n  f32 "), std::string::npos) << text.out;  // a shape's line
   std::vector<std::string> with_json = command;
   with_json.push_back("--json");
   const RunResult r = run_headlab(with_json, cwd.path());
@@ -79,6 +82,21 @@ TEST(Bench, GemmAloneReportsBothTimes) {
   EXPECT_GT(j.at("gemm_calls").get<long>(), 0) << r.out;  // tiny's step: every Linear and the attention
   EXPECT_GT(j.at("gemm_inside_ms").get<double>(), 0.0) << r.out;
   EXPECT_GT(j.at("gemm_alone_ms").get<double>(), 0.0) << r.out;
+  long calls = 0;
+  double inside = 0, alone = 0, lost = 1e300;
+  bool forward = false;  // a Linear's forward (or a block of it): x W^T
+  for (const nlohmann::json& g : j.at("gemm_shapes")) {
+    forward = forward || g.at("shape").get<std::string>().starts_with("f32 1 x NT ");
+    calls += g.at("calls").get<long>();
+    inside += g.at("inside_ms").get<double>(), alone += g.at("alone_ms").get<double>();
+    const double this_lost = g.at("inside_ms").get<double>() - g.at("alone_ms").get<double>();
+    EXPECT_LE(this_lost, lost) << "the largest loss first: " << r.out;
+    lost = this_lost;
+  }
+  EXPECT_TRUE(forward) << r.out;
+  EXPECT_EQ(calls, j.at("gemm_calls").get<long>()) << r.out;
+  EXPECT_NEAR(inside, j.at("gemm_inside_ms").get<double>(), 1e-6) << r.out;
+  EXPECT_NEAR(alone, j.at("gemm_alone_ms").get<double>(), 1e-6) << r.out;
 }
 
 // An environment variable set for the children a test starts, put back as it was after.

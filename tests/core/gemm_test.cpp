@@ -222,7 +222,7 @@ TEST(GemmKernels, AttentionForwardPassesNoOutputScaleToItsProducts) {
 // gemm_time_inside_and_alone counts each product the work runs once (a
 // batched call is one; the calls a recorded product makes inside itself
 // are not counted again), times it, leaves its result as it would be, and
-// replays it alone.
+// replays it alone; and it adds the calls of one shape up.
 TEST(GemmReplay, TimesEachProductOnceAndLeavesItsResult) {
   for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
     const BackendScope scope(backend);
@@ -235,14 +235,25 @@ TEST(GemmReplay, TimesEachProductOnceAndLeavesItsResult) {
     std::vector<double> y(4);
     const auto f32_work = [&](std::vector<float>& c, std::vector<float>& s) {
       detail::gemm<float>(false, true, m, n, k, a.data(), k, b.data(), k, c.data(), n);
+      detail::gemm<float>(false, true, m, n, k, a.data(), k, b.data(), k, c.data(), n);  // the same shape again
       detail::batched_gemm(test::qk_heads(q.data(), kk.data(), s.data(), B, H, T, dk));
       detail::gemm<double>(false, false, 2, 2, 2, x.data(), 2, x.data(), 2, y.data(), 2);  // float64: not counted
     };
     f32_work(want, s_want);
     const GemmTimes t = gemm_time_inside_and_alone([&] { f32_work(got, s_got); }, 2);
-    EXPECT_EQ(t.calls, 2) << gemm_backend_name(backend);
+    EXPECT_EQ(t.calls, 3) << gemm_backend_name(backend);
     EXPECT_GT(t.inside_ms, 0.0);
     EXPECT_GT(t.alone_ms, 0.0);
+    ASSERT_EQ(t.shapes.size(), 2u);
+    double inside = 0, alone = 0;
+    for (const GemmShapeTimes& g : t.shapes) {
+      inside += g.inside_ms, alone += g.alone_ms;
+      if (g.shape == "f32 1 x NT 64x48x32") EXPECT_EQ(g.calls, 2);
+      else EXPECT_EQ(g.shape, "f32 4 x NT 8x8x4") << "B x H heads, Q K^T";
+    }
+    EXPECT_NEAR(inside, t.inside_ms, 1e-9);
+    EXPECT_NEAR(alone, t.alone_ms, 1e-9);
+    EXPECT_GE(t.shapes[0].inside_ms - t.shapes[0].alone_ms, t.shapes[1].inside_ms - t.shapes[1].alone_ms);
     EXPECT_EQ(got, want) << gemm_backend_name(backend);
     EXPECT_EQ(s_got, s_want) << gemm_backend_name(backend);
     // Nothing is recorded afterwards.

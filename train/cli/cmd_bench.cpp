@@ -148,6 +148,25 @@ void print_kernels(const std::vector<core::GemmKernelUse>& kernels, bool widened
                 k.layouts.c_str(), k.attrs.c_str(), emulated_bf16(k, widened) ? " *" : "");
 }
 
+// One step's GEMM time inside the step against the same calls alone, and the
+// shapes that lose the most inside it (all of them are in --json).
+void print_gemm_times(const core::GemmTimes& t) {
+  std::printf("  one step's GEMMs: %.3f ms inside the step (%ld calls, timed where they ran, summed over the threads), "
+              "%.3f ms the same calls replayed alone (warm, best of 5 each): inside / alone %.2f\n",
+              t.inside_ms, t.calls, t.alone_ms, t.alone_ms > 0 ? t.inside_ms / t.alone_ms : 0.0);
+  constexpr std::size_t kShown = 8;
+  if (t.shapes.empty()) return;
+  std::printf("  the shapes that lose the most inside the step (precision, batch x op(A) op(B) m x n x k; --json "
+              "lists all %zu):\n",
+              t.shapes.size());
+  std::printf("  %-36s %5s %10s %10s %10s\n", "shape", "calls", "inside ms", "alone ms", "lost ms");
+  for (std::size_t i = 0; i < std::min(kShown, t.shapes.size()); ++i) {
+    const core::GemmShapeTimes& g = t.shapes[i];
+    std::printf("  %-36s %5ld %10.3f %10.3f %+10.3f\n", g.shape.c_str(), g.calls, g.inside_ms, g.alone_ms,
+                g.inside_ms - g.alone_ms);
+  }
+}
+
 double peak_rss_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -286,6 +305,10 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
     result["gemm_calls"] = gemm_times.calls;
     result["gemm_inside_ms"] = gemm_times.inside_ms;
     result["gemm_alone_ms"] = gemm_times.alone_ms;
+    result["gemm_shapes"] = nlohmann::json::array();
+    for (const core::GemmShapeTimes& g : gemm_times.shapes)
+      result["gemm_shapes"].push_back(
+          {{"shape", g.shape}, {"calls", g.calls}, {"inside_ms", g.inside_ms}, {"alone_ms", g.alone_ms}});
   }
   if (args.json) {
     std::cout << result.dump() << '\n';
@@ -318,11 +341,7 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   if (!hooks.empty())
     std::printf("  forward (no grad, median): %.3f ms plain, %.3f ms caching %zu hook point(s): %.2fx\n",
                 forwards.plain_ms, forwards.hooked_ms, hooks.size(), forwards.hooked_ms / forwards.plain_ms);
-  if (args.gemm_alone)
-    std::printf("  one step's GEMMs: %.3f ms inside the step (%ld calls, timed where they ran, summed over the threads), "
-                "%.3f ms the same calls replayed alone (warm, best of 5 each): inside / alone %.2f\n",
-                gemm_times.inside_ms, gemm_times.calls, gemm_times.alone_ms,
-                gemm_times.alone_ms > 0 ? gemm_times.inside_ms / gemm_times.alone_ms : 0.0);
+  if (args.gemm_alone) print_gemm_times(gemm_times);
   if (args.kernels) print_kernels(kernels, widened);
   return 0;
 }
