@@ -167,7 +167,7 @@ void probs_row_grad(T* row, const T* p, int64_t n, int64_t keys, T scale) {
 
 // A per-thread buffer of at least `n` elements, kept from call to call (no
 // allocation per step): `which` is 0-6 (a float kernel uses 0-2; the bf16
-// one, attention_bf16.cpp, 0-4 of float and 0-6 of bf16_t).
+// one, attention_bf16.cpp, 0-3 of float and 0-6 of bf16_t).
 template <class T>
 T* scratch(std::size_t n, int which) {
   thread_local std::vector<T> buffers[7];
