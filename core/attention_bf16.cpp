@@ -23,10 +23,10 @@ namespace {
 // kV are also RoundedQkv's operand numbers), and the backward's dO rounded
 // whole.
 enum Slot { kQ, kK, kV, kDout, kP, kDs, kWholeDout };
-// Its float buffers: S (the backward's dP, then dS), the backward's
-// recomputed S, and one row of probabilities where P is not kept. Slots 1
-// and 2 are gated_dout's and gate_grads' (attention_blocks.h).
-enum FloatSlot { kScores = 0, kRecomputed = 3, kRow = 4 };
+// Its float buffers: S (the backward's dP, then dS) and the backward's
+// recomputed S (then P, where P is not kept). Slots 1 and 2 are
+// gated_dout's and gate_grads' (attention_blocks.h).
+enum FloatSlot { kScores = 0, kRecomputed = 3 };
 
 // Rows [r0, r0 + rows) of each of the block's heads of x, [rows, cols]
 // each, rounded into `out` densely in the block's (batch row, head) order:
@@ -89,6 +89,40 @@ Operand held_rows(const bf16_t* all, const Dims& dims, const Block& blk, Slot sl
   return {{}, {p, dims.dk, dims.h * dims.T * dims.dk, dims.T * dims.dk}, dims.T, slot};
 }
 
+// One (batch row, head) pair's probabilities for a chunk's rows: rows
+// [r0, r1) of P, `ld` apart.
+template <class F>
+struct PairRows {
+  F* p = nullptr;
+  int64_t ld = 0;
+};
+using PairProbs = PairRows<float>;
+
+// The pair's rows of the kept P ([B, h, T, T]), or none (P not kept).
+template <class F>
+PairRows<F> pair_probs(F* P, const Block& blk, int64_t pair, const Dims& dims, const Chunk& ch) {
+  if (P == nullptr) return {};
+  return {P + (blk.b0 * dims.h + pair) * dims.T * dims.T + ch.r0 * dims.T, dims.T};
+}
+
+// The pair's scores S [rows, keys] (dense, scaled here) -> P = softmax(scale
+// S), row by row, into `kept` (P's rows, zeros up to T) or, not kept, over S
+// (its `keys` columns: a row's zeros past its padding to 16 keys are the
+// same zeros); then P's rows rounded into p16 [rows, keys] in one call, not
+// one call per row. Either way each row's softmax runs over the same padded
+// length, so P's bits do not depend on where it goes.
+PairProbs probs_of_pair(float* S, PairProbs kept, const Chunk& ch, int64_t Tn, bool causal, float scale,
+                        const unsigned char* real_b, bf16_t* p16) {
+  const int64_t rows = ch.r1 - ch.r0;
+  const PairProbs out = kept.p ? kept : PairProbs{S, ch.keys};
+  const int64_t width = kept.p ? Tn : ch.keys;
+  for (int64_t i = ch.r0; i < ch.r1; ++i)
+    scores_row_to_probs(S + (i - ch.r0) * ch.keys, out.p + (i - ch.r0) * out.ld, causal ? i + 1 : Tn, width, scale,
+                        real_b);
+  pack_bf16(out.p, rows, ch.keys, out.ld, p16);
+  return out;
+}
+
 // C_(b,h) = op(A_(b,h)) op(B_(b,h)) + beta C_(b,h) over the block's grid.
 void rounded_heads_gemm(int64_t nb, int64_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                         Heads<const bf16_t> a, Heads<const bf16_t> b, Heads<float> c, float beta = 0.0f) {
@@ -136,23 +170,16 @@ void attention_fwd_bf16(const float* q, const float* k, const float* v, float* o
     };
     const Operand Q = operand(q, kQ), K = operand(k, kK), V = operand(v, kV);
     const Heads<float> O = seq_heads(out, dims, blk.b0);
-    float* p_row = scratch<float>(static_cast<std::size_t>(Tn), kRow);
     for (int64_t c = 0; c < chunk_count(Tn, s.causal); ++c) {
       const Chunk ch = chunk_of(c, Tn, s.causal);
       const int64_t rows = ch.r1 - ch.r0;
-      // P = softmax(scale S) into P's rows (or, not kept, a row buffer) and, rounded, into kP.
+      // P = softmax(scale S) into P's rows (or, not kept, over S) and, rounded, into kP.
       const Heads<float> S = chunk_scores(nb, h, ch, dk, Q.rows(nb, h, ch.r0, rows, dk),
                                           K.rows(nb, h, 0, ch.keys, dk), kScores);
       const Heads<bf16_t> p16 = dense_heads(nb, h, rows, ch.keys, kP);
-      for (int64_t pair = 0; pair < nb * h; ++pair) {
-        const unsigned char* real_b = real ? real + (blk.b0 + pair / h) * Tn : nullptr;
-        for (int64_t i = ch.r0; i < ch.r1; ++i) {
-          float* row = P ? P + (blk.b0 * h + pair) * Tn * Tn + i * Tn : p_row;
-          const int64_t at = pair * rows * ch.keys + (i - ch.r0) * ch.keys;
-          scores_row_to_probs(S.p + at, row, s.causal ? i + 1 : Tn, Tn, scale, real_b);
-          pack_bf16(row, 1, ch.keys, ch.keys, p16.p + at);
-        }
-      }
+      for (int64_t pair = 0; pair < nb * h; ++pair)
+        probs_of_pair(S.p + pair * rows * ch.keys, pair_probs(P, blk, pair, dims, ch), ch, Tn, s.causal, scale,
+                      real ? real + (blk.b0 + pair / h) * Tn : nullptr, p16.p + pair * rows * ch.keys);
       // P V: rows r0..r1 [rows, dk].
       rounded_heads_gemm(nb, h, false, false, rows, dk, ch.keys, in(p16), V.rows(nb, h, 0, ch.keys, dk),
                          O.rows_from(ch.r0));
@@ -186,7 +213,6 @@ void attention_bwd_bf16(const float* dout, const float* q, const float* k, const
     const Operand Q = operand(q, kQ), K = operand(k, kK), V = operand(v, kV);
     const Heads<float> dQ = seq_heads(dq, dims, blk.b0), dK = seq_heads(dk_out, dims, blk.b0),
                        dV = seq_heads(dv, dims, blk.b0);
-    float* p_row = scratch<float>(static_cast<std::size_t>(Tn), kRow);
     // Chunks from the last, which reaches every key: it sets dV and dK
     // (beta 0), and each earlier chunk adds to their first `keys` rows.
     const int64_t chunks = chunk_count(Tn, s.causal);
@@ -201,18 +227,22 @@ void attention_bwd_bf16(const float* dout, const float* q, const float* k, const
       const Heads<float> dS = dense_scores(nb, h, rows, ch.keys, kScores);
       rounded_heads_gemm(nb, h, false, true, rows, ch.keys, dk, dO16, V.rows(nb, h, 0, ch.keys, dk),
                          dS);  // dP = dO' V^T
-      // dS over dP, in place, and the rounded copies of dS and of P.
+      // dS over dP, in place, and the rounded copies of dS and of P (not
+      // kept: the forward's, again, over the recomputed S).
       const Heads<bf16_t> p16 = dense_heads(nb, h, rows, ch.keys, kP), ds16 = dense_heads(nb, h, rows, ch.keys, kDs);
       for (int64_t pair = 0; pair < nb * h; ++pair) {
-        const unsigned char* real_b = real ? real + (blk.b0 + pair / h) * Tn : nullptr;
-        for (int64_t i = ch.r0; i < ch.r1; ++i) {
-          const int64_t n = s.causal ? i + 1 : Tn, at = pair * rows * ch.keys + (i - ch.r0) * ch.keys;
-          const float* pr = P ? P + (blk.b0 * h + pair) * Tn * Tn + i * Tn : p_row;
-          if (!P) scores_row_to_probs(S.p + at, p_row, n, Tn, scale, real_b);
-          probs_row_grad(dS.p + at, pr, n, ch.keys, scale);
-          pack_bf16(dS.p + at, 1, ch.keys, ch.keys, ds16.p + at);
-          pack_bf16(pr, 1, ch.keys, ch.keys, p16.p + at);
+        const int64_t at = pair * rows * ch.keys;
+        PairRows<const float> pp = pair_probs(P, blk, pair, dims, ch);
+        if (!P) {
+          const PairProbs recomputed = probs_of_pair(S.p + at, {}, ch, Tn, s.causal, scale,
+                                                     real ? real + (blk.b0 + pair / h) * Tn : nullptr, p16.p + at);
+          pp = {recomputed.p, recomputed.ld};
         }
+        for (int64_t i = ch.r0; i < ch.r1; ++i)
+          probs_row_grad(dS.p + at + (i - ch.r0) * ch.keys, pp.p + (i - ch.r0) * pp.ld, s.causal ? i + 1 : Tn,
+                         ch.keys, scale);
+        pack_bf16(dS.p + at, rows, ch.keys, ch.keys, ds16.p + at);
+        if (P) pack_bf16(pp.p, rows, ch.keys, pp.ld, p16.p + at);
       }
       rounded_heads_gemm(nb, h, true, false, ch.keys, dk, rows, in(p16), dO16, dV, beta);         // dV += P^T dO'
       rounded_heads_gemm(nb, h, false, false, rows, dk, ch.keys, in(ds16), k16, dQ.rows_from(ch.r0));  // dQ = dS K

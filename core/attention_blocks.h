@@ -84,13 +84,28 @@ inline int64_t chunk_count(int64_t Tn, bool causal) { return causal ? (Tn + kCau
 // [b0, b1) with all their heads, so that each GEMM is one batched call over
 // the block's (batch, head) grid: per-call overhead is paid once per block,
 // not per pair. The blocks depend on the shape alone (never on the thread
-// count), and each is computed whole by one thread.
+// count), and each is computed whole by one thread. At most 8 of them,
+// unless a block's chunk of scores ([nb, h, rows, keys], with the
+// probabilities and their copies beside it) would exceed kBlockScores: then
+// more, down to one sequence a block, so that those buffers stay within L2.
+// At the medium preset's shape (8 heads, 128 tokens, 16 sequences) that is
+// 16 blocks of one sequence, 2% off its step in f32 and bf16; fewer, larger
+// blocks stay as they were, for a block's calls cost more than its buffers
+// there (tiny's step was 2-5% slower with 16). Each pair's products are the
+// same calls either way: the bits do not change.
 constexpr int64_t kMaxAttentionBlocks = 8;
+constexpr int64_t kBlockScores = int64_t{1} << 16;
 struct Block {
   int64_t b0, b1;
   int64_t rows() const { return b1 - b0; }
 };
-inline int64_t block_count(const Dims& dims) { return dims.parallel() ? std::min(dims.B, kMaxAttentionBlocks) : 1; }
+inline int64_t block_count(const Dims& dims) {
+  if (!dims.parallel()) return 1;
+  const int64_t chunk_scores = dims.h * std::min(dims.T, kCausalChunk) * dims.T;  // one sequence's
+  int64_t count = std::min(dims.B, kMaxAttentionBlocks);
+  while (count < dims.B && (dims.B + count - 1) / count * chunk_scores > kBlockScores) ++count;
+  return count;
+}
 inline Block block_of(int64_t i, int64_t count, int64_t B) { return {i * B / count, (i + 1) * B / count}; }
 
 // One matrix per (batch row, head) of a block: the first at p, the next
@@ -167,7 +182,7 @@ void probs_row_grad(T* row, const T* p, int64_t n, int64_t keys, T scale) {
 
 // A per-thread buffer of at least `n` elements, kept from call to call (no
 // allocation per step): `which` is 0-6 (a float kernel uses 0-2; the bf16
-// one, attention_bf16.cpp, 0-4 of float and 0-6 of bf16_t).
+// one, attention_bf16.cpp, 0-3 of float and 0-6 of bf16_t).
 template <class T>
 T* scratch(std::size_t n, int which) {
   thread_local std::vector<T> buffers[7];

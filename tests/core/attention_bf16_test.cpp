@@ -37,7 +37,10 @@ struct Case {
 };
 
 // 70 causal rows: a chunk of 64 and one of 6 (core/attention_blocks.h).
+// 12 sequences of 8 heads x 128 tokens: more than 8 blocks, one sequence each
+// (a chunk of two would exceed kBlockScores).
 const Case kCases[] = {{"causal, two chunks", 3, 70, 2, 8, true, false, false},
+                       {"causal, one sequence a block", 12, 128, 8, 4, true, false, false},
                        {"padded", 2, 20, 4, 16, false, true, false},
                        {"gated, causal", 2, 33, 2, 16, true, false, true}};
 
