@@ -25,6 +25,7 @@
 #include "train/run_folder.h"
 #include "train/run_identity.h"
 #include "train/session.h"
+#include "train/shell_word.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
@@ -88,7 +89,7 @@ int run_eval(const EvalArgs& args) {
         {args.run_dir, nullptr}, ck,
         {"", args.checkpoint,
          "Put back the run's own checkpoint, or evaluate the file as a checkpoint of its own: headlab eval " +
-             args.checkpoint});
+             train::shell_word(args.checkpoint)});
   check_dumps(args, ck.info.config);
   use_threads(args.threads, train_flops_per_step(ck.info.config, ck.model));  // 0: as the run's training would
   // The run's own task and evaluation batch unless told otherwise; the model
