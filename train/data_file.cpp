@@ -297,18 +297,32 @@ void DataFile::parse_line(const std::string& line, int64_t line_number) {
 
   Sequence sequence;
   sequence.line = line_number;
+  const bool inferred_vocab = asked_.vocab == 0;
   for (std::size_t i = 0; i < tokens->size(); ++i) {
     const json& value = (*tokens)[i];
     const auto token = integer_of(value);
     const std::string what = "token " + shown(value) + " (tokens[" + std::to_string(i) + "])";
-    const std::string vocab = ": tokens must be in [0, " + std::to_string(vocab_) + ")";
+    // A vocab read from the file bounds nothing yet but int32: say what an id may be instead.
+    const std::string vocab = inferred_vocab ? ": tokens are ids from 0 to " + std::to_string(vocab_ - 1)
+                                             : ": tokens must be in [0, " + std::to_string(vocab_) + ")";
     if (!token) throw UsageError(where + what + not_an_integer(value) + (is_huge_integer(value) ? vocab : ""));
+    if (inferred_vocab && *token < 0) throw UsageError(where + what + " is negative: tokens are ids 0 or more");
+    if (inferred_vocab && *token >= vocab_)
+      throw UsageError(where + what + " is beyond the largest vocab, " + std::to_string(vocab_));
     if (*token < 0 || *token >= vocab_) throw UsageError(where + what + " is out of the vocab" + vocab);
     sequence.tokens.push_back(static_cast<int32_t>(*token));
   }
 
-  const std::string classes = ": targets must be -1 (none) or in [0, " + std::to_string(num_classes_) + ")";
+  const bool inferred_classes = asked_.classes == 0 && inferred_vocab;
+  const std::string classes = inferred_classes ? ": targets are ids from 0 to " + std::to_string(num_classes_ - 1) +
+                                                     ", or -1 (none)"
+                                               : ": targets must be -1 (none) or in [0, " +
+                                                     std::to_string(num_classes_) + ")";
   const auto check_target = [&](int64_t target, const std::string& what) {
+    if (inferred_classes && target < -1)
+      throw UsageError(where + what + " is negative: targets are ids 0 or more, or -1 (none)");
+    if (inferred_classes && target >= num_classes_)
+      throw UsageError(where + what + " is beyond the largest number of classes, " + std::to_string(num_classes_));
     if (target < -1 || target >= num_classes_) throw UsageError(where + what + " is out of range" + classes);
   };
   const auto targets = object.find("targets");

@@ -204,6 +204,17 @@ TEST(Activations, DumpsOfMixedLengthsCarryEachRowsLength) {
     EXPECT_EQ(lengths->second.shape, (core::Shape{3})) << dump;
     EXPECT_EQ(lengths->second.values, (std::vector<int64_t>{6, 3, 5})) << dump;
   }
+  // The help says so: every integer tensor of each dump is named in its flag's line.
+  const RunResult help = run_headlab({"eval", "--help"}, tmp.path());
+  ASSERT_EQ(help.exit_code, 0) << help.describe();
+  for (const auto& [flag, dump] :
+       {std::pair{"--dump-logits", "logits.safetensors"}, std::pair{"--dump-activations", "acts.safetensors"}}) {
+    const std::size_t at = help.out.find(std::string("  ") + flag + " ");
+    ASSERT_NE(at, std::string::npos) << help.out;
+    const std::string line = help.out.substr(at, help.out.find("\n  --", at + 1) - at);
+    for (const auto& [name, tensor] : core::load_safetensors(tmp / dump).integers)
+      EXPECT_NE(line.find(name), std::string::npos) << flag << "'s help does not name " << name << ": " << line;
+  }
 }
 
 // eval --data --dump-logits/--dump-grads score the file --batch sequences at

@@ -130,6 +130,29 @@ TEST(Signals, SigtermSavesACheckpointAndExits143) {
   EXPECT_EQ(loaded.exit_code, 0) << loaded.describe();
 }
 
+// The command a stopped run suggests is one a shell runs as printed, for a
+// folder whose name a shell would split or cut at a quote.
+TEST(Signals, TheSuggestedResumeCommandRunsInAShellForAFolderWithASpaceAndAQuote) {
+  TempDir dir;
+  const std::string run = "my run's ü";
+  Child child(headlab_path(), train_command(run, {{"--steps", "300"}, {"--log-every", "1"}}), dir.path(), dir.path());
+  ASSERT_TRUE(wait_until([&] { return has_metrics(dir / run) || child.finished(); }));
+  child.signal(SIGINT);
+  const RunResult stopped = child.wait();
+  ASSERT_EQ(stopped.exit_code, 130) << stopped.describe();
+  const std::string hint = "Continue with: headlab ";
+  const std::size_t at = stopped.out.find(hint);
+  ASSERT_NE(at, std::string::npos) << stopped.out;
+  const std::string command = stopped.out.substr(at + hint.size(), stopped.out.find('\n', at) - at - hint.size());
+  EXPECT_EQ(command, "train --resume 'my run'\\''s ü'");
+
+  // The binary in the place of "headlab", as a user's PATH would find it.
+  Child shell("/bin/sh", {"-c", "'" + headlab_path() + "' " + command}, dir.path(), dir.path());
+  const RunResult resumed = shell.wait();
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_EQ(checkpoint_step(dir / run + "/checkpoint.safetensors"), 300);
+}
+
 // SIGINT during eval's dumps ends it between batches, exit 130 with one line
 // saying so, and leaves no dump nor any temporary file behind.
 TEST(Signals, SigintDuringAnEvalsDumpsLeavesNothingBehind) {

@@ -362,6 +362,31 @@ TEST_F(DataFileTest, AnIntegerBeyond64BitsIsOutOfRangeShownAsAnInteger) {
       << error_of("{\"tokens\": [1.5e3]}");
 }
 
+// With the sizes left to the file there is no vocab yet: a bad token or
+// target is named by what ids may be, not by a bound of [0, 2147483647) that
+// no flag of the user's set.
+TEST_F(DataFileTest, ABadIdInAFileThatSetsTheSizesIsNamedWithoutAnInternalBound) {
+  const auto error_with_sizes_from_the_file = [&](const std::string& content) {
+    try {
+      DataFile data(write(content), DataFile::Sizes{});
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no UsageError for:\n" << content;
+    return std::string();
+  };
+  const std::string token = error_with_sizes_from_the_file("{\"tokens\": [1, -2, 3]}\n");
+  EXPECT_TRUE(contains(token, "data.jsonl:1: token -2 (tokens[1]) is negative: tokens are ids 0 or more")) << token;
+  const std::string huge = error_with_sizes_from_the_file("{\"tokens\": [1, 99999999999]}\n");
+  EXPECT_TRUE(contains(huge, "token 99999999999 (tokens[1]) is beyond the largest vocab, 2147483647")) << huge;
+  const std::string target = error_with_sizes_from_the_file("{\"tokens\": [1, 2], \"targets\": [-2, 1]}\n");
+  EXPECT_TRUE(contains(target, "target -2 (targets[0]) is negative: targets are ids 0 or more, or -1 (none)"))
+      << target;
+  for (const std::string& m : {token, target}) EXPECT_FALSE(contains(m, "2147483647")) << m;
+  // A size given keeps its range in the message.
+  EXPECT_TRUE(contains(error_of("{\"tokens\": [1, -2]}"), "tokens must be in [0, 8)"));
+}
+
 // An editor's "Unicode" (Notepad, PowerShell 5's >) is UTF-16 with a byte
 // order mark: named as such, not as a first byte 0xff.
 TEST_F(DataFileTest, AUtf16OrUtf32FileIsNamedByItsByteOrderMark) {

@@ -25,6 +25,7 @@
 #include "train/run_folder.h"
 #include "train/run_identity.h"
 #include "train/session.h"
+#include "train/shell_word.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
@@ -88,7 +89,7 @@ int run_eval(const EvalArgs& args) {
         {args.run_dir, nullptr}, ck,
         {"", args.checkpoint,
          "Put back the run's own checkpoint, or evaluate the file as a checkpoint of its own: headlab eval " +
-             args.checkpoint});
+             train::shell_word(args.checkpoint)});
   check_dumps(args, ck.info.config);
   use_threads(args.threads, train_flops_per_step(ck.info.config, ck.model));  // 0: as the run's training would
   // The run's own task and evaluation batch unless told otherwise; the model
@@ -301,12 +302,13 @@ Command add_eval(CLI::App& app) {
   app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)");
   app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_option("--precision", args->precision, "the matrix products in f32 or bf16 (default: the run's)");
-  app.add_option("--dump-logits", args->dump_logits, "write the logits [N, T, C] (and tokens, targets) as safetensors");
+  app.add_option("--dump-logits", args->dump_logits, "write the logits [N, T, C] (F32) with the tokens and targets [N, T] and each sequence's lengths [N] "
+                 "(I64) as safetensors; read row i up to lengths[i]");
   app.add_option("--dump-grads", args->dump_grads,
                  "write d(mean loss)/d(parameter) for every parameter, under the parameter names, as safetensors");
   app.add_option("--dump-activations", args->dump_activations,
                  "write the activations at the hook points (F32, under TransformerLens's hook names) and the tokens "
-                 "(I64) as safetensors, --batch sequences at a time; by default every point but TransformerLens's "
+                 "[N, T] and lengths [N] (I64) as safetensors, --batch sequences at a time; by default every point but TransformerLens's "
                  "copy points (hook_attn_in, hook_q_input, hook_k_input, hook_v_input, hook_mlp_in), as Python's "
                  "names=None");
   app.add_option("--hooks", args->hooks,

@@ -31,6 +31,7 @@
 #include "train/run_builder.h"
 #include "train/run_folder.h"
 #include "train/session.h"
+#include "train/shell_word.h"
 #include "train/signals.h"
 #include "train/sweep.h"
 #include "train/sweep_document.h"
@@ -279,7 +280,7 @@ void check_runs_follow_plan(const Sweep& sweep, const std::vector<train::SweepRu
     }
     if (const std::string options = analysis::label_options_departures(heads); !options.empty()) {
       problems.push_back(run.dir + " (its heads.json was labelled with " + options + ": `analyze " + folder +
-                         "` with label options and without --out rewrote it; `headlab analyze " + folder +
+                         "` with label options and without --out rewrote it; `headlab analyze " + train::shell_word(folder) +
                          "` writes the sweep's analysis again)");
       continue;
     }
@@ -294,7 +295,7 @@ void check_runs_follow_plan(const Sweep& sweep, const std::vector<train::SweepRu
       for (const std::string& n : extra) names += (names.empty() ? "" : ", ") + n;
       problems.push_back(run.dir + " (its heads.json scores the pattern" + (extra.size() > 1 ? "s " : " ") + names +
                          ", which the sweep's analysis does not: `analyze " + folder + " --pattern` without --out "
-                         "rewrote it; `headlab analyze " + folder + "` writes the sweep's analysis again)");
+                         "rewrote it; `headlab analyze " + train::shell_word(folder) + "` writes the sweep's analysis again)");
     }
   }
   if (problems.empty()) return;
@@ -425,7 +426,7 @@ int report(const Sweep& sweep, const std::vector<train::SweepRun>& runs, std::si
 
   if (stop != 0) {
     std::fprintf(stderr, "headlab sweep: stopped by signal %d; continue with: headlab sweep --resume %s\n", stop,
-                 sweep.dir.c_str());
+                 train::shell_word(sweep.dir).c_str());
     return 128 + stop;
   }
   std::size_t failed = 0;
@@ -487,7 +488,7 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
     shards[k] = {name, j};
   }
   if (count == 0)
-    throw train::UsageError(where + ": no shard-K-of-N.json files (run `headlab sweep --shard K/N --out " + dir +
+    throw train::UsageError(where + ": no shard-K-of-N.json files (run `headlab sweep --shard K/N --out " + train::shell_word(dir) +
                             "` first)");
   for (int k = 1; k <= count; ++k)
     if (shards.find(k) == shards.end())
@@ -837,7 +838,7 @@ int run_sweep(const SweepArgs& args, const ConfigFlags& flags, bool jobs_given) 
   if (world.size() == 1) {
     const int status = report(sweep, runs, mine.size(), seconds, stop, shard_path);
     std::fprintf(stderr, "headlab sweep: shard %d of %d done; once all are, merge them with: headlab sweep --collect %s\n",
-                 shard->index, shard->count, sweep.dir.c_str());
+                 shard->index, shard->count, train::shell_word(sweep.dir).c_str());
     return status;
   }
   // Every rank's shard file is written; rank 0 merges them.

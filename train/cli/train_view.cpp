@@ -9,6 +9,7 @@
 
 #include "analysis/text_report.h"
 #include "train/cli/progress_bar.h"
+#include "train/shell_word.h"
 
 namespace headlab::cli {
 TrainView::TrainView(std::shared_ptr<spdlog::logger> log, train::RunFolder folder, int64_t start_step,
@@ -67,7 +68,7 @@ void TrainView::stopped(int signal, int64_t step) {
   // SIGPIPE is ignored; a failed write to stdout asks for a stop under its name.
   log_->warn("stopped by {} after step {}; checkpoint saved. Continue with: headlab train --resume {}",
              signal == SIGPIPE ? std::string("a failed write to stdout") : "signal " + std::to_string(signal), step,
-             folder_.dir);
+             train::shell_word(folder_.dir));
 }
 
 void TrainView::history_dropped(int64_t step, const std::vector<int64_t>& steps) {
