@@ -17,6 +17,7 @@
 #include "core/atomic_file.h"
 #include "train/errors.h"
 #include "train/input_file.h"
+#include "train/shell_word.h"
 #include "train/snapshots.h"
 
 namespace headlab::train {
@@ -241,8 +242,8 @@ RunFolder create_run_folder(const std::string& dir, bool force, int64_t last_sna
                          (force ? " (--force replaces only a run headlab wrote)" : "") +
                          "; choose an empty or new folder");
       if (!force)
-        throw UsageError("--out " + dir + " already holds a run; pass --force to overwrite it, or --resume " + dir +
-                         " to continue it");
+        throw UsageError("--out " + dir + " already holds a run; pass --force to overwrite it, or --resume " +
+                         shell_word(dir) + " to continue it");
     }
   }
   const fs::path created = first_missing(dir);

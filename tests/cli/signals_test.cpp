@@ -153,6 +153,20 @@ TEST(Signals, TheSuggestedResumeCommandRunsInAShellForAFolderWithASpaceAndAQuote
   EXPECT_EQ(checkpoint_step(dir / run + "/checkpoint.safetensors"), 300);
 }
 
+// The other commands train suggests for a run folder quote it alike: the
+// run's extension when it is complete, and --resume when --out holds it.
+TEST(Signals, EveryResumeCommandTrainSuggestsQuotesTheFolder) {
+  TempDir dir;
+  const std::string run = "my run's ü";
+  ASSERT_EQ(run_headlab(train_command(run, {{"--steps", "5"}}), dir.path()).exit_code, 0);
+  const RunResult complete = run_headlab({"train", "--resume", run}, dir.path());
+  ASSERT_EQ(complete.exit_code, 0) << complete.describe();
+  EXPECT_NE(complete.out.find("extend it with: headlab train --resume 'my run'\\''s ü' --steps 10"), std::string::npos)
+      << complete.describe();
+  const RunResult taken = run_headlab(train_command(run, {{"--steps", "5"}}), dir.path());
+  EXPECT_TRUE(clean_failure(taken, 2, {"or --resume 'my run'\\''s ü' to continue it"}));
+}
+
 // SIGINT during eval's dumps ends it between batches, exit 130 with one line
 // saying so, and leaves no dump nor any temporary file behind.
 TEST(Signals, SigintDuringAnEvalsDumpsLeavesNothingBehind) {

@@ -35,6 +35,7 @@
 #include "train/run_folder.h"
 #include "train/run_identity.h"
 #include "train/session.h"
+#include "train/shell_word.h"
 #include "train/signals.h"
 #include "train/snapshots.h"
 #include "train/trainer.h"
@@ -125,7 +126,7 @@ void check_run_checkpoint(const train::Checkpoint& ck, const std::string& ck_pat
       {run_dir, nullptr}, ck,
       {"", ck_path,
        "Its analysis is not the run's: put back the run's own checkpoint, or analyze the file into a folder of its "
-       "own: headlab analyze " + ck_path + " --out NEW_FOLDER"});
+       "own: headlab analyze " + train::shell_word(ck_path) + " --out NEW_FOLDER"});
 }
 
 // The rows of one chunk of the analysis, with what its views point into.

@@ -17,6 +17,7 @@
 #include "train/rank_agreement.h"
 #include "train/run_builder.h"
 #include "train/run_identity.h"
+#include "train/shell_word.h"
 #include "train/signals.h"
 #include "train/snapshots.h"
 #include "train/trainer.h"
@@ -266,7 +267,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
     // Nothing to train: say so instead of "trained 0 steps" and the report again.
     if (world.is_root())
       std::printf("%s is complete at step %lld (its --steps); extend it with: headlab train --resume %s --steps %lld\n",
-                  folder.dir.c_str(), static_cast<long long>(target), folder.dir.c_str(),
+                  folder.dir.c_str(), static_cast<long long>(target), train::shell_word(folder.dir).c_str(),
                   static_cast<long long>(2 * std::max<int64_t>(target, 1)));
     return 0;
   }
@@ -336,9 +337,10 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
                            : fmt::format("the last good checkpoint, of step {} ({}),", saved.step, saved.path);
     if (saved.step >= 0 && dynamic_cast<const train::Diverged*>(&e) != nullptr)
       log->error("{}; {} is kept. Continue from it with a lower learning rate: headlab train --resume {} --lr {}",
-                 e.what(), kept, folder.dir, config.lr / 10);
+                 e.what(), kept, train::shell_word(folder.dir), config.lr / 10);
     else if (saved.step >= 0)
-      log->error("{}; {} is kept: headlab train --resume {} continues from it", e.what(), kept, folder.dir);
+      log->error("{}; {} is kept: headlab train --resume {} continues from it", e.what(), kept,
+                 train::shell_word(folder.dir));
     else
       log->error("{}; no checkpoint had been written yet", e.what());
     throw;
@@ -360,7 +362,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       bar.clear();
       log->warn("signal {} during the final analysis: the run is saved in {} (step {}) without its analysis "
                 "(heads.json, report.html): headlab train --resume {} writes it",
-                e.signal, folder.dir, session->steps_done(), folder.dir);
+                e.signal, folder.dir, session->steps_done(), train::shell_word(folder.dir));
       return 128 + e.signal;
     }
     bar.clear();
