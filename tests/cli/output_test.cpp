@@ -310,6 +310,35 @@ TEST(Analyze, AnotherBatchWritesBesideTheRunNeverOverItsOwnAnalysis) {
   EXPECT_EQ(nlohmann::json::parse(read_bytes(run + "/heads.json")).at("loss"), beside.at("loss"));
 }
 
+// A held-out set smaller than the batches caps them: a --batch that reads the
+// same sequences as the run's own analysis is that analysis (the run's
+// folder), and another is named by the sequences it reads.
+TEST(Analyze, ABatchIsCountedInTheSequencesItReads) {
+  TempDir tmp;
+  std::string rows;
+  for (int i = 0; i < 40; ++i) {
+    const int a = i % 8, b = (i * 3) % 8, c = (i * 5 + 1) % 8;
+    rows += "{\"tokens\": [" + std::to_string(a) + ", " + std::to_string(b) + ", " + std::to_string(c) +
+            ", 1], \"targets\": [-1, -1, " + std::to_string(a) + ", " + std::to_string(b) + "]}\n";
+  }
+  write_bytes(tmp / "rows.jsonl", rows);
+  const std::string run = tmp / "run";  // 10 sequences held out; the run's own analysis reads them all
+  ASSERT_EQ(run_headlab(train_command(run, {{"--data", tmp / "rows.jsonl"}, {"--eval-fraction", "0.25"},
+                                            {"--vocab", "8"}, {"--steps", "5"}}),
+                        tmp.path())
+                .exit_code,
+            0);
+  const RunResult same = run_headlab({"analyze", run, "--batch", "1000", "--no-color"}, tmp.path());
+  ASSERT_EQ(same.exit_code, 0) << same.describe();
+  EXPECT_EQ(same.err.find("goes to"), std::string::npos) << same.err;
+  EXPECT_FALSE(std::filesystem::exists(run + "/analysis-batch-1000"));
+  const RunResult fewer = run_headlab({"analyze", run, "--batch", "4", "--no-color"}, tmp.path());
+  ASSERT_EQ(fewer.exit_code, 0) << fewer.describe();
+  EXPECT_NE(fewer.err.find("eval batch of 10 sequences; this one of 4 sequences goes to " + run + "/analysis-batch-4"),
+            std::string::npos)
+      << fewer.err;
+}
+
 // Checkpoint files saved side by side (edits/no-L1H0.safetensors,
 // edits/no-L0H0.safetensors, as Model.save writes them) are each analyzed
 // into a folder named after the file, never into one shared heads.json; each

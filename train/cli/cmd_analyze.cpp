@@ -268,7 +268,17 @@ int run_analyze(const AnalyzeArgs& args) {
   // So is another batch than the run's evaluation batch: the run's own
   // analysis (of all of it) is never replaced by one of fewer sequences.
   const int64_t run_batch = ck.info.config.eval_batch;
-  const bool other_batch = args.batch_given && args.data.empty() && args.batch != run_batch;
+  bool other_batch = args.batch_given && args.data.empty() && args.batch != run_batch;
+  // A held-out set smaller than a batch caps it (--eval-fraction, --eval-data):
+  // what counts is the sequences read. A --batch that reads the run's own is
+  // the run's own analysis; another is named by what it reads.
+  int64_t batch_read = args.batch, run_read = run_batch;
+  if (other_batch && !other_task) {
+    const std::unique_ptr<train::Task> task = train::make_task_for(ck.info.config);
+    batch_read = task->eval_rows(args.batch);
+    run_read = task->eval_rows(run_batch);
+    other_batch = batch_read != run_read;
+  }
   // What the model trained with, before --task or --batch stand in for the run's
   // own: the report shows these settings, not the sequences read instead.
   const train::TrainConfig trained = ck.info.config;
@@ -283,7 +293,7 @@ int run_analyze(const AnalyzeArgs& args) {
   }
   // Their folder beside the run's files: RUN/analysis-TASK, RUN/analysis-batch-N, RUN/analysis-TASK-batch-N.
   std::string beside = other_task ? "analysis-" + args.task : "";
-  if (other_batch) beside += (beside.empty() ? "analysis-batch-" : "-batch-") + std::to_string(args.batch);
+  if (other_batch) beside += (beside.empty() ? "analysis-batch-" : "-batch-") + std::to_string(batch_read);
   // A checkpoint file of its own (an edit saved from Python, a copy), neither
   // a run folder's checkpoint.safetensors nor a snapshot, is analyzed into a
   // folder named after it, beside it (edits/no-L1H0.safetensors:
@@ -397,10 +407,14 @@ int run_analyze(const AnalyzeArgs& args) {
   run.step = ck.info.step;
 
   if (!beside.empty() && args.out.empty()) {
-    const std::string of_batch = other_batch ? " of " + std::to_string(args.batch) + " sequences" : "";
+    const std::string of_batch =
+        !other_batch               ? ""
+        : batch_read < args.batch ? " of " + std::to_string(batch_read) + " sequences (all the run holds out; --batch " +
+                                        std::to_string(args.batch) + " asks for more)"
+                                   : " of " + std::to_string(batch_read) + " sequences";
     std::cerr << "analyze: "
               << (other_task ? "the run trained on " + trained_on + "; its analysis on " + args.task + of_batch
-                             : "the run's own analysis reads its eval batch of " + std::to_string(run_batch) +
+                             : "the run's own analysis reads its eval batch of " + std::to_string(run_read) +
                                    " sequences; this one" + of_batch)
               << " goes to " << out << " (the " << (snapshot ? "snapshot's" : own_file ? "file's" : "run's")
               << " own heads.json and report.html in " << (home.empty() ? "." : home) << " are kept; --out "
