@@ -62,7 +62,7 @@ void TrainView::final_analysis_estimated(const train::AnalysisEstimate& e) {
   int64_t rows = 1;
   while (rows * 2 < e.rows && static_cast<double>(rows * 2) * per_row <= kLong) rows *= 2;
   log_->warn("the final head analysis will take about {} ({:.0f} forward passes' worth of the {} --eval-batch "
-             "sequences, {:.2g} s each); --eval-batch {} would make it about {} (a new run: --resume keeps the "
+             "sequences, {:.3g} s each); --eval-batch {} would make it about {} (a new run: --resume keeps the "
              "run's --eval-batch)",
              format_duration(e.seconds), e.passes, e.rows, e.pass_seconds, rows,
              format_duration(static_cast<double>(rows) * per_row));
