@@ -71,15 +71,18 @@ std::vector<core::Tensor> record_head_outputs(const layers::Transformer& model, 
 }
 
 void add_ablated(EvalSums& sums, const layers::Transformer& model, const Examples& examples,
-                 const std::vector<std::size_t>& heads, const std::vector<core::Tensor>& replacement) {
+                 const std::vector<std::size_t>& heads, const std::vector<core::Tensor>& replacement,
+                 const Prefix& clean) {
   const int64_t L = model.num_layers(), H = model.spec().heads;
   layers::Probe probe(L);
+  int64_t first = heads.empty() ? 0 : L;  // the first layer ablated
   for (std::size_t i : heads) {
     if (i >= static_cast<std::size_t>(L * H))
       throw std::invalid_argument("ablate_set: head index " + std::to_string(i) + " is outside the model's " +
                                   std::to_string(L * H) + " heads");
     const auto l = static_cast<std::size_t>(static_cast<int64_t>(i) / H);
     const int64_t h = static_cast<int64_t>(i) % H;
+    first = std::min(first, static_cast<int64_t>(l));
     layers::LayerProbe& layer = probe.layers[l];
     if (replacement.empty()) {
       if (!layer.gates.defined()) layer.gates = autograd::Variable(core::Tensor::ones({H}, model.dtype()));
@@ -92,7 +95,7 @@ void add_ablated(EvalSums& sums, const layers::Transformer& model, const Example
       layer.replace_heads[static_cast<std::size_t>(h)] = true;
     }
   }
-  add_evaluation(sums, model, examples, &probe);
+  sums.add(clean.logits(model, examples, probe, first), examples.targets);
 }
 
 Ablation ablate_set(const layers::Transformer& model, const Examples& examples, const EvalResult& base,

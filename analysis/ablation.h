@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "analysis/evaluate.h"
+#include "analysis/prefix.h"
 #include "layers/transformer.h"
 
 namespace headlab::analysis {
@@ -49,8 +50,12 @@ std::vector<core::Tensor> record_head_outputs(const layers::Transformer& model, 
 // Adds the loss of `examples` with `heads` ablated to `sums`: zero-ablated
 // when `replacement` is empty, else their outputs replaced by it (one tensor
 // [B, T, d_model] per layer, as mean_outputs and resample_outputs make).
+// `clean`: the residual stream of the examples' unablated pass, from which
+// the pass starts at the first ablated head's layer (prefix.h); none: from
+// the embedding. The same bits either way.
 void add_ablated(EvalSums& sums, const layers::Transformer& model, const Examples& examples,
-                 const std::vector<std::size_t>& heads, const std::vector<core::Tensor>& replacement = {});
+                 const std::vector<std::size_t>& heads, const std::vector<core::Tensor>& replacement = {},
+                 const Prefix& clean = Prefix());
 
 // The mean ablation's outputs of a set read in chunks: add() each chunk's
 // clean head outputs with its lengths; replacement(rows) is, for a chunk of

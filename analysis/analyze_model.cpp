@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "analysis/ablation.h"
 #include "analysis/circuits.h"
@@ -10,6 +11,7 @@
 #include "analysis/direct_logit.h"
 #include "analysis/importance.h"
 #include "analysis/position_loss.h"
+#include "analysis/prefix.h"
 #include "analysis/pruning.h"
 #include "analysis/resample.h"
 #include "analysis/task_positions.h"
@@ -19,34 +21,74 @@
 namespace headlab::analysis {
 namespace {
 
-// The progress reports: each pass's work per row, in forward passes over it.
+// The passes of one head's ablation (or patching, resample) from its layer
+// on, summed over the heads: a head of layer l runs L - l of the L blocks.
+double per_head_passes(int64_t L, int64_t H) { return static_cast<double>(H * (L + 1)) / 2.0; }
+
+// The forward passes of the set (in whole passes, prefix.h) each pass over it runs.
+struct PassCounts {
+  double first = 0, second = 0;
+};
+
+PassCounts pass_counts(int64_t L, int64_t H, const AnalysisOptions& options) {
+  const double each = per_head_passes(L, H);
+  PassCounts c;
+  // The clean pass (direct logit attribution reads its probe) and each
+  // head's zero ablation; with interventions also its resample ablation, and
+  // patching's corrupted pass and each head patched into it.
+  c.first = 1 + each + (options.interventions ? 1 + 2 * each : 0);
+  // The pruning curve's points after the first (the clean pass) in each
+  // order, each from the layer of the head it removes; mean ablation.
+  c.second = (options.pruning ? static_cast<double>(1 + options.pruning_random_orders) * each : 0) +
+             (options.interventions ? each : 0);
+  return c;
+}
+
+// The progress reports: each pass's work, in forward passes of the set.
 class Progress {
  public:
-  Progress(const AnalysisOptions& options, int64_t rows, int64_t heads)
-      : report_(options.progress), rows_(rows) {
-    // The forward, direct logit attribution and each head's zero ablation;
-    // with interventions also its resample ablation and patching (with the
-    // clean and the corrupted runs).
-    first_ = 2 + heads + (options.interventions ? 3 + 2 * heads : 0);
-    second_ = (options.pruning ? (heads + 1) * (1 + options.pruning_random_orders) : 0) +
-              (options.interventions ? heads : 0);
-  }
+  Progress(const AnalysisOptions& options, int64_t rows, const PassCounts& counts)
+      : report_(options.progress), rows_(rows), first_(counts.first), second_(counts.second) {}
   int passes() const { return second_ > 0 ? 2 : 1; }
   // The second pass's work, once the set ablations are known.
-  void add_second(int64_t evaluations) { second_ += evaluations; }
+  void add_second(double passes) { second_ += passes; }
   void chunk_done(int pass, int64_t rows_done) {
     if (!report_) return;
-    const double total = static_cast<double>(first_ + second_) * static_cast<double>(rows_);
-    const double done = static_cast<double>(pass == 1 ? first_ * rows_done : first_ * rows_ + second_ * rows_done);
-    report_({pass, passes(), rows_done, rows_, std::min(1.0, done / total)});
+    const double part = static_cast<double>(rows_done) / static_cast<double>(rows_);
+    const double done = pass == 1 ? first_ * part : first_ + second_ * part;
+    report_({pass, passes(), rows_done, rows_, std::min(1.0, done / (first_ + second_))});
   }
 
  private:
   const std::function<void(const AnalysisProgress&)>& report_;
-  int64_t rows_, first_ = 0, second_ = 0;
+  int64_t rows_;
+  double first_, second_;
 };
 
 }  // namespace
+
+double analysis_passes(int64_t layers, int64_t heads, const AnalysisOptions& options) {
+  const PassCounts c = pass_counts(layers, heads, options);
+  return c.first + c.second;
+}
+
+double set_ablation_passes(const std::vector<SetAblation>& sets, int64_t layers, int64_t heads) {
+  // A pass that ablates `members` starts at the first one's layer.
+  const auto from_first = [&](const std::vector<std::size_t>& members, std::size_t skip) {
+    int64_t first = layers;
+    for (std::size_t k = 0; k < members.size(); ++k)
+      if (k != skip) first = std::min(first, static_cast<int64_t>(members[k]) / heads);
+    if (first == layers) first = 0;  // no member: add_ablated runs from the embedding
+    return static_cast<double>(layers - first) / static_cast<double>(layers);
+  };
+  double passes = 0;
+  for (const SetAblation& set : sets) {
+    passes += from_first(set.heads, set.heads.size());
+    if (ablates_without(set))
+      for (std::size_t k = 0; k < set.heads.size(); ++k) passes += from_first(set.heads, k);
+  }
+  return passes;
+}
 
 RunAnalysis analyze_model(const layers::Transformer& model, const Examples& examples,
                           const AnalysisOptions& options) {
@@ -88,7 +130,7 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
     throw std::invalid_argument("analyze_attention: example " + std::to_string(options.example) +
                                 " is outside the batch of " + std::to_string(rows));
   const int64_t chunk = options.chunk_rows > 0 ? std::min(options.chunk_rows, rows) : rows;
-  Progress progress(options, rows, static_cast<int64_t>(heads));
+  Progress progress(options, rows, pass_counts(L, H, options));
 
   // First pass: what each chunk adds to on its own.
   EvalSums base;
@@ -108,6 +150,9 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
   };
   PatchingSums patching;
   bool patched = false;
+  // The clean pass of a set read in one chunk, its logits and residual
+  // stream, kept for the second pass (several chunks: run again per chunk).
+  std::pair<core::Tensor, Prefix> one_chunk;
   for (int64_t first = 0; first < rows; first += chunk) {
     core::check_interrupt();
     const int64_t n = std::min(chunk, rows - first);
@@ -117,12 +162,9 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
       throw std::invalid_argument("analyze_chunks: rows " + std::to_string(first) + " .. " +
                                   std::to_string(first + n - 1) + " read as " + std::to_string(ex.batch) + " rows");
     layers::Probe probe(L);
-    core::Tensor logits;
-    {
-      autograd::NoGradGuard no_grad;
-      const core::Tensor mask = ex.padding_mask();
-      logits = model.forward(ex.tokens, ex.batch, ex.seq_len, &mask, &probe).value();
-    }
+    const core::Tensor logits = Prefix().logits(model, ex, probe, 0);
+    // What every pass that ablates or patches from a later layer on starts from.
+    const Prefix prefix(probe);
     base.add(logits, ex.targets);
     positions.add(logits, ex.targets);
     std::vector<core::Tensor> attn, clean;
@@ -136,22 +178,24 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
     if (first == 0) sources = ex.sources;
     for (int64_t l = 0; l < L && sources; ++l)
       task[static_cast<std::size_t>(l)].add(attn[static_cast<std::size_t>(l)], ex.tokens, ex.targets, causal);
-    for (std::size_t i = 0; i < heads; ++i) add_ablated(zero[i], model, ex, {i});
+    for (std::size_t i = 0; i < heads; ++i) add_ablated(zero[i], model, ex, {i}, {}, prefix);
     // The first importance_examples rows of the set.
     const int64_t gradients = std::clamp<int64_t>(options.importance_examples - first, 0, n);
     if (first == 0 || gradients > 0) {
       importance.add(model, ex.rows(0, gradients));
       margin.add(model, ex.rows(0, gradients));
     }
-    dla.add(model, ex);
+    dla.add(model, ex, probe);
     if (options.interventions) {
       means.add(clean, ex.lengths);
-      resample->add(ex, first, logits, clean, beyond);
+      resample->add(ex, first, logits, clean, beyond, prefix);
       if (!c.corrupted.empty()) {
-        patching.add(model, ex, {c.corrupted, options.corruption.gates});
+        patching.add(model, ex, {c.corrupted, options.corruption.gates}, logits, clean);
         patched = true;
       }
     }
+    // One chunk: the second pass starts from this pass's residuals.
+    if (chunk == rows) one_chunk = {logits, prefix};
     progress.chunk_done(1, first + n);
   }
 
@@ -199,34 +243,45 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
   // turn (what each adds to it): at most one more ablation per head, as a
   // head is in one role's set.
   std::vector<std::vector<EvalSums>> without(run.set_ablations.size());
-  for (std::size_t s = 0; s < without.size(); ++s) {
+  for (std::size_t s = 0; s < without.size(); ++s)
     if (ablates_without(run.set_ablations[s])) without[s].resize(run.set_ablations[s].heads.size());
-    progress.add_second(1 + static_cast<int64_t>(without[s].size()));
-  }
+  progress.add_second(set_ablation_passes(run.set_ablations, L, H));
   std::optional<PruningSums> pruning;
   if (options.pruning) pruning.emplace(L * H, normalized, options.pruning_random_orders);
   std::vector<EvalSums> sets(run.set_ablations.size()), mean(options.interventions ? heads : 0);
+  if (chunk < rows && progress.passes() == 2) progress.add_second(1);
   if (progress.passes() == 2)
     for (int64_t first = 0; first < rows; first += chunk) {
       core::check_interrupt();
       const int64_t n = std::min(chunk, rows - first);
       const ExampleChunk c = read(first, n, false);
-      if (pruning) pruning->add(model, c.examples);
+      // The chunk's clean pass, again unless the set is this one chunk:
+      // the first point of the pruning curve, and the residuals every
+      // ablation here starts from at its first layer.
+      std::pair<core::Tensor, Prefix> clean = one_chunk;
+      if (chunk < rows) {
+        layers::Probe probe(L);
+        clean.first = Prefix().logits(model, c.examples, probe, 0);
+        clean.second = Prefix(probe);
+      }
+      const auto& [logits, prefix] = clean;
+      if (pruning) pruning->add(model, c.examples, logits, prefix);
       for (std::size_t s = 0; s < sets.size(); ++s) {
         const std::vector<std::size_t>& members = run.set_ablations[s].heads;
-        add_ablated(sets[s], model, c.examples, members);
+        add_ablated(sets[s], model, c.examples, members, {}, prefix);
         for (std::size_t k = 0; k < without[s].size(); ++k) {
           std::vector<std::size_t> rest = members;
           rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(k));
-          add_ablated(without[s][k], model, c.examples, rest);
+          add_ablated(without[s][k], model, c.examples, rest, {}, prefix);
         }
       }
       if (options.interventions) {
         const std::vector<core::Tensor> replacement = means.replacement(n);
-        for (std::size_t i = 0; i < heads; ++i) add_ablated(mean[i], model, c.examples, {i}, replacement);
+        for (std::size_t i = 0; i < heads; ++i) add_ablated(mean[i], model, c.examples, {i}, replacement, prefix);
       }
       progress.chunk_done(2, first + n);
     }
+  one_chunk = {};  // its residuals freed before the report is made
   if (pruning) run.pruning = pruning->value();
   for (std::size_t s = 0; s < sets.size(); ++s) {
     const Ablation a = deltas(sets[s]);

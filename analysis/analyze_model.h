@@ -21,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "analysis/evaluate.h"
 #include "analysis/patching.h"
@@ -56,6 +57,21 @@ struct AnalysisOptions {
   // Called after each chunk of each pass, on the calling thread.
   std::function<void(const AnalysisProgress&)> progress;
 };
+
+// What an analysis of a set read in one chunk costs, in forward passes of
+// the whole set (a pass that starts at block l of L counts (L - l) / L,
+// prefix.h): the clean pass, each head's zero ablation, the pruning curve
+// and, with interventions, each head's mean and resample ablation and
+// patching. analyze's progress line counts its work in these, and train
+// estimates its final analysis's time by them (train/trainer.h). Not in it:
+// the set ablations, known once the labels are (set_ablation_passes), and
+// the gradient importance (a forward and a backward of each of the first
+// importance_examples rows, twice).
+double analysis_passes(int64_t layers, int64_t heads, const AnalysisOptions& options);
+
+// The passes of the set ablations `sets` (RunAnalysis::set_ablations) of a
+// model of `layers` layers of `heads` heads, in the same measure.
+double set_ablation_passes(const std::vector<SetAblation>& sets, int64_t layers, int64_t heads);
 
 // Runs the model on `examples` and analyzes every head.
 RunAnalysis analyze_model(const layers::Transformer& model, const Examples& examples,

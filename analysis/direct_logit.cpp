@@ -2,22 +2,28 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "layers/layer_norm.h"
 
 namespace headlab::analysis {
 
 std::vector<double> direct_logit_attribution(const layers::Transformer& model, const Examples& examples) {
+  layers::Probe clean(model.num_layers());
+  evaluate(model, examples, &clean);
   DirectLogitSums sums;
-  sums.add(model, examples);
+  sums.add(model, examples, clean);
   return sums.value();
 }
 
-void DirectLogitSums::add(const layers::Transformer& model, const Examples& examples) {
+void DirectLogitSums::add(const layers::Transformer& model, const Examples& examples, const layers::Probe& probe) {
   const int64_t L = model.num_layers(), H = model.spec().heads, D = model.spec().d_model, dk = D / H;
   const int64_t B = examples.batch, T = examples.seq_len;
-  layers::Probe probe(L);
-  evaluate(model, examples, &probe);
+  if (static_cast<int64_t>(probe.layers.size()) != L || !probe.layers.back().residual.defined() ||
+      probe.layers.back().residual.size(0) != B || probe.layers.back().residual.size(1) != T)
+    throw std::invalid_argument("direct logit attribution: the probe is not of a pass of the model over the " +
+                                std::to_string(B) + " examples of " + std::to_string(T) + " tokens");
   const core::Tensor w_u = model.unembed().weight().value().to(core::DType::f64).contiguous();  // [C, D]
   const layers::LayerNorm* ln = model.final_norm();
   const core::Tensor resid = probe.layers.back().residual.to(core::DType::f64).contiguous();  // [B, T, D]

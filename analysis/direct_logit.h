@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "analysis/evaluate.h"
+#include "layers/probe.h"
 #include "layers/transformer.h"
 
 namespace headlab::analysis {
@@ -28,7 +29,9 @@ std::vector<double> direct_logit_attribution(const layers::Transformer& model, c
 // same order as one batch holding them all.
 class DirectLogitSums {
  public:
-  void add(const layers::Transformer& model, const Examples& examples);
+  // `clean`: the probe of the examples' unablated pass (its head outputs
+  // and last residual), the pass the analysis runs anyway.
+  void add(const layers::Transformer& model, const Examples& examples, const layers::Probe& clean);
   std::vector<double> value() const;
 
  private:

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "analysis/ablation.h"
+#include "analysis/prefix.h"
 
 namespace headlab::analysis {
 
@@ -16,6 +16,15 @@ Patching patch_heads(const layers::Transformer& model, const Examples& clean, co
 }
 
 void PatchingSums::add(const layers::Transformer& model, const Examples& clean, const Corruption& corruption) {
+  layers::Probe probe(model.num_layers());
+  const core::Tensor logits = Prefix().logits(model, clean, probe, 0);
+  std::vector<core::Tensor> outputs;
+  for (const layers::LayerProbe& layer : probe.layers) outputs.push_back(layer.head_outputs);
+  add(model, clean, corruption, logits, outputs);
+}
+
+void PatchingSums::add(const layers::Transformer& model, const Examples& clean, const Corruption& corruption,
+                       const core::Tensor& clean_logits, const std::vector<core::Tensor>& clean_outputs) {
   if (corruption.tokens.size() != clean.tokens.size())
     throw std::invalid_argument("patch_heads: " + std::to_string(corruption.tokens.size()) +
                                 " corrupted tokens for a clean batch of " + std::to_string(clean.tokens.size()));
@@ -41,10 +50,14 @@ void PatchingSums::add(const layers::Transformer& model, const Examples& clean, 
       if (corruption.gates[l].defined()) probe.layers[l].gates = autograd::Variable(corruption.gates[l].clone());
     return probe;
   };
-  const std::vector<core::Tensor> outputs = record_head_outputs(model, clean);
-  add_evaluation(clean_, model, clean);
+  if (static_cast<int64_t>(clean_outputs.size()) != L)
+    throw std::invalid_argument("patch_heads: clean head outputs of " + std::to_string(clean_outputs.size()) +
+                                " layers, the model has " + std::to_string(L));
+  clean_.add(clean_logits, clean.targets);
   layers::Probe plain = corrupted_probe();
-  add_evaluation(corrupted_, model, corrupted, &plain);
+  corrupted_.add(Prefix().logits(model, corrupted, plain, 0), corrupted.targets);
+  // A head of layer l patched changes the corrupted pass from layer l on.
+  const Prefix before(plain);
   patched_.resize(static_cast<std::size_t>(L * H));
   for (int64_t l = 0; l < L; ++l)
     for (int64_t h = 0; h < H; ++h) {
@@ -52,8 +65,8 @@ void PatchingSums::add(const layers::Transformer& model, const Examples& clean, 
       layers::LayerProbe& layer = probe.layers[static_cast<std::size_t>(l)];
       layer.replace_heads.assign(static_cast<std::size_t>(H), false);
       layer.replace_heads[static_cast<std::size_t>(h)] = true;
-      layer.replacement = outputs[static_cast<std::size_t>(l)];
-      add_evaluation(patched_[static_cast<std::size_t>(l * H + h)], model, corrupted, &probe);
+      layer.replacement = clean_outputs[static_cast<std::size_t>(l)];
+      patched_[static_cast<std::size_t>(l * H + h)].add(before.logits(model, corrupted, probe, l), corrupted.targets);
     }
 }
 

@@ -50,6 +50,12 @@ Patching patch_heads(const layers::Transformer& model, const Examples& clean, co
 class PatchingSums {
  public:
   void add(const layers::Transformer& model, const Examples& clean, const Corruption& corruption);
+  // The same with the clean pass given: its logits and its head outputs per
+  // layer [B, T, d_model] (the analysis has run it already). Each head's
+  // patched pass starts at the head's layer from the corrupted pass's
+  // residuals (prefix.h).
+  void add(const layers::Transformer& model, const Examples& clean, const Corruption& corruption,
+           const core::Tensor& clean_logits, const std::vector<core::Tensor>& clean_outputs);
   Patching value() const;
 
  private:

@@ -11,21 +11,26 @@ namespace headlab::analysis {
 namespace {
 
 // Adds the loss and accuracy with the first 0, 1, ..., N heads of `order`
-// removed to points[0 .. N].
+// removed to points[0 .. N]: 0 is the unablated pass (all-ones gates change
+// no bit); each next point changes only the gates of the layer of the head
+// it removes, so it runs from that layer on, the blocks before as the point
+// before left them.
 void add_curve(std::vector<EvalSums>& points, const layers::Transformer& model, const Examples& examples,
-               const std::vector<int64_t>& order) {
+               const std::vector<int64_t>& order, const core::Tensor& clean_logits, const Prefix& clean) {
   const int64_t L = model.num_layers(), H = model.spec().heads;
   std::vector<core::Tensor> gates(static_cast<std::size_t>(L));
   for (core::Tensor& g : gates) g = core::Tensor::ones({H}, model.dtype());
   points.resize(order.size() + 1);
-  for (std::size_t removed = 0;; ++removed) {
+  points[0].add(clean_logits, examples.targets);
+  Prefix prefix = clean;
+  for (std::size_t removed = 1; removed <= order.size(); ++removed) {
+    const int64_t head = order[removed - 1], layer = head / H;
+    gates[static_cast<std::size_t>(layer)].set({head % H}, 0.0);
     layers::Probe probe(L);
     for (int64_t l = 0; l < L; ++l)
       probe.layers[static_cast<std::size_t>(l)].gates = autograd::Variable(gates[static_cast<std::size_t>(l)].clone());
-    add_evaluation(points[removed], model, examples, &probe);
-    if (removed == order.size()) break;
-    const int64_t head = order[removed];
-    gates[static_cast<std::size_t>(head / H)].set({head % H}, 0.0);
+    points[removed].add(prefix.logits(model, examples, probe, layer), examples.targets);
+    prefix.advance(probe, layer);
   }
 }
 
@@ -34,7 +39,9 @@ void add_curve(std::vector<EvalSums>& points, const layers::Transformer& model, 
 PruningCurve pruning_curve(const layers::Transformer& model, const Examples& examples,
                            const std::vector<double>& importance, int64_t random_orders, uint64_t seed) {
   PruningSums sums(model.num_layers() * model.spec().heads, importance, random_orders, seed);
-  sums.add(model, examples);
+  layers::Probe clean(model.num_layers());
+  const core::Tensor logits = Prefix().logits(model, examples, clean, 0);
+  sums.add(model, examples, logits, Prefix(clean));
   return sums.value();
 }
 
@@ -62,11 +69,12 @@ PruningSums::PruningSums(int64_t heads, const std::vector<double>& importance, i
   points_.resize(orders_.size());
 }
 
-void PruningSums::add(const layers::Transformer& model, const Examples& examples) {
+void PruningSums::add(const layers::Transformer& model, const Examples& examples, const core::Tensor& clean_logits,
+                      const Prefix& clean) {
   if (static_cast<int64_t>(orders_[0].size()) != model.num_layers() * model.spec().heads)
     throw std::invalid_argument("pruning_curve: " + std::to_string(orders_[0].size()) + " importances for " +
                                 std::to_string(model.num_layers() * model.spec().heads) + " heads");
-  for (std::size_t o = 0; o < orders_.size(); ++o) add_curve(points_[o], model, examples, orders_[o]);
+  for (std::size_t o = 0; o < orders_.size(); ++o) add_curve(points_[o], model, examples, orders_[o], clean_logits, clean);
 }
 
 PruningCurve PruningSums::value() const {

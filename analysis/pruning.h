@@ -9,6 +9,7 @@
 
 #include "analysis/circuit_records.h"
 #include "analysis/evaluate.h"
+#include "analysis/prefix.h"
 #include "layers/transformer.h"
 
 namespace headlab::analysis {
@@ -27,7 +28,13 @@ PruningCurve pruning_curve(const layers::Transformer& model, const Examples& exa
 class PruningSums {
  public:
   PruningSums(int64_t heads, const std::vector<double>& importance, int64_t random_orders = 5, uint64_t seed = 0);
-  void add(const layers::Transformer& model, const Examples& examples);
+  // `clean_logits` and `clean`: the chunk's unablated pass, its logits and
+  // residual stream (prefix.h). Its loss is every curve's first point; each
+  // next point, one more head removed, starts at that head's layer from the
+  // point before's residuals, so an order costs L(L+1)/2 blocks per head of
+  // a layer rather than L per head (the same bits as passes from the embedding).
+  void add(const layers::Transformer& model, const Examples& examples, const core::Tensor& clean_logits,
+           const Prefix& clean);
   PruningCurve value() const;
 
  private:

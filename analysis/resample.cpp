@@ -14,7 +14,7 @@ ResampleSums::ResampleSums(const layers::Transformer& model, int64_t rows, std::
       resampled_(static_cast<std::size_t>(model.num_layers() * model.spec().heads)) {}
 
 void ResampleSums::add(const Examples& examples, int64_t first, const core::Tensor& logits,
-                       const std::vector<core::Tensor>& clean, const RowOutputs& beyond) {
+                       const std::vector<core::Tensor>& clean, const RowOutputs& beyond, const Prefix& prefix) {
   if (covered_ == 0) return;
   const int64_t n = examples.batch;
   const auto donors = std::span<const int64_t>(donors_).subspan(static_cast<std::size_t>(first),
@@ -42,7 +42,7 @@ void ResampleSums::add(const Examples& examples, int64_t first, const core::Tens
   Examples scored = examples;
   if (!all) scored.targets = targets;
   base_.add(logits, scored.targets);
-  for (std::size_t i = 0; i < resampled_.size(); ++i) add_ablated(resampled_[i], model_, scored, {i}, replacement);
+  for (std::size_t i = 0; i < resampled_.size(); ++i) add_ablated(resampled_[i], model_, scored, {i}, replacement, prefix);
 }
 
 std::vector<std::optional<double>> ResampleSums::delta_loss() const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analysis/evaluate.h"
+#include "analysis/prefix.h"
 #include "layers/transformer.h"
 
 namespace headlab::analysis {
@@ -25,9 +26,11 @@ class ResampleSums {
   using RowOutputs = std::function<std::vector<core::Tensor>(int64_t row)>;
   // Adds rows [first, first + examples.batch) of the set: `logits` and
   // `clean` (head outputs per layer) are their clean forward's; a donor
-  // beyond them comes from `beyond`. Chunks in order give one batch's sums.
+  // beyond them comes from `beyond`; `prefix` (optional) is their clean
+  // pass's residual stream, from which each head's pass starts at its layer
+  // (prefix.h). Chunks in order give one batch's sums.
   void add(const Examples& examples, int64_t first, const core::Tensor& logits,
-           const std::vector<core::Tensor>& clean, const RowOutputs& beyond);
+           const std::vector<core::Tensor>& clean, const RowOutputs& beyond, const Prefix& prefix = Prefix());
 
   // Per head: loss(resampled) - loss over the rows with a donor; absent when no row has one.
   std::vector<std::optional<double>> delta_loss() const;

@@ -33,6 +33,17 @@ TransformerBlock& Transformer::block(int64_t layer) const {
   return *blocks_[static_cast<std::size_t>(layer)];
 }
 
+namespace {
+
+void check_probe(const Transformer& model, const Probe* probe) {
+  if (probe != nullptr && !probe->layers.empty() && static_cast<int64_t>(probe->layers.size()) != model.num_layers())
+    throw std::invalid_argument("Transformer::forward: the probe has " + std::to_string(probe->layers.size()) +
+                                " layers, the model " + std::to_string(model.num_layers()) +
+                                " (use Probe(num_layers()))");
+}
+
+}  // namespace
+
 Variable Transformer::forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
                               const Tensor* padding_mask, Probe* probe) const {
   if (batch < 1 || seq_len < 1) {
@@ -56,12 +67,8 @@ Variable Transformer::forward(std::span<const int32_t> tokens, int64_t batch, in
                                   "] is outside the vocabulary [0, " + std::to_string(spec_.vocab) + ")");
     }
   }
-  if (probe != nullptr && !probe->layers.empty() && static_cast<int64_t>(probe->layers.size()) != num_layers()) {
-    throw std::invalid_argument("Transformer::forward: the probe has " + std::to_string(probe->layers.size()) +
-                                " layers, the model " + std::to_string(num_layers()) + " (use Probe(num_layers()))");
-  }
+  check_probe(*this, probe);
   const HookScope hooks{probe != nullptr ? probe->hooks : nullptr, ""};
-  const bool per_layer = probe != nullptr && !probe->layers.empty();
   const Variable tok = hooks.visit("hook_embed", tok_emb_->forward(tokens, {batch, seq_len}));
   Variable pos = pos_emb_->forward(seq_len);
   // The cache's hook_pos_embed is [B, T, d] (TransformerLens's); the same
@@ -69,8 +76,29 @@ Variable Transformer::forward(std::span<const int32_t> tokens, int64_t batch, in
   if (hooks.wants("hook_pos_embed"))
     pos = hooks.visit_wanted("hook_pos_embed", autograd::expand(pos, {batch, seq_len, spec_.d_model}));
   // [B, T, d] + [T, d] broadcast over the batch.
-  Variable x = tok + pos;
-  for (std::size_t l = 0; l < blocks_.size(); ++l) {
+  return run_from(0, tok + pos, padding_mask, probe);
+}
+
+Variable Transformer::forward_from(int64_t layer, const Variable& resid_pre, const Tensor* padding_mask,
+                                   Probe* probe) const {
+  block(layer);  // names a layer outside the model
+  if (!resid_pre.defined()) throw std::invalid_argument("Transformer::forward_from: resid_pre is undefined");
+  const Shape& s = resid_pre.shape();
+  if (s.size() != 3 || s[2] != spec_.d_model || s[0] < 1 || s[1] < 1 || resid_pre.dtype() != dtype_)
+    throw std::invalid_argument("Transformer::forward_from: resid_pre is " + core::to_string(resid_pre.dtype()) + " " +
+                                core::to_string(s) + ", not " + core::to_string(dtype_) + " [B, T, d_model=" +
+                                std::to_string(spec_.d_model) + "]");
+  if (s[1] > spec_.max_seq_len)
+    throw std::invalid_argument("Transformer::forward_from: seq_len " + std::to_string(s[1]) + " exceeds max_seq_len " +
+                                std::to_string(spec_.max_seq_len));
+  check_probe(*this, probe);
+  return run_from(layer, resid_pre, padding_mask, probe);
+}
+
+Variable Transformer::run_from(int64_t layer, Variable x, const Tensor* padding_mask, Probe* probe) const {
+  const HookScope hooks{probe != nullptr ? probe->hooks : nullptr, ""};
+  const bool per_layer = probe != nullptr && !probe->layers.empty();
+  for (auto l = static_cast<std::size_t>(layer); l < blocks_.size(); ++l) {
     // A stop request (Ctrl-C) ends a long pass between its blocks (core/interrupt.h).
     core::check_interrupt();
     x = blocks_[l]->forward(x, padding_mask, per_layer ? &probe->layers[l] : nullptr,

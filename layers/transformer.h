@@ -41,6 +41,21 @@ class Transformer : public Module {
   Variable forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
                    const Tensor* padding_mask = nullptr, Probe* probe = nullptr) const;
 
+  // The rest of such a pass from block `layer` on: `resid_pre` [batch,
+  // seq_len, d_model] is the residual stream entering that block
+  // (blocks.{layer}.hook_resid_pre), such as the residual a probe kept of
+  // block layer - 1 in an earlier pass on the same tokens. The blocks before
+  // are not run: the probe's entries for them are left as they are, and its
+  // hooks visit only the points from that block on. Given what forward()
+  // computes there, it returns forward()'s logits bit for bit: an analysis
+  // that changes only block `layer` onward (a head of that layer ablated)
+  // need not run the blocks before again (docs/architecture.md). Throws
+  // std::invalid_argument naming a layer outside [0, layers), a resid_pre
+  // that is not [B, T, d_model] of the model's dtype, T > max_seq_len or a
+  // probe of the wrong size.
+  Variable forward_from(int64_t layer, const Variable& resid_pre, const Tensor* padding_mask = nullptr,
+                        Probe* probe = nullptr) const;
+
   // The spec it was built from, with its defaults spelled out (resolved()).
   const ModelSpec& spec() const { return spec_; }
   DType dtype() const { return dtype_; }
@@ -53,6 +68,10 @@ class Transformer : public Module {
   const LayerNorm* final_norm() const { return ln_f_.get(); }
 
  private:
+  // Blocks `layer` .. L-1 on x (their input), the final LayerNorm and the
+  // unembedding: the part forward and forward_from share.
+  Variable run_from(int64_t layer, Variable x, const Tensor* padding_mask, Probe* probe) const;
+
   ModelSpec spec_;
   DType dtype_;
   std::shared_ptr<Embedding> tok_emb_;

@@ -164,7 +164,9 @@ struct TrainConfig {
     f("precision", c.precision,
       "f32 or bf16: the model's matrix products in float32, or with bfloat16 operands (f32 accumulation; weights, "
       "optimizer and the other ops stay f32; needs a CPU with bf16 units; default: $HEADLAB_PRECISION, else f32)");
-    f("eval-batch", c.eval_batch, "sequences in the fixed evaluation batch");
+    f("eval-batch", c.eval_batch,
+      "sequences in the fixed evaluation batch, which every head analysis reads (the final one about 1 + 3.5 "
+      "heads x (layers + 1) forward passes of it; train says at its first log line when that takes a minute or more)");
     f("log-every", c.log_every, "log and record metrics every N steps (0: only at the end)");
     f("analyze-every", c.analyze_every, "analyze the heads every N steps (0: only at the end)");
     f("checkpoint-every", c.checkpoint_every, "write a checkpoint every N steps (0: only at the end)");

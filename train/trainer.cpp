@@ -84,7 +84,9 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
   const int64_t step = session_.steps_done();
   nlohmann::json line = {{"step", step}};
   if (log) {
+    const auto evaluating = Clock::now();
     const EvalResult eval = evaluate(session_.model(), session_.eval_batch());
+    const double eval_seconds = seconds_since(evaluating);
     // The step's update ruined the model: no metrics line for it (the
     // checkpoint writer would refuse it too).
     if (!std::isfinite(eval.loss))
@@ -112,6 +114,17 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
                  {"grad_norm", l.grad_norm},
                  {"tokens_per_s", l.tokens_per_s}});
     events_.logged(l);
+    if (!estimated_) {
+      // One forward pass of the evaluation batch, timed: the final
+      // analysis's unit (before this step's own analysis, if any, runs).
+      estimated_ = true;
+      const layers::ModelSpec& m = session_.model().spec();
+      AnalysisEstimate e{.passes = analysis::analysis_passes(m.layers, m.heads, options_.analysis),
+                         .pass_seconds = eval_seconds,
+                         .rows = session_.eval_batch().batch};
+      e.seconds = e.passes * e.pass_seconds;
+      events_.final_analysis_estimated(e);
+    }
     logged_ = {{"step", step}, {"loss", l.loss}};
     window_loss_ = window_acc_ = 0;
     window_steps_ = window_tokens_ = 0;

@@ -32,6 +32,17 @@ struct LogLine {
   std::optional<EvalResult> train;
 };
 
+// What the final head analysis will cost, estimated before it starts: its
+// forward passes of the evaluation batch (analysis::analysis_passes, the
+// set ablations left out) times what one took at the first log line (that
+// line's evaluation, in the run's --precision; the analysis runs in f32).
+struct AnalysisEstimate {
+  double seconds = 0;       // the whole analysis, about
+  double passes = 0;        // forward passes' worth of the evaluation batch
+  double pass_seconds = 0;  // one pass, timed
+  int64_t rows = 0;         // the evaluation batch's sequences (--eval-batch)
+};
+
 // What the trainer reports as it goes; every callback does nothing by default.
 class TrainerEvents {
  public:
@@ -39,6 +50,10 @@ class TrainerEvents {
   // After every training step; `seconds` since run() began.
   virtual void stepped(int64_t /*step*/, double /*seconds*/) {}
   virtual void logged(const LogLine& /*line*/) {}
+  // Once a run, after its first log line: what its final head analysis will
+  // cost (a large model's at a large --eval-batch takes minutes, after
+  // training that took seconds).
+  virtual void final_analysis_estimated(const AnalysisEstimate& /*estimate*/) {}
   // After a head analysis during training (every --analyze-every steps).
   virtual void analyzed(int64_t /*step*/, const analysis::RunAnalysis& /*analysis*/) {}
   virtual void checkpoint_written(int64_t /*step*/, const std::string& /*path*/) {}
@@ -107,6 +122,7 @@ class Trainer {
   // checkpoint keeps it, so that --resume can tell its own run's
   // metrics.jsonl from another's (run_identity.h).
   nlohmann::json logged_;
+  bool estimated_ = false;  // final_analysis_estimated was reported
   int64_t start_step_ = 0;
   Saved last_saved_;
 };

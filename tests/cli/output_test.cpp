@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -522,6 +523,49 @@ TEST(Train, QuietPrintsASummaryAndTheLogKeepsEverything) {
     EXPECT_NE(log.find(line), std::string::npos) << line << " is not in train.log:\n" << log;
   EXPECT_TRUE(clean_failure(run_headlab(train_command(tmp / "bad", {{"--quiet", ""}, {"--steps", "abc"}}), tmp.path()),
                             2, {"--steps 'abc' is not a whole number"}));
+}
+
+// The final analysis's cost is said at the first log line when it is long
+// (minutes): its forward passes of the eval batch, the time of one (that
+// line's evaluation) and the --eval-batch that would take about a minute.
+// 16 layers of 16 heads make 953 passes of 512 sequences: over ten minutes
+// here, more than a minute on a machine ten times as fast. The demo's
+// analysis takes a fraction of a second and goes unsaid.
+TEST(Train, ALongFinalAnalysisIsAnnouncedAtTheFirstLogLineAndTheDemosIsNot) {
+  TempDir tmp;
+  const std::string said = "the final head analysis will take about ";
+  const RunResult demo = run_headlab({"train", "--out", tmp / "demo", "--steps", "50"}, tmp.path());
+  ASSERT_EQ(demo.exit_code, 0) << demo.describe();
+  EXPECT_NE(demo.out.find("step     50  loss"), std::string::npos) << demo.out;
+  EXPECT_EQ(demo.out.find(said), std::string::npos) << demo.out;
+  EXPECT_EQ(read_bytes(tmp / "demo/train.log").find(said), std::string::npos);
+
+  Child child(headlab_path(),
+              {"train", "--out", "long", "--task", "previous", "--vocab", "16", "--seq-len", "32", "--layers", "16",
+               "--heads", "16", "--d-model", "16", "--batch", "2", "--eval-batch", "512", "--steps", "1",
+               "--analyze-every", "0", "--threads", "1"},
+              tmp.path(), tmp.path());
+  // Said before the analysis starts: stopped there, the run ends as stopped during it.
+  const std::string log_path = tmp / "long/train.log";
+  ASSERT_TRUE(wait_until([&] {
+    return child.finished() || (std::filesystem::exists(log_path) && read_bytes(log_path).find(said) != std::string::npos);
+  }));
+  child.signal(SIGTERM);
+  const RunResult r = child.wait();
+  EXPECT_EQ(r.exit_code, 143) << r.describe();
+  const std::vector<std::string> lines = lines_of(r.out);
+  const auto at = std::find_if(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(said) != std::string::npos; });
+  ASSERT_NE(at, lines.end()) << r.out;
+  ASSERT_NE(at, lines.begin());
+  EXPECT_NE(std::prev(at)->find("step      1  loss"), std::string::npos) << "right after the first log line:\n" << r.out;
+  EXPECT_NE(at->find("(953 forward passes' worth of the 512 --eval-batch sequences, "), std::string::npos) << *at;
+  // The suggested batch, fewer sequences than the run's.
+  const std::size_t flag = at->find("; --eval-batch ");
+  ASSERT_NE(flag, std::string::npos) << *at;
+  const int64_t suggested = std::stoll(at->substr(flag + 15));
+  EXPECT_GE(suggested, 1);
+  EXPECT_LT(suggested, 512);
+  EXPECT_NE(read_bytes(log_path).find("[warning] " + said), std::string::npos) << "train.log keeps it as a warning";
 }
 
 // An attention-only model has no MLP: train.log's model line says so where

@@ -347,6 +347,44 @@ TEST(Transformer, ProbeReceivesEveryLayersResidualStreamAndMustMatchTheLayers) {
   EXPECT_THROW(model.forward(tokens, 2, 3, nullptr, &wrong), std::invalid_argument);
 }
 
+TEST(Transformer, ForwardFromALayerWithTheResidualBeforeItIsTheWholePassBitForBit) {
+  core::Generator gen(4);
+  Transformer model(small_spec([](ModelSpec& s) { s.layers = 3; }), gen);
+  for (auto& p : model.parameters()) p.mutable_value().copy_(gen.normal(p.shape(), 0.0, 0.5));
+  const std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6, 0, 6, 5, 4, 3, 2};
+  const Tensor pad = Tensor::from_vector({1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {2, 6}, DType::f32);
+  autograd::NoGradGuard no_grad;
+  Probe clean(model.num_layers());
+  (void)model.forward(tokens, 2, 6, &pad, &clean);
+  for (int64_t layer = 1; layer < model.num_layers(); ++layer) {
+    // Layer `layer` changed (a head gated off): the blocks before are the clean pass's.
+    const auto changed = [&] {
+      Probe probe(model.num_layers());
+      probe.layers[static_cast<std::size_t>(layer)].gates = Variable(Tensor::from_vector({1, 0}, {2}, DType::f32));
+      return probe;
+    };
+    Probe whole = changed(), from = changed();
+    const Tensor expected = model.forward(tokens, 2, 6, &pad, &whole).value();
+    const Tensor got =
+        model.forward_from(layer, Variable(clean.layers[static_cast<std::size_t>(layer - 1)].residual), &pad, &from)
+            .value();
+    EXPECT_EQ(core::max_abs_diff(got, expected), 0.0) << "from layer " << layer;
+    EXPECT_GT(core::max_abs_diff(got, model.forward(tokens, 2, 6, &pad).value()), 0.0) << "the gate changed something";
+    for (std::size_t l = static_cast<std::size_t>(layer); l < 3; ++l)
+      EXPECT_EQ(core::max_abs_diff(from.layers[l].residual, whole.layers[l].residual), 0.0) << "layer " << l;
+    EXPECT_FALSE(from.layers[static_cast<std::size_t>(layer - 1)].residual.defined()) << "the blocks before are not run";
+  }
+  const Variable resid(clean.layers[0].residual);
+  EXPECT_THROW(model.forward_from(3, resid), std::invalid_argument);
+  EXPECT_THROW(model.forward_from(-1, resid), std::invalid_argument);
+  EXPECT_THROW(model.forward_from(1, Variable(Tensor::zeros({2, 6, 4}))), std::invalid_argument);
+  EXPECT_THROW(model.forward_from(1, Variable(Tensor::zeros({1, 7, 8}))), std::invalid_argument);
+  EXPECT_THROW(model.forward_from(1, Variable(Tensor::zeros({2, 6, 8}, DType::f64))), std::invalid_argument);
+  EXPECT_THROW(model.forward_from(1, Variable()), std::invalid_argument);
+  Probe wrong(2);
+  EXPECT_THROW(model.forward_from(1, resid, nullptr, &wrong), std::invalid_argument);
+}
+
 TEST(Transformer, CrossEntropyLossReachesEveryParameter) {
   core::Generator gen(0);
   Transformer model(small_spec(), gen);

@@ -52,6 +52,23 @@ void TrainView::logged(const train::LogLine& l) {
   last_logged_ = l.step;
 }
 
+void TrainView::final_analysis_estimated(const train::AnalysisEstimate& e) {
+  // A short analysis (the demo's takes a fraction of a second) goes unsaid.
+  constexpr double kLong = 60;
+  if (e.seconds < kLong || e.rows < 2) return;
+  clear_progress();
+  // The largest power-of-two batch whose analysis takes about a minute at
+  // most, at this batch's time per sequence.
+  const double per_row = e.seconds / static_cast<double>(e.rows);
+  int64_t rows = 1;
+  while (rows * 2 < e.rows && static_cast<double>(rows * 2) * per_row <= kLong) rows *= 2;
+  log_->warn("the final head analysis will take about {} ({:.0f} forward passes' worth of the {} --eval-batch "
+             "sequences, {:.3g} s each); --eval-batch {} would make it about {} (a new run: --resume keeps the "
+             "run's --eval-batch)",
+             format_duration(e.seconds), e.passes, e.rows, e.pass_seconds, rows,
+             format_duration(static_cast<double>(rows) * per_row));
+}
+
 void TrainView::analyzed(int64_t step, const analysis::RunAnalysis& analysis) {
   clear_progress();
   // An analysis between two log lines gets a heading of its own.

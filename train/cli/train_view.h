@@ -22,6 +22,7 @@ class TrainView final : public train::TrainerEvents {
 
   void stepped(int64_t step, double seconds) override;
   void logged(const train::LogLine& line) override;
+  void final_analysis_estimated(const train::AnalysisEstimate& estimate) override;
   void analyzed(int64_t step, const analysis::RunAnalysis& analysis) override;
   void checkpoint_written(int64_t step, const std::string& path) override;
   void stopped(int signal, int64_t step) override;
