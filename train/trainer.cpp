@@ -37,8 +37,8 @@ const std::vector<std::string> kLogFields = {"loss",      "accuracy",     "eval_
 
 // The fields of a metrics line's head analysis (analysis::compact_json's,
 // and a modular-addition run's "progress").
-const std::vector<std::string> kAnalysisFields = {"heads",         "layer_js",  "specialized", "roles_found",
-                                                  "composition",   "position_loss", "icl_score", "progress"};
+const std::vector<std::string> kAnalysisFields = {"heads",       "layer_js",      "specialized", "roles_found",
+                                                  "composition", "position_loss", "icl_score",   "progress"};
 // Marks the analysis finish_report added to a last line off the grid.
 constexpr const char* kFinalField = "final";
 
