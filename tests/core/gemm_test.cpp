@@ -245,11 +245,13 @@ TEST(GemmReplay, TimesEachProductOnceAndLeavesItsResult) {
     EXPECT_GT(t.inside_ms, 0.0);
     EXPECT_GT(t.alone_ms, 0.0);
     ASSERT_EQ(t.shapes.size(), 2u);
+    // The precision the products ran in (bf16 in the suite's bf16 pass).
+    const std::string precision = gemm_precision() == GemmPrecision::bf16 ? "bf16 " : "f32 ";
     double inside = 0, alone = 0;
     for (const GemmShapeTimes& g : t.shapes) {
       inside += g.inside_ms, alone += g.alone_ms;
-      if (g.shape == "f32 1 x NT 64x48x32") EXPECT_EQ(g.calls, 2);
-      else EXPECT_EQ(g.shape, "f32 4 x NT 8x8x4") << "B x H heads, Q K^T";
+      if (g.shape == precision + "1 x NT 64x48x32") EXPECT_EQ(g.calls, 2);
+      else EXPECT_EQ(g.shape, precision + "4 x NT 8x8x4") << "B x H heads, Q K^T";
     }
     EXPECT_NEAR(inside, t.inside_ms, 1e-9);
     EXPECT_NEAR(alone, t.alone_ms, 1e-9);
