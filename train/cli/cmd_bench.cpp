@@ -367,7 +367,7 @@ Command add_bench(CLI::App& app) {
                "the backend has no bf16 kernel are marked emulated)");
   app.add_flag("--gemm-alone", args->gemm_alone,
                "after the timing, time one step's GEMMs where they run and again replayed alone (the same shapes, "
-               "layouts and precision, warm), and print both");
+               "layouts and precision, warm), and print both, with the shapes that lose the most inside the step");
   auto flags = std::make_shared<ConfigFlags>(
       app, std::vector<std::string>{"task", "vocab", "seq-len", "layers", "heads", "d-model", "d-ff", "attn-only",
                                     "no-layernorm", "bidirectional", "batch", "train-size", "train-fraction", "lr",
