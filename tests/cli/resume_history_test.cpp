@@ -32,14 +32,22 @@ std::vector<int64_t> steps_of(const std::vector<nlohmann::json>& lines) {
 // Analysis at steps 4, 8, 12, 16, 20 (and the log-spaced ones before 4), logs at 5, 10, 15, 20.
 const std::vector<std::pair<std::string, std::string>> kGrids = {{"--log-every", "5"}, {"--analyze-every", "4"}};
 
+// On those grids, DIR/whole trains its 20 steps and DIR/extended stops at `steps`, to be extended.
+::testing::AssertionResult whole_and_short_runs(const TempDir& dir, const std::string& steps) {
+  auto short_run = kGrids;
+  short_run.emplace_back("--steps", steps);
+  for (const auto& [name, flags] : {std::pair{"whole", kGrids}, std::pair{"extended", short_run}}) {
+    const RunResult r = run_headlab(train_command(dir / name, flags), dir.path());
+    if (r.exit_code != 0) return ::testing::AssertionFailure() << r.describe();
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Repro 2 of QA19 F3: a run that ended at step 12 (an analysis step off the log grid: its last line holds its
 // analysis and an early log), extended to 20, equals the 20-step run, which has step 12's analysis.
 TEST(ResumeHistory, ExtendingFromAnAnalysisStepOffTheLogGridKeepsItsAnalysis) {
   TempDir dir;
-  auto whole = kGrids, short_run = kGrids;
-  short_run.emplace_back("--steps", "12");
-  ASSERT_EQ(run_headlab(train_command(dir / "whole", whole), dir.path()).exit_code, 0);
-  ASSERT_EQ(run_headlab(train_command(dir / "extended", short_run), dir.path()).exit_code, 0);
+  ASSERT_TRUE(whole_and_short_runs(dir, "12"));
   ASSERT_TRUE(metrics_without_timing(dir / "extended").back().contains("eval_loss")) << "the last step logs early";
   const RunResult r = run_headlab({"train", "--resume", dir / "extended", "--steps", "20"}, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.describe();
@@ -54,10 +62,7 @@ TEST(ResumeHistory, ExtendingFromAnAnalysisStepOffTheLogGridKeepsItsAnalysis) {
 // heads.json it matches); extended to 20 it equals the 20-step run, which has no line at step 13.
 TEST(ResumeHistory, ExtendingPastAFinalAnalysisOffTheGridDropsIt) {
   TempDir dir;
-  auto whole = kGrids, short_run = kGrids;
-  short_run.emplace_back("--steps", "13");
-  ASSERT_EQ(run_headlab(train_command(dir / "whole", whole), dir.path()).exit_code, 0);
-  ASSERT_EQ(run_headlab(train_command(dir / "extended", short_run), dir.path()).exit_code, 0);
+  ASSERT_TRUE(whole_and_short_runs(dir, "13"));
   const nlohmann::json last = metrics_without_timing(dir / "extended").back();
   ASSERT_EQ(last.at("step"), 13);
   EXPECT_EQ(last.value("final", false), true);
