@@ -154,15 +154,27 @@ Heads<const T> in(Heads<T> x) {
 // those keys come out as exact zeros like every hidden key.
 template <class T>
 void scores_row_to_probs(T* s, T* p, int64_t n, int64_t Tn, T scale, const unsigned char* real_b) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) s[j] *= scale;
+  constexpr T kHidden = -std::numeric_limits<T>::infinity();
   const int64_t padded = std::min(Tn, (n + 15) / 16 * 16);
-  std::fill(s + n, s + padded, -std::numeric_limits<T>::infinity());
-  if (real_b)
+  T m = kHidden;
+  if (real_b == nullptr) {  // scaled, padded and the max in one pass: the row is short, the passes add up
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < padded; ++j) {
+      const T v = j < n ? s[j] * scale : kHidden;
+      s[j] = v;
+      m = v > m ? v : m;
+    }
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) s[j] *= scale;
+    std::fill(s + n, s + padded, kHidden);
     for (int64_t j = 0; j < n; ++j)
-      if (!real_b[j]) s[j] = -std::numeric_limits<T>::infinity();
-  double row_max = 0.0, sum = 0.0;
-  detail::softmax_row(s, p, padded, row_max, sum);  // all hidden: zeros
+      if (!real_b[j]) s[j] = kHidden;
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < padded; ++j) m = s[j] > m ? s[j] : m;
+  }
+  double sum = 0.0;
+  detail::softmax_row_from_max(s, p, padded, m, sum);  // all hidden: zeros
   std::fill(p + padded, p + Tn, T(0));
 }
 

@@ -22,12 +22,11 @@ inline double exp_of(double x) { return std::exp(x); }
 // nothing that matters, and the loop runs at full vector width); simd
 // reductions fix its order at compile time, so the bits never depend on the
 // thread count or the run.
+// softmax_row's work after the max: y = exp(x - m) / sum, given m, the
+// max of x (a caller that computes its row while taking the max spares
+// the max's pass). The same loops as softmax_row's, so the same bits.
 template <class T>
-void softmax_row(const T* x, T* y, int64_t C, double& row_max, double& sum) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < C; ++c) m = x[c] > m ? x[c] : m;
-  row_max = static_cast<double>(m);
+void softmax_row_from_max(const T* x, T* y, int64_t C, T m, double& sum) {
   if (m == -std::numeric_limits<T>::infinity()) {
     std::fill(y, y + C, T(0));
     sum = 0.0;
@@ -44,6 +43,15 @@ void softmax_row(const T* x, T* y, int64_t C, double& row_max, double& sum) {
 #pragma omp simd
   for (int64_t c = 0; c < C; ++c) y[c] *= inv;
   sum = static_cast<double>(s);
+}
+
+template <class T>
+void softmax_row(const T* x, T* y, int64_t C, double& row_max, double& sum) {
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t c = 0; c < C; ++c) m = x[c] > m ? x[c] : m;
+  row_max = static_cast<double>(m);
+  softmax_row_from_max(x, y, C, m, sum);
 }
 
 }  // namespace headlab::core::detail
