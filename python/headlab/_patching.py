@@ -15,13 +15,14 @@ restores, the analysis's `patch_restored` (docs/head-metrics.md,
 """
 import sys
 import time
+import warnings
 
 import numpy as np
 
 from . import _tokens
 from ._analyze import _corrupted
 from ._model import _as_model
-from ._targets import mean_loss, warn_if_not_next_token
+from ._targets import _caller_level, mean_loss, warn_if_not_next_token
 
 # kind -> (hook point of layer l, its layout): "bt" activations are [B, T, ...]
 # (positions on axis 1), "z" is [B, T, h, d_k] (hook_z, hook_q, hook_k, hook_v),
@@ -87,6 +88,7 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
                          f"(attn-only models have no MLP and no hook_resid_mid)")
 
     clean_logits, cache = model.run_with_cache(ids, names=names, lengths=lengths)
+    unfinite = _NonFinite(kind, metric)
     if metric is None:
         metric = _restored(model, ids, bad, lengths, targets, clean_logits, ragged)
     B, T = ids.shape
@@ -100,10 +102,12 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
         for index, name, rows, head in cells:
             hook = _patch(cache[name], layout, rows, head)
             logits = model.run_with_hooks(bad, [(name, hook)], lengths=lengths)
-            out[index] = _number(metric(logits), kind, name, index[1] if by_position else None, head)
+            cell = _cell(name, index[1] if by_position else None, head)
+            out[index] = unfinite.seen(_number(metric(logits), kind, cell), cell)
             shown.step()
     finally:  # the progress line ended, also on an error
         shown.done()
+    unfinite.warn(len(cells))
     if layout == "bt":
         return out[:, :, 0]
     return out if by_position else out[:, 0, :]
@@ -214,6 +218,10 @@ def _restored(model, ids, bad, lengths, targets, clean_logits, ragged):
     ys = _tokens.padded_targets(targets, ids, lengths, model.spec, ragged)
     clean_loss = mean_loss(clean_logits, ys)
     corrupted_loss = mean_loss(model(bad, lengths), ys)
+    if not np.isfinite([clean_loss, corrupted_loss]).all():  # every cell would be NaN: refuse before the grid
+        raise ValueError(f"patching: the loss is not finite (clean {clean_loss:.6g}, corrupted {corrupted_loss:.6g}): "
+                         "the model's logits hold NaN or infinity on these sequences (a diverged run?), so the "
+                         "share of the loss gap restored is undefined; check model(tokens) for NaN")
     gap = corrupted_loss - clean_loss
     if abs(gap) < MIN_GAP:
         raise ValueError(f"patching: the corruption does not change the loss (clean {clean_loss:.6g}, corrupted "
@@ -222,9 +230,13 @@ def _restored(model, ids, bad, lengths, targets, clean_logits, ragged):
     return lambda logits: (corrupted_loss - mean_loss(logits, ys)) / gap
 
 
-def _number(value, kind, name, position, head):
+def _cell(name, position, head):
+    """A cell as messages name it: the hook point, then its position and head."""
+    return name + ("" if position is None else f" position {position}") + ("" if head is None else f" head {head}")
+
+
+def _number(value, kind, cell):
     """The metric's value as a float, or an error naming the cell and the value."""
-    cell = name + ("" if position is None else f" position {position}") + ("" if head is None else f" head {head}")
     try:  # without a dtype: as float64, None would be NaN and "0.5" a number
         array = np.asarray(value)
     except (TypeError, ValueError, RuntimeError):  # RuntimeError: a torch tensor that requires grad
@@ -236,6 +248,34 @@ def _number(value, kind, name, position, head):
         raise ValueError(f"patching {kind}: the metric must return one number, got an array of shape "
                          f"{list(array.shape)} (patching {cell}); reduce it, e.g. with .mean()")
     return float(array.astype(np.float64))
+
+
+class _NonFinite:
+    """Counts the cells whose metric is NaN or infinite, and warns once, after
+    the grid, naming the metric and the first such cell: such a value is kept
+    in the grid (the metric may mean it), but it looks like the NaN of a
+    position no row has, and a plot draws it as a blank cell."""
+
+    def __init__(self, kind, metric):
+        self.kind, self.count, self.first = kind, 0, None
+        self.name = ("the default metric (the share of the loss gap restored)" if metric is None else
+                     f"the metric {getattr(metric, '__name__', None) or repr(metric)}")
+
+    def seen(self, value, cell):
+        if not np.isfinite(value):
+            self.count += 1
+            if self.first is None:
+                self.first = (value, cell)
+        return value
+
+    def warn(self, total):
+        if not self.count:
+            return
+        value, cell = self.first
+        warnings.warn(f"patching {self.kind}: {self.name} returned NaN or infinity in {self.count} of {total} "
+                      f"cells, the first {value} (patching {cell}); the grid holds these values as "
+                      "returned: a metric dividing by zero, or the log of 0, on the patched logits?",
+                      RuntimeWarning, stacklevel=_caller_level())
 
 
 class _Progress:

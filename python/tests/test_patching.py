@@ -231,3 +231,42 @@ def test_a_metric_returning_no_number_is_refused_not_nan(attn_model):
         patching.resid_pre(attn_model, tokens, bad, lambda logits: 0.0, progress="no")
     grid = patching.resid_pre(attn_model, tokens, bad, lambda logits: np.float32(logits[0, -1, 0]) > 0, progress=False)
     assert grid.dtype == np.float64 and set(np.unique(grid)) <= {0.0, 1.0}
+
+
+def test_a_metric_returning_nan_or_infinity_warns_naming_it_and_the_first_cell(attn_model):
+    # A metric that is NaN for some cells (0/0 where a patch changed nothing,
+    # say) once gave a grid with blank cells and no word; NaN there looks like
+    # the NaN of a position no row has.
+    tokens = random_tokens(attn_model, batch=2, seq_len=4, seed=2)
+    bad = tokens[::-1].copy()
+    calls = []
+
+    def ratio(logits):  # the 3rd cell (layer 0, position 2) NaN, the 6th infinite
+        calls.append(len(calls))
+        return {2: np.nan, 5: np.inf}.get(calls[-1], float(logits[0, -1, 0]))
+
+    with pytest.warns(RuntimeWarning, match=r"patching resid_pre: the metric ratio returned NaN or infinity in 2 of 8 "
+                                            r"cells, the first nan \(patching blocks.0.hook_resid_pre position 2\)"
+                      ) as caught:
+        grid = patching.resid_pre(attn_model, tokens, bad, ratio, progress=False)
+    assert len(caught) == 1 and caught[0].filename == __file__  # once, at the caller's line
+    assert np.isnan(grid[0, 2]) and np.isposinf(grid[1, 1]) and np.isfinite(grid).sum() == 6  # kept as returned
+    with pytest.warns(RuntimeWarning, match=r"the metric <lambda> returned NaN or infinity in 4 of 4 cells, the "
+                                            r"first inf \(patching blocks.0.attn.hook_z head 0\)"):
+        patching.path(attn_model, tokens, bad, "logits", lambda logits: np.inf, progress=False)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a finite grid warns of nothing
+        patching.head_out(attn_model, tokens, bad, lambda logits: logits[0, -1, 0], progress=False)
+
+
+def test_a_model_whose_loss_is_not_finite_is_refused_before_the_grid(attn_model):
+    w = attn_model.params["head.weight"].copy()
+    w[0, 0] = 3e38  # finite weights whose logits overflow to infinity
+    broken = attn_model.with_params({"head.weight": w})
+    tokens = random_tokens(attn_model, batch=2, seq_len=4, seed=2)
+    targets = np.zeros_like(tokens)
+    with np.errstate(all="ignore"):
+        assert not np.isfinite(broken(tokens)).all()
+        with pytest.raises(ValueError, match=r"patching: the loss is not finite \(clean .*, corrupted .*\)"):
+            patching.head_out(broken, tokens, tokens[::-1].copy(), targets=targets, progress=False)
