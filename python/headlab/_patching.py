@@ -298,4 +298,38 @@ class _Progress:
             print(f"\rpatching {self.kind}: {self.count}/{self.total} cells", file=sys.stderr, flush=True)
 
 
+# transformer_lens.patching's names -> what headlab.patching calls that grid.
+_TL_NAMES = {
+    "get_act_patch_resid_pre": "resid_pre(model, clean, corrupted, metric)",
+    "get_act_patch_resid_mid": "resid_mid(model, clean, corrupted, metric)",
+    "get_act_patch_attn_out": "attn_out(model, clean, corrupted, metric)",
+    "get_act_patch_mlp_out": "mlp_out(model, clean, corrupted, metric)",
+    "get_act_patch_block_every": "resid_pre, attn_out and mlp_out (model, clean, corrupted, metric), one call each",
+    "get_act_patch_attn_head_out_all_pos": "head_out(model, clean, corrupted, metric)",
+    "get_act_patch_attn_head_out_by_pos": "head_out(model, clean, corrupted, metric, by_position=True)",
+    "get_act_patch_attn_head_pattern_all_pos": "head_pattern(model, clean, corrupted, metric)",
+    "get_act_patch_attn_head_pattern_by_pos": "head_pattern(model, clean, corrupted, metric, by_position=True)",
+    "get_act_patch_attn_head_all_pos_every": "head_out, head_q, head_k, head_v and head_pattern (model, clean, "
+                                             "corrupted, metric), one call each",
+    "get_act_patch_attn_head_by_pos_every": "head_out, head_q, head_k, head_v and head_pattern (model, clean, "
+                                            "corrupted, metric, by_position=True), one call each",
+    "generic_activation_patch": "grid(model, kind, clean, corrupted, metric), kind one of KINDS",
+}
+for _which in "qkv":
+    _TL_NAMES[f"get_act_patch_attn_head_{_which}_all_pos"] = f"head_{_which}(model, clean, corrupted, metric)"
+    _TL_NAMES[f"get_act_patch_attn_head_{_which}_by_pos"] = (f"head_{_which}(model, clean, corrupted, metric, "
+                                                             "by_position=True)")
+
+
+def __getattr__(name):
+    """transformer_lens.patching's function names: an AttributeError naming
+    headlab's function and its arguments, which differ (the clean tokens, not
+    the clean cache; the metric gets numpy logits)."""
+    if name in _TL_NAMES:
+        raise AttributeError(f"headlab.patching has no {name} (TransformerLens's): call headlab.patching."
+                             f"{_TL_NAMES[name]}, with the clean tokens (not a clean cache) before the corrupted "
+                             "ones; the metric receives numpy logits [B, T, C] (docs/python.md, \"Patching grids\")")
+    raise AttributeError(f"module 'headlab.patching' has no attribute {name!r}")
+
+
 from ._path_patching import path  # noqa: E402  (it reads this module's helpers)
