@@ -279,23 +279,52 @@ class _NonFinite:
 
 
 class _Progress:
-    """`patching KIND: k/n cells` on stderr, only once the grid has run 2 s."""
+    """`patching KIND: k/n cells` on stderr, only once the grid has run 2 s:
+    one line redrawn in place (a carriage return) on a terminal or in a
+    notebook, else (a log file, a pipe, where a carriage return redraws
+    nothing) a line of its own at each tenth of the cells."""
 
     def __init__(self, kind, total):
         self.kind, self.total, self.count = kind, total, 0
         self.start = self.last = time.monotonic()
         self.shown = False
+        self.redraw = _redraws(sys.stderr)
+        self.printed = 0  # the count of the last line of its own
 
     def step(self):
         self.count += 1
         now = time.monotonic()
-        if self.total and now - self.start > 2 and now - self.last > 0.5:
+        if not self.total or now - self.start <= 2:
+            return
+        if self.redraw and now - self.last > 0.5:
             self.last, self.shown = now, True
-            print(f"\rpatching {self.kind}: {self.count}/{self.total} cells", end="", file=sys.stderr, flush=True)
+            print(f"\r{self._line()}", end="", file=sys.stderr, flush=True)
+        elif not self.redraw and self.count * 10 // self.total > self.printed * 10 // self.total:
+            self._own_line()
 
     def done(self):
-        if self.shown:
-            print(f"\rpatching {self.kind}: {self.count}/{self.total} cells", file=sys.stderr, flush=True)
+        if self.shown and self.redraw:
+            print(f"\r{self._line()}", file=sys.stderr, flush=True)
+        elif self.shown and self.printed != self.count:
+            self._own_line()
+
+    def _own_line(self):
+        self.printed, self.shown = self.count, True
+        print(self._line(), file=sys.stderr, flush=True)
+
+    def _line(self):
+        return f"patching {self.kind}: {self.count}/{self.total} cells"
+
+
+def _redraws(stream):
+    """Whether a carriage return redraws the line on `stream`: a terminal's,
+    or a Jupyter kernel's (ipykernel's stream, which the notebook renders)."""
+    try:
+        if stream.isatty():
+            return True
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+    return type(stream).__module__.split(".")[0] == "ipykernel"
 
 
 # transformer_lens.patching's names -> what headlab.patching calls that grid.

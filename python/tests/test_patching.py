@@ -270,3 +270,17 @@ def test_a_model_whose_loss_is_not_finite_is_refused_before_the_grid(attn_model)
         assert not np.isfinite(broken(tokens)).all()
         with pytest.raises(ValueError, match=r"patching: the loss is not finite \(clean .*, corrupted .*\)"):
             patching.head_out(broken, tokens, tokens[::-1].copy(), targets=targets, progress=False)
+
+
+def test_progress_in_a_log_file_is_a_line_at_each_tenth_not_carriage_returns(attn_model, capsys, monkeypatch):
+    # Into a file or a pipe, where "\r" redraws nothing, the redrawn line once
+    # read "patching head_out: 72/96 cellspatching head_out: 89/96 cells".
+    clock = iter(range(0, 10**6, 3))  # 3 s per reading: past the 2 s threshold at once
+    monkeypatch.setattr(patching.time, "monotonic", lambda: next(clock))
+    tokens = random_tokens(attn_model, batch=2, seq_len=10, seed=2)
+    patching.resid_pre(attn_model, tokens, tokens[::-1].copy(), lambda logits: 0.0)
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert lines[-1] == "patching resid_pre: 20/20 cells" and len(lines) == 10
+    assert [int(line.split()[2].split("/")[0]) for line in lines] == list(range(2, 21, 2))
