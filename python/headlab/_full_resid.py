@@ -13,6 +13,9 @@ class FullResid:
         where the cache lacks it, as TransformerLens's does before
         stack_head_results. A cache of every point holds them already (the
         engine computes them), and this changes nothing there. Returns None."""
+        if self._made_by == "gradients":  # hook_z's gradient through W_O is no gradient at hook_result
+            raise ValueError("compute_head_results: this cache holds gradients, and the gradient at hook_result is "
+                             "not hook_z's through W_O; name the hook_result points in model.gradients(..., names=)")
         w_o = None
         for l in range(self.model.spec["layers"]):
             name = f"blocks.{l}.attn.hook_result"

@@ -24,6 +24,9 @@ def test_compute_head_results_fills_hook_result_from_hook_z(mlp_model):
     _, none = mlp_model.run_with_cache(tokens, names=["hook_embed"])
     with pytest.raises(KeyError, match="blocks.0.attn.hook_z"):
         none.compute_head_results()
+    grads = mlp_model.gradients(tokens, tokens % mlp_model.cfg.d_vocab_out, names=lambda n: n.endswith("hook_z"))
+    with pytest.raises(ValueError, match="this cache holds gradients"):
+        grads.compute_head_results()
     _, one = mlp_model.run_with_cache(tokens[:1], names=lambda n: n.endswith("hook_z"), remove_batch_dim=True)
     one.compute_head_results()
     np.testing.assert_allclose(one["result", 1], full["result", 1][0], atol=1e-5)
