@@ -89,6 +89,7 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
 
     clean_logits, cache = model.run_with_cache(ids, names=names, lengths=lengths)
     unfinite = _NonFinite(kind, metric)
+    probe = _PaddingProbe(kind, metric, lengths, ids.shape)
     if metric is None:
         metric = _restored(model, ids, bad, lengths, targets, clean_logits, ragged)
     B, T = ids.shape
@@ -103,7 +104,7 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
             hook = _patch(cache[name], layout, rows, head)
             logits = model.run_with_hooks(bad, [(name, hook)], lengths=lengths)
             cell = _cell(name, index[1] if by_position else None, head)
-            out[index] = unfinite.seen(_number(metric(logits), kind, cell), cell)
+            out[index] = unfinite.seen(probe.check(_number(metric(logits), kind, cell), logits, cell), cell)
             shown.step()
     finally:  # the progress line ended, also on an error
         shown.done()
@@ -250,6 +251,41 @@ def _number(value, kind, cell):
     return float(array.astype(np.float64))
 
 
+def _metric_name(metric):
+    """A metric as warnings name it: its function's name, else its repr."""
+    return getattr(metric, "__name__", None) or repr(metric)
+
+
+class _PaddingProbe:
+    """Warns when a metric of the caller's reads padded positions, whose logits
+    mean nothing (logits[:, -1] of a row shorter than the batch): at the first
+    cell, the metric again on the logits with noise at every padded position,
+    a value that changes is read from there. One more call of the metric, no
+    forward pass; nothing without padding, nor for the default metric (it
+    reads the targets' positions only)."""
+
+    def __init__(self, kind, metric, lengths, shape):
+        self.kind, self.metric = kind, metric
+        self.padded = None
+        if metric is not None and lengths is not None:
+            self.padded = np.arange(shape[1])[None, :] >= lengths[:, None]  # [B, T]
+
+    def check(self, value, logits, cell):
+        if self.padded is None:
+            return value
+        padded, self.padded = self.padded, None  # the first cell only
+        noisy = np.array(logits)
+        noisy[padded] = np.random.default_rng(0).normal(0.0, 10.0, noisy[padded].shape)
+        other = _number(self.metric(noisy), self.kind, cell)
+        if not np.isclose(value, other, rtol=1e-6, atol=1e-9, equal_nan=True):
+            rows = ", ".join(str(int(b)) for b in np.flatnonzero(padded.any(axis=1)))
+            warnings.warn(f"patching {self.kind}: the metric {_metric_name(self.metric)} reads padded positions "
+                          f"(of rows {rows}): its value changes with their logits, which mean nothing (logits[:, -1] of a shorter row is padding); read each row's last real position, "
+                          "logits[b, lengths[b] - 1] (model.padded(tokens) gives the lengths)", UserWarning,
+                          stacklevel=_caller_level())
+        return value
+
+
 class _NonFinite:
     """Counts the cells whose metric is NaN or infinite, and warns once, after
     the grid, naming the metric and the first such cell: such a value is kept
@@ -259,7 +295,7 @@ class _NonFinite:
     def __init__(self, kind, metric):
         self.kind, self.count, self.first = kind, 0, None
         self.name = ("the default metric (the share of the loss gap restored)" if metric is None else
-                     f"the metric {getattr(metric, '__name__', None) or repr(metric)}")
+                     f"the metric {_metric_name(metric)}")
 
     def seen(self, value, cell):
         if not np.isfinite(value):

@@ -18,7 +18,7 @@ import numpy as np
 from . import _tokens
 from ._analyze import _corrupted
 from ._model import _as_model
-from ._patching import _NonFinite, _Progress, _cell, _check_options, _number, _restored
+from ._patching import _NonFinite, _PaddingProbe, _Progress, _cell, _check_options, _number, _restored
 
 
 def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_input="qkv", targets=None,
@@ -45,6 +45,7 @@ def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_i
     clean_logits, clean_cache = model.run_with_cache(ids, names=z, lengths=lengths)
     _, bad_cache = model.run_with_cache(bad, names=z + mlp, lengths=lengths)
     unfinite = _NonFinite("path", metric)
+    probe = _PaddingProbe("path", metric, lengths, ids.shape)
     if metric is None:
         metric = _restored(model, ids, bad, lengths, targets, clean_logits, ragged)
     real = np.ones(ids.shape, dtype=bool) if lengths is None else np.arange(ids.shape[1]) < lengths[:, None]
@@ -63,7 +64,7 @@ def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_i
             patch = [(name, _receiver(seen[name], head_r, real)) for _, head_r, name in points]
             logits = model.run_with_hooks(bad, patch, lengths=lengths)
             cell = _cell(z[layer], None, head)
-            out[layer, head] = unfinite.seen(_number(metric(logits), "path", cell), cell)
+            out[layer, head] = unfinite.seen(probe.check(_number(metric(logits), "path", cell), logits, cell), cell)
             shown.step()
     finally:
         shown.done()

@@ -284,3 +284,25 @@ def test_progress_in_a_log_file_is_a_line_at_each_tenth_not_carriage_returns(att
     lines = err.splitlines()
     assert lines[-1] == "patching resid_pre: 20/20 cells" and len(lines) == 10
     assert [int(line.split()[2].split("/")[0]) for line in lines] == list(range(2, 21, 2))
+
+
+def test_a_metric_reading_padded_positions_warns(attn_model):
+    # logits[:, -1] of a shorter row is padding: the grid once filled with
+    # values read from there without a word.
+    clean = [[1, 2, 3, 4, 5, 6], [3, 4, 5, 6], [2, 2, 3, 4, 5, 6]]
+    bad = [[6, 5, 4, 3, 2, 1], [6, 5, 4, 3], [1, 5, 4, 3, 2, 1]]
+
+    def last_logit(logits):
+        return logits[:, -1, 3].mean()
+
+    with pytest.warns(UserWarning, match=r"patching resid_pre: the metric last_logit reads padded positions \(of rows "
+                                         r"1\): .*logits\[b, lengths\[b\] - 1\]"):
+        patching.resid_pre(attn_model, clean, bad, last_logit, progress=False)
+    with pytest.warns(UserWarning, match=r"patching path: the metric <lambda> reads padded positions"):
+        patching.path(attn_model, clean, bad, "logits", lambda logits: logits[:, -1, 3].mean(), progress=False)
+    ends = np.array([5, 3, 5])  # each row's last real position
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reading real positions only, or an unpadded batch: no warning
+        patching.head_out(attn_model, clean, bad, lambda logits: logits[np.arange(3), ends, 3].mean(), progress=False)
+        patching.head_out(attn_model, [c[:4] for c in clean], [b[:4] for b in bad], last_logit, progress=False)
