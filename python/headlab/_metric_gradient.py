@@ -57,9 +57,9 @@ def _given(grad_logits, logits):
 # a TypeError from torch's mean, np.log(l) a RuntimeError from .numpy()): a
 # metric written for headlab.patching, which hands it numpy logits.
 _NUMPY_ON_TORCH = ("headlab: raised in your metric, which model.gradients calls with the logits as a torch tensor "
-                   "that requires a gradient; numpy functions do not take it (np.mean(l), np.log(l), l.numpy()): "
-                   "write the metric with the tensor's own operations (l.mean(), l.log_softmax(-1)), which numpy "
-                   "logits do not all have, or pass grad_logits=")
+                   "that requires a gradient; if it uses numpy's functions (np.mean(l), np.log(l), l.numpy()), which "
+                   "do not take such a tensor, write it with the tensor's own operations (l.mean(), "
+                   "l.log_softmax(-1)), or pass grad_logits=")
 
 
 def _torch_gradient(metric, logits):

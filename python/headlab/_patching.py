@@ -13,6 +13,7 @@ The default metric is the share of the clean-vs-corrupted loss gap the patch
 restores, the analysis's `patch_restored` (docs/head-metrics.md,
 "Interventions"); docs/python.md, "Patching grids", is the reference.
 """
+import functools
 import sys
 import time
 import warnings
@@ -78,6 +79,7 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
         raise ValueError(f"patching: {kind} grids are per position ([layers, T], TransformerLens's "
                          f"get_act_patch_{kind}): by_position=False is for head_out and head_pattern")
     _check_options(metric, targets, progress)
+    metric = _noted(metric)
     ragged = _tokens.ragged(clean, lengths)  # then the targets come per sequence too
     ids, lengths = _tokens.padded(clean, model.spec, lengths, "clean")
     bad = _corrupted(corrupted, ids, lengths, model.spec)
@@ -123,6 +125,31 @@ def _check_options(metric, targets, progress):
     if metric is not None and targets is not None:  # else they would be dropped without a word
         raise ValueError("patching: targets are read by the default metric only; a metric of your own gets "
                          "the logits alone: let it read your targets itself (a closure)")
+
+
+# What torch's tensor methods raise on numpy logits (l.log_softmax(-1) an
+# AttributeError, l.gather an AttributeError, torch.log_softmax(l, -1) a
+# TypeError): a metric written for TransformerLens or for model.gradients.
+_TORCH_ON_NUMPY = ("headlab: raised in your metric, which headlab.patching calls with the logits as a numpy array "
+                   "[B, T, C]; if it is written for torch tensors (l.log_softmax(-1), torch.log_softmax(l, -1)), "
+                   "write it in numpy, or convert inside it: torch.from_numpy(l)")
+
+
+def _noted(metric):
+    """The caller's metric, with a note on an AttributeError or TypeError it
+    raises (raised as it was otherwise); None stays None."""
+    if metric is None:
+        return None
+
+    @functools.wraps(metric)
+    def noted(logits):
+        try:
+            return metric(logits)
+        except (AttributeError, TypeError) as e:
+            e.add_note(_TORCH_ON_NUMPY)
+            raise
+
+    return noted
 
 
 def _cells(names, positions, heads, real):
@@ -253,6 +280,7 @@ def _number(value, kind, cell):
 
 def _metric_name(metric):
     """A metric as warnings name it: its function's name, else its repr."""
+    metric = getattr(metric, "__wrapped__", metric)  # _noted's
     return getattr(metric, "__name__", None) or repr(metric)
 
 

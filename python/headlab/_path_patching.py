@@ -18,7 +18,7 @@ import numpy as np
 from . import _tokens
 from ._analyze import _corrupted
 from ._model import _as_model
-from ._patching import _NonFinite, _PaddingProbe, _Progress, _cell, _check_options, _number, _restored
+from ._patching import _NonFinite, _PaddingProbe, _Progress, _cell, _check_options, _noted, _number, _restored
 
 
 def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_input="qkv", targets=None,
@@ -32,6 +32,7 @@ def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_i
     clean, corrupted, metric, targets, lengths and progress as in `grid`."""
     model = _as_model(model)
     _check_options(metric, targets, progress)
+    metric = _noted(metric)
     L, H = model.spec["layers"], model.spec["heads"]
     points = _receiver_points(receivers, receiver_input, L, H)
     last = L if receivers == "logits" else max(layer for layer, _, _ in points)

@@ -306,3 +306,31 @@ def test_a_metric_reading_padded_positions_warns(attn_model):
         warnings.simplefilter("error")  # reading real positions only, or an unpadded batch: no warning
         patching.head_out(attn_model, clean, bad, lambda logits: logits[np.arange(3), ends, 3].mean(), progress=False)
         patching.head_out(attn_model, [c[:4] for c in clean], [b[:4] for b in bad], last_logit, progress=False)
+
+
+def test_a_torch_metric_given_the_numpy_logits_gets_a_note_saying_so(attn_model):
+    # TransformerLens's metrics (and model.gradients') compute in torch; the
+    # grid hands numpy logits, and the error once said only "'numpy.ndarray'
+    # object has no attribute 'log_softmax'".
+    tokens = random_tokens(attn_model, batch=2, seq_len=4, seed=2)
+    bad = tokens[::-1].copy()
+
+    def log_prob(logits):
+        return logits.log_softmax(-1)[:, -1, 3].mean()
+
+    for call in (lambda: patching.resid_pre(attn_model, tokens, bad, log_prob, progress=False),
+                 lambda: patching.path(attn_model, tokens, bad, "logits", log_prob, progress=False)):
+        with pytest.raises(AttributeError, match="log_softmax") as caught:
+            call()
+        assert any("calls with the logits as a numpy array" in note and "torch.from_numpy(l)" in note
+                   for note in caught.value.__notes__)
+
+    class Mine(Exception):
+        pass
+
+    def fails(logits):
+        raise Mine("from the metric")
+
+    with pytest.raises(Mine) as caught:  # any other exception as it was raised
+        patching.head_out(attn_model, tokens, bad, fails, progress=False)
+    assert not getattr(caught.value, "__notes__", None)
