@@ -18,7 +18,8 @@ import numpy as np
 from . import _tokens
 from ._analyze import _corrupted
 from ._model import _as_model
-from ._patching import _NonFinite, _PaddingProbe, _Progress, _cell, _check_options, _noted, _number, _restored
+from ._patch_metric import _NonFinite, _PaddingProbe, _cell, _noted, _number
+from ._patching import _Progress, _check_options, _restored
 
 
 def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_input="qkv", targets=None,
