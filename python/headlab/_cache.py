@@ -5,13 +5,15 @@ import warnings
 
 import numpy as np
 
+from ._full_resid import FullResid
 from ._names import get_act_name, is_copy_point, short_or_full
 
 
-class ActivationCache(dict):
+class ActivationCache(FullResid, dict):
     """hook name -> activation (numpy, read-only), as a plain dict, plus
     TransformerLens's stack_head_results, decompose_resid, accumulated_resid,
-    apply_ln_to_stack and logit_attrs. Stacks are [components, B, T, d]
+    apply_ln_to_stack and logit_attrs (and, from FullResid, compute_head_results,
+    stack_neuron_results and get_full_resid_decomposition). Stacks are [components, B, T, d]
     (float32, the cache's values) with one label per component; the LayerNorm
     and the logit directions are applied in float64. Without the batch axis
     (run_with_cache(..., remove_batch_dim=True), has_batch_dim False) every
@@ -243,14 +245,21 @@ class ActivationCache(dict):
         centered = stack - stack.mean(axis=-1, keepdims=True)
         return centered / scale * weight.astype(np.float64)
 
-    def logit_attrs(self, stack, classes, incorrect=None, pos_slice=None):
+    def logit_attrs(self, stack, classes=None, incorrect=None, pos_slice=None, *, tokens=None,
+                    incorrect_tokens=None):
         """[components, B, T] (float64): each component's direct contribution
         to the logit of `classes`, through the final LayerNorm frozen at this
         cache's scale (apply_ln_to_stack) and the unembedding's rows
         head.weight[classes], without any bias. classes: an int or an int array
         broadcast to [B, T] (of the positions pos_slice keeps), -1 = none
         (NaN there); `incorrect` likewise gives the logit difference
-        classes - incorrect. TransformerLens's logit_attrs."""
+        classes - incorrect. TransformerLens's logit_attrs, whose keywords
+        tokens= and incorrect_tokens= are classes and incorrect."""
+        classes = _one_of(classes, tokens, "classes", "tokens")
+        incorrect = _one_of(incorrect, incorrect_tokens, "incorrect", "incorrect_tokens")
+        if classes is None:
+            raise TypeError("logit_attrs: give the classes whose logit the components write (class ids: an int or "
+                            "an array broadcast to the stack's positions)")
         scaled = self.apply_ln_to_stack(stack, pos_slice=pos_slice)
         directions, none = self._directions(classes, scaled.shape[1:-1], "classes")
         if incorrect is not None:
@@ -265,6 +274,13 @@ class ActivationCache(dict):
         w_u = self.model.params["head.weight"].astype(np.float64)
         ids = _class_ids(classes, shape, w_u.shape[0], what)
         return w_u[np.where(ids < 0, 0, ids)], ids < 0
+
+
+def _one_of(value, alias, name, alias_name):
+    """A keyword given under headlab's name or TransformerLens's, not both."""
+    if value is not None and alias is not None:
+        raise TypeError(f"logit_attrs: give {name}= or {alias_name}= (TransformerLens's name for it), not both")
+    return alias if value is None else value
 
 
 def _check_switches(apply_ln, return_labels):

@@ -53,6 +53,15 @@ def _given(grad_logits, logits):
     return _finite(array.astype(logits.dtype, copy=True), "grad_logits")
 
 
+# What numpy's functions raise on a tensor that requires a gradient (np.mean(l)
+# a TypeError from torch's mean, np.log(l) a RuntimeError from .numpy()): a
+# metric written for headlab.patching, which hands it numpy logits.
+_NUMPY_ON_TORCH = ("headlab: raised in your metric, which model.gradients calls with the logits as a torch tensor "
+                   "that requires a gradient; if it uses numpy's functions (np.mean(l), np.log(l), l.numpy()), which "
+                   "do not take such a tensor, write it with the tensor's own operations (l.mean(), "
+                   "l.log_softmax(-1)), or pass grad_logits=")
+
+
 def _torch_gradient(metric, logits):
     """dMetric/dlogits by torch: metric(logits as a torch tensor) -> one number."""
     try:
@@ -63,7 +72,11 @@ def _torch_gradient(metric, logits):
                           "of the logits' shape") from None
     x = torch.from_numpy(logits).requires_grad_(True)
     with torch.enable_grad():
-        value = metric(x)
+        try:
+            value = metric(x)
+        except (TypeError, RuntimeError) as e:  # raised as it was, with a note on the likely cause
+            e.add_note(_NUMPY_ON_TORCH)
+            raise
     if isinstance(value, torch.Tensor) and value.is_complex():
         raise TypeError(f"gradients: metric(logits) must return a real number, got the complex {value!r:.100}")
     if not isinstance(value, torch.Tensor):

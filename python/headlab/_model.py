@@ -26,6 +26,10 @@ def load(path):
 _HOOKS = ("hooks act on one call, never stay attached: pass fwd_hooks=[(name, fn)] to run_with_hooks, "
           "run_with_cache or gradients (TransformerLens's `with model.hooks(...)`: run_with_cache(tokens, "
           "fwd_hooks=...))")
+_CPU = ("a headlab model runs on the CPU, in C++: nothing to move (model.cfg.device is 'cpu'; torch tensors passed "
+        "in are read through .cpu())")
+_COPIES = ("the copy points (hook_attn_in, hook_q_input, hook_k_input, hook_v_input, hook_mlp_in) are computed in "
+           "any pass that names them: run_with_cache(tokens, names=[...]) or fwd_hooks=[...]")
 _TOKENS = "headlab models read token ids only, with no tokenizer: pass an int array [B, T] or a list of lists"
 _ELSEWHERE = {
     "hooks": _HOOKS, "add_hook": _HOOKS, "reset_hooks": _HOOKS,
@@ -34,6 +38,20 @@ _ELSEWHERE = {
     "load_state_dict": "weights never change in place; model.with_params(state_dict) returns a new model",
     "blocks": "read weights from model.params['blocks.0.attn.q.weight'] ... or model.W_Q ...; "
               "model.to_torch().blocks for torch modules",
+    "unembed": "model.W_U and model.b_U: logits = cache['ln_final.hook_normalized'] @ W_U + b_U",
+    "ln_final": "cache['ln_final.hook_normalized'] is its output; cache.apply_ln_to_stack(stack) applies it frozen "
+                "at the run's scale (without its bias, model.params['ln_f.bias'])",
+    "embed": "model.W_E[tokens], or cache['hook_embed']",
+    "pos_embed": "model.W_pos[:T], or cache['hook_pos_embed']",
+    "to": _CPU, "cuda": _CPU, "cpu": _CPU,
+    "eval": "a headlab.Model only runs inference (no dropout, no training mode): nothing to switch",
+    "set_use_attn_result": "blocks.{l}.attn.hook_result is there whenever a hook or the cache names it "
+                           "(run_with_cache caches it by default)",
+    "set_use_split_qkv_input": _COPIES, "set_use_attn_in": _COPIES, "set_use_hook_mlp_in": _COPIES,
+    "hook_dict": "model.hook_names() lists the hook points", "mod_dict": "model.hook_names() lists the hook points",
+    "generate": "no sampling: a headlab model predicts its task's classes at each position (model(tokens) gives "
+                "their logits), which need not be the next token",
+    "loss_fn": "model(tokens, return_type='loss', targets=...) (loss_per_token=True for each position's)",
 }
 
 
@@ -225,14 +243,18 @@ class Model(TLWeights):
         return out, (cache.remove_batch_dim() if remove_batch_dim else cache)
 
     def run_with_hooks(self, tokens, fwd_hooks=(), lengths=None, *, return_type="logits", targets=None,
-                       loss_per_token=False):
+                       loss_per_token=False, bwd_hooks=()):
         """logits with hooks: fwd_hooks = [(name, fn), ...], fn(activation, hook)
         returning None (keep it, or the array edited in place) or an array (or a
         torch tensor) of the same shape that replaces the activation downstream.
         `hook` is the hook point's name, a str that also has TransformerLens's
         hook.name and hook.layer(). A name may be a predicate name -> bool (the
         hook runs at every point it accepts), as TransformerLens's. return_type
-        as for model(...)."""
+        as for model(...). bwd_hooks (TransformerLens's backward hooks) are
+        refused, naming model.gradients."""
+        if bwd_hooks:
+            raise TypeError("run_with_hooks: headlab runs no backward hooks; model.gradients(tokens, targets, names) "
+                            "(or metric=fn) returns the gradient at each named hook point, and takes fwd_hooks=")
         _check_return_type(return_type, targets, loss_per_token, "run_with_hooks")
         ids, lengths = self.padded(tokens, lengths)
         hooked, call = self._hooks(fwd_hooks)

@@ -21,6 +21,7 @@ import numpy as np
 from . import _tokens
 from ._analyze import _corrupted
 from ._model import _as_model
+from ._patch_metric import _NonFinite, _PaddingProbe, _cell, _noted, _number
 from ._targets import mean_loss, warn_if_not_next_token
 
 # kind -> (hook point of layer l, its layout): "bt" activations are [B, T, ...]
@@ -77,6 +78,7 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
         raise ValueError(f"patching: {kind} grids are per position ([layers, T], TransformerLens's "
                          f"get_act_patch_{kind}): by_position=False is for head_out and head_pattern")
     _check_options(metric, targets, progress)
+    metric = _noted(metric)
     ragged = _tokens.ragged(clean, lengths)  # then the targets come per sequence too
     ids, lengths = _tokens.padded(clean, model.spec, lengths, "clean")
     bad = _corrupted(corrupted, ids, lengths, model.spec)
@@ -87,6 +89,8 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
                          f"(attn-only models have no MLP and no hook_resid_mid)")
 
     clean_logits, cache = model.run_with_cache(ids, names=names, lengths=lengths)
+    unfinite = _NonFinite(kind, metric)
+    probe = _PaddingProbe(kind, metric, lengths, ids.shape)
     if metric is None:
         metric = _restored(model, ids, bad, lengths, targets, clean_logits, ragged)
     B, T = ids.shape
@@ -100,10 +104,12 @@ def grid(model, kind, clean, corrupted, metric=None, *, by_position=None, target
         for index, name, rows, head in cells:
             hook = _patch(cache[name], layout, rows, head)
             logits = model.run_with_hooks(bad, [(name, hook)], lengths=lengths)
-            out[index] = _number(metric(logits), kind, name, index[1] if by_position else None, head)
+            cell = _cell(name, index[1] if by_position else None, head)
+            out[index] = unfinite.seen(probe.check(_number(metric(logits), kind, cell), logits, cell), cell)
             shown.step()
     finally:  # the progress line ended, also on an error
         shown.done()
+    unfinite.warn(len(cells))
     if layout == "bt":
         return out[:, :, 0]
     return out if by_position else out[:, 0, :]
@@ -214,6 +220,10 @@ def _restored(model, ids, bad, lengths, targets, clean_logits, ragged):
     ys = _tokens.padded_targets(targets, ids, lengths, model.spec, ragged)
     clean_loss = mean_loss(clean_logits, ys)
     corrupted_loss = mean_loss(model(bad, lengths), ys)
+    if not np.isfinite([clean_loss, corrupted_loss]).all():  # every cell would be NaN: refuse before the grid
+        raise ValueError(f"patching: the loss is not finite (clean {clean_loss:.6g}, corrupted {corrupted_loss:.6g}): "
+                         "the model's logits hold NaN or infinity on these sequences (a diverged run?), so the "
+                         "share of the loss gap restored is undefined; check model(tokens) for NaN")
     gap = corrupted_loss - clean_loss
     if abs(gap) < MIN_GAP:
         raise ValueError(f"patching: the corruption does not change the loss (clean {clean_loss:.6g}, corrupted "
@@ -222,40 +232,87 @@ def _restored(model, ids, bad, lengths, targets, clean_logits, ragged):
     return lambda logits: (corrupted_loss - mean_loss(logits, ys)) / gap
 
 
-def _number(value, kind, name, position, head):
-    """The metric's value as a float, or an error naming the cell and the value."""
-    cell = name + ("" if position is None else f" position {position}") + ("" if head is None else f" head {head}")
-    try:  # without a dtype: as float64, None would be NaN and "0.5" a number
-        array = np.asarray(value)
-    except (TypeError, ValueError, RuntimeError):  # RuntimeError: a torch tensor that requires grad
-        array = None
-    if array is None or array.dtype.kind not in "biuf":
-        raise TypeError(f"patching {kind}: the metric must return a number, got {value!r:.200} "
-                        f"(patching {cell})")
-    if array.shape != ():
-        raise ValueError(f"patching {kind}: the metric must return one number, got an array of shape "
-                         f"{list(array.shape)} (patching {cell}); reduce it, e.g. with .mean()")
-    return float(array.astype(np.float64))
-
-
 class _Progress:
-    """`patching KIND: k/n cells` on stderr, only once the grid has run 2 s."""
+    """`patching KIND: k/n cells` on stderr, only once the grid has run 2 s:
+    one line redrawn in place (a carriage return) on a terminal or in a
+    notebook, else (a log file, a pipe, where a carriage return redraws
+    nothing) a line of its own at each tenth of the cells."""
 
     def __init__(self, kind, total):
         self.kind, self.total, self.count = kind, total, 0
         self.start = self.last = time.monotonic()
         self.shown = False
+        self.redraw = _redraws(sys.stderr)
+        self.printed = 0  # the count of the last line of its own
 
     def step(self):
         self.count += 1
         now = time.monotonic()
-        if self.total and now - self.start > 2 and now - self.last > 0.5:
+        if not self.total or now - self.start <= 2:
+            return
+        if self.redraw and now - self.last > 0.5:
             self.last, self.shown = now, True
-            print(f"\rpatching {self.kind}: {self.count}/{self.total} cells", end="", file=sys.stderr, flush=True)
+            print(f"\r{self._line()}", end="", file=sys.stderr, flush=True)
+        elif not self.redraw and self.count * 10 // self.total > self.printed * 10 // self.total:
+            self._own_line()
 
     def done(self):
-        if self.shown:
-            print(f"\rpatching {self.kind}: {self.count}/{self.total} cells", file=sys.stderr, flush=True)
+        if self.shown and self.redraw:
+            print(f"\r{self._line()}", file=sys.stderr, flush=True)
+        elif self.shown and self.printed != self.count:
+            self._own_line()
+
+    def _own_line(self):
+        self.printed, self.shown = self.count, True
+        print(self._line(), file=sys.stderr, flush=True)
+
+    def _line(self):
+        return f"patching {self.kind}: {self.count}/{self.total} cells"
+
+
+def _redraws(stream):
+    """Whether a carriage return redraws the line on `stream`: a terminal's,
+    or a Jupyter kernel's (ipykernel's stream, which the notebook renders)."""
+    try:
+        if stream.isatty():
+            return True
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+    return type(stream).__module__.split(".")[0] == "ipykernel"
+
+
+# transformer_lens.patching's names -> what headlab.patching calls that grid.
+_TL_NAMES = {
+    "get_act_patch_resid_pre": "resid_pre(model, clean, corrupted, metric)",
+    "get_act_patch_resid_mid": "resid_mid(model, clean, corrupted, metric)",
+    "get_act_patch_attn_out": "attn_out(model, clean, corrupted, metric)",
+    "get_act_patch_mlp_out": "mlp_out(model, clean, corrupted, metric)",
+    "get_act_patch_block_every": "resid_pre, attn_out and mlp_out (model, clean, corrupted, metric), one call each",
+    "get_act_patch_attn_head_out_all_pos": "head_out(model, clean, corrupted, metric)",
+    "get_act_patch_attn_head_out_by_pos": "head_out(model, clean, corrupted, metric, by_position=True)",
+    "get_act_patch_attn_head_pattern_all_pos": "head_pattern(model, clean, corrupted, metric)",
+    "get_act_patch_attn_head_pattern_by_pos": "head_pattern(model, clean, corrupted, metric, by_position=True)",
+    "get_act_patch_attn_head_all_pos_every": "head_out, head_q, head_k, head_v and head_pattern (model, clean, "
+                                             "corrupted, metric), one call each",
+    "get_act_patch_attn_head_by_pos_every": "head_out, head_q, head_k, head_v and head_pattern (model, clean, "
+                                            "corrupted, metric, by_position=True), one call each",
+    "generic_activation_patch": "grid(model, kind, clean, corrupted, metric), kind one of KINDS",
+}
+for _which in "qkv":
+    _TL_NAMES[f"get_act_patch_attn_head_{_which}_all_pos"] = f"head_{_which}(model, clean, corrupted, metric)"
+    _TL_NAMES[f"get_act_patch_attn_head_{_which}_by_pos"] = (f"head_{_which}(model, clean, corrupted, metric, "
+                                                             "by_position=True)")
+
+
+def __getattr__(name):
+    """transformer_lens.patching's function names: an AttributeError naming
+    headlab's function and its arguments, which differ (the clean tokens, not
+    the clean cache; the metric gets numpy logits)."""
+    if name in _TL_NAMES:
+        raise AttributeError(f"headlab.patching has no {name} (TransformerLens's): call headlab.patching."
+                             f"{_TL_NAMES[name]}, with the clean tokens (not a clean cache) before the corrupted "
+                             "ones; the metric receives numpy logits [B, T, C] (docs/python.md, \"Patching grids\")")
+    raise AttributeError(f"module 'headlab.patching' has no attribute {name!r}")
 
 
 from ._path_patching import path  # noqa: E402  (it reads this module's helpers)

@@ -18,7 +18,8 @@ import numpy as np
 from . import _tokens
 from ._analyze import _corrupted
 from ._model import _as_model
-from ._patching import _Progress, _check_options, _number, _restored
+from ._patch_metric import _NonFinite, _PaddingProbe, _cell, _noted, _number
+from ._patching import _Progress, _check_options, _restored
 
 
 def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_input="qkv", targets=None,
@@ -32,6 +33,7 @@ def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_i
     clean, corrupted, metric, targets, lengths and progress as in `grid`."""
     model = _as_model(model)
     _check_options(metric, targets, progress)
+    metric = _noted(metric)
     L, H = model.spec["layers"], model.spec["heads"]
     points = _receiver_points(receivers, receiver_input, L, H)
     last = L if receivers == "logits" else max(layer for layer, _, _ in points)
@@ -44,6 +46,8 @@ def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_i
            model.hook_names()]
     clean_logits, clean_cache = model.run_with_cache(ids, names=z, lengths=lengths)
     _, bad_cache = model.run_with_cache(bad, names=z + mlp, lengths=lengths)
+    unfinite = _NonFinite("path", metric)
+    probe = _PaddingProbe("path", metric, lengths, ids.shape)
     if metric is None:
         metric = _restored(model, ids, bad, lengths, targets, clean_logits, ragged)
     real = np.ones(ids.shape, dtype=bool) if lengths is None else np.arange(ids.shape[1]) < lengths[:, None]
@@ -61,10 +65,12 @@ def path(model, clean, corrupted, receivers="logits", metric=None, *, receiver_i
             model.run_with_hooks(bad, hooks, lengths=lengths)
             patch = [(name, _receiver(seen[name], head_r, real)) for _, head_r, name in points]
             logits = model.run_with_hooks(bad, patch, lengths=lengths)
-            out[layer, head] = _number(metric(logits), "path", z[layer], None, head)
+            cell = _cell(z[layer], None, head)
+            out[layer, head] = unfinite.seen(probe.check(_number(metric(logits), "path", cell), logits, cell), cell)
             shown.step()
     finally:
         shown.done()
+    unfinite.warn(len(senders))
     return out
 
 

@@ -22,6 +22,7 @@ class Config:
     attention_dir: str          # "causal" or "bidirectional"
     positional_embedding_type: str = "standard"  # learned absolute positions
     eps: float = 1e-5
+    device: str = "cpu"         # where it runs: TransformerLens code's `.to(model.cfg.device)` works as it is
 
 
 def config(spec):

@@ -19,13 +19,28 @@ def _int_array(values, what):
     if array.size and array.dtype.kind not in "iu":
         kind = "lengths" if what == "lengths" else "ids"
         raise ValueError(f"{what}: expected integer {kind}, got dtype {array.dtype}")
+    if array.size == 0 and array.ndim in (1, 2):
+        raise ValueError(f"{what}: {_nothing(values, array)}; pass at least one sequence of at least one token "
+                         "(an int array [batch, seq_len] or a list of lists)")
     if array.ndim == 1:
         array = array[np.newaxis, :]
     if array.ndim != 2:
         raise ValueError(f"{what}: expected shape [batch, seq_len], got {list(array.shape)}")
-    if array.shape[0] == 0 or array.shape[1] == 0:
-        raise ValueError(f"{what}: expected at least one sequence of at least one token, got shape {list(array.shape)}")
     return array
+
+
+def _nothing(values, array):
+    """What an input without a single id is, in the user's terms: checked
+    before a 1-D input becomes a batch of one, so that `[]` is not reported
+    as the shape [1, 0] the package would have made of it."""
+    if array.ndim == 1:
+        kind = "list" if isinstance(values, list) else "tuple" if isinstance(values, tuple) else "sequence"
+        return f"got an empty {kind} (shape [0]): no sequence, no token"
+    batch, length = array.shape
+    if batch == 0:
+        return f"got no sequence (shape [0, {length}])"
+    sequences = "1 sequence" if batch == 1 else f"{batch} sequences"
+    return f"got {sequences} of no token (shape [{batch}, 0])"
 
 
 def _object_problem(array):
@@ -110,6 +125,9 @@ def padded(values, spec, lengths=None, what="tokens"):
                          "different lengths, which give their own lengths: drop lengths= (or pad the sequences into "
                          "an array)")
     if ragged(values, lengths):
+        for i, row in enumerate(values):
+            if len(row) == 0:
+                raise ValueError(f"{what}[{i}]: an empty sequence; every sequence needs at least one token")
         rows = [_int_array(row, f"{what}[{i}]") for i, row in enumerate(values)]
         for i, row in enumerate(rows):
             if row.shape[0] != 1:

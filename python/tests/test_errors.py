@@ -297,3 +297,20 @@ def test_lengths_that_are_no_list_of_lengths_say_so(mlp_model):
     for lengths in (3, [[3, 6]]):
         with pytest.raises(ValueError, match=r"lengths: expected one length per sequence \(2\)"):
             mlp_model(tokens, lengths=lengths)
+
+
+def test_an_input_without_a_token_says_what_was_passed(mlp_model):
+    # model([]) once said "got shape [1, 0]": the empty list, made a batch of
+    # one, was reported as a shape the user never passed.
+    for empty in ([], (), np.array([], dtype=np.int64)):
+        with pytest.raises(ValueError, match=r"tokens: got an empty (list|tuple|sequence) \(shape \[0\]\): no "
+                                             r"sequence, no token; pass at least one sequence"):
+            mlp_model(empty)
+    with pytest.raises(ValueError, match=r"tokens: got 1 sequence of no token \(shape \[1, 0\]\)"):
+        mlp_model([[]])
+    with pytest.raises(ValueError, match=r"tokens: got 3 sequences of no token \(shape \[3, 0\]\)"):
+        mlp_model.run_with_cache(np.zeros((3, 0), dtype=int))
+    with pytest.raises(ValueError, match=r"tokens: got no sequence \(shape \[0, 4\]\)"):
+        mlp_model(np.zeros((0, 4), dtype=int))
+    with pytest.raises(ValueError, match=r"tokens\[1\]: an empty sequence; every sequence needs at least one token"):
+        mlp_model([[1, 2], []])

@@ -86,3 +86,25 @@ def test_stack_activation_stacks_a_point_over_the_layers(mlp_model):
         some.stack_activation("pattern")
     with pytest.raises(ValueError, match="layer 0 holds no block"):
         cache.stack_activation("pattern", layer=0)
+
+
+def test_more_transformer_lens_names_say_what_to_use(mlp_model):
+    # Found by a QA pass writing TransformerLens's tutorials from memory.
+    for name, advice in (("unembed", "W_U"), ("ln_final", "apply_ln_to_stack"), ("embed", "W_E"),
+                         ("pos_embed", "W_pos"), ("to", "CPU"), ("cuda", "CPU"), ("eval", "inference"),
+                         ("set_use_attn_result", "hook_result"), ("set_use_split_qkv_input", "copy points"),
+                         ("hook_dict", "hook_names"), ("generate", "no sampling"), ("loss_fn", "return_type")):
+        with pytest.raises(AttributeError, match=rf"headlab.Model has no {name}.*{advice}"):
+            getattr(mlp_model, name)
+    assert mlp_model.cfg.device == "cpu"
+    tokens = random_tokens(mlp_model, batch=1, seq_len=4)
+    with pytest.raises(TypeError, match="no backward hooks; model.gradients"):
+        mlp_model.run_with_hooks(tokens, bwd_hooks=[("hook_embed", lambda g, hook: None)])
+    import headlab.patching as patching
+    with pytest.raises(AttributeError, match=r"has no get_act_patch_attn_head_out_by_pos .*head_out\(model, clean, "
+                                             r"corrupted, metric, by_position=True\)"):
+        patching.get_act_patch_attn_head_out_by_pos
+    with pytest.raises(AttributeError, match=r"head_k\(model, clean, corrupted, metric\)"):
+        patching.get_act_patch_attn_head_k_all_pos
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_like_it'"):
+        patching.nothing_like_it

@@ -140,3 +140,17 @@ def test_bad_torch_metrics_are_named_and_its_exceptions_reach_the_caller(mlp_mod
         mlp_model.gradients(tokens, names=NAMES, metric=fails)
     # The model still works afterwards.
     assert np.isfinite(mlp_model(tokens)).all()
+
+
+def test_a_numpy_metric_given_the_torch_logits_gets_a_note_saying_so(mlp_model):
+    # A metric written for headlab.patching (numpy logits) and reused for
+    # attribution patching once failed with torch's own words only
+    # ("mean() received an invalid combination of arguments").
+    pytest.importorskip("torch")
+    tokens = random_tokens(mlp_model, batch=2)
+    for metric, kind in ((lambda l: np.mean(l[:, -1, 0]), TypeError), (lambda l: np.log(l).mean(), RuntimeError)):
+        with pytest.raises(kind) as caught:
+            mlp_model.gradients(tokens, names=NAMES, metric=metric)
+        assert any("numpy's functions (np.mean(l)" in note and "l.mean()" in note
+                   for note in getattr(caught.value, "__notes__", []))
+    mlp_model.gradients(tokens, names=NAMES, metric=lambda l: l[:, -1, 0].mean())  # the tensor's own operations

@@ -231,3 +231,106 @@ def test_a_metric_returning_no_number_is_refused_not_nan(attn_model):
         patching.resid_pre(attn_model, tokens, bad, lambda logits: 0.0, progress="no")
     grid = patching.resid_pre(attn_model, tokens, bad, lambda logits: np.float32(logits[0, -1, 0]) > 0, progress=False)
     assert grid.dtype == np.float64 and set(np.unique(grid)) <= {0.0, 1.0}
+
+
+def test_a_metric_returning_nan_or_infinity_warns_naming_it_and_the_first_cell(attn_model):
+    # A metric that is NaN for some cells (0/0 where a patch changed nothing,
+    # say) once gave a grid with blank cells and no word; NaN there looks like
+    # the NaN of a position no row has.
+    tokens = random_tokens(attn_model, batch=2, seq_len=4, seed=2)
+    bad = tokens[::-1].copy()
+    calls = []
+
+    def ratio(logits):  # the 3rd cell (layer 0, position 2) NaN, the 6th infinite
+        calls.append(len(calls))
+        return {2: np.nan, 5: np.inf}.get(calls[-1], float(logits[0, -1, 0]))
+
+    with pytest.warns(RuntimeWarning, match=r"patching resid_pre: the metric ratio returned NaN or infinity in 2 of 8 "
+                                            r"cells, the first nan \(patching blocks.0.hook_resid_pre position 2\)"
+                      ) as caught:
+        grid = patching.resid_pre(attn_model, tokens, bad, ratio, progress=False)
+    assert len(caught) == 1 and caught[0].filename == __file__  # once, at the caller's line
+    assert np.isnan(grid[0, 2]) and np.isposinf(grid[1, 1]) and np.isfinite(grid).sum() == 6  # kept as returned
+    with pytest.warns(RuntimeWarning, match=r"the metric <lambda> returned NaN or infinity in 4 of 4 cells, the "
+                                            r"first inf \(patching blocks.0.attn.hook_z head 0\)"):
+        patching.path(attn_model, tokens, bad, "logits", lambda logits: np.inf, progress=False)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a finite grid warns of nothing
+        patching.head_out(attn_model, tokens, bad, lambda logits: logits[0, -1, 0], progress=False)
+
+
+def test_a_model_whose_loss_is_not_finite_is_refused_before_the_grid(attn_model):
+    w = attn_model.params["head.weight"].copy()
+    w[0, 0] = 3e38  # finite weights whose logits overflow to infinity
+    broken = attn_model.with_params({"head.weight": w})
+    tokens = random_tokens(attn_model, batch=2, seq_len=4, seed=2)
+    targets = np.zeros_like(tokens)
+    with np.errstate(all="ignore"):
+        assert not np.isfinite(broken(tokens)).all()
+        with pytest.raises(ValueError, match=r"patching: the loss is not finite \(clean .*, corrupted .*\)"):
+            patching.head_out(broken, tokens, tokens[::-1].copy(), targets=targets, progress=False)
+
+
+def test_progress_in_a_log_file_is_a_line_at_each_tenth_not_carriage_returns(attn_model, capsys, monkeypatch):
+    # Into a file or a pipe, where "\r" redraws nothing, the redrawn line once
+    # read "patching head_out: 72/96 cellspatching head_out: 89/96 cells".
+    clock = iter(range(0, 10**6, 3))  # 3 s per reading: past the 2 s threshold at once
+    monkeypatch.setattr(patching.time, "monotonic", lambda: next(clock))
+    tokens = random_tokens(attn_model, batch=2, seq_len=10, seed=2)
+    patching.resid_pre(attn_model, tokens, tokens[::-1].copy(), lambda logits: 0.0)
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert lines[-1] == "patching resid_pre: 20/20 cells" and len(lines) == 10
+    assert [int(line.split()[2].split("/")[0]) for line in lines] == list(range(2, 21, 2))
+
+
+def test_a_metric_reading_padded_positions_warns(attn_model):
+    # logits[:, -1] of a shorter row is padding: the grid once filled with
+    # values read from there without a word.
+    clean = [[1, 2, 3, 4, 5, 6], [3, 4, 5, 6], [2, 2, 3, 4, 5, 6]]
+    bad = [[6, 5, 4, 3, 2, 1], [6, 5, 4, 3], [1, 5, 4, 3, 2, 1]]
+
+    def last_logit(logits):
+        return logits[:, -1, 3].mean()
+
+    with pytest.warns(UserWarning, match=r"patching resid_pre: the metric last_logit reads padded positions \(of rows "
+                                         r"1\): .*logits\[b, lengths\[b\] - 1\]"):
+        patching.resid_pre(attn_model, clean, bad, last_logit, progress=False)
+    with pytest.warns(UserWarning, match=r"patching path: the metric <lambda> reads padded positions"):
+        patching.path(attn_model, clean, bad, "logits", lambda logits: logits[:, -1, 3].mean(), progress=False)
+    ends = np.array([5, 3, 5])  # each row's last real position
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reading real positions only, or an unpadded batch: no warning
+        patching.head_out(attn_model, clean, bad, lambda logits: logits[np.arange(3), ends, 3].mean(), progress=False)
+        patching.head_out(attn_model, [c[:4] for c in clean], [b[:4] for b in bad], last_logit, progress=False)
+
+
+def test_a_torch_metric_given_the_numpy_logits_gets_a_note_saying_so(attn_model):
+    # TransformerLens's metrics (and model.gradients') compute in torch; the
+    # grid hands numpy logits, and the error once said only "'numpy.ndarray'
+    # object has no attribute 'log_softmax'".
+    tokens = random_tokens(attn_model, batch=2, seq_len=4, seed=2)
+    bad = tokens[::-1].copy()
+
+    def log_prob(logits):
+        return logits.log_softmax(-1)[:, -1, 3].mean()
+
+    for call in (lambda: patching.resid_pre(attn_model, tokens, bad, log_prob, progress=False),
+                 lambda: patching.path(attn_model, tokens, bad, "logits", log_prob, progress=False)):
+        with pytest.raises(AttributeError, match="log_softmax") as caught:
+            call()
+        assert any("calls with the logits as a numpy array" in note and "torch.from_numpy(l)" in note
+                   for note in caught.value.__notes__)
+
+    class Mine(Exception):
+        pass
+
+    def fails(logits):
+        raise Mine("from the metric")
+
+    with pytest.raises(Mine) as caught:  # any other exception as it was raised
+        patching.head_out(attn_model, tokens, bad, fails, progress=False)
+    assert not getattr(caught.value, "__notes__", None)
