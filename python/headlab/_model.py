@@ -356,18 +356,28 @@ class Model(TLWeights):
         return self._core.head_circuits(layer + layers if -layers <= layer < 0 else layer,
                                         head + heads if -heads <= head < 0 else head)
 
-    def task_batch(self):
+    def task_batch(self, corrupted=False):
         """The batch the run's own head analysis reads, as headlab.analyze's
         keywords: tokens, targets, lengths, patterns (each the task's mask
         [B, T, T] with its definition), roles and sources. So
         `headlab.analyze(model, **model.task_batch())` gives the run's
         heads.json records, and a pattern or role of your own is one more
         entry. The run's task, split and seed; a --data run's file, checked
-        unchanged."""
-        batch = self._core.task_batch()
+        unchanged.
+
+        corrupted=True adds `corrupted` [B, T]: the task's corruption of the
+        tokens (`headlab tasks` says what it changes), drawn as `headlab
+        analyze RUN --patch` draws it. So `headlab.analyze(model,
+        **model.task_batch(corrupted=True))` gives that command's records
+        (ablations and patching included), and `headlab.patching`'s grids
+        can patch into the same corrupted run: `patching.head_out(model,
+        b["tokens"], b["corrupted"], targets=b["targets"], lengths=b["lengths"])`."""
+        if not isinstance(corrupted, (bool, np.bool_)):
+            raise TypeError(f"task_batch: corrupted is True or False, got {corrupted!r}")
+        batch = self._core.task_batch(corrupted=bool(corrupted))
         # int64 ids, as torch takes them, and roles as analyze's dict role -> pattern.
-        for key in ("tokens", "targets", "lengths"):
-            if batch[key] is not None:
+        for key in ("tokens", "targets", "lengths", "corrupted"):
+            if batch.get(key) is not None:
                 batch[key] = batch[key].astype(np.int64)
         batch["roles"] = dict(batch["roles"])
         return batch

@@ -1,7 +1,9 @@
 // Model.task_batch: the batch a run's own head analysis reads (its task's
 // held-out sequences, with the patterns and roles the task declares), as
 // headlab.analyze's keyword arguments, so that
-// `headlab.analyze(model, **model.task_batch())` is the run's heads.json.
+// `headlab.analyze(model, **model.task_batch())` is the run's heads.json;
+// with the corrupted batch (corrupted=True), that of `headlab analyze RUN
+// --patch`.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -11,6 +13,7 @@
 #include "attend.h"
 #include "model.h"
 #include "train/checkpoint.h"
+#include "train/patch_corruption.h"
 #include "train/session.h"
 
 namespace headlab::python {
@@ -23,14 +26,20 @@ py::array_t<int32_t> int_array(const std::vector<int32_t>& values, std::vector<p
   return out;
 }
 
-py::dict task_batch(const Model& model) {
+py::dict task_batch(const Model& model, bool corrupted) {
   train::Batch batch;
+  std::vector<int32_t> corrupted_tokens;
   {
     py::gil_scoped_release release;
     // The session the analysis of `headlab analyze RUN` builds: the run's task,
     // split and seed, its data file checked unchanged.
-    const train::Session session(train::read_checkpoint(model.path));
+    train::Session session(train::read_checkpoint(model.path));
     batch = session.eval_batch();
+    // As `analyze RUN --patch` corrupts the run's batch: one chunk, its own stream.
+    if (corrupted) {
+      core::Generator stream = train::patch_corruption_stream(session.config().seed);
+      corrupted_tokens = session.task().corrupt(batch, stream);
+    }
   }
   const py::ssize_t B = batch.batch, T = batch.seq_len;
   py::dict out;
@@ -49,11 +58,12 @@ py::dict task_batch(const Model& model) {
   for (const analysis::ExpectedRole& r : batch.roles) roles.append(py::make_tuple(r.role, r.pattern));
   out["roles"] = roles;
   out["sources"] = batch.sources;
+  if (corrupted) out["corrupted"] = int_array(corrupted_tokens, {B, T});
   return out;
 }
 
 }  // namespace
 
-void bind_task_batch(py::class_<Model>& model) { model.def("task_batch", &task_batch); }
+void bind_task_batch(py::class_<Model>& model) { model.def("task_batch", &task_batch, py::arg("corrupted") = false); }
 
 }  // namespace headlab::python

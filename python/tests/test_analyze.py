@@ -41,6 +41,30 @@ def test_task_batch_gives_the_runs_own_heads_json(mlp_run, mlp_model):
     assert records["verdict"] == saved["verdict"]
 
 
+def test_a_task_batch_with_its_corruption_gives_analyze_patchs_records(mlp_run, mlp_model, tmp_path):
+    batch = mlp_model.task_batch(corrupted=True)
+    plain = mlp_model.task_batch()
+    assert "corrupted" not in plain and all((batch[k] == plain[k]).all() for k in ("tokens", "targets"))
+    corrupted = batch["corrupted"]
+    assert corrupted.dtype == np.int64 and corrupted.shape == batch["tokens"].shape
+    assert (corrupted != batch["tokens"]).any()
+    assert (mlp_model.task_batch(corrupted=True)["corrupted"] == corrupted).all()  # drawn the same each time
+    cli("analyze", mlp_run, "--patch", "--out", tmp_path / "patched")
+    saved = json.loads((tmp_path / "patched" / "heads.json").read_text())["heads"]
+    records = headlab.analyze(mlp_model, **batch)["heads"]
+    keys = ("patch_restored", "mean_ablation_delta_loss", "resample_ablation_delta_loss")
+    assert all(saved[0][key] is not None for key in keys)
+    assert [[h[key] for key in keys] for h in records] == [[h[key] for key in keys] for h in saved]
+    # The patching grid patches into the same corrupted run: each head's cell is its patch_restored.
+    grid = patching.head_out(mlp_model, batch["tokens"], corrupted, targets=batch["targets"], lengths=batch["lengths"],
+                             progress=False)
+    restored = {(h["layer"], h["head"]): h["patch_restored"] for h in saved}
+    for (layer, head), value in restored.items():
+        assert grid[layer, head] == pytest.approx(value, abs=1e-5)
+    with pytest.raises(TypeError, match="corrupted is True or False"):
+        mlp_model.task_batch(corrupted="yes")
+
+
 def test_a_task_batch_carries_the_tasks_own_patterns_and_sources(attn_model, tmp_path):
     # sort's role is a pattern of its own: the list positions holding the next token.
     cli("train", "--task", "sort", "--d-model", "16", "--steps", "2", "--batch", "8", "--eval-batch", "8",

@@ -34,6 +34,7 @@
 #include "train/run_builder.h"
 #include "train/run_folder.h"
 #include "train/run_identity.h"
+#include "train/patch_corruption.h"
 #include "train/session.h"
 #include "train/shell_word.h"
 #include "train/signals.h"
@@ -388,8 +389,7 @@ int run_analyze(const AnalyzeArgs& args) {
   options.chunk_rows = input.chunk_rows();
   AnalysisProgressBar bar(stderr_is_terminal());
   options.progress = [&bar](const analysis::AnalysisProgress& p) { bar.show(p); };
-  // Its own stream, so the corruption never depends on the training batches.
-  core::Generator corruption_gen(input.config().seed ^ 0x7061746368000000ULL);  // "patch"
+  core::Generator corruption_gen = train::patch_corruption_stream(input.config().seed);
   const analysis::ReadChunk read = chunk_reader(input, args.patterns, args.patch ? &corruption_gen : nullptr);
   // Ctrl-C ends the analysis between two forward passes; nothing is written.
   train::install_stop_handlers();
