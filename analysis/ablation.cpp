@@ -63,7 +63,7 @@ Ablation delta(const EvalSums& ablated, const EvalResult& base) {
 }  // namespace
 
 std::vector<core::Tensor> record_head_outputs(const layers::Transformer& model, const Examples& examples) {
-  layers::Probe probe(model.num_layers());
+  layers::Probe probe(model.num_layers(), layers::ProbeOutputs::only_head_outputs());
   evaluate(model, examples, &probe);
   std::vector<core::Tensor> out;
   for (const layers::LayerProbe& layer : probe.layers) out.push_back(layer.head_outputs);
@@ -74,7 +74,8 @@ void add_ablated(EvalSums& sums, const layers::Transformer& model, const Example
                  const std::vector<std::size_t>& heads, const std::vector<core::Tensor>& replacement,
                  const Prefix& clean) {
   const int64_t L = model.num_layers(), H = model.spec().heads;
-  layers::Probe probe(L);
+  // Read for its logits alone: it keeps no layer's attention, head outputs or residual.
+  layers::Probe probe(L, layers::ProbeOutputs::none());
   int64_t first = heads.empty() ? 0 : L;  // the first layer ablated
   for (std::size_t i : heads) {
     if (i >= static_cast<std::size_t>(L * H))
@@ -135,15 +136,19 @@ void MeanOutputSums::add(const std::vector<core::Tensor>& clean, std::span<const
     }
     // Every row, in the outputs' dtype: mean ablation's sum over a batch of full rows.
     for (int64_t b = 0; b < B; ++b) layer.sum = core::add(layer.sum, clean[l].select(0, b));
-    // The real positions, in doubles: its sum over padded rows.
-    const core::Tensor c = clean[l].to(core::DType::f64).contiguous();
-    const double* p = c.data<double>();
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t b = 0; b < B; ++b)
-        if (lengths.empty() || t < lengths[static_cast<std::size_t>(b)]) {
-          for (int64_t i = 0; i < D; ++i) layer.real_sum[static_cast<std::size_t>(t * D + i)] += p[(b * T + t) * D + i];
-          ++layer.real_rows[static_cast<std::size_t>(t)];
-        }
+    // The real positions, in doubles: its sum over padded rows (each value
+    // read where it is, without a float64 copy of the layer).
+    const core::Tensor c = clean[l].contiguous();
+    core::dispatch(c.dtype(), [&](auto zero) {
+      const auto* p = c.data<decltype(zero)>();
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t b = 0; b < B; ++b)
+          if (lengths.empty() || t < lengths[static_cast<std::size_t>(b)]) {
+            for (int64_t i = 0; i < D; ++i)
+              layer.real_sum[static_cast<std::size_t>(t * D + i)] += static_cast<double>(p[(b * T + t) * D + i]);
+            ++layer.real_rows[static_cast<std::size_t>(t)];
+          }
+    });
   }
   rows_ += B;
   padded_ = padded_ || std::any_of(lengths.begin(), lengths.end(), [&](int32_t n) { return n < T; });

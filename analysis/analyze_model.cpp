@@ -168,8 +168,8 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
     base.add(logits, ex.targets);
     positions.add(logits, ex.targets);
     std::vector<core::Tensor> attn, clean;
-    for (const layers::LayerProbe& layer : probe.layers) {
-      attn.push_back(layer.attention);
+    for (layers::LayerProbe& layer : probe.layers) {
+      attn.push_back(std::move(layer.attention));
       clean.push_back(layer.head_outputs);
     }
     attention.add(attn, ex.tokens, first, {ex.targets, ex.attend, ex.roles, ex.lengths});
@@ -178,6 +178,9 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
     if (first == 0) sources = ex.sources;
     for (int64_t l = 0; l < L && sources; ++l)
       task[static_cast<std::size_t>(l)].add(attn[static_cast<std::size_t>(l)], ex.tokens, ex.targets, causal);
+    // Nothing reads the attention past here: every layer's [B, h, T, T] goes
+    // before the chunk's many passes run.
+    attn.clear();
     for (std::size_t i = 0; i < heads; ++i) add_ablated(zero[i], model, ex, {i}, {}, prefix);
     // The first importance_examples rows of the set.
     const int64_t gradients = std::clamp<int64_t>(options.importance_examples - first, 0, n);
@@ -260,7 +263,7 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
       // ablation here starts from at its first layer.
       std::pair<core::Tensor, Prefix> clean = one_chunk;
       if (chunk < rows) {
-        layers::Probe probe(L);
+        layers::Probe probe(L, layers::ProbeOutputs::only_residual());
         clean.first = Prefix().logits(model, c.examples, probe, 0);
         clean.second = Prefix(probe);
       }

@@ -139,8 +139,8 @@ std::vector<std::optional<double>> attend_scores(const core::Tensor& attn, const
 
 void AttendScoreSums::add(const core::Tensor& attn, const AttendPattern& p, bool causal) {
   check_attend_pattern(p, attn, causal);
-  const core::Tensor a = attn.to(core::DType::f64).contiguous();
-  const double* d = a.data<double>();
+  // Read where it is, each value as a double (no float64 copy of the layer).
+  const core::Tensor a = attn.contiguous();
   const int64_t B = attn.size(0), H = attn.size(1), T = attn.size(2);
   if (total_.empty()) {
     total_.assign(static_cast<std::size_t>(H), 0.0);
@@ -149,24 +149,28 @@ void AttendScoreSums::add(const core::Tensor& attn, const AttendPattern& p, bool
   if (static_cast<int64_t>(total_.size()) != H)
     throw std::invalid_argument("pattern '" + p.name + "': a chunk of attention " + core::to_string(attn.shape()) +
                                 " after chunks of " + std::to_string(total_.size()) + " heads");
-  for (int64_t h = 0; h < H; ++h) {
-    double& total = total_[static_cast<std::size_t>(h)];
-    int64_t& examples = examples_[static_cast<std::size_t>(h)];
-    for (int64_t b = 0; b < B; ++b) {
-      const double* m = d + (b * H + h) * T * T;
-      double sum = 0;
-      int64_t queries = 0;
-      for (int64_t q = 0; q < T; ++q) {
-        const std::vector<int32_t>& keys = p.at(b, q);
-        if (keys.empty()) continue;
-        for (int32_t k : keys) sum += m[q * T + k];
-        ++queries;
+  core::dispatch(a.dtype(), [&](auto zero) {
+    using F = decltype(zero);
+    const F* d = a.data<F>();
+    for (int64_t h = 0; h < H; ++h) {
+      double& total = total_[static_cast<std::size_t>(h)];
+      int64_t& examples = examples_[static_cast<std::size_t>(h)];
+      for (int64_t b = 0; b < B; ++b) {
+        const F* m = d + (b * H + h) * T * T;
+        double sum = 0;
+        int64_t queries = 0;
+        for (int64_t q = 0; q < T; ++q) {
+          const std::vector<int32_t>& keys = p.at(b, q);
+          if (keys.empty()) continue;
+          for (int32_t k : keys) sum += static_cast<double>(m[q * T + k]);
+          ++queries;
+        }
+        if (queries == 0) continue;
+        total += sum / static_cast<double>(queries);
+        ++examples;
       }
-      if (queries == 0) continue;
-      total += sum / static_cast<double>(queries);
-      ++examples;
     }
-  }
+  });
 }
 
 std::vector<std::optional<double>> AttendScoreSums::value() const {

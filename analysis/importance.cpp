@@ -50,7 +50,8 @@ void ImportanceSums::add(const layers::Transformer& model, const Examples& examp
   for (int64_t b = 0; b < examples.batch; ++b) {
     const Examples one = examples.rows(b, 1);
     if (std::none_of(one.targets.begin(), one.targets.end(), [](int32_t t) { return t >= 0; })) continue;
-    layers::Probe probe(L);
+    // Read for the gates' gradient alone.
+    layers::Probe probe(L, layers::ProbeOutputs::none());
     std::vector<Variable> gates;
     for (auto& layer : probe.layers) {
       layer.gates = Variable(core::Tensor::ones({H}, model.dtype()), /*requires_grad=*/true);

@@ -16,7 +16,7 @@ Patching patch_heads(const layers::Transformer& model, const Examples& clean, co
 }
 
 void PatchingSums::add(const layers::Transformer& model, const Examples& clean, const Corruption& corruption) {
-  layers::Probe probe(model.num_layers());
+  layers::Probe probe(model.num_layers(), layers::ProbeOutputs::only_head_outputs());
   const core::Tensor logits = Prefix().logits(model, clean, probe, 0);
   std::vector<core::Tensor> outputs;
   for (const layers::LayerProbe& layer : probe.layers) outputs.push_back(layer.head_outputs);
@@ -44,8 +44,8 @@ void PatchingSums::add(const layers::Transformer& model, const Examples& clean, 
                                             corruption.tokens.begin() + static_cast<std::ptrdiff_t>(row));
   }
   rows_ += clean.batch;
-  auto corrupted_probe = [&] {
-    layers::Probe probe(L);
+  auto corrupted_probe = [&](layers::ProbeOutputs keep) {
+    layers::Probe probe(L, keep);
     for (std::size_t l = 0; l < corruption.gates.size(); ++l)
       if (corruption.gates[l].defined()) probe.layers[l].gates = autograd::Variable(corruption.gates[l].clone());
     return probe;
@@ -54,14 +54,15 @@ void PatchingSums::add(const layers::Transformer& model, const Examples& clean, 
     throw std::invalid_argument("patch_heads: clean head outputs of " + std::to_string(clean_outputs.size()) +
                                 " layers, the model has " + std::to_string(L));
   clean_.add(clean_logits, clean.targets);
-  layers::Probe plain = corrupted_probe();
+  // Its residuals are the patched passes' prefix; they read only their logits.
+  layers::Probe plain = corrupted_probe(layers::ProbeOutputs::only_residual());
   corrupted_.add(Prefix().logits(model, corrupted, plain, 0), corrupted.targets);
   // A head of layer l patched changes the corrupted pass from layer l on.
   const Prefix before(plain);
   patched_.resize(static_cast<std::size_t>(L * H));
   for (int64_t l = 0; l < L; ++l)
     for (int64_t h = 0; h < H; ++h) {
-      layers::Probe probe = corrupted_probe();
+      layers::Probe probe = corrupted_probe(layers::ProbeOutputs::none());
       layers::LayerProbe& layer = probe.layers[static_cast<std::size_t>(l)];
       layer.replace_heads.assign(static_cast<std::size_t>(H), false);
       layer.replace_heads[static_cast<std::size_t>(h)] = true;

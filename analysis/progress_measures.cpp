@@ -44,7 +44,7 @@ ProgressMeasures progress_measures(const layers::Transformer& model, int64_t p, 
   for (int64_t a = 0; a < p; ++a)
     for (int64_t b = 0; b < p; ++b)
       tokens.insert(tokens.end(), {static_cast<int32_t>(a), static_cast<int32_t>(b), static_cast<int32_t>(p)});
-  layers::Probe probe(spec.layers);
+  layers::Probe probe(spec.layers, {.head_outputs = false, .residual = false});
   std::vector<double> logits;
   {
     autograd::NoGradGuard no_grad;

@@ -26,7 +26,8 @@ void add_curve(std::vector<EvalSums>& points, const layers::Transformer& model, 
   for (std::size_t removed = 1; removed <= order.size(); ++removed) {
     const int64_t head = order[removed - 1], layer = head / H;
     gates[static_cast<std::size_t>(layer)].set({head % H}, 0.0);
-    layers::Probe probe(L);
+    // Its residuals are the next point's prefix; nothing else is read.
+    layers::Probe probe(L, layers::ProbeOutputs::only_residual());
     for (int64_t l = 0; l < L; ++l)
       probe.layers[static_cast<std::size_t>(l)].gates = autograd::Variable(gates[static_cast<std::size_t>(l)].clone());
     points[removed].add(prefix.logits(model, examples, probe, layer), examples.targets);
@@ -39,7 +40,7 @@ void add_curve(std::vector<EvalSums>& points, const layers::Transformer& model, 
 PruningCurve pruning_curve(const layers::Transformer& model, const Examples& examples,
                            const std::vector<double>& importance, int64_t random_orders, uint64_t seed) {
   PruningSums sums(model.num_layers() * model.spec().heads, importance, random_orders, seed);
-  layers::Probe clean(model.num_layers());
+  layers::Probe clean(model.num_layers(), layers::ProbeOutputs::only_residual());
   const core::Tensor logits = Prefix().logits(model, examples, clean, 0);
   sums.add(model, examples, logits, Prefix(clean));
   return sums.value();

@@ -98,18 +98,20 @@ void AttentionSums::add(const std::vector<core::Tensor>& layers, std::span<const
     scores_[l].add(a, tokens, causal_, context.targets, context.lengths);
     for (std::size_t p = 0; p < context.attend.size(); ++p) user_[l][p].add(a, context.attend[p], causal_);
     if (!has_example) continue;
-    // The example's maps over its real positions, copied so that the
-    // analysis outlives the tensors.
+    // The example's maps over its real positions, copied (as doubles) so
+    // that the analysis outlives the tensors.
     example_length = context.lengths.empty() ? a.size(2) : context.lengths[static_cast<std::size_t>(row)];
-    const core::Tensor ex = a.select(0, row).to(core::DType::f64).contiguous();
+    const core::Tensor ex = a.select(0, row).contiguous();
     const int64_t T = ex.size(1), n = example_length;
-    const double* d = ex.data<double>();
     std::vector<std::vector<double>> maps;
-    for (int64_t h = 0; h < run_.num_heads; ++h) {
-      std::vector<double> map;
-      for (int64_t q = 0; q < n; ++q) map.insert(map.end(), d + (h * T + q) * T, d + (h * T + q) * T + n);
-      maps.push_back(std::move(map));
-    }
+    core::dispatch(ex.dtype(), [&](auto zero) {
+      const auto* d = ex.data<decltype(zero)>();
+      for (int64_t h = 0; h < run_.num_heads; ++h) {
+        std::vector<double> map;
+        for (int64_t q = 0; q < n; ++q) map.insert(map.end(), d + (h * T + q) * T, d + (h * T + q) * T + n);
+        maps.push_back(std::move(map));
+      }
+    });
     run_.example.attention.push_back(std::move(maps));
   }
   js_.add(layers, causal_, context.lengths);

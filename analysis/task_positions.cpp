@@ -8,6 +8,42 @@
 #include "analysis/mean.h"
 
 namespace headlab::analysis {
+namespace {
+
+// Adds rows [B, H, T, T] of attention to each head's means.
+template <class F>
+void add_rows(const F* p, int64_t B, int64_t H, int64_t T, std::span<const int32_t> tokens,
+              std::span<const int32_t> targets, std::vector<Mean>& prev, std::vector<Mean>& ind) {
+  for (int64_t b = 0; b < B; ++b) {
+    const auto x = tokens.subspan(static_cast<std::size_t>(b * T), static_cast<std::size_t>(T));
+    const auto y = targets.subspan(static_cast<std::size_t>(b * T), static_cast<std::size_t>(T));
+    // The targeted queries with their earlier copies j <= q - 3 (as the
+    // induction pattern), and the sources j + 1 those copies point to.
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> queries;
+    std::set<int64_t> sources;
+    for (int64_t q = 3; q < T; ++q) {
+      if (y[static_cast<std::size_t>(q)] < 0) continue;
+      std::vector<int64_t> copies;
+      for (int64_t j = 0; j + 2 < q; ++j)
+        if (x[static_cast<std::size_t>(j)] == x[static_cast<std::size_t>(q)]) copies.push_back(j);
+      if (copies.empty()) continue;
+      for (int64_t j : copies) sources.insert(j + 1);
+      queries.emplace_back(q, std::move(copies));
+    }
+    if (queries.empty()) continue;
+    for (int64_t h = 0; h < H; ++h) {
+      const F* m = p + (b * H + h) * T * T;
+      double s_ind = 0, s_prev = 0;
+      for (const auto& [q, copies] : queries)
+        for (int64_t j : copies) s_ind += static_cast<double>(m[q * T + j + 1]);
+      for (int64_t k : sources) s_prev += static_cast<double>(m[k * T + k - 1]);
+      ind[static_cast<std::size_t>(h)].add(s_ind / static_cast<double>(queries.size()));
+      prev[static_cast<std::size_t>(h)].add(s_prev / static_cast<double>(sources.size()));
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<TaskPositionScores> task_position_scores(const core::Tensor& attn, std::span<const int32_t> tokens,
                                                      std::span<const int32_t> targets, bool causal) {
@@ -28,37 +64,11 @@ void TaskPositionSums::add(const core::Tensor& attn, std::span<const int32_t> to
   if (targets.size() != tokens.size())
     throw std::invalid_argument("task_position_scores: " + std::to_string(targets.size()) + " targets for " +
                                 std::to_string(tokens.size()) + " tokens");
-  const core::Tensor a = attn.to(core::DType::f64).contiguous();
-  const double* p = a.data<double>();
-  std::vector<Mean>& prev = previous_;
-  std::vector<Mean>& ind = induction_;
-  for (int64_t b = 0; b < B; ++b) {
-    const auto x = tokens.subspan(static_cast<std::size_t>(b * T), static_cast<std::size_t>(T));
-    const auto y = targets.subspan(static_cast<std::size_t>(b * T), static_cast<std::size_t>(T));
-    // The targeted queries with their earlier copies j <= q - 3 (as the
-    // induction pattern), and the sources j + 1 those copies point to.
-    std::vector<std::pair<int64_t, std::vector<int64_t>>> queries;
-    std::set<int64_t> sources;
-    for (int64_t q = 3; q < T; ++q) {
-      if (y[static_cast<std::size_t>(q)] < 0) continue;
-      std::vector<int64_t> copies;
-      for (int64_t j = 0; j + 2 < q; ++j)
-        if (x[static_cast<std::size_t>(j)] == x[static_cast<std::size_t>(q)]) copies.push_back(j);
-      if (copies.empty()) continue;
-      for (int64_t j : copies) sources.insert(j + 1);
-      queries.emplace_back(q, std::move(copies));
-    }
-    if (queries.empty()) continue;
-    for (int64_t h = 0; h < H; ++h) {
-      const double* m = p + (b * H + h) * T * T;
-      double s_ind = 0, s_prev = 0;
-      for (const auto& [q, copies] : queries)
-        for (int64_t j : copies) s_ind += m[q * T + j + 1];
-      for (int64_t k : sources) s_prev += m[k * T + k - 1];
-      ind[static_cast<std::size_t>(h)].add(s_ind / static_cast<double>(queries.size()));
-      prev[static_cast<std::size_t>(h)].add(s_prev / static_cast<double>(sources.size()));
-    }
-  }
+  // Read where it is, each value as a double (no float64 copy of the layer).
+  const core::Tensor a = attn.contiguous();
+  core::dispatch(a.dtype(), [&](auto zero) {
+    add_rows(a.data<decltype(zero)>(), B, H, T, tokens, targets, previous_, induction_);
+  });
 }
 
 std::vector<TaskPositionScores> TaskPositionSums::value() const {

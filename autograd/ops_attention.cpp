@@ -2,7 +2,7 @@
 // of the matmul, scale, mask, softmax and matmul of the composed form; it
 // saves only the probabilities [B, h, T, T], and in bf16 not even those
 // unless the probe or the gates' gradient reads them (its backward
-// recomputes them). In bf16, recorded without the probe or the gates'
+// recomputes them); without a backward, none unless the probe reads them. In bf16, recorded without the probe or the gates'
 // gradient, it saves Q, K and V rounded, not their float32 values, which
 // are freed once nothing else holds them. Its three stages as separate
 // nodes (core/attention_split.h) serve the hooks.
@@ -42,14 +42,20 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
   const core::AttentionShape shape{heads, causal, scale};
   const Tensor gate_values = gates.defined() ? gates.value() : Tensor();
   const bool want_dgates = gates.defined() && gates.requires_grad();
-  const bool keep_probs = probs != nullptr || want_dgates || probs_kept_anyway(checked(q, "attention", "q"), heads);
   // The rounded copies serve a recorded backward that reads neither P
   // (the probe's) nor V's float32 values (the gates' gradient).
   const bool recorded = grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   const bool hold_rounded = recorded && probs == nullptr && !want_dgates;
+  // Without a backward (no-grad, or no input wanting a gradient) only the
+  // probe reads P: the head analysis's many passes that read the logits
+  // alone then hold no layer's [B, h, T, T] (docs/head-metrics.md, "What the
+  // analysis holds").
+  const bool backward = recorded || want_dgates;
+  const bool keep_probs =
+      probs != nullptr || want_dgates || (backward && probs_kept_anyway(checked(q, "attention", "q"), heads));
   core::AttentionForward r = core::attention_forward(
       checked(q, "attention", "q").value(), checked(k, "attention", "k").value(), checked(v, "attention", "v").value(),
-      shape, key_padding, gate_values, keep_probs, hold_rounded);
+      shape, key_padding, gate_values, keep_probs, hold_rounded, backward);
   if (probs) *probs = r.probs;
   // Bits 0-2: with the copies, the backward reads none of q, k and v.
   const uint32_t blind = r.rounded ? 0b111u : 0u;

@@ -17,7 +17,11 @@ namespace {
 
 using namespace attention_detail;
 
-// q, k, v, out [B, T, d]; P [B, h, T, T].
+// q, k, v, out [B, T, d]; P [B, h, T, T], or null: not kept, each block's
+// probabilities then live in a per-thread buffer of the block's [nb, h, T, T]
+// (the same layout from the block's first row, so the same GEMM calls on the
+// same values: the same bits). A pass that no backward and no probe reads
+// (the head analysis's ablations) so holds no [B, h, T, T] tensor.
 template <class T>
 void attention_fwd(const T* q, const T* k, const T* v, T* out, T* P, const Dims& dims, const AttentionShape& s,
                    const unsigned char* real, const T* gates) {
@@ -29,7 +33,9 @@ void attention_fwd(const T* q, const T* k, const T* v, T* out, T* P, const Dims&
     const Block blk = block_of(bi, blocks, dims.B);
     const int64_t nb = blk.rows();
     const Heads<const T> Q = seq_heads(q, dims, blk.b0), K = seq_heads(k, dims, blk.b0), V = seq_heads(v, dims, blk.b0);
-    const Heads<T> Pb = score_heads(P, dims, blk.b0), O = seq_heads(out, dims, blk.b0);
+    // The block's probabilities: P's rows, or the buffer's from its start.
+    T* const Pblk = P != nullptr ? P + blk.b0 * h * Tn * Tn : scratch<T>(static_cast<std::size_t>(nb * h * Tn * Tn), 0);
+    const Heads<T> Pb = score_heads(Pblk, dims, 0), O = seq_heads(out, dims, blk.b0);
     for (int64_t c = 0; c < chunk_count(Tn, s.causal); ++c) {
       const Chunk ch = chunk_of(c, Tn, s.causal);
       const int64_t rows = ch.r1 - ch.r0;
@@ -38,7 +44,7 @@ void attention_fwd(const T* q, const T* k, const T* v, T* out, T* P, const Dims&
       for (int64_t pair = blk.b0 * h; pair < blk.b1 * h; ++pair) {
         const unsigned char* real_b = real ? real + (pair / h) * Tn : nullptr;
         for (int64_t i = ch.r0; i < ch.r1; ++i) {
-          T* row = P + pair * Tn * Tn + i * Tn;
+          T* row = Pblk + (pair - blk.b0 * h) * Tn * Tn + i * Tn;
           scores_row_to_probs(row, row, s.causal ? i + 1 : Tn, Tn, scale, real_b);
         }
       }
@@ -108,14 +114,14 @@ void check_dout_and_probs(const Tensor& dout, const Tensor& probs, const Dims& d
 
 AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionShape& shape,
                                    const Tensor& key_padding, const Tensor& gates, bool keep_probs,
-                                   bool hold_rounded) {
+                                   bool hold_rounded, bool backward) {
   const char* op = "attention_forward";
   const Dims dims = check_qkv(q, k, v, shape, op);
   check_gates(gates, dims, q.dtype(), op);
   const std::vector<unsigned char> real = real_keys(key_padding, dims);
   // Only the bf16 kernel's backward can do without P: float32 products are
-  // too slow to compute twice.
-  const bool keep = keep_probs || q.dtype() != DType::f32 || !attention_in_bf16();
+  // too slow to compute twice. Without a backward, nothing reads them.
+  const bool keep = keep_probs || (backward && (q.dtype() != DType::f32 || !attention_in_bf16()));
   AttentionForward r{Tensor::empty(q.shape(), q.dtype()),
                      keep ? Tensor::empty({dims.B, dims.h, dims.T, dims.T}, q.dtype()) : Tensor(), nullptr};
   if (q.numel() == 0) {  // no queries, or d = 0: nothing to attend with
@@ -137,8 +143,8 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
         r.rounded = std::move(hold);
         return;
       }
-    attention_fwd<T>(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(), r.probs.data<T>(), dims, shape, rp,
-                     gp);
+    attention_fwd<T>(qc.data<T>(), kc.data<T>(), vc.data<T>(), r.out.data<T>(), keep ? r.probs.data<T>() : nullptr,
+                     dims, shape, rp, gp);
   });
   return r;
 }

@@ -3,7 +3,8 @@
 // backward. Composed from matmul + mul + masked_fill + softmax, the same
 // step allocates and walks five [B, h, T, T] tensors and copies the heads
 // in and out of [B, h, T, d_k]; fused, it keeps only the probabilities
-// (in bf16 not even those, unless asked: attention_forward below).
+// (in bf16, or without a backward, not even those unless asked:
+// attention_forward below).
 //
 // Shapes: q, k, v, out [B, T, d] with d = h * d_k, head i in columns
 // i*d_k .. (i+1)*d_k - 1 (the Linear layers' own layout, so no permute
@@ -39,6 +40,10 @@ struct AttentionShape {
 // backward, and probs is left undefined. With hold_rounded, that bf16
 // forward also rounds q, k and v once each, whole, and hands the copies over
 // (`rounded`) for the backward below that reads them instead of q, k and v.
+// backward false: no backward will be run from this forward, so with
+// keep_probs false no precision keeps the probabilities (each block's live in
+// a per-thread buffer while it is computed), and `out` has the same bits as
+// with them kept: a no-grad pass without a probe allocates no [B, h, T, T].
 class RoundedQkv;  // core/attention_bf16.h
 struct AttentionForward {
   Tensor out;    // [B, T, d]
@@ -47,7 +52,7 @@ struct AttentionForward {
 };
 AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionShape& shape,
                                    const Tensor& key_padding, const Tensor& gates, bool keep_probs = true,
-                                   bool hold_rounded = false);
+                                   bool hold_rounded = false, bool backward = true);
 
 // dout [B, T, d] -> dq, dk, dv [B, T, d]; dgates [h] only if want_dgates
 // (sum over the batch of <dout_head, (P V)_head>, added in batch order).

@@ -106,7 +106,7 @@ Variable MultiHeadAttention::forward(const AttentionInput& in, const Tensor* pad
   const bool gated = gates.defined() && (gates.requires_grad() || !all_ones(gates.value()));
   const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
   const Tensor mask = padding_mask != nullptr ? *padding_mask : Tensor();
-  Tensor* probs = probe != nullptr ? &probe->attention : nullptr;
+  Tensor* probs = probe != nullptr && probe->keep.attention ? &probe->attention : nullptr;
   const bool want_scores = hooks.wants("hook_attn_scores");
   const bool want_pattern = hooks.wants("hook_pattern");
   Variable attended;
@@ -135,7 +135,7 @@ Variable MultiHeadAttention::forward(const AttentionInput& in, const Tensor* pad
   }
   Variable concat = probe != nullptr ? replace_heads(attended, *probe) : attended;
   concat = hooks.visit("hook_z", concat, heads_layout);
-  if (probe != nullptr) probe->head_outputs = concat.value();
+  if (probe != nullptr && probe->keep.head_outputs) probe->head_outputs = concat.value();
   return hooks.wants("hook_result") ? output_result_hooked(concat, hooks) : o_->forward(concat);
 }
 

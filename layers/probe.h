@@ -19,6 +19,18 @@ namespace headlab::layers {
 using autograd::Variable;
 using core::Tensor;
 
+// Which outputs of a LayerProbe the pass writes. A pass read only for its
+// logits keeps none: then the fused attention computes each block's
+// probabilities in a per-thread buffer and frees nothing the size of
+// [B, h, T, T] per layer, which a pass keeping them holds for every layer
+// until the probe goes (docs/head-metrics.md, "What the analysis holds").
+struct ProbeOutputs {
+  bool attention = true, head_outputs = true, residual = true;
+  static constexpr ProbeOutputs none() { return {false, false, false}; }
+  static constexpr ProbeOutputs only_head_outputs() { return {false, true, false}; }
+  static constexpr ProbeOutputs only_residual() { return {false, false, true}; }
+};
+
 // One attention layer's (and its block's) part of a probe.
 struct LayerProbe {
   // In: per-head gates [h] of the model's dtype, multiplied into each head's
@@ -42,11 +54,15 @@ struct LayerProbe {
   Tensor head_outputs{};
   // Out: the residual stream after the block [B, T, d_model].
   Tensor residual{};
+  // Which of the three outputs above this pass writes (the others stay undefined).
+  ProbeOutputs keep{};
 };
 
 struct Probe {
   Probe() = default;
-  explicit Probe(int64_t num_layers) : layers(static_cast<std::size_t>(num_layers)) {}
+  explicit Probe(int64_t num_layers, ProbeOutputs keep = {}) : layers(static_cast<std::size_t>(num_layers)) {
+    for (LayerProbe& layer : layers) layer.keep = keep;
+  }
   // One entry per layer of the model, in order (may be empty when only
   // `hooks` is set).
   std::vector<LayerProbe> layers;

@@ -87,7 +87,7 @@ Variable TransformerBlock::forward(const Variable& x, const Tensor* padding_mask
     h = h + hooks.visit("hook_mlp_out", mlp_->forward(in, hooks.inner("mlp.")));
   }
   h = hooks.visit("hook_resid_post", h);
-  if (probe != nullptr) probe->residual = h.value();
+  if (probe != nullptr && probe->keep.residual) probe->residual = h.value();
   return h;
 }
 
