@@ -191,7 +191,7 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_data_rows_too_short_for_analysis",
                  train_tiny({{"--data", "{cfg:{\"tokens\": [1], \"targets\": [0]}\n{\"tokens\": [1, 2]}}"},
                              {"--vocab", "8"}, {"--seq-len", "6"}}),
-                 2, {"shorter than 3 tokens", "sequence 2 of 2, has 2", "at least 3"}});
+                 2, {"shorter than 3 tokens", ".json:2, has 2", "at least 3", "add lines of 3 tokens or more to"}});
     // Without --vocab and --seq-len the file is read for its sizes: a file that is not JSONL says so.
     c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2,
                  {"notes.txt:1", "expected a JSON object", "JSONL"}});
@@ -357,7 +357,7 @@ const std::vector<BadCase>& cases() {
     c.push_back({"analyze_without_target", {"analyze"}, 2, {"target"}});
     c.push_back({"analyze_data_rows_too_short",
                  {"analyze", "{run}", "--data", "{cfg:{\"tokens\": [1], \"targets\": [0]}}", "--out", "{out}"}, 2,
-                 {"--data", "shorter than 3 tokens", "sequence 1 of 1, has 1"}});
+                 {"--data", "shorter than 3 tokens", ".json:1, has 1"}});
     c.push_back({"analyze_bad_pattern", {"analyze", "{run}", "--pattern", "lag:1"}, 2, {"lag:1", "offset:K"}});
     c.push_back({"analyze_pattern_beyond_the_sequence", {"analyze", "{run}", "--pattern", "position:6"}, 2,
                  {"position:6", "beyond the 6 positions", "0 to 5"}});
