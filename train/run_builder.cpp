@@ -242,10 +242,11 @@ void check_analysable(const Batch& rows, const std::string& source, const std::s
   // 0 as if measured. A batch of lengths alone (analyze --data's whole file,
   // which DataFile refuses without a target) carries none to count.
   if (!rows.targets.empty() && !has_target(rows))
-    throw UsageError(source + ": none of the " + std::to_string(rows.batch) + " sequences" + lines_of(rows, file) +
-                     " the held-out metrics and the head analysis read has a target (each is -1, or a line "
+    throw UsageError(source + ": none of the " + std::to_string(rows.batch) +
+                     " sequences the held-out metrics and the head analysis read has a target (each is -1, or a line "
                      "without \"targets\" has a single token), so their loss and accuracy would read 0 as if measured: "
-                     "give those lines targets, or have them read others (a larger --eval-batch, another --eval-data)");
+                     "give those lines" + lines_of(rows, file) +
+                     " targets, or have them read others (a larger --eval-batch, another --eval-data)");
   if (rows.lengths.empty()) return;  // full rows of seq-len >= kMinSeqLen (model_spec_for)
   const auto longest = std::max_element(rows.lengths.begin(), rows.lengths.end());
   if (*longest >= kMinSeqLen) return;

@@ -219,7 +219,8 @@ TEST(DataFile, HeldOutRowsWithoutATargetAreRefusedNotScoredZero) {
   EXPECT_TRUE(clean_failure(refused, 2,
                             {"--eval-data " + cwd / "held.jsonl" + " (its first 4 sequences)",
                              "none of the 4 sequences the held-out metrics and the head analysis read has a target",
-                             "would read 0 as if measured", "a larger --eval-batch"}));
+                             "would read 0 as if measured", "a larger --eval-batch",
+                             "give those lines (lines 1, 2, 3 and 4 of " + cwd / "held.jsonl" + ") targets"}));
   EXPECT_FALSE(std::filesystem::exists(cwd / "run"));
 
   // The fifth line has targets: the run trains; eval of its first 2 rows has nothing to score.
