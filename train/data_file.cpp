@@ -437,7 +437,10 @@ Batch DataFile::rows(int64_t first, int64_t count) const {
   const auto n = static_cast<std::size_t>(count * seq_len_);
   Batch out{count, seq_len_, std::vector<int32_t>(n, 0), std::vector<int32_t>(n, -1),
             std::vector<int32_t>(static_cast<std::size_t>(count))};
-  for (int64_t row = 0; row < count; ++row) fill_row(out, row, sequences_[static_cast<std::size_t>(first + row)]);
+  for (int64_t row = 0; row < count; ++row) {
+    fill_row(out, row, sequences_[static_cast<std::size_t>(first + row)]);
+    out.lines.push_back(sequences_[static_cast<std::size_t>(first + row)].line);
+  }
   for (std::size_t p = 0; p < pattern_names_.size(); ++p) {
     analysis::AttendPattern pattern = analysis::AttendPattern::empty(pattern_names_[p], count, seq_len_);
     pattern.definition = "the data file's \"attend\" pattern \"" + pattern_names_[p] + "\".";

@@ -43,6 +43,7 @@ void append_row(Batch& to, const Batch& from, int64_t row) {
   to.tokens.insert(to.tokens.end(), from.tokens.begin() + at, from.tokens.begin() + at + t);
   to.targets.insert(to.targets.end(), from.targets.begin() + at, from.targets.begin() + at + t);
   if (!from.lengths.empty()) to.lengths.push_back(from.lengths[static_cast<std::size_t>(row)]);
+  if (!from.lines.empty()) to.lines.push_back(from.lines[static_cast<std::size_t>(row)]);
   for (std::size_t p = 0; p < to.attend.size(); ++p) {
     const auto& keys = from.attend[p].keys;
     to.attend[p].keys.insert(to.attend[p].keys.end(), keys.begin() + at, keys.begin() + at + t);

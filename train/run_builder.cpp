@@ -60,14 +60,22 @@ bool has_target(const Batch& rows) {
   return std::any_of(rows.targets.begin(), rows.targets.end(), [](int32_t t) { return t >= 0; });
 }
 
-// The refusal of a --data file's `lines` (1-based, at least one) that have no target.
-std::string no_target_refusal(const TrainConfig& config, const Task& file, const std::vector<int64_t>& lines) {
+// "line 4", "lines 4, 9 and 12", "lines 4, 9, 12, 15, 20 and 3 more": the
+// first five of `lines` (1-based, at least one).
+std::string line_list(const std::vector<int64_t>& lines) {
   constexpr std::size_t kShown = 5;
   const std::size_t n = lines.size();
   std::string named = n == 1 ? "line " : "lines ";
   for (std::size_t i = 0; i < std::min(n, kShown); ++i)
     named += (i == 0 ? "" : i + 1 == n ? " and " : ", ") + std::to_string(lines[i]);
   if (n > kShown) named += " and " + std::to_string(n - kShown) + " more";
+  return named;
+}
+
+// The refusal of a --data file's `lines` (1-based, at least one) that have no target.
+std::string no_target_refusal(const TrainConfig& config, const Task& file, const std::vector<int64_t>& lines) {
+  const std::size_t n = lines.size();
+  const std::string named = line_list(lines);
   return "--data " + config.data + ": " + std::to_string(n) + " of its " + std::to_string(file.size()) +
          " sequences " + (n == 1 ? "has" : "have") + " no target (" + named +
          ": every target -1, or a single token without \"targets\"), so no training step would learn from " +
@@ -200,7 +208,26 @@ std::string slow_analysis_warning(const layers::ModelSpec& m, int64_t rows, int6
                           ", --eval-batch or --seq-len shrinks it");
 }
 
-void check_analysable(const Batch& rows, const std::string& source) {
+namespace {
+
+// Row `row` of `rows` as a message names it: "data.jsonl:7" for a row of
+// the data file `file`, else "sequence 2 of 10".
+std::string row_name(const Batch& rows, int64_t row, const std::string& file) {
+  if (!file.empty() && static_cast<int64_t>(rows.lines.size()) == rows.batch)
+    return file + ":" + std::to_string(rows.lines[static_cast<std::size_t>(row)]);
+  return "sequence " + std::to_string(row + 1) + " of " + std::to_string(rows.batch);
+}
+
+// " (lines 4, 9 and 12 of data.jsonl)" for rows of the data file `file`
+// (the first five, in the rows' order), else "".
+std::string lines_of(const Batch& rows, const std::string& file) {
+  if (file.empty() || static_cast<int64_t>(rows.lines.size()) != rows.batch || rows.batch == 0) return "";
+  return " (" + line_list(rows.lines) + " of " + file + ")";
+}
+
+}  // namespace
+
+void check_analysable(const Batch& rows, const std::string& source, const std::string& file) {
   // The set's own patterns: one without a key in these rows would score null
   // for every head and its role could never be found (a data file whose
   // keyed lines all lie beyond the run's first --eval-batch).
@@ -218,16 +245,18 @@ void check_analysable(const Batch& rows, const std::string& source) {
     throw UsageError(source + ": none of the " + std::to_string(rows.batch) +
                      " sequences the held-out metrics and the head analysis read has a target (each is -1, or a line "
                      "without \"targets\" has a single token), so their loss and accuracy would read 0 as if measured: "
-                     "give those lines targets, or have them read others (a larger --eval-batch, another --eval-data)");
+                     "give those lines" + lines_of(rows, file) +
+                     " targets, or have them read others (a larger --eval-batch, another --eval-data)");
   if (rows.lengths.empty()) return;  // full rows of seq-len >= kMinSeqLen (model_spec_for)
   const auto longest = std::max_element(rows.lengths.begin(), rows.lengths.end());
   if (*longest >= kMinSeqLen) return;
-  throw UsageError(source + ": every sequence the head analysis reads is shorter than " + std::to_string(kMinSeqLen) +
-                   " tokens (the longest, sequence " + std::to_string(longest - rows.lengths.begin() + 1) + " of " +
-                   std::to_string(rows.batch) + ", has " + std::to_string(*longest) +
-                   "); it needs one of at least " + std::to_string(kMinSeqLen) +
-                   ", as its positional scores read queries q >= 2: add longer sequences (shorter ones count in the "
-                   "scores they can show)");
+  const std::string at_least = std::to_string(kMinSeqLen);
+  throw UsageError(source + ": every sequence the head analysis reads is shorter than " + at_least +
+                   " tokens (the longest, " + row_name(rows, longest - rows.lengths.begin(), file) + ", has " +
+                   std::to_string(*longest) + "); it needs one of at least " + at_least +
+                   ", as its positional scores read queries q >= 2: " +
+                   (file.empty() ? "add longer sequences" : "add lines of " + at_least + " tokens or more to " + file) +
+                   " (shorter ones count in the scores they can show)");
 }
 
 void check_task_fits(const Task& task, const layers::ModelSpec& model) {

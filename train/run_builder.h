@@ -41,8 +41,11 @@ inline constexpr int64_t kMinSeqLen = 3;
 // "Padding"). Throws UsageError naming `source` and its longest row
 // otherwise, naming a pattern of theirs (Batch::attend) that gives no query
 // a key, or when none of them has a target (rows given with their targets;
-// a batch of lengths alone is not checked for them).
-void check_analysable(const Batch& rows, const std::string& source);
+// a batch of lengths alone is not checked for them). Rows read from the data
+// file `file` (Batch::lines) are named by its path and line, as the file's
+// own errors name them ("data.jsonl:7"), whatever order a held-out share
+// put them in.
+void check_analysable(const Batch& rows, const std::string& source, const std::string& file = "");
 
 // The model `config` describes for `task`: vocab, max_seq_len and classes
 // are the task's, the rest the config's, defaults resolved. Throws UsageError

@@ -16,6 +16,7 @@
 
 #include "core/atomic_file.h"
 #include "train/errors.h"
+#include "train/folder_kind.h"
 #include "train/input_file.h"
 #include "train/shell_word.h"
 #include "train/snapshots.h"
@@ -285,7 +286,22 @@ RunFolder create_run_folder(const std::string& dir, bool force, int64_t last_sna
 
 RunFolder open_run_folder(const std::string& dir) {
   RunFolder run{dir, nullptr};
-  if (!fs::is_directory(dir)) throw UsageError("--resume " + dir + ": no such run folder");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw UsageError("--resume " + dir +
+                     (fs::exists(dir, ec) ? " is a file, not a run folder: give the run's folder (" +
+                                                fs::path(dir).lexically_normal().parent_path().string() + ")"
+                                          : ": no such run folder"));
+  // Another kind of headlab folder: what it is, and what continues it.
+  if (const std::string kind = folder_kind(dir); kind == "sweep") {
+    const std::string one = a_run_of(dir);
+    throw UsageError("--resume " + dir + " is a sweep folder, not a run's: continue the sweep with headlab sweep "
+                     "--resume " + shell_word(dir) +
+                     (one.empty() ? "" : ", or one of its runs with headlab train --resume " + shell_word(one)));
+  } else if (kind == "analysis") {
+    throw UsageError("--resume " + dir + " holds an analysis (heads.json, report.html), not a run: give the run "
+                     "folder it came from" + analyzed_from(dir));
+  }
   // Without a checkpoint, a snapshot (resume_checkpoint in cmd_train.cpp) is as whole a one.
   if (!fs::exists(run.checkpoint()) && snapshot_steps(dir).empty())
     throw UsageError("--resume " + dir +

@@ -51,6 +51,7 @@ Batch rows_of(const Batch& batch, int64_t first, int64_t rows) {
             {batch.targets.begin() + begin, batch.targets.begin() + end}};
   if (!batch.lengths.empty())
     out.lengths.assign(batch.lengths.begin() + first, batch.lengths.begin() + first + rows);
+  if (!batch.lines.empty()) out.lines.assign(batch.lines.begin() + first, batch.lines.begin() + first + rows);
   return out;
 }
 
@@ -176,7 +177,8 @@ Session::Session(const TrainConfig& config, const dist::World& world) : config_(
   // Before any step: the held-out metrics and the analyses during and after
   // training read it. (The training rows, the log's training loss among
   // them, each have a target: make_task_to_train.)
-  check_analysable(eval_batch_, held_out_rows(config_, *task_, eval_batch_.batch));
+  check_analysable(eval_batch_, held_out_rows(config_, *task_, eval_batch_.batch),
+                   config_.eval_data.empty() ? config_.data : config_.eval_data);
 }
 
 Session::Session(const Checkpoint& checkpoint, const dist::World& world)

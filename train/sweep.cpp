@@ -336,14 +336,20 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
       if (n == 0) continue;
       labels += (labels.empty() ? "" : ", ") + label_name(l) + " " + std::to_string(n);
     }
-    // n/a says the task expects no roles, which only a finished run's analysis tells.
+    // Without a finished run there is no share to show: every rate says so,
+    // and the mean time is "-", as the labels are. n/a says the task expects
+    // no roles, which only a finished run's analysis tells.
+    const std::string none = "  none finished";
     const std::optional<Interval> roles_ci = c.roles_found_interval();
+    const std::string reached = c.runs == 0 ? none : rate(c.reached_target, c.runs, c.reached_interval());
+    const std::string specialized = c.runs == 0 ? none : rate(c.specialized, c.runs, c.specialized_interval());
     const std::string roles = roles_ci      ? rate(c.roles_found, c.runs_expecting_roles, *roles_ci)
-                              : c.runs == 0 ? "  none finished"
+                              : c.runs == 0 ? none
                                             : "  n/a";
-    std::snprintf(buf, sizeof buf, "  %4lld  %6lld  %s  %s  %-23s  %5.1f  ", static_cast<long long>(c.runs),
-                  static_cast<long long>(c.failed), rate(c.reached_target, c.runs, c.reached_interval()).c_str(),
-                  rate(c.specialized, c.runs, c.specialized_interval()).c_str(), roles.c_str(), c.mean_seconds);
+    const std::string seconds = c.runs == 0 ? "-" : fixed(c.mean_seconds, 1);
+    std::snprintf(buf, sizeof buf, "  %4lld  %6lld  %-23s  %-23s  %-23s  %5s  ", static_cast<long long>(c.runs),
+                  static_cast<long long>(c.failed), reached.c_str(), specialized.c_str(), roles.c_str(),
+                  seconds.c_str());
     const std::string first = first_column(&c);
     out += (grid ? first : std::string(first.size() < 5 ? 5 - first.size() : 0, ' ') + first) + buf +
            (labels.empty() ? "-" : labels) + "\n";

@@ -55,6 +55,9 @@ struct Batch {
   std::vector<analysis::AttendPattern> attend = {};
   std::vector<analysis::ExpectedRole> roles = {};
   bool sources = false;
+  // Row b's line in the data file it was read from (1-based), for messages
+  // about the rows; empty for a task's rows.
+  std::vector<int64_t> lines = {};
 };
 
 // A source of batches.

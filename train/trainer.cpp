@@ -80,7 +80,7 @@ std::optional<analysis::ProgressMeasures> modular_progress(Session& session) {
 Trainer::Trainer(Session& session, RunFolder folder, TrainerEvents& events, TrainerOptions options)
     : session_(session), folder_(std::move(folder)), events_(events), options_(options) {}
 
-void Trainer::record(const StepResult& last, bool log, bool analyze, double seconds) {
+void Trainer::record(const StepResult& last, bool log, bool analyze) {
   const int64_t step = session_.steps_done();
   nlohmann::json line = {{"step", step}};
   if (log) {
@@ -100,7 +100,8 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
                     .eval_accuracy = eval.accuracy,
                     .lr = last.lr,
                     .grad_norm = last.grad_norm,
-                    .tokens_per_s = seconds > 0 ? static_cast<double>(window_tokens_) / seconds : 0,
+                    .tokens_per_s = step_seconds_ > 0 ? static_cast<double>(timed_tokens_) / step_seconds_ : 0,
+                    .analysis_seconds = analysis_seconds_,
                     .train = {}};
     if (const auto& train = session_.train_eval_batch()) {
       l.train = evaluate(session_.model(), *train);
@@ -128,13 +129,17 @@ void Trainer::record(const StepResult& last, bool log, bool analyze, double seco
     logged_ = {{"step", step}, {"loss", l.loss}};
     window_loss_ = window_acc_ = 0;
     window_steps_ = window_tokens_ = 0;
+    timed_tokens_ = 0;
+    step_seconds_ = analysis_seconds_ = 0;
   }
   if (analyze) {
+    const auto analyzing = Clock::now();
     analysis::AnalysisOptions during = options_.analysis;
     during.pruning = false;  // the pruning curve is for the final report
     const analysis::RunAnalysis run = analysis::analyze_model(session_.model(), examples_of(session_.eval_batch()), during);
     line.update(analysis::compact_json(run));
     if (const auto progress = modular_progress(session_)) line["progress"] = analysis::to_json(*progress);
+    analysis_seconds_ += seconds_since(analyzing);
     events_.analyzed(step, run);
   }
   append_line(folder_.metrics(), line);
@@ -210,9 +215,11 @@ int Trainer::run() {
   }
   if (on_grid) window_loss_ = window_acc_ = 0, window_steps_ = window_tokens_ = 0;
   const auto start = Clock::now();
-  auto window_start = start;
   while (session_.steps_done() < options_.target_steps) {
+    const auto stepping = Clock::now();
     const StepResult r = session_.step();
+    step_seconds_ += seconds_since(stepping);
+    timed_tokens_ += r.tokens;
     if (r.stopped) {  // between two slices: the step was abandoned
       const int sig = stop_signal();
       checkpoint();
@@ -235,11 +242,10 @@ int Trainer::run() {
       const double loss = window_loss_, accuracy = window_acc_;
       const int64_t steps = window_steps_, tokens = window_tokens_;
       const nlohmann::json logged = logged_;
-      record(r, log, analyze, seconds_since(window_start));
+      record(r, log, analyze);
       if (log && !on_log_grid)
         window_loss_ = loss, window_acc_ = accuracy, window_steps_ = steps, window_tokens_ = tokens, logged_ = logged;
     }
-    if (log) window_start = Clock::now();
     if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && !last) checkpoint();
     if (config.snapshot_every > 0 && step % config.snapshot_every == 0) snapshot();
     events_.stepped(step, seconds_since(start));

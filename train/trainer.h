@@ -26,7 +26,12 @@ struct LogLine {
   double loss = 0, accuracy = 0;            // training batches since the last log line
   double eval_loss = 0, eval_accuracy = 0;  // the fixed evaluation (held-out) batch
   double lr = 0, grad_norm = 0;             // of the step itself
+  // The training's throughput: the window's tokens over the time its steps
+  // took, never the evaluations, head analyses or checkpoints between them.
   double tokens_per_s = 0;
+  // The head analyses since the previous log line took this long (not in
+  // tokens_per_s; the log line says it, metrics.jsonl does not).
+  double analysis_seconds = 0;
   // With a fixed training set: the model at this step on the training set
   // (Session::train_eval_batch).
   std::optional<EvalResult> train;
@@ -106,7 +111,7 @@ class Trainer {
  private:
   // Writes the metrics line of this step: the log line's averages (log), the
   // head analysis (analyze), or both.
-  void record(const StepResult& last, bool log, bool analyze, double seconds);
+  void record(const StepResult& last, bool log, bool analyze);
   void save(const std::string& path);  // the session, with the log window's sums
   void checkpoint();
   void snapshot();  // snapshots/step-NNNNNN.safetensors, then --keep-snapshots
@@ -118,6 +123,11 @@ class Trainer {
   // Sums over the steps since the last log line.
   double window_loss_ = 0, window_acc_ = 0;
   int64_t window_steps_ = 0, window_tokens_ = 0;
+  // The log line's timing, since the previous log line of this process (a
+  // resumed window's tokens from before the stop were timed by another): the
+  // steps' tokens and seconds, and the head analyses' seconds.
+  int64_t timed_tokens_ = 0;
+  double step_seconds_ = 0, analysis_seconds_ = 0;
   // The last log line on the --log-every grid: {"step", "loss"}, or null. A
   // checkpoint keeps it, so that --resume can tell its own run's
   // metrics.jsonl from another's (run_identity.h).

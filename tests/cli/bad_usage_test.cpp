@@ -191,7 +191,7 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_data_rows_too_short_for_analysis",
                  train_tiny({{"--data", "{cfg:{\"tokens\": [1], \"targets\": [0]}\n{\"tokens\": [1, 2]}}"},
                              {"--vocab", "8"}, {"--seq-len", "6"}}),
-                 2, {"shorter than 3 tokens", "sequence 2 of 2, has 2", "at least 3"}});
+                 2, {"shorter than 3 tokens", ".json:2, has 2", "at least 3", "add lines of 3 tokens or more to"}});
     // Without --vocab and --seq-len the file is read for its sizes: a file that is not JSONL says so.
     c.push_back({"train_data_without_vocab", train_tiny({{"--data", "{file}"}}), 2,
                  {"notes.txt:1", "expected a JSON object", "JSONL"}});
@@ -323,8 +323,9 @@ const std::vector<BadCase>& cases() {
     c.push_back({"eval_config_json", {"eval", "{run}/config.json"}, 2,
                  {"{run}/config.json' is not a valid safetensors file", "checkpoint.safetensors"}});
     c.push_back({"eval_missing_checkpoint_names_the_file", {"eval", "{missing}"}, 2,
-                 {"checkpoint '{missing}' cannot be opened"}});
-    c.push_back({"eval_folder_without_checkpoint", {"eval", "{dir}"}, 2, {"{dir}"}});
+                 {"{missing}: no such run folder or checkpoint"}});
+    c.push_back({"eval_folder_without_checkpoint", {"eval", "{dir}"}, 2,
+                 {"{dir} is a folder without a checkpoint.safetensors", "give a run folder or a checkpoint file"}});
     c.push_back({"eval_negative_batch", {"eval", "{ck}", "--batch", "-1"}, 2, {"--batch", "-1"}});
     c.push_back({"eval_zero_batch", {"eval", "{ck}", "--batch", "0"}, 2, {"--batch", "0"}});
     c.push_back({"eval_non_numeric_batch", {"eval", "{ck}", "--batch", "many"}, 2, {"--batch", "many"}});
@@ -340,6 +341,22 @@ const std::vector<BadCase>& cases() {
     c.push_back({"eval_unknown_precision", {"eval", "{ck}", "--precision", "f64"}, 2, {"--precision", "f64"}});
     c.push_back({"analyze_unknown_gemm", {"analyze", "{run}", "--gemm", "cublas"}, 2, {"--gemm", "cublas"}});
     c.push_back({"eval_negative_threads", {"eval", "{ck}", "--threads", "-1"}, 2, {"--threads"}});
+    // A whole number beyond the flag's type is out of range, not "not a whole number" (QA25).
+    c.push_back({"eval_threads_beyond_int", {"eval", "{ck}", "--threads", "99999999999"}, 2,
+                 {"--threads", "from -2147483648 to 2147483647", "got 99999999999"}, {"not a whole number"}});
+    c.push_back({"analyze_threads_beyond_int", {"analyze", "{run}", "--threads", "3000000000"}, 2,
+                 {"--threads", "to 2147483647", "got 3000000000"}, {"not a whole number"}});
+    // Beyond 64 bits CLI11 read the largest int64 and said another number than the one given.
+    c.push_back({"analyze_step_beyond_int64", {"analyze", "{run}", "--step", "99999999999999999999"}, 2,
+                 {"--step", "to 9223372036854775807", "got 99999999999999999999"}, {"--step 9223372036854775807"}});
+    c.push_back({"analyze_example_beyond_int64", {"analyze", "{run}", "--example", "99999999999999999999"}, 2,
+                 {"--example", "got 99999999999999999999"}, {"--example 9223372036854775807"}});
+    c.push_back({"sweep_jobs_beyond_int", {"sweep", "--jobs", "5000000000"}, 2, {"--jobs", "got 5000000000"},
+                 {"not a whole number"}});
+    c.push_back({"bench_runs_beyond_int64", {"bench", "--runs", "99999999999999999999"}, 2,
+                 {"--runs", "got 99999999999999999999"}});
+    c.push_back({"gradcheck_filter_matching_nothing", {"gradcheck", "--filter", "no-such-op"}, 2,
+                 {"--filter 'no-such-op'", "checks' names", "without --filter lists them"}});
     c.push_back({"eval_negative_seed", {"eval", "{ck}", "--seed", "-5"}, 2, {"--seed", "-5"}});
     c.push_back({"eval_unknown_task", {"eval", "{ck}", "--task", "nope"}, 2, {"nope"}});
     c.push_back({"eval_task_that_does_not_fit", {"eval", "{ck}", "--task", "modular-addition"}, 2,
@@ -357,7 +374,7 @@ const std::vector<BadCase>& cases() {
     c.push_back({"analyze_without_target", {"analyze"}, 2, {"target"}});
     c.push_back({"analyze_data_rows_too_short",
                  {"analyze", "{run}", "--data", "{cfg:{\"tokens\": [1], \"targets\": [0]}}", "--out", "{out}"}, 2,
-                 {"--data", "shorter than 3 tokens", "sequence 1 of 1, has 1"}});
+                 {"--data", "shorter than 3 tokens", ".json:1, has 1"}});
     c.push_back({"analyze_bad_pattern", {"analyze", "{run}", "--pattern", "lag:1"}, 2, {"lag:1", "offset:K"}});
     c.push_back({"analyze_pattern_beyond_the_sequence", {"analyze", "{run}", "--pattern", "position:6"}, 2,
                  {"position:6", "beyond the 6 positions", "0 to 5"}});

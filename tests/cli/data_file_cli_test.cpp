@@ -219,7 +219,8 @@ TEST(DataFile, HeldOutRowsWithoutATargetAreRefusedNotScoredZero) {
   EXPECT_TRUE(clean_failure(refused, 2,
                             {"--eval-data " + cwd / "held.jsonl" + " (its first 4 sequences)",
                              "none of the 4 sequences the held-out metrics and the head analysis read has a target",
-                             "would read 0 as if measured", "a larger --eval-batch"}));
+                             "would read 0 as if measured", "a larger --eval-batch",
+                             "give those lines (lines 1, 2, 3 and 4 of " + cwd / "held.jsonl" + ") targets"}));
   EXPECT_FALSE(std::filesystem::exists(cwd / "run"));
 
   // The fifth line has targets: the run trains; eval of its first 2 rows has nothing to score.
@@ -272,6 +273,34 @@ TEST(DataFile, TrainingLinesWithoutATargetAreRefusedBeforeForceRemovesTheOldRun)
                                   {"--steps", "1"}}),
       cwd.path());
   EXPECT_EQ(trained.exit_code, 0) << trained.describe();
+}
+
+// The rows --eval-fraction holds out are a shuffled share of the file: when
+// every one the analysis reads is too short, the refusal names the longest
+// by the file's path and line, as the file's own errors do, not by its place
+// in the held-out batch (QA25: "sequence 1 of 10"), and says what to add.
+TEST(DataFile, TooShortHeldOutRowsAreNamedByTheirLineInTheFile) {
+  TempDir cwd;
+  const std::string data = cwd / "rows.jsonl";
+  // Two lines of 5 tokens (lines 2 and 3, after a blank line), eighteen of 2.
+  std::string text = "\n";
+  for (int i = 0; i < 20; ++i)
+    text += i < 2 ? "{\"tokens\": [1, 2, 3, 4, 5], \"targets\": [0, 1, 2, 0, 1]}\n"
+                  : "{\"tokens\": [" + std::to_string(i % 7) + ", 3], \"targets\": [1, 2]}\n";
+  write_bytes(data, text);
+  // Split seed 3 holds out short lines first: the first 3 held-out rows have 2 tokens each.
+  const RunResult r = run_headlab(train_command(cwd / "run", {{"--data", data}, {"--eval-fraction", "0.5"},
+                                                              {"--split-seed", "3"}, {"--eval-batch", "3"}}),
+                                  cwd.path());
+  ASSERT_TRUE(clean_failure(r, 2, {"--eval-fraction 0.5", "shorter than 3 tokens", "(the longest, " + data + ":",
+                                   ", has 2)", "add lines of 3 tokens or more to " + data}));
+  EXPECT_EQ(r.err.find("sequence 1 of"), std::string::npos) << r.err;
+  // The line it names is one of the file's 2-token lines (4 to 21).
+  const std::size_t at = r.err.find(data + ":") + data.size() + 1;
+  const int line = std::stoi(r.err.substr(at));
+  EXPECT_GE(line, 4) << r.err;
+  EXPECT_LE(line, 21) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(cwd / "run"));
 }
 
 // An --eval-data file whose pattern has the name of the task's own (sort's next-sorted) would replace the

@@ -339,7 +339,8 @@ TEST(Outputs, CollectRefusesARunsFolderAndLeavesItAsItWas) {
   TempDir dir;
   copy_dir(shared_run(), dir / "run");
   const auto before = snapshot(dir / "run");
-  EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--collect", dir / "run"}, dir.path()), 2, {"not a sweep folder"}));
+  EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--collect", dir / "run"}, dir.path()), 2,
+                            {"--collect " + dir / "run" + " is a run folder, not a sweep's"}));
   EXPECT_EQ(snapshot(dir / "run"), before);
 }
 

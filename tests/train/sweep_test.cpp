@@ -206,16 +206,27 @@ TEST(Summarize, CountsTheRunsThatFoundTheirRolesOverTheRunsExpectingThemAndSaysN
   EXPECT_NE(summary_text(only_none, 0.9).find("roles found: n/a, the runs' task expects no roles"), std::string::npos);
 }
 
-// A configuration none of whose runs finished cannot say whether its task
-// expects roles: "none finished", not the n/a of a task that expects none.
-TEST(Summarize, AConfigurationWithoutAFinishedRunSaysNoneFinishedNotNA) {
+// A configuration none of whose runs finished has no share to show in any
+// column (QA25: "0 (0%) [0-100%]" beside "none finished"): each rate says
+// "none finished", the mean time and the labels "-"; and it cannot say
+// whether its task expects roles: not the n/a of a task that expects none.
+TEST(Summarize, AConfigurationWithoutAFinishedRunSaysNoneFinishedInEveryRate) {
   SweepRun stopped;
   stopped.heads = 2;
   stopped.status = RunStatus::interrupted;
-  const std::vector<SweepRun> runs = {stopped};
-  const std::string text = summary_text(summarize(runs, head_cells({2}), 0.9), 0.9);
-  EXPECT_NE(text.find("[0-100%]      none finished"), std::string::npos) << text;
-  EXPECT_EQ(text.find("n/a"), std::string::npos) << text;
+  const std::vector<SweepRun> runs = {stopped, done_run(1, 0, 1.0, true, {})};
+  const std::string text = summary_text(summarize(runs, head_cells({2, 1}), 0.9), 0.9);
+  // The table's row of a head count ("    2  ...").
+  const auto row_of = [&](const std::string& heads) {
+    const std::size_t at = text.find("\n    " + heads + "  ") + 1;
+    return at == 0 ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  const std::string none = "  none finished        ";  // a rate's 23 characters
+  EXPECT_EQ(row_of("2"), "    2     0       0  " + none + "  " + none + "  " + none + "      -  -") << text;
+  EXPECT_EQ(text.find("(0%)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("[0-100%]"), std::string::npos) << text;
+  // The finished configuration's columns start where the other's do.
+  EXPECT_EQ(row_of("1").substr(0, 21 + 23 + 2), "    1     1       0      1 (100%) [21-100%]   ") << text;
 }
 
 TEST(RunLine, SaysWhyARunFailed) {

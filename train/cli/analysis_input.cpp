@@ -55,10 +55,11 @@ AnalysisInput AnalysisInput::of_file(const train::Checkpoint& ck, const std::str
   for (int64_t first = 0; first < in.rows_; first += in.chunk_rows_) {
     const train::Batch chunk = in.read(first, std::min(in.chunk_rows_, in.rows_ - first));
     lengths.lengths.insert(lengths.lengths.end(), chunk.lengths.begin(), chunk.lengths.end());
+    lengths.lines.insert(lengths.lines.end(), chunk.lines.begin(), chunk.lines.end());
     lengths.batch += chunk.batch;
     positions += std::count_if(chunk.targets.begin(), chunk.targets.end(), [](int32_t t) { return t >= 0; });
   }
-  train::check_analysable(lengths, in.source_);
+  train::check_analysable(lengths, in.source_, data);
   in.lengths_ = std::move(lengths.lengths);
   // What was read, for heads.json: a file appended to meanwhile, or a pipe
   // whose name (/dev/fd/63) says nothing afterwards, is known by these.
@@ -115,6 +116,7 @@ train::Batch AnalysisInput::read(int64_t first, int64_t count) const {
   for (const analysis::AttendPattern& p : all.attend) out.attend.push_back(analysis::attend_rows(p, first, count));
   out.roles = all.roles;
   out.sources = all.sources;
+  if (!all.lines.empty()) out.lines.assign(all.lines.begin() + first, all.lines.begin() + first + count);
   return out;
 }
 

@@ -30,6 +30,7 @@
 #include "train/cli/cli.h"
 #include "train/cli/progress_bar.h"
 #include "train/errors.h"
+#include "train/folder_kind.h"
 #include "train/input_file.h"
 #include "train/run_builder.h"
 #include "train/run_folder.h"
@@ -216,28 +217,6 @@ void check_patterns_keyed(AnalysisInput& input, const std::vector<std::string>& 
                               "target), so no head could be scored on it; give another K or leave it out");
 }
 
-// Why `target` has no checkpoint to analyze: a run still training before its
-// first checkpoint, a folder an analysis wrote (a snapshot's, kept after
-// --keep-snapshots removed the snapshot) or a folder of other files is named
-// as what it is.
-std::string no_checkpoint(const std::string& target, bool is_dir) {
-  if (!is_dir) return target + ": no such run folder or checkpoint";
-  if (std::string training = train::still_training_without_checkpoint(target); !training.empty()) return training;
-  if (train::folder_marker(target) == "analysis") {
-    const fs::path folder = fs::path(target).lexically_normal();
-    const fs::path dir = folder.has_filename() ? folder : folder.parent_path();
-    const int64_t step = train::snapshot_step(dir.filename().string() + ".safetensors");
-    if (step >= 0 && dir.parent_path().filename() == "snapshots")
-      return target + " holds the analysis of step " + std::to_string(step) + "'s snapshot, which is gone (" +
-             (dir.parent_path() / (dir.filename().string() + ".safetensors")).string() +
-             "; --keep-snapshots removes the oldest): its heads.json and report.html are still there to read";
-    return target + " holds an analysis (heads.json, report.html), not a checkpoint: analyze the run folder or "
-                    "checkpoint it came from";
-  }
-  return target + " is a folder without a checkpoint.safetensors: give a run folder, a checkpoint file, or a run "
-                  "folder with --step N";
-}
-
 int run_analyze(const AnalyzeArgs& args) {
   const bool is_dir = fs::is_directory(args.target);
   if (args.step_given && args.step < 0)
@@ -248,7 +227,9 @@ int run_analyze(const AnalyzeArgs& args) {
   const std::string ck_path = args.step_given ? train::find_snapshot(args.target, args.step)
                               : is_dir       ? args.target + "/checkpoint.safetensors"
                                              : args.target;
-  if (!fs::exists(ck_path)) throw train::UsageError(no_checkpoint(args.target, is_dir));
+  if (!fs::exists(ck_path))
+    throw train::UsageError(
+        train::no_checkpoint(args.target, "give a run folder, a checkpoint file, or a run folder with --step N"));
   // A snapshot's analysis goes beside it (snapshots/step-000500/), never over the run's own.
   const bool snapshot = train::snapshot_step(fs::path(ck_path).filename().string()) >= 0 &&
                         fs::path(ck_path).parent_path().filename() == "snapshots";
@@ -473,6 +454,7 @@ Command add_analyze(CLI::App& app) {
                  "analyze the run's snapshot of this step (train --snapshot-every); the files go to "
                  "RUN/snapshots/step-NNNNNN/ (another --task or --batch: into analysis-TASK/ or analysis-batch-N/ "
                  "there)")
+      ->check(in_range<int64_t>())
       ->each([args](const std::string&) { args->step_given = true; });
   app.add_option("--task", args->task,
                  "analyze on this task's batch (default: the run's task); another task than the run's writes into "
@@ -490,13 +472,17 @@ Command add_analyze(CLI::App& app) {
                      std::to_string(static_cast<int>(train::kAnalysisChunkBytes / (1 << 20))) +
                      " MiB by an estimate of what a row holds -- the model's attention, logits and head outputs -- "
                      "at least 1)")
+      ->check(in_range<int64_t>())
       ->each([args](const std::string&) { args->batch_given = true; });
-  app.add_option("--example", args->example, "which sequence the heatmaps show")->default_val(0);
+  app.add_option("--example", args->example, "which sequence the heatmaps show")
+      ->default_val(0)
+      ->check(in_range<int64_t>());
   app.add_option("--out", args->out,
                  "where heads.json and report.html go (default: the run folder; for a snapshot "
                  "RUN/snapshots/step-NNNNNN/; for another checkpoint file, a folder named after it beside it: "
                  "edits/no-L1H0/ for edits/no-L1H0.safetensors)");
-  app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)");
+  app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)")
+      ->check(in_range<int>());
   app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_flag("--json", args->json, "print heads.json instead of the table");
   app.add_flag("--quiet", args->quiet,

@@ -353,9 +353,13 @@ Command add_bench(CLI::App& app) {
   app.add_option("--preset", args->preset,
                  "tiny (V16 T8 B64 d64 h2 L1), small (V64 T32 B32 d128 h4 L2) or medium (V256 T128 B16 d256 h8 L4)")
       ->default_val(args->preset);
-  app.add_option("--warmup-steps", args->warmup, "untimed steps first")->default_val(args->warmup);
-  app.add_option("--bench-steps", args->steps, "timed steps per run")->default_val(args->steps);
-  app.add_option("--runs", args->runs, "timed runs; the median is reported")->default_val(args->runs);
+  app.add_option("--warmup-steps", args->warmup, "untimed steps first")
+      ->default_val(args->warmup)
+      ->check(in_range<int64_t>());
+  app.add_option("--bench-steps", args->steps, "timed steps per run")->default_val(args->steps)->check(in_range<int64_t>());
+  app.add_option("--runs", args->runs, "timed runs; the median is reported")
+      ->default_val(args->runs)
+      ->check(in_range<int64_t>());
   app.add_option("--hooks", args->hooks,
                  "also time a no-grad forward of the batch caching these hook points (comma-separated, or all) "
                  "against a plain one")

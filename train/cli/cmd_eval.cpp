@@ -20,6 +20,7 @@
 #include "train/cli/dump_activations.h"
 #include "train/errors.h"
 #include "train/fixed_sets.h"
+#include "train/folder_kind.h"
 #include "train/run_builder.h"
 #include "train/run_data.h"
 #include "train/run_folder.h"
@@ -78,10 +79,11 @@ int run_eval(const EvalArgs& args) {
   if (args.batch_given && args.batch < 1)
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (picked from the model's size) or more");
-  // A run before its first checkpoint is said to be one, not a file that cannot be opened.
-  if (!args.run_dir.empty())
-    if (const std::string training = train::still_training_without_checkpoint(args.run_dir); !training.empty())
-      throw train::UsageError(training);
+  // A run before its first checkpoint, a sweep's folder, ... are said to be
+  // what they are, not a file that cannot be opened.
+  if (std::error_code ec; !std::filesystem::exists(args.checkpoint, ec))
+    throw train::UsageError(train::no_checkpoint(args.run_dir.empty() ? args.checkpoint : args.run_dir,
+                                                 "give a run folder or a checkpoint file"));
   const train::Checkpoint ck = train::read_checkpoint(args.checkpoint);
   // `eval RUN` evaluates the run: not another run's checkpoint copied into its folder.
   if (!args.run_dir.empty())
@@ -299,7 +301,8 @@ Command add_eval(CLI::App& app) {
       ->check(non_negative())
       ->check(in_range<uint64_t>())
       ->each([args](const std::string&) { args->seed_given = true; });
-  app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)");
+  app.add_option("--threads", args->threads, "threads (0: picked from the model's size, as train does)")
+      ->check(in_range<int>());
   app.add_option("--gemm", args->gemm, "GEMM backend, onednn or openblas (default: the run's)");
   app.add_option("--precision", args->precision, "the matrix products in f32 or bf16 (default: the run's)");
   app.add_option("--dump-logits", args->dump_logits, "write the logits [N, T, C] (F32) with the tokens and targets [N, T] and each sequence's lengths [N] "

@@ -16,8 +16,12 @@ Command add_gradcheck(CLI::App& app) {
   return [filter] {
     std::vector<autograd::GradcheckCase> cases = autograd::op_gradcheck_cases();
     for (const auto& c : layers::layers_gradcheck_cases()) cases.push_back(c);
+    const std::size_t all = cases.size();
     std::erase_if(cases, [&](const autograd::GradcheckCase& c) { return c.name.find(*filter) == std::string::npos; });
-    if (cases.empty()) throw train::UsageError("--filter '" + *filter + "' matches no check");
+    if (cases.empty())
+      throw train::UsageError("--filter '" + *filter + "' is in none of the " + std::to_string(all) +
+                              " checks' names (case-sensitive); headlab gradcheck without --filter "
+                              "lists them");
     // The name column is as wide as the longest name, so the numbers stay in line.
     int width = 5;
     for (const auto& c : cases) width = std::max(width, static_cast<int>(c.name.size()));

@@ -26,6 +26,7 @@
 #include "train/cli/cli.h"
 #include "train/dist.h"
 #include "train/errors.h"
+#include "train/folder_kind.h"
 #include "train/input_file.h"
 #include "train/json_input.h"
 #include "train/run_builder.h"
@@ -97,6 +98,29 @@ std::string format_seconds(double seconds) {
 std::string trimmed_dir(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   return dir;
+}
+
+// The refusal of `dir`, given to `flag` (--resume, --collect, --redraw) and
+// not a sweep's folder: no such folder, a run's (of a sweep, whose folder to
+// give; or one of its own, which train --resume continues), an analysis's,
+// or another, which lacks what a sweep's holds (`lacks`).
+std::string not_a_sweep(const std::string& flag, const std::string& dir, const std::string& lacks) {
+  std::error_code ec;
+  const std::string given = flag + " " + dir;
+  if (!fs::exists(dir, ec)) return given + ": no such sweep folder";
+  const std::string kind = train::folder_kind(dir);
+  if (kind == "run") {
+    const std::string parent = fs::path(dir).lexically_normal().parent_path().string();
+    if (train::folder_kind(parent.empty() ? "." : parent) == "sweep")
+      return given + " is a run folder of a sweep, not the sweep's: give " + flag + " " +
+             train::shell_word(parent.empty() ? "." : parent);
+    return given + " is a run folder, not a sweep's: " +
+           (flag == "--resume" ? "continue it with headlab train --resume " + train::shell_word(dir)
+                               : "give the folder a sweep wrote (headlab sweep --out DIR)");
+  }
+  if (kind == "analysis")
+    return given + " holds an analysis (heads.json, report.html), not a sweep: give the folder a sweep wrote";
+  return given + ": not a sweep folder (" + lacks + "): give the folder a sweep wrote (headlab sweep --out DIR)";
 }
 
 // A JSON file of the sweep's own (sweep.json, a shard's file), read with the
@@ -461,9 +485,9 @@ train::SweepRun shard_run(const Sweep& sweep, const nlohmann::json& r, const std
 int collect_sweep(const std::string& dir_arg, bool locked) {
   const std::string dir = trimmed_dir(dir_arg);
   const std::string where = "--collect " + dir;
-  if (!fs::is_regular_file(dir + "/config.json")) throw train::UsageError(where + ": not a sweep folder (no config.json)");
   // Before the lock, whose file would mark the folder as a sweep's.
-  if (!train::is_sweep_folder(dir)) throw train::UsageError(where + ": not a sweep folder (a run's, or the user's)");
+  if (!fs::is_regular_file(dir + "/config.json") || !train::is_sweep_folder(dir))
+    throw train::UsageError(not_a_sweep("--collect", dir, "no sweep.lock or config.json: the user's files"));
   std::unique_ptr<train::SweepLock> lock;
   if (!locked) lock = std::make_unique<train::SweepLock>(dir, std::nullopt);
   train::check_one_split(dir, where);
@@ -569,7 +593,7 @@ int collect_sweep(const std::string& dir_arg, bool locked) {
 int redraw_sweep(const std::string& dir_arg) {
   const std::string dir = trimmed_dir(dir_arg);
   const std::string path = dir + "/sweep.json";
-  if (!fs::is_regular_file(path)) throw train::UsageError("--redraw " + dir + ": not a sweep folder (no sweep.json)");
+  if (!fs::is_regular_file(path)) throw train::UsageError(not_a_sweep("--redraw", dir, "no sweep.json"));
   const train::SweepLock lock(dir, std::nullopt);
   const nlohmann::json document = read_plan_file(path, "--redraw " + dir);
   // As --resume reads its plan and --collect the shards' runs: the page
@@ -630,7 +654,7 @@ void read_resumed_plan(Sweep& sweep, const SweepArgs& args, bool jobs_given) {
   sweep.dir = trimmed_dir(args.resume);
   const std::string config_path = sweep.dir + "/config.json", plan_path = sweep.dir + "/sweep.json";
   if (!fs::is_regular_file(config_path) || !fs::is_regular_file(plan_path))
-    throw train::UsageError("--resume " + sweep.dir + ": not a sweep folder (it needs config.json and sweep.json)");
+    throw train::UsageError(not_a_sweep("--resume", sweep.dir, "it needs config.json and sweep.json"));
   // As its runs so far trained: a folder from before the precision key, in f32.
   sweep.config = stored_config_file(config_path, "--resume " + sweep.dir + ": " + config_path);
   const nlohmann::json saved = read_plan_file(plan_path, "--resume " + sweep.dir);
@@ -857,7 +881,9 @@ Command add_sweep(CLI::App& app) {
   app.add_option("--seeds", args->seeds, "seeds to train, as numbers and ranges: 0-9, 0,3,5-7")
       ->capture_default_str();
   app.add_option("--heads", args->heads, "head counts to train, e.g. 1,2,4 (default: --config's, else 2)");
-  app.add_option("--jobs", args->jobs, "runs at a time, each on one thread (0: one per core)")->capture_default_str();
+  app.add_option("--jobs", args->jobs, "runs at a time, each on one thread (0: one per core)")
+      ->capture_default_str()
+      ->check(in_range<int>());
   app.add_option("--target-accuracy", args->target_flag,
                  "evaluation accuracy a run must reach to count as trained (a fraction; default: the task's own "
                  "target where it defines one (" + train::task_targets_text() + "), else " +

@@ -14,6 +14,7 @@
 #include "train/cli/train_view.h"
 #include "train/dist.h"
 #include "train/errors.h"
+#include "train/folder_kind.h"
 #include "train/rank_agreement.h"
 #include "train/run_builder.h"
 #include "train/run_identity.h"
@@ -36,8 +37,9 @@ struct TrainArgs {
 std::string init_checkpoint(const std::string& init) {
   const std::string path = fs::is_directory(init) ? (fs::path(init) / "checkpoint.safetensors").string() : init;
   if (!fs::exists(path))
-    throw train::UsageError("--init " + init + (fs::is_directory(init) ? ": the run folder has no checkpoint.safetensors"
-                                                                       : ": no such checkpoint, snapshot or run folder"));
+    throw train::UsageError("--init " + (fs::is_directory(init)
+                                             ? train::no_checkpoint(init, "give a run folder, a checkpoint or a snapshot")
+                                             : init + ": no such checkpoint, snapshot or run folder"));
   return fs::absolute(path).lexically_normal().string();
 }
 

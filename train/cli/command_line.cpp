@@ -4,6 +4,10 @@
 // same code path.
 #include "train/cli/command_line.h"
 
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -168,13 +172,37 @@ std::string usage_message(const CLI::App& sub, const std::vector<std::string>& a
   return "";
 }
 
-// Whatever a command printed must have reached stdout: `eval --json >/dev/full`
-// must not exit 0. Returns false (after saying so) if a write failed.
-bool stdout_written(const char* command) {
+// Whether stdout is a pipe or socket whose reader has gone (`| head -1`
+// read its line and exited): the writes failed with EPIPE, and poll()
+// reports such a pipe's write end as in error whatever `error` (the errno
+// of the last write) says.
+bool stdout_reader_gone(int error) {
+  if (error == EPIPE) return true;
+  struct stat st {};
+  if (::fstat(STDOUT_FILENO, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return false;
+  pollfd out{STDOUT_FILENO, 0, 0};  // POLLERR and POLLHUP are reported unasked
+  return ::poll(&out, 1, 0) == 1 && (out.revents & (POLLERR | POLLHUP)) != 0;
+}
+
+// A command's exit status once what it printed is flushed. A write that
+// failed (`eval --json >/dev/full`) fails the command, said on stderr (exit
+// 1), but a reader that went away is no failure of the command's: as a Unix
+// tool killed by SIGPIPE, it exits 128 + SIGPIPE without a word. SIGPIPE
+// itself is ignored, so that it never kills the process: by then every file
+// the command writes is written whole (eval's dumps, analyze's heads.json
+// and report.html, a sweep's sweep.json), as the command prints last; `train`
+// meets the closed pipe at its next log line and stops as on a stop signal,
+// with a checkpoint and the same status. `status`, the command's own, wins
+// when it is not 0.
+int exit_status(const std::string& command, int status) {
   std::cout.flush();
-  const bool ok = std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout);
-  if (!ok) say(std::string("headlab ") + command + ": error: cannot write to standard output: " + std::strerror(errno));
-  return ok;
+  if (std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
+  const int error = errno;  // the failed write's, as far as errno still tells
+  if (status != 0) return status;
+  if (stdout_reader_gone(error)) return 128 + SIGPIPE;
+  say("headlab" + (command.empty() ? "" : " " + command) + ": error: cannot write to standard output" +
+      (error != 0 ? ": " + std::string(std::strerror(error)) : ""));
+  return 1;
 }
 
 // Under mpirun every rank parses the same command line and meets the same
@@ -280,11 +308,11 @@ int run_command_line(int argc, char** argv, bool print_error) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return exit_status(argc > 1 && argv[1][0] != '-' ? argv[1] : "", app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return exit_status("", app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return exit_status("", app.exit(e));
   } catch (const CLI::ParseError& e) {
     if (another_rank_says_it()) return 2;
     // The command's own errors carry its name, as its failures do.
@@ -306,8 +334,7 @@ int run_command_line(int argc, char** argv, bool print_error) {
       return 2;
     }
     try {
-      const int status = run();
-      return stdout_written(name.c_str()) || status != 0 ? status : 1;
+      return exit_status(name, run());
     } catch (const train::dist::PeerFailure& e) {
       return fail(name, e, e.exit_status, e.what());
     } catch (const train::Stopped& e) {
