@@ -29,7 +29,7 @@ TEST(AnalysisMemory, TheAnalysisHoldsOnePassesAttentionAndNothingOfItsSizeBeside
   for (int64_t i = 0; i < B * T; ++i) {
     tokens.push_back(static_cast<int32_t>(gen.integer(0, V)));
     targets.push_back(i % T > 0 ? tokens.back() : -1);
-    corrupted.push_back((tokens.back() + 1) % V);
+    corrupted.push_back(static_cast<int32_t>((tokens.back() + 1) % V));
   }
   const Examples examples{B, T, tokens, targets};
   const std::size_t probs = std::size_t{B * H * T * T} * sizeof(float);
