@@ -19,16 +19,19 @@ std::string interval_text(const nlohmann::ordered_json& c, const char* key) {
 
 // "h2: 7 of 10 runs specialized (95% CI 40-89%); 9 of 10 found the expected
 // roles (95% CI 60-98%)" ("layers 2, lr 0.001, h2: ..." in a grid), from a
-// configs[] entry, for readers without JavaScript. Missing keys read as nothing.
+// configs[] entry, for readers without JavaScript; "h2: none finished" for a
+// configuration without a finished run. Missing keys read as nothing.
 std::string config_line(const nlohmann::ordered_json& c) {
   const auto count = [&](const char* key) {
     const auto it = c.find(key);
     return it != c.end() && it->is_number_integer() ? it->get<long long>() : 0LL;
   };
   const auto name = c.find("name");
-  std::string line = (name != c.end() && name->is_string() ? name->get<std::string>() : "h" + std::to_string(count("heads"))) +
-                     ": " + std::to_string(count("specialized")) + " of " +
-                     std::to_string(count("runs")) + " runs specialized";
+  const std::string config =
+      name != c.end() && name->is_string() ? name->get<std::string>() : "h" + std::to_string(count("heads"));
+  if (c.contains("runs") && count("runs") == 0) return config + ": none finished";  // no rate to state
+  std::string line = config + ": " + std::to_string(count("specialized")) + " of " + std::to_string(count("runs")) +
+                     " runs specialized";
   line += interval_text(c, "specialized_ci");
   // A sweep.json from before the roles' rate has no "runs_expecting_roles": nothing said.
   const auto expecting = c.find("runs_expecting_roles");

@@ -415,6 +415,10 @@ nlohmann::ordered_json config_json(const ConfigSummary& c) {
       stats[analysis::pattern_key(*p)] = rounded(score_of(s.scores, p->name), 1e4);
     labels[label_name(l)] = std::move(stats);
   }
+  // No finished run: no rate (null), as roles_found_share has none without
+  // a run that expects roles; a 0 with the interval [0, 1] would read as one.
+  const bool finished = c.runs > 0;
+  const nlohmann::ordered_json none;
   return {{"name", c.cell.name()},
           {"settings", c.cell.settings},
           {"heads", c.heads},
@@ -422,11 +426,11 @@ nlohmann::ordered_json config_json(const ConfigSummary& c) {
           {"failed", c.failed},
           {"interrupted", c.interrupted},
           {"reached_target", c.reached_target},
-          {"reached_target_share", c.reached_share()},
-          {"reached_target_ci", interval_json(c.reached_interval())},
+          {"reached_target_share", finished ? nlohmann::ordered_json(c.reached_share()) : none},
+          {"reached_target_ci", finished ? interval_json(c.reached_interval()) : none},
           {"specialized", c.specialized},
-          {"specialized_share", c.specialized_share()},
-          {"specialized_ci", interval_json(c.specialized_interval())},
+          {"specialized_share", finished ? nlohmann::ordered_json(c.specialized_share()) : none},
+          {"specialized_ci", finished ? interval_json(c.specialized_interval()) : none},
           {"runs_expecting_roles", c.runs_expecting_roles},
           {"roles_found", c.roles_found},
           {"roles_found_share", optional_json(c.roles_found_share())},

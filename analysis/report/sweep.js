@@ -79,9 +79,12 @@
         text: nameOf(c) }));
       series.forEach(([name, share, ci, color, countKey, ofKey], i) => {
         const y = y0 + 10 + i * 14;
-        if (ofKey === 'runs_expecting_roles' && rolesNA(c)) {
+        // No rate to draw: no finished run (every share null), or no run that expected roles.
+        const na = c.runs === 0 || !isNum(c[share]) && ofKey !== 'runs_expecting_roles' ? name + ': none finished'
+          : ofKey === 'runs_expecting_roles' && rolesNA(c) ? 'roles found: n/a (no run expected roles)' : null;
+        if (na !== null) {
           svg.append(sv('text', { class: 'na', x: m.l + 4, y: y + 4, fill: '#64748b', 'data-config': nameOf(c), 'data-series': name,
-            text: 'roles found: n/a (no run expected roles)' }));
+            text: na }));
           return;
         }
         const [lo, hi] = Array.isArray(c[ci]) ? c[ci] : [0, 1];
@@ -98,14 +101,18 @@
     return svg;
   }
 
+  // A rate's cells: "none finished" and a dash where no run finished (a null share).
+  const rate = (count, share) => isNum(share) ? count + ' (' + pct(share) + ')' : 'none finished';
+  const interval = (ci) => Array.isArray(ci) ? ciText(ci) : '–';
+
   function ratesSection() {
     const rows = configs.map((c) => el('tr', {},
       el('td', { text: grid ? c.name : c.heads }), el('td', { text: c.runs }), el('td', { text: c.failed + c.interrupted }),
-      el('td', { text: c.reached_target + ' (' + pct(c.reached_target_share) + ')' }), el('td', { class: 'ci-cell', text: ciText(c.reached_target_ci) }),
-      el('td', { class: 'top', text: c.specialized + ' (' + pct(c.specialized_share) + ')' }), el('td', { class: 'ci-cell', text: ciText(c.specialized_ci) }),
+      el('td', { text: rate(c.reached_target, c.reached_target_share) }), el('td', { class: 'ci-cell', text: interval(c.reached_target_ci) }),
+      el('td', { class: 'top', text: rate(c.specialized, c.specialized_share) }), el('td', { class: 'ci-cell', text: interval(c.specialized_ci) }),
       ...(hasRoles ? [el('td', { class: 'top', text: rolesNA(c) ? (c.runs === 0 ? 'none finished' : 'n/a') : c.roles_found + ' of ' + c.runs_expecting_roles + ' (' + pct(c.roles_found_share) + ')' }),
         el('td', { class: 'ci-cell', text: rolesNA(c) ? '–' : ciText(c.roles_found_ci) })] : []),
-      el('td', { text: fmt(c.mean_seconds, 1) })));
+      el('td', { text: c.runs === 0 ? '–' : fmt(c.mean_seconds, 1) })));
     const svg = configs.length ? intervalChart(configs, cname, 'rates with Wilson 95% intervals') : null;
     return section(grid ? 'Rates per configuration' : 'Rates per head count',
       'The share of finished runs whose heads specialized (the verdict of heads.json), ' +

@@ -49,6 +49,20 @@ TEST(SweepHtml, StatesEachRateAndItsIntervalWithoutJavaScript) {
   EXPECT_NE(noscript.find("<li>h2: 5 of 10 runs specialized (95% CI 24-76%)</li>"), std::string::npos) << noscript;
 }
 
+TEST(SweepHtml, SaysNoneFinishedForAConfigurationWithoutAFinishedRun) {
+  nlohmann::ordered_json sweep = planted_sweep();
+  nlohmann::ordered_json& c = sweep["configs"][0];
+  c["runs"] = 0;
+  c["interrupted"] = 10;
+  for (const char* key : {"reached_target", "specialized"}) c[key] = 0;
+  for (const char* key : {"reached_target_share", "reached_target_ci", "specialized_share", "specialized_ci"})
+    c[key] = nullptr;
+  const std::string html = sweep_html(sweep);
+  const std::string noscript = html.substr(html.find("<noscript>"), html.find("</noscript>") - html.find("<noscript>"));
+  EXPECT_NE(noscript.find("<li>h2: none finished</li>"), std::string::npos) << noscript;
+  EXPECT_EQ(noscript.find("0 of 0"), std::string::npos) << noscript;
+}
+
 TEST(SweepHtml, HostileStringsStayData) {
   nlohmann::ordered_json sweep = planted_sweep();
   const std::string evil = "</script><script>alert(1)</script><img src=x onerror=alert(2)>";

@@ -227,6 +227,15 @@ TEST(Summarize, AConfigurationWithoutAFinishedRunSaysNoneFinishedInEveryRate) {
   EXPECT_EQ(text.find("[0-100%]"), std::string::npos) << text;
   // The finished configuration's columns start where the other's do.
   EXPECT_EQ(row_of("1").substr(0, 21 + 23 + 2), "    1     1       0      1 (100%) [21-100%]   ") << text;
+  // sweep.json says the same: no share and no interval, not 0 and [0, 1].
+  const std::vector<ConfigSummary> configs = summarize(runs, head_cells({2, 1}), 0.9);
+  const nlohmann::json stopped_json = config_json(configs[0]), finished_json = config_json(configs[1]);
+  EXPECT_EQ(stopped_json["runs"], 0);
+  for (const char* key : {"specialized_share", "specialized_ci", "reached_target_share", "reached_target_ci",
+                          "roles_found_share", "roles_found_ci"})
+    EXPECT_TRUE(stopped_json[key].is_null()) << key << ": " << stopped_json[key];
+  EXPECT_EQ(finished_json["reached_target_share"], 1.0);
+  EXPECT_TRUE(finished_json["specialized_ci"].is_array());
 }
 
 TEST(RunLine, SaysWhyARunFailed) {
