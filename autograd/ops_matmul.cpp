@@ -11,6 +11,7 @@
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "core/bf16_operands.h"
+#include "core/gemm.h"
 #include "core/nn_kernels.h"
 #include "core/ops.h"
 
@@ -104,15 +105,19 @@ LinearForward linear_forward(const Variable& x, const Variable& weight, const Va
 // holds x, maybe a hook that changed it in place since the forward: the
 // product then reads x, as in float32 (through the scope's kept copy, if no
 // hook visit dropped it since).
+// g16, if it holds one, stands for g: g's rounded copy, in bf16 precision
+// (then g is undefined and with_dbias false).
 void accumulate_linear_grads(std::vector<Variable>& inputs, const Tensor& g, int64_t in, bool with_dbias,
-                             const core::Bf16Copy& x16) {
+                             const core::Bf16Copy& x16, const core::Bf16Copy& g16 = {}) {
   const bool want_dbias = with_dbias && inputs[2].requires_grad();
   const bool want_dx = inputs[0].requires_grad(), want_dw = inputs[1].requires_grad();
   const bool from_copy = x16 && inputs[0].node()->released();
+  const Tensor x = from_copy ? Tensor() : inputs[0].value().reshape({-1, in});
   const core::LinearGrads d =
-      from_copy ? core::linear_backward(g, x16, inputs[1].value(), want_dx, want_dw, want_dbias)
-                : core::linear_backward(g, inputs[0].value().reshape({-1, in}), inputs[1].value(), want_dx, want_dw,
-                                        want_dbias);
+      g16        ? core::linear_backward(g16, x, from_copy ? x16 : core::Bf16Copy{}, inputs[1].value(), want_dx,
+                                         want_dw)
+      : from_copy ? core::linear_backward(g, x16, inputs[1].value(), want_dx, want_dw, want_dbias)
+                  : core::linear_backward(g, x, inputs[1].value(), want_dx, want_dw, want_dbias);
   if (inputs[0].requires_grad()) inputs[0].accumulate_grad(d.dx.reshape(inputs[0].shape()));
   if (inputs[1].requires_grad()) inputs[1].accumulate_grad(d.dweight);
   if (want_dbias) inputs[2].accumulate_grad(d.dbias);
@@ -140,9 +145,18 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
   return Variable::from_op(
       r.y.reshape(f.out_shape), {x, weight, bias},
       [in = f.in, out = f.out, slope = r.slope, x16 = f.x16](std::vector<Variable>& inputs, const Tensor& g) {
-        // dh = g * slope [N, out], and db = its column sums, in one pass;
-        // written over g when this backward holds g alone (then g is fc2's
-        // fresh dx, which nothing reads after this).
+        // dh = g * slope [N, out], and db = its column sums, in one pass.
+        // In bf16 precision the products alone read dh, rounded: it is
+        // made rounded, never stored in float32.
+        if (g.dtype() == core::DType::f32 && core::gemm_precision() == core::GemmPrecision::bf16) {
+          const core::GeluSlopeRounded dh =
+              core::gelu_backward_rounded(g.reshape({-1, out}), slope, inputs[2].requires_grad());
+          accumulate_linear_grads(inputs, Tensor(), in, false, x16, dh.dh);
+          if (inputs[2].requires_grad()) inputs[2].accumulate_grad(dh.column_sums);
+          return;
+        }
+        // dh is written over g when this backward holds g alone (then g is
+        // fc2's fresh dx, which nothing reads after this).
         const bool own_g = g.is_contiguous() && g.storage().use_count() == 1;
         const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g.reshape({-1, out}), slope,
                                                                        inputs[2].requires_grad(), own_g);

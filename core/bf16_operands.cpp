@@ -1,6 +1,7 @@
 // The per-thread store of rounded operands: see bf16_operands.h.
 #include "core/bf16_operands.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/gemm.h"
@@ -76,6 +77,16 @@ Bf16Copy held_bf16_copy(const Tensor& x) {
   const Kept* k = find_kept({x.data<float>(), x.size(0), x.size(1), x.size(1)});
   if (k == nullptr) return {};
   return {k->buffer, x.size(0), x.size(1)};
+}
+
+Bf16Copy spare_bf16_copy(int64_t rows, int64_t cols, bf16_t** writable) {
+  // Few at once: one per backward running on this thread.
+  thread_local std::vector<std::shared_ptr<std::vector<bf16_t>>> spares;
+  auto free = std::find_if(spares.begin(), spares.end(), [](const auto& b) { return b.use_count() == 1; });
+  if (free == spares.end()) free = spares.insert(spares.end(), std::make_shared<std::vector<bf16_t>>());
+  (*free)->resize(static_cast<std::size_t>(rows * cols));
+  *writable = (*free)->data();
+  return {*free, rows, cols};
 }
 
 namespace detail {

@@ -81,6 +81,13 @@ struct Bf16Copy {
 // product or kernel rounded x in it since the last forget.
 Bf16Copy held_bf16_copy(const Tensor& x);
 
+// A [rows, cols] rounded matrix that exists only as bf16, for a kernel to
+// fill through `*writable` and hand on: a backward's output gradient that
+// only its Linear's products read (core::gelu_backward_rounded). The buffer
+// is this thread's, reused by the next call once no handle holds it, so a
+// backward that makes and drops one per layer allocates it once.
+Bf16Copy spare_bf16_copy(int64_t rows, int64_t cols, bf16_t** writable);
+
 namespace detail {
 
 // An operand as stored: [rows, cols] floats with leading dimension ld at

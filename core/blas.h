@@ -49,6 +49,9 @@ inline BlockRange block_range(int64_t extent, int64_t blk, int64_t count) {
 // precision only, is B's rounded copy, dense in B's stored layout, given
 // instead of b (null) when B's float32 values are gone: a Linear's input in
 // its backward's dW = g^T x (core/bf16_operands.h, held_bf16_copy).
+// a_rounded, likewise, is A's rounded copy given instead of a: a Linear
+// backward's output gradient g that exists only rounded
+// (core::gelu_backward_rounded).
 // bias, if given (beta 0 and alpha 1), is a row of n added to every row of
 // C by the product itself (core/gemm.h): a Linear's forward.
 template <class T, class Op = T>
@@ -65,6 +68,7 @@ struct GemmCall {
   const std::shared_ptr<Storage>* a_owner = nullptr;
   const std::shared_ptr<Storage>* b_owner = nullptr;
   const bf16_t* b_rounded = nullptr;
+  const bf16_t* a_rounded = nullptr;
   // In bf16 precision, on oneDNN, set by pack_operands for a product split
   // by rows of op(A) whose A is rounded in this call and read whole by no
   // other product of it (a Linear backward's output gradient g: by rows of

@@ -169,8 +169,8 @@ PackedOperands pack_operands(std::initializer_list<GemmCall<float>> calls) {
     const GemmCall<float>& call = calls.begin()[i / 2];
     const StoredOperand mine = stored(call, i % 2 == 1);
     packed.same[i] = i;
-    if (i % 2 == 1 && call.b_rounded != nullptr) {  // rounded already, by whoever held it
-      at[i] = call.b_rounded;
+    if (const bf16_t* given = i % 2 == 1 ? call.b_rounded : call.a_rounded) {  // rounded already, by its maker
+      at[i] = given;
       packed.ready[i] = true;
       continue;
     }

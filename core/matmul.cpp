@@ -176,33 +176,39 @@ namespace {
 
 // linear_backward for grad [N, out] and weight [out, in], with x [N, in]
 // given as a float tensor (x16 null) or as its rounded copy (x16, bf16
-// precision): their shapes and dtypes checked by the caller.
-LinearGrads linear_grads(const Tensor& grad, const Tensor& x, const Bf16Copy* x16, const Tensor& weight,
-                         bool want_dx, bool want_dweight, bool want_dbias) {
-  const int64_t rows = grad.size(0), in = weight.size(1), out_features = weight.size(0);
+// precision), and grad as a tensor (g16 null) or only as its rounded copy
+// (g16, bf16 precision, no bias gradient): their shapes and dtypes checked
+// by the caller.
+LinearGrads linear_grads(const Tensor& grad, const Bf16Copy* g16, const Tensor& x, const Bf16Copy* x16,
+                         const Tensor& weight, bool want_dx, bool want_dweight, bool want_dbias) {
+  const int64_t rows = g16 != nullptr ? g16->rows : grad.size(0), in = weight.size(1), out_features = weight.size(0);
+  const DType dtype = weight.dtype();
   LinearGrads r;
-  if (want_dx) r.dx = Tensor::empty({rows, in}, grad.dtype());
-  if (want_dweight) r.dweight = Tensor::empty({out_features, in}, grad.dtype());
+  if (want_dx) r.dx = Tensor::empty({rows, in}, dtype);
+  if (want_dweight) r.dweight = Tensor::empty({out_features, in}, dtype);
   if (rows == 0 || out_features == 0 || in == 0) {  // empty sums
     if (want_dx) r.dx.fill_(0.0);
     if (want_dweight) r.dweight.fill_(0.0);
     if (want_dbias) r.dbias = sum(grad, {0});
     return r;
   }
-  const Operand G = prepare(grad, {}), W = prepare(weight, {});
+  // g16 stands for a dense [N, out] g, read from its rounded copy.
+  const Operand G = g16 != nullptr ? Operand{.t = Tensor(), .trans = false, .ld = out_features} : prepare(grad, {});
+  const Operand W = prepare(weight, {});
   const Operand X = x16 != nullptr ? Operand{} : prepare(x, {});
   // The bias gradient joins the products' region when g is stored by rows.
   const bool sums_inside = want_dbias && !G.trans && (want_dx || want_dweight);
-  if (want_dbias) r.dbias = sums_inside ? Tensor::empty({out_features}, grad.dtype()) : sum(grad, {0});
-  dispatch(grad.dtype(), [&](auto tag) {
+  if (want_dbias) r.dbias = sums_inside ? Tensor::empty({out_features}, dtype) : sum(grad, {0});
+  dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T *pg = G.t.data<T>(), *pw = W.t.data<T>();
+    const T *pg = g16 != nullptr ? nullptr : G.t.data<T>(), *pw = W.t.data<T>();
     // dx = g W: [N, out] @ [out, in].
-    const detail::GemmCall<T> dx{G.trans, W.trans, rows, in, out_features, pg, G.ld, pw, W.ld,
-                                 want_dx ? r.dx.data<T>() : nullptr, in, T(1), T(0), nullptr, kept_storage(W, weight)};
+    detail::GemmCall<T> dx{G.trans, W.trans, rows, in, out_features, pg, G.ld, pw, W.ld,
+                           want_dx ? r.dx.data<T>() : nullptr, in, T(1), T(0), nullptr, kept_storage(W, weight)};
     // dW = g^T x: [out, N] @ [N, in]; g^T is g read with the transpose flag flipped.
     detail::GemmCall<T> dw{!G.trans, X.trans, out_features, in, rows, pg, G.ld, nullptr, in,
                            want_dweight ? r.dweight.data<T>() : nullptr, in, T(1), T(0)};
+    if (g16 != nullptr) dx.a_rounded = dw.a_rounded = g16->data();
     if (x16 != nullptr) {
       dw.b_rounded = x16->data();
     } else {
@@ -238,7 +244,7 @@ LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w
                             bool want_dweight, bool want_dbias) {
   if (!x.defined()) throw std::invalid_argument("linear_backward: x is undefined");
   check_linear_grads(grad, x.shape(), x.dtype(), weight);
-  return linear_grads(grad, x, nullptr, weight, want_dx, want_dweight, want_dbias);
+  return linear_grads(grad, nullptr, x, nullptr, weight, want_dx, want_dweight, want_dbias);
 }
 
 LinearGrads linear_backward(const Tensor& grad, const Bf16Copy& x, const Tensor& weight, bool want_dx,
@@ -246,13 +252,30 @@ LinearGrads linear_backward(const Tensor& grad, const Bf16Copy& x, const Tensor&
   if (!x) throw std::invalid_argument("linear_backward: the rounded x is empty");
   check_linear_grads(grad, {x.rows, x.cols}, DType::f32, weight);
   if (gemm_precision() == GemmPrecision::bf16)
-    return linear_grads(grad, Tensor(), &x, weight, want_dx, want_dweight, want_dbias);
+    return linear_grads(grad, nullptr, Tensor(), &x, weight, want_dx, want_dweight, want_dbias);
   // Products in f32 since the forward: x's float32 values are gone, so its
   // rounded ones stand in, exactly.
   Tensor wide = Tensor::empty({x.rows, x.cols}, DType::f32);
   float* w = wide.data<float>();
   for (int64_t i = 0; i < x.rows * x.cols; ++i) w[i] = from_bf16(x.data()[i]);
-  return linear_grads(grad, wide, nullptr, weight, want_dx, want_dweight, want_dbias);
+  return linear_grads(grad, nullptr, wide, nullptr, weight, want_dx, want_dweight, want_dbias);
+}
+
+LinearGrads linear_backward(const Bf16Copy& grad, const Tensor& x, const Bf16Copy& x16, const Tensor& weight,
+                            bool want_dx, bool want_dweight) {
+  if (!grad) throw std::invalid_argument("linear_backward: the rounded grad is empty");
+  if (gemm_precision() != GemmPrecision::bf16)
+    throw std::invalid_argument("linear_backward: grad given rounded to bf16 needs bf16 products (--precision bf16)");
+  const Shape x_shape = x16 ? Shape{x16.rows, x16.cols} : x.defined() ? x.shape() : Shape{};
+  if (!x16 && !x.defined()) throw std::invalid_argument("linear_backward: x is undefined");
+  if (x_shape.size() != 2 || weight.dim() != 2 || grad.rows != x_shape[0] || grad.cols != weight.size(0) ||
+      x_shape[1] != weight.size(1) || weight.dtype() != DType::f32 || (!x16 && x.dtype() != DType::f32))
+    throw std::invalid_argument("linear_backward: grad [" + std::to_string(grad.rows) + ", " +
+                                std::to_string(grad.cols) + "] (rounded), x " + to_string(x_shape) + " and weight " +
+                                to_string(weight.shape()) +
+                                " do not fit; expected grad [N, out], x [N, in], weight [out, in] of float32");
+  return linear_grads(Tensor(), &grad, x16 ? Tensor() : x, x16 ? &x16 : nullptr, weight, want_dx, want_dweight,
+                      false);
 }
 
 }  // namespace headlab::core

@@ -81,24 +81,29 @@ void bias_gelu_fwd(T* h, const T* bias, T* slope, RowView v, bf16_t* y16) {
 
 // dy, slope [rows, C] -> dh [rows, C] (which may be dy: each element is
 // read before it is written) and, if sums, sums [C]. Threads own blocks of
-// columns and walk the rows in order.
+// columns and walk the rows in order. With dh16 (float only), dh is not
+// stored: each row's block goes rounded to dh16 instead, from the float
+// values the sums add, while it is in cache.
 template <class T>
-void gelu_slope_bwd(const T* dy, const T* slope, T* dh, T* sums, RowView v) {
+void gelu_slope_bwd(const T* dy, const T* slope, T* dh, T* sums, RowView v, bf16_t* dh16 = nullptr) {
   constexpr int64_t kCols = 256;
   const int64_t C = v.cols, blocks = (C + kCols - 1) / kCols;
 #pragma omp parallel for schedule(static) if (parallel(v.rows * C) && blocks > 1)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t c0 = blk * kCols, nc = std::min(kCols, C - c0);
     double acc[kCols] = {};
+    T row[kCols];
     for (int64_t r = 0; r < v.rows; ++r) {
       const T* dyr = dy + r * C + c0;
       const T* sr = slope + r * C + c0;
-      T* dr = dh + r * C + c0;
+      T* dr = dh16 != nullptr ? row : dh + r * C + c0;
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c) {
         dr[c] = dyr[c] * sr[c];
         acc[c] += static_cast<double>(dr[c]);
       }
+      if constexpr (std::is_same_v<T, float>)
+        if (dh16 != nullptr) pack_bf16(row, 1, nc, nc, dh16 + r * C + c0);
     }
     if (sums)
       for (int64_t c = 0; c < nc; ++c) sums[c0 + c] = static_cast<T>(acc[c]);
@@ -161,6 +166,22 @@ GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, b
     gelu_slope_bwd<T>(dyc.data<T>(), sc.data<T>(), g.dh.data<T>(),
                       want_column_sums ? g.column_sums.data<T>() : nullptr, v);
   });
+  if (want_column_sums && v.rows == 0) g.column_sums.fill_(0.0);
+  return g;
+}
+
+GeluSlopeRounded gelu_backward_rounded(const Tensor& dy, const Tensor& slope, bool want_column_sums) {
+  check_same(dy, slope, "gelu_backward_rounded", "dy", "slope");
+  const RowView v = rows_of(dy, "gelu_backward_rounded");
+  if (dy.dtype() != DType::f32)
+    throw std::invalid_argument("gelu_backward_rounded: dy is " + to_string(dy.dtype()) +
+                                "; only float32 rounds to bf16");
+  const Tensor dyc = dy.contiguous(), sc = slope.contiguous();
+  bf16_t* dh16 = nullptr;
+  GeluSlopeRounded g{spare_bf16_copy(v.rows, v.cols, &dh16),
+                     want_column_sums ? Tensor::empty({v.cols}, dy.dtype()) : Tensor()};
+  gelu_slope_bwd<float>(dyc.data<float>(), sc.data<float>(), nullptr,
+                        want_column_sums ? g.column_sums.data<float>() : nullptr, v, dh16);
   if (want_column_sums && v.rows == 0) g.column_sums.fill_(0.0);
   return g;
 }

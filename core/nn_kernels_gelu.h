@@ -3,6 +3,7 @@
 // normal CDF of core/vec_math.h; double keeps libm's erf (the gradchecks).
 #pragma once
 
+#include "core/bf16_operands.h"
 #include "core/tensor.h"
 
 namespace headlab::core {
@@ -33,5 +34,15 @@ struct GeluSlopeGrads {
 };
 GeluSlopeGrads gelu_backward_with_slope(const Tensor& dy, const Tensor& slope, bool want_column_sums,
                                         bool overwrite_dy = false);
+// The same for float32 in bf16 mixed precision, where dh is read only by
+// the Linear's products, which read it rounded: dh exists only rounded,
+// each row's block rounded as it is made (core::linear_backward takes it),
+// and the sums are of its float32 values, as above. What it saves is a
+// float32 dh written and read back from memory by each of the two products.
+struct GeluSlopeRounded {
+  Bf16Copy dh;
+  Tensor column_sums;
+};
+GeluSlopeRounded gelu_backward_rounded(const Tensor& dy, const Tensor& slope, bool want_column_sums);
 
 }  // namespace headlab::core

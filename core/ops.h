@@ -85,6 +85,13 @@ LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w
 // have gone back to f32 since the forward, x's rounded values stand in.
 LinearGrads linear_backward(const Tensor& grad, const Bf16Copy& x, const Tensor& weight, bool want_dx,
                             bool want_dweight, bool want_dbias = false);
+// The same in bf16 mixed precision with grad [N, out] given only as its
+// rounded copy (core::gelu_backward_rounded: the products read it rounded,
+// so nothing stored its float32 values), and x as a float32 tensor or, if
+// x16 holds one, its rounded copy: the bits of the calls above with grad's
+// float32 values. No bias gradient: grad's maker sums its columns.
+LinearGrads linear_backward(const Bf16Copy& grad, const Tensor& x, const Bf16Copy& x16, const Tensor& weight,
+                            bool want_dx, bool want_dweight);
 
 // --- operators ---
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -15,6 +16,7 @@
 #include "core/bf16.h"
 #include "core/bf16_operands.h"
 #include "core/gemm.h"
+#include "core/nn_kernels_gelu.h"
 #include "core/ops.h"
 #include "core/random.h"
 #include "tests/precision.h"
@@ -117,6 +119,34 @@ TEST(Bf16Release, ALinearsInputIsReleasedAfterTheForwardAndTheGradientsKeepTheir
     expect_same_bits(block.grads(&held, true), reference);
     EXPECT_FALSE(held[3].node()->released());
     EXPECT_TRUE(held[2].node()->released());
+  }
+}
+
+// The GELU Linear's backward in bf16 makes dh = g * slope only rounded
+// (core::gelu_backward_rounded) for its products: its gradients have the
+// bits of the float path (dh stored in float32, rounded by the products),
+// with the scope (x from its held copy) and without (x as a tensor).
+TEST(Bf16Release, TheGeluLinearsGradientsFromItsRoundedOutputGradientAreTheFloatPathsBits) {
+  if (!core::cpu_has_native_bf16()) GTEST_SKIP() << "this CPU has no bf16 units (AVX512_BF16 or AMX-BF16)";
+  core::Generator gen(23);
+  const Tensor x = gen.normal({75, 24}, 0.0, 1.0, DType::f32), w = gen.normal({300, 24}, 0.0, 0.3, DType::f32);
+  const Tensor b = gen.normal({300}, 0.0, 0.1, DType::f32), g = gen.normal({75, 300}, 0.0, 1.0, DType::f32);
+  const test::PrecisionScope bf16(core::GemmPrecision::bf16);
+  // The float path, by the kernels: dh stored, then both products and the sums.
+  const core::GeluWithSlope r = core::bias_gelu_forward(core::linear(x, w, Tensor()), b, true);
+  const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g, r.slope, true);
+  const core::LinearGrads want = core::linear_backward(dh.dh, x, w, true, true);
+  for (const bool scope : {false, true}) {
+    SCOPED_TRACE(scope ? "in a scope" : "no scope");
+    const Variable xv(x.clone(), true), wv(w, true), bv(b, true);
+    std::optional<core::Bf16Operands> operands;
+    if (scope) operands.emplace();
+    const Variable y = linear_gelu(xv, wv, bv);
+    EXPECT_TRUE(identical_bits(y.value(), r.y));
+    (void)sum(mul(y, Variable(g))).backward();
+    EXPECT_TRUE(identical_bits(xv.grad(), want.dx));
+    EXPECT_TRUE(identical_bits(wv.grad(), want.dweight));
+    EXPECT_TRUE(identical_bits(bv.grad(), dh.column_sums));
   }
 }
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/bf16_operands.h"
 #include "core/cpu_features.h"
 #include "core/blas.h"
 #include "core/gemm.h"
@@ -478,6 +480,60 @@ TEST(Bf16Gemm, WeightGradientBlocksMatchTheReferenceAndTheCopiedBlocksBits) {
       }
     }
     EXPECT_EQ(got[0], std::vector<double>(copied.begin(), copied.end())) << name << ": not the copied blocks' bits";
+  }
+}
+
+// A Linear's backward from g's rounded copy alone (g made rounded by its
+// kernel, core::gelu_backward_rounded) gives the bits of the backward from
+// g's float32 values: the same rounded operands in the same layout, on both
+// backends, out >= in (g's column blocks copied dense instead of rounded by
+// the blocks) and out < in, x as a tensor and as its rounded copy, 1 and 2
+// threads. It needs bf16 products and shapes that fit.
+TEST(Bf16Gemm, ALinearBackwardFromTheRoundedGradientGivesTheFloatGradientsBits) {
+  SKIP_WITHOUT_BF16_UNITS();
+  const auto tensor = [](const std::vector<float>& v, int64_t r, int64_t c) {
+    return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {r, c}, DType::f32);
+  };
+  const auto rounded_copy = [](const std::vector<float>& v, int64_t r, int64_t c) {
+    auto values = std::make_shared<std::vector<bf16_t>>(v.size());
+    pack_bf16(v.data(), r, c, c, values->data());
+    return Bf16Copy{values, r, c};
+  };
+  const int threads = num_threads();
+  using Sizes = std::tuple<int64_t, int64_t, int64_t>;  // out, in, rows
+  for (const auto& [out, in, rows] : {Sizes{200, 72, 600}, Sizes{40, 140, 1000}, Sizes{24, 40, 96}})
+    for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
+      const std::string name = "out " + std::to_string(out) + " in " + std::to_string(in) + " " +
+                               gemm_backend_name(backend);
+      const Scope scope(backend, GemmPrecision::bf16);
+      const std::vector<float> g = random_floats(rows * out, 60), x = random_floats(rows * in, 61),
+                               w = random_floats(out * in, 62);
+      const LinearGrads want =
+          linear_backward(tensor(g, rows, out), tensor(x, rows, in), tensor(w, out, in), true, true);
+      const Bf16Copy g16 = rounded_copy(g, rows, out), x16 = rounded_copy(x, rows, in);
+      for (const int n : {1, 2}) {
+        set_num_threads(n);
+        const LinearGrads from_x =
+            linear_backward(g16, tensor(x, rows, in), Bf16Copy{}, tensor(w, out, in), true, true);
+        const LinearGrads from_x16 = linear_backward(g16, Tensor(), x16, tensor(w, out, in), true, true);
+        EXPECT_EQ(from_x.dx.to_vector(), want.dx.to_vector()) << name << " threads " << n;
+        EXPECT_EQ(from_x.dweight.to_vector(), want.dweight.to_vector()) << name << " threads " << n;
+        EXPECT_EQ(from_x16.dx.to_vector(), want.dx.to_vector()) << name << " threads " << n;
+        EXPECT_EQ(from_x16.dweight.to_vector(), want.dweight.to_vector()) << name << " threads " << n;
+        EXPECT_FALSE(from_x.dbias.defined());
+      }
+      set_num_threads(threads);
+      EXPECT_THROW(linear_backward(g16, tensor(x, rows + 1, in), Bf16Copy{}, tensor(w, out, in), true, true),
+                   std::invalid_argument);
+    }
+  const Scope f32(GemmBackend::onednn, GemmPrecision::f32);
+  const std::vector<float> g = random_floats(8 * 4, 63);
+  try {
+    linear_backward(rounded_copy(g, 8, 4), Tensor::zeros({8, 3}, DType::f32), Bf16Copy{},
+                    Tensor::zeros({4, 3}, DType::f32), true, true);
+    ADD_FAILURE() << "a rounded grad with f32 products was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--precision bf16"), std::string::npos) << e.what();
   }
 }
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/ops.h"
 #include "core/random.h"
 #include "core/threads.h"
@@ -286,6 +287,33 @@ TEST(GeluSlopeKernel, IsDyTimesTheSlopeOverDyWhenAskedWithTheColumnSums) {
   }
   EXPECT_THROW(gelu_backward_with_slope(normal({4, 3}, 43).transpose(0, 1), normal({3, 4}, 44), false, true),
                std::invalid_argument);
+}
+
+// In bf16 precision the backward makes dh only rounded: the rounding of the
+// float dh above, bit for bit, and the same column sums.
+TEST(GeluSlopeKernel, RoundedIsTheRoundingOfDhWithTheSameColumnSums) {
+  const Tensor slope = normal({7, 300}, 45, DType::f32), dy = normal({7, 300}, 46, DType::f32);
+  const GeluSlopeGrads dh = gelu_backward_with_slope(dy, slope, true);
+  for (const bool sums : {true, false}) {
+    const GeluSlopeRounded rounded = gelu_backward_rounded(dy, slope, sums);
+    ASSERT_TRUE(rounded.dh);
+    ASSERT_EQ(rounded.dh.rows, 7);
+    ASSERT_EQ(rounded.dh.cols, 300);
+    std::vector<bf16_t> want(7 * 300);
+    pack_bf16(dh.dh.data<float>(), 7, 300, 300, want.data());
+    EXPECT_EQ(*rounded.dh.values, want);
+    EXPECT_EQ(rounded.column_sums.defined(), sums);
+    if (sums) {
+      EXPECT_EQ(rounded.column_sums.to_vector(), dh.column_sums.to_vector());
+    }
+  }
+  // A held handle keeps its values: the next call takes another buffer.
+  const GeluSlopeRounded first = gelu_backward_rounded(dy, slope, false);
+  const std::vector<bf16_t> before = *first.dh.values;
+  const GeluSlopeRounded second = gelu_backward_rounded(mul(dy, 2.0), slope, false);
+  EXPECT_NE(first.dh.data(), second.dh.data());
+  EXPECT_EQ(*first.dh.values, before);
+  EXPECT_THROW(gelu_backward_rounded(normal({7, 3}, 47), normal({7, 3}, 48), false), std::invalid_argument);
 }
 
 // --- the residual add with the next LayerNorm ---
