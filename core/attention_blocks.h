@@ -197,10 +197,11 @@ void scores_row_to_probs(T* s, T* p, int64_t n, int64_t Tn, T scale, const unsig
 // is 0 without a mask.
 //
 // dt of a row shorter than kShortRow (attention's rows at T <= 8) is the
-// sum the simd loop makes of it, in its order, without the loop's lanes:
-// the whole row is the loop's scalar remainder, which adds each product
-// into lane 0 with a multiply-add, and the lanes (all 0 but that one) are
-// then added in order from 0. The lanes' pass cost more than the row.
+// sum the simd loop makes of it in an optimized build, in its order, without
+// the loop's lanes: the whole row is the loop's scalar remainder, which adds
+// each product into lane 0 with a multiply-add, and the lanes (all 0 but
+// that one) are then added in order from 0. The lanes' pass cost more than
+// the row. That holds on any build whose vectors hold 8 floats or more.
 template <class T>
 void probs_row_grad(T* row, const T* p, int64_t n, int64_t keys, T scale) {
   T dt = 0;
