@@ -5,10 +5,12 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/attention_kernels.h"
@@ -157,7 +159,18 @@ void scores_row_to_probs(T* s, T* p, int64_t n, int64_t Tn, T scale, const unsig
   constexpr T kHidden = -std::numeric_limits<T>::infinity();
   const int64_t padded = std::min(Tn, (n + 15) / 16 * 16);
   T m = kHidden;
-  if (real_b == nullptr) {  // scaled, padded and the max in one pass: the row is short, the passes add up
+  if (std::is_same_v<T, float> && real_b == nullptr && padded <= detail::kShortRow) {
+    // A short row (T <= 8) in a fixed-length loop: vectorized whole, where
+    // the loop below leaves it all to its scalar remainder. A max does not
+    // depend on the order it is taken in: the same m.
+    T v[detail::kShortRow];
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < detail::kShortRow; ++j) {
+      v[j] = j < n ? s[j] * scale : kHidden;
+      m = v[j] > m ? v[j] : m;
+    }
+    std::copy_n(v, padded, s);
+  } else if (real_b == nullptr) {  // scaled, padded and the max in one pass: the row is short, the passes add up
 #pragma omp simd reduction(max : m)
     for (int64_t j = 0; j < padded; ++j) {
       const T v = j < n ? s[j] * scale : kHidden;
@@ -182,11 +195,24 @@ void scores_row_to_probs(T* s, T* p, int64_t n, int64_t Tn, T scale, const unsig
 // row's dP (length `keys`): dS = scale * P * (dP - rowsum(dP * P)) on the
 // n visible keys, 0 on the rest. Hidden keys have P = 0, so their gradient
 // is 0 without a mask.
+//
+// dt of a row shorter than kShortRow (attention's rows at T <= 8) is the
+// sum the simd loop makes of it in an optimized build, in its order, without
+// the loop's lanes: the whole row is the loop's scalar remainder, which adds
+// each product into lane 0 with a multiply-add, and the lanes (all 0 but
+// that one) are then added in order from 0. The lanes' pass cost more than
+// the row. That holds on any build whose vectors hold 8 floats or more.
 template <class T>
 void probs_row_grad(T* row, const T* p, int64_t n, int64_t keys, T scale) {
   T dt = 0;
+  if (std::is_same_v<T, float> && n < detail::kShortRow) {
+    T lane0 = 0;
+    for (int64_t j = 0; j < n; ++j) lane0 = std::fma(row[j], p[j], lane0);
+    dt = T(0) + lane0;
+  } else {
 #pragma omp simd reduction(+ : dt)
-  for (int64_t j = 0; j < n; ++j) dt += row[j] * p[j];
+    for (int64_t j = 0; j < n; ++j) dt += row[j] * p[j];
+  }
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) row[j] = p[j] * (row[j] - dt) * scale;
   std::fill(row + n, row + keys, T(0));

@@ -109,9 +109,15 @@ void log_softmax_bwd(const T* y, const T* dy, T* dx, RowView v) {
 }
 
 // Per-row loss: logsumexp(x) - x[t] = log_sum - (x[t] - max).
+// Each element costs an exp and each row a log, several times a plain
+// pass's element: counted as kCrossEntropyWork elements, so that logits as
+// few as tiny's (512 rows of 16) are shared by the threads too: 23 us on
+// one thread, 13 on two (docs/performance.md, "Tiny at 2 threads"). Each
+// row is one thread's whatever the count: the same bits.
+constexpr int64_t kCrossEntropyWork = 4;
 template <class T>
 void cross_entropy_fwd(const T* x, T* p, std::span<const int32_t> targets, RowView v, std::vector<double>& losses) {
-#pragma omp parallel for schedule(static) if (parallel(v.rows * v.cols))
+#pragma omp parallel for schedule(static) if (parallel(v.rows * v.cols * kCrossEntropyWork))
   for (int64_t r = 0; r < v.rows; ++r) {
     const T* xr = x + r * v.cols;
     double m = 0.0, sum = 0.0;

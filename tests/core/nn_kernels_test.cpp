@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "core/ops.h"
 #include "core/random.h"
 #include "core/threads.h"
+#include "core/vec_math.h"
 
 namespace headlab::core {
 namespace {
@@ -81,6 +83,31 @@ TEST(SoftmaxKernel, HugeInputsDoNotOverflow) {
   const std::vector<double> y = softmax_forward(x).to_vector();
   EXPECT_NEAR(y[0], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
   EXPECT_EQ(y[2], 0.0);
+}
+
+// Float rows of at most 8 (attention's at T <= 8) take their own path
+// (core/softmax_row.h): its exps and then their sum in order, which is what
+// the general loop gave such rows; the same bits as before rest on that.
+TEST(SoftmaxKernel, ShortFloatRowsSumTheirExpsInOrder) {
+  for (int64_t C = 1; C <= 8; ++C) {
+    const Tensor x = Generator(static_cast<uint64_t>(C)).normal({64, C}, 0.0, 4.0, DType::f32);
+    const std::vector<double> y = softmax_forward(x).to_vector();
+    const float* xs = x.data<float>();
+    for (int64_t r = 0; r < 64; ++r) {
+      const float* row = xs + r * C;
+      float m = row[0];
+      for (int64_t c = 1; c < C; ++c) m = std::max(m, row[c]);
+      float e[8], sum = 0.0f;
+      for (int64_t c = 0; c < C; ++c) sum += (e[c] = detail::fast_exp(row[c] - m));
+      double total = 0.0;
+      for (int64_t c = 0; c < C; ++c) {
+        const double got = y[static_cast<std::size_t>(r * C + c)];
+        ASSERT_EQ(got, static_cast<double>(e[c] * (1.0f / sum))) << "C " << C << " row " << r << " col " << c;
+        total += got;
+      }
+      EXPECT_NEAR(total, 1.0, 1e-6);
+    }
+  }
 }
 
 TEST(SoftmaxKernel, BackwardMatchesCentralDifferences) {
