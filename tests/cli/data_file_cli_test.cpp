@@ -508,6 +508,44 @@ TEST(DataFile, AnalyzeDataRecordsWhatItReadAndKeepsOtherAnalyses) {
   EXPECT_EQ(snapshot(cwd / "x"), before);
 }
 
+// A hypothesis in a data file is an expected role unless the analysis is
+// told it is scored only (QA26: only Python could say so): --scored-only NAME
+// keeps its scores, drops its role from the verdict, and is refused for a
+// name that is no expected "attend" pattern or for the run's own heads.json.
+TEST(DataFile, AnalyzeScoredOnlyKeepsAPatternsScoresButNotItsRole) {
+  TempDir cwd;
+  write_bytes(cwd / "rows.jsonl",
+              "{\"tokens\": [1, 2, 3, 4], \"attend\": {\"one-back\": [null, 0, 1, 2], \"start\": [0, 0, 0, 0]}}\n"
+              "{\"tokens\": [4, 3, 2, 1, 0], \"attend\": {\"start\": [0, 0, 0, 0, 0]}}\n");
+  const std::vector<std::string> analyze = {"analyze", shared_run(), "--data", cwd / "rows.jsonl", "--out"};
+  auto both = analyze, one = analyze;
+  both.push_back(cwd / "both");
+  one.insert(one.end(), {cwd / "one", "--scored-only", "start"});
+  const RunResult a = run_headlab(both, cwd.path()), b = run_headlab(one, cwd.path());
+  ASSERT_EQ(a.exit_code, 0) << a.describe();
+  ASSERT_EQ(b.exit_code, 0) << b.describe();
+  const nlohmann::json expected = nlohmann::json::parse(read_bytes(cwd / "both/heads.json"));
+  const nlohmann::json scored = nlohmann::json::parse(read_bytes(cwd / "one/heads.json"));
+  EXPECT_EQ(expected.at("expected_roles").size(), 2u);
+  EXPECT_EQ(scored.at("expected_roles"), nlohmann::json::parse(R"([{"role": "one-back", "pattern": "one-back"}])"));
+  EXPECT_EQ(scored.at("patterns").size(), 2u) << "both are still scored";
+  for (std::size_t h = 0; h < expected.at("heads").size(); ++h)
+    EXPECT_EQ(scored.at("heads")[h].at("scores").at("user"), expected.at("heads")[h].at("scores").at("user"));
+  EXPECT_NE(scored.at("verdict").at("reasons").at(0).get<std::string>().find("of 1"), std::string::npos)
+      << scored.at("verdict").dump();
+
+  auto typo = analyze;
+  typo.insert(typo.end(), {cwd / "x", "--scored-only", "strat"});
+  EXPECT_TRUE(clean_failure(run_headlab(typo, cwd.path()), 2, {"--scored-only strat", "'one-back', 'start'"}));
+  const std::string run = cwd / "run";
+  std::filesystem::copy(shared_run(), run);
+  const auto before = snapshot(run);
+  const RunResult own = run_headlab({"analyze", run, "--scored-only", "start"}, cwd.path());
+  EXPECT_TRUE(clean_failure(own, 2, {"--scored-only start", "run's own heads.json", "--out NEW_FOLDER"}));
+  EXPECT_EQ(snapshot(run), before);
+  EXPECT_FALSE(std::filesystem::exists(cwd / "x"));
+}
+
 // A researcher's own corrupted inputs patch from the CLI as from Python
 // (QA26: only the task's next-row corruption could): `--corrupted FILE`
 // pairs its line b with --data's line b. Written as that next-row corruption

@@ -51,6 +51,7 @@ namespace fs = std::filesystem;
 struct AnalyzeArgs {
   std::string target, task, out, data, corrupted;  // corrupted: --corrupted FILE
   std::vector<std::string> patterns;  // --pattern offset:K / position:K
+  std::vector<std::string> scored_only;  // --scored-only NAME: "attend" patterns scored, not expected
   int64_t batch = 0, example = 0, step = 0;  // step: a snapshot's, if step_given
   int threads = 0;
   std::string gemm;  // empty: the checkpoint's backend
@@ -165,17 +166,22 @@ std::vector<int64_t> donors_beyond(const std::vector<int64_t>& donors, int64_t f
 }
 
 // The chunks of `input` as the analysis reads them: each with the
-// positional `patterns` over its rows and, given `corruption`, the corrupted
+// positional `patterns` over its rows, without the expected roles of the
+// `scored_only` patterns, and, given `corruption`, the corrupted
 // tokens for patching: the same rows of `own` (--corrupted's file) when
 // given, else the task's corruption drawn from `corruption`.
 analysis::ReadChunk chunk_reader(AnalysisInput& input, const std::vector<std::string>& patterns,
-                                 core::Generator* corruption, const AnalysisInput* own) {
+                                 const std::vector<std::string>& scored_only, core::Generator* corruption,
+                                 const AnalysisInput* own) {
   const std::vector<int64_t> donors =
       analysis::next_donors(input.lengths(), input.rows(), analysis::DonorRule::at_least_as_long);
-  return [&input, &patterns, corruption, own, donors](int64_t first, int64_t count, bool corrupted) {
+  return [&input, &patterns, &scored_only, corruption, own, donors](int64_t first, int64_t count, bool corrupted) {
     auto chunk = std::make_shared<Chunk>();
     chunk->rows = input.read(first, count);
     train::Batch& rows = chunk->rows;
+    std::erase_if(rows.roles, [&scored_only](const analysis::ExpectedRole& r) {
+      return std::find(scored_only.begin(), scored_only.end(), r.pattern) != scored_only.end();
+    });
     for (const std::string& spec : patterns)
       rows.attend.push_back(analysis::positional_pattern(spec, rows.batch, rows.seq_len, input.model().spec().causal,
                                                          rows.targets, rows.lengths));
@@ -238,6 +244,26 @@ void check_corrupted_rows(const AnalysisInput& clean, const AnalysisInput& corru
                             std::to_string(corrupted.lengths()[at]) + " tokens and its clean sequence, --data " +
                             data + ":" + line(clean) + ", " + std::to_string(clean.lengths()[at]) +
                             ": a corrupted sequence must be exactly as long as its clean one");
+  }
+}
+
+// Each --scored-only NAME must be an "attend" pattern of the rows (`row`, one
+// of them: every pattern of the file is on each) that an expected role
+// names: the others are scored only already, and a typo would change nothing.
+void check_scored_only(const std::vector<std::string>& names, const train::Batch& row, const std::string& source) {
+  std::string expected;
+  for (const analysis::ExpectedRole& r : row.roles)
+    for (const analysis::AttendPattern& p : row.attend)
+      if (p.name == r.pattern && expected.find("'" + p.name + "'") == std::string::npos)
+        expected += (expected.empty() ? "'" : ", '") + p.name + "'";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
+        names.begin() + static_cast<std::ptrdiff_t>(i))
+      throw train::UsageError("--scored-only " + names[i] + " is given twice");
+    if (expected.find("'" + names[i] + "'") == std::string::npos)
+      throw train::UsageError("--scored-only " + names[i] + " is no \"attend\" pattern that " + source +
+                              " expects as a role" +
+                              (expected.empty() ? std::string(" (it has none)") : "; those are " + expected));
   }
 }
 
@@ -351,6 +377,9 @@ int run_analyze(const AnalyzeArgs& args) {
   if (!own_folder && !args.out.empty()) check_analysis_out(out, "--out " + out, &analysis_of);
   // The run's own folder is written as its trainer writes it: not while a
   // trainer holds it (its heads.json would be overwritten by the next one).
+  if (!args.scored_only.empty() && own_folder && train::folder_marker(out) == "run")
+    throw train::UsageError("--scored-only " + args.scored_only.front() + " changes the roles the run's own heads.json "
+                            "expects (those it trained with, which its sweep and report count): give --out NEW_FOLDER");
   std::unique_ptr<train::RunLock> lock;
   if (own_folder && train::folder_marker(out) == "run") lock = std::make_unique<train::RunLock>(out);
   // Another task than the run's is read as eval --task reads it, at its own
@@ -395,6 +424,7 @@ int run_analyze(const AnalyzeArgs& args) {
                                 input.source() + "; drop one of them");
   }
   check_patterns_keyed(input, args.patterns, sequences);
+  check_scored_only(args.scored_only, first_row, input.source());
   analysis::AnalysisOptions options;
   options.labels = args.labels;
   options.example = args.example;
@@ -409,7 +439,7 @@ int run_analyze(const AnalyzeArgs& args) {
   AnalysisProgressBar bar(stderr_is_terminal());
   options.progress = [&bar](const analysis::AnalysisProgress& p) { bar.show(p); };
   core::Generator corruption_gen = train::patch_corruption_stream(input.config().seed);
-  const analysis::ReadChunk read = chunk_reader(input, args.patterns, patch ? &corruption_gen : nullptr,
+  const analysis::ReadChunk read = chunk_reader(input, args.patterns, args.scored_only, patch ? &corruption_gen : nullptr,
                                                 own_corrupted ? &*own_corrupted : nullptr);
   // Ctrl-C ends the analysis between two forward passes; nothing is written.
   train::install_stop_handlers();
@@ -533,6 +563,10 @@ Command add_analyze(CLI::App& app) {
                "also intervene: mean and resample ablation of each head, and activation patching of each head's "
                "output from the clean batch into the task's corrupted batch (see `headlab tasks`), with the share "
                "of the loss gap it restores");
+  app.add_option("--scored-only", args->scored_only,
+                 "an \"attend\" pattern of the data file that is scored and may label heads but is no expected role "
+                 "(a hypothesis to test, not one the verdict counts); repeatable; needs --out unless the analysis "
+                 "is not the run's own");
   app.add_option("--corrupted", args->corrupted,
                  "with --data: patch into these sequences instead (line b of this JSONL file is line b of --data "
                  "corrupted, exactly as long; its targets and attend are not read); implies --patch");
