@@ -229,6 +229,32 @@ def test_analyze_of_read_data_equals_analyze_data(mlp_run, mlp_model, tmp_path):
     assert theirs["verdict"]["reasons"][0].startswith("expected roles found: ")
 
 
+def test_the_clis_roles_and_corruption_of_a_file_equal_pythons(mlp_run, mlp_model, tmp_path):
+    """`analyze --data F --scored-only P --expect Q --corrupted C` (QA26) gives
+    what analyze(**read_data(F)) gives with the roles changed alike and C's
+    tokens as `corrupted`."""
+    T = mlp_model.spec["max_seq_len"]
+    rows = [r for r in ragged_rows(6, lengths=(T, 3, T - 1, 4, T, 5))]
+    path, corrupted = tmp_path / "rows.jsonl", tmp_path / "corrupted.jsonl"
+    headlab.write_data(path, rows, attend={"one-back": previous(rows)})
+    flipped = [list(reversed(r)) for r in rows]  # each as long as its clean row
+    headlab.write_data(corrupted, flipped)
+    cli("analyze", mlp_run, "--data", path, "--out", tmp_path / "out", "--threads", "1", "--scored-only", "one-back",
+        "--expect", "previous-token", "--corrupted", corrupted)
+    theirs = json.loads((tmp_path / "out" / "heads.json").read_text())
+    batch = headlab.read_data(path, seq_len=T)
+    batch["roles"] = {"previous-token": "previous-token"}
+    ours = headlab.analyze(mlp_model, **batch, corrupted=flipped)
+    assert theirs["expected_roles"] == [{"role": "previous-token", "pattern": "previous-token"}]
+    assert theirs["patching"]["corruption"].startswith("the user's corrupted sequences of --corrupted")
+    for key in ("analyzed", "data", "data_file", "step", "checkpoint"):
+        theirs.pop(key)
+        ours.pop(key, None)
+    theirs["patching"].pop("corruption")
+    ours["patching"].pop("corruption")
+    assert_close(ours, theirs)
+
+
 def assert_close(ours, theirs, where="records"):
     """Equal, numbers within 1e-6: the CLI analyzes a file a chunk at a time
     (docs/head-metrics.md, "Analysis in chunks")."""

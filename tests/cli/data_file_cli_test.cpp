@@ -509,10 +509,12 @@ TEST(DataFile, AnalyzeDataRecordsWhatItReadAndKeepsOtherAnalyses) {
 }
 
 // A hypothesis in a data file is an expected role unless the analysis is
-// told it is scored only (QA26: only Python could say so): --scored-only NAME
-// keeps its scores, drops its role from the verdict, and is refused for a
-// name that is no expected "attend" pattern or for the run's own heads.json.
-TEST(DataFile, AnalyzeScoredOnlyKeepsAPatternsScoresButNotItsRole) {
+// told it is scored only, and a built-in pattern or a --pattern is one only
+// when told it is expected (QA26: only Python could say either):
+// --scored-only NAME keeps its scores and drops its role from the verdict,
+// --expect NAME adds one; both refuse a name that would change nothing, and
+// the run's own heads.json.
+TEST(DataFile, AnalyzeScoredOnlyAndExpectChangeTheRolesNotTheScores) {
   TempDir cwd;
   write_bytes(cwd / "rows.jsonl",
               "{\"tokens\": [1, 2, 3, 4], \"attend\": {\"one-back\": [null, 0, 1, 2], \"start\": [0, 0, 0, 0]}}\n"
@@ -534,9 +536,27 @@ TEST(DataFile, AnalyzeScoredOnlyKeepsAPatternsScoresButNotItsRole) {
   EXPECT_NE(scored.at("verdict").at("reasons").at(0).get<std::string>().find("of 1"), std::string::npos)
       << scored.at("verdict").dump();
 
-  auto typo = analyze;
-  typo.insert(typo.end(), {cwd / "x", "--scored-only", "strat"});
-  EXPECT_TRUE(clean_failure(run_headlab(typo, cwd.path()), 2, {"--scored-only strat", "'one-back', 'start'"}));
+  // --expect adds a role: a built-in pattern, or a --pattern once given.
+  auto more = analyze;
+  more.insert(more.end(), {cwd / "more", "--expect", "first-token", "--pattern", "offset:2", "--expect", "offset:2"});
+  const RunResult c = run_headlab(more, cwd.path());
+  ASSERT_EQ(c.exit_code, 0) << c.describe();
+  const nlohmann::json roles = nlohmann::json::parse(read_bytes(cwd / "more/heads.json")).at("expected_roles");
+  EXPECT_EQ(roles, nlohmann::json::parse(R"([{"role": "one-back", "pattern": "one-back"},
+    {"role": "start", "pattern": "start"}, {"role": "first-token", "pattern": "first-token"},
+    {"role": "offset:2", "pattern": "offset:2"}])"));
+
+  const auto refused = [&](std::vector<std::string> flags, const std::vector<std::string>& mentions) {
+    auto args = analyze;
+    args.push_back(cwd / "x");
+    args.insert(args.end(), flags.begin(), flags.end());
+    return clean_failure(run_headlab(args, cwd.path()), 2, mentions);
+  };
+  EXPECT_TRUE(refused({"--scored-only", "strat"}, {"--scored-only strat", "'one-back', 'start'"}));
+  EXPECT_TRUE(refused({"--expect", "offset:2"}, {"--expect offset:2 is no pattern", "--pattern offset:K"}));
+  EXPECT_TRUE(refused({"--expect", "start"}, {"--expect start", "expects it already"}));
+  EXPECT_TRUE(refused({"--expect", "prev"}, {"--expect prev", "'previous-token'"}));
+  EXPECT_TRUE(refused({"--expect", "self", "--scored-only", "self"}, {"opposite"}));
   const std::string run = cwd / "run";
   std::filesystem::copy(shared_run(), run);
   const auto before = snapshot(run);

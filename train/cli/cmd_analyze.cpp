@@ -21,6 +21,7 @@
 #include "analysis/donors.h"
 #include "analysis/heads_json.h"
 #include "analysis/intervention_text.h"
+#include "analysis/patterns.h"
 #include "analysis/text_report.h"
 #include "core/interrupt.h"
 #include "core/shortest.h"
@@ -52,6 +53,7 @@ struct AnalyzeArgs {
   std::string target, task, out, data, corrupted;  // corrupted: --corrupted FILE
   std::vector<std::string> patterns;  // --pattern offset:K / position:K
   std::vector<std::string> scored_only;  // --scored-only NAME: "attend" patterns scored, not expected
+  std::vector<std::string> expect;       // --expect NAME: patterns expected as roles besides the input's
   int64_t batch = 0, example = 0, step = 0;  // step: a snapshot's, if step_given
   int threads = 0;
   std::string gemm;  // empty: the checkpoint's backend
@@ -165,23 +167,84 @@ std::vector<int64_t> donors_beyond(const std::vector<int64_t>& donors, int64_t f
   return out;
 }
 
+// The expected roles analyze changes (--scored-only, --expect): by pattern name.
+struct RoleChanges {
+  std::vector<std::string> scored_only, expect;
+};
+
+// `rows`' roles less those of the scored-only patterns, plus one per
+// expected pattern, called by its name (as a data file's roles are).
+void change_roles(train::Batch& rows, const RoleChanges& changes) {
+  std::erase_if(rows.roles, [&changes](const analysis::ExpectedRole& r) {
+    return std::find(changes.scored_only.begin(), changes.scored_only.end(), r.pattern) != changes.scored_only.end();
+  });
+  for (const std::string& name : changes.expect) rows.roles.push_back({name, name});
+}
+
+// "'a', 'b'" of `names`, or "none".
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return out.empty() ? "none" : out;
+}
+
+// Each --scored-only NAME must be an "attend" pattern of the rows (`row`, one
+// of them: every pattern of the file is on each) that an expected role names,
+// and each --expect NAME a built-in pattern or one of the rows' (a --pattern's
+// included) that none names yet: anything else would change nothing, or
+// nothing the user meant. Named once each, and not by both flags.
+void check_role_changes(const RoleChanges& changes, const train::Batch& row, const std::string& source) {
+  std::vector<std::string> expected, others;
+  for (const analysis::AttendPattern& p : row.attend) {
+    const bool is_role = std::any_of(row.roles.begin(), row.roles.end(),
+                                     [&p](const analysis::ExpectedRole& r) { return r.pattern == p.name; });
+    (is_role ? expected : others).push_back(p.name);
+  }
+  const auto has = [](const std::vector<std::string>& v, const std::string& n) {
+    return std::find(v.begin(), v.end(), n) != v.end();
+  };
+  const auto once = [](const std::vector<std::string>& v, const std::string& flag) {
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (std::find(v.begin(), it, *it) != it) throw train::UsageError(flag + " " + *it + " is given twice");
+  };
+  once(changes.scored_only, "--scored-only");
+  once(changes.expect, "--expect");
+  for (const std::string& name : changes.scored_only) {
+    if (has(changes.expect, name))
+      throw train::UsageError("--scored-only " + name + " and --expect " + name + " say opposite things; give one");
+    if (!has(expected, name))
+      throw train::UsageError("--scored-only " + name + " is no \"attend\" pattern that " + source +
+                              " expects as a role; those are " + quoted_list(expected));
+  }
+  for (const std::string& name : changes.expect) {
+    const bool role = has(expected, name) ||
+                      std::any_of(row.roles.begin(), row.roles.end(),
+                                  [&name](const analysis::ExpectedRole& r) { return r.pattern == name; });
+    if (role) throw train::UsageError("--expect " + name + ": " + source + " expects it already");
+    if (!analysis::is_pattern_name(name) && !has(others, name)) {
+      std::vector<std::string> known;
+      for (const analysis::Pattern& p : analysis::kPatterns) known.emplace_back(p.name);
+      known.insert(known.end(), others.begin(), others.end());
+      throw train::UsageError("--expect " + name + " is no pattern of the analysis; give one of " +
+                              quoted_list(known) + " (a --pattern offset:K is one once given)");
+    }
+  }
+}
+
 // The chunks of `input` as the analysis reads them: each with the
-// positional `patterns` over its rows, without the expected roles of the
-// `scored_only` patterns, and, given `corruption`, the corrupted
+// positional `patterns` over its rows, its expected roles as `roles` changes
+// them, and, given `corruption`, the corrupted
 // tokens for patching: the same rows of `own` (--corrupted's file) when
 // given, else the task's corruption drawn from `corruption`.
 analysis::ReadChunk chunk_reader(AnalysisInput& input, const std::vector<std::string>& patterns,
-                                 const std::vector<std::string>& scored_only, core::Generator* corruption,
-                                 const AnalysisInput* own) {
+                                 const RoleChanges& roles, core::Generator* corruption, const AnalysisInput* own) {
   const std::vector<int64_t> donors =
       analysis::next_donors(input.lengths(), input.rows(), analysis::DonorRule::at_least_as_long);
-  return [&input, &patterns, &scored_only, corruption, own, donors](int64_t first, int64_t count, bool corrupted) {
+  return [&input, &patterns, &roles, corruption, own, donors](int64_t first, int64_t count, bool corrupted) {
     auto chunk = std::make_shared<Chunk>();
     chunk->rows = input.read(first, count);
     train::Batch& rows = chunk->rows;
-    std::erase_if(rows.roles, [&scored_only](const analysis::ExpectedRole& r) {
-      return std::find(scored_only.begin(), scored_only.end(), r.pattern) != scored_only.end();
-    });
+    change_roles(rows, roles);
     for (const std::string& spec : patterns)
       rows.attend.push_back(analysis::positional_pattern(spec, rows.batch, rows.seq_len, input.model().spec().causal,
                                                          rows.targets, rows.lengths));
@@ -244,26 +307,6 @@ void check_corrupted_rows(const AnalysisInput& clean, const AnalysisInput& corru
                             std::to_string(corrupted.lengths()[at]) + " tokens and its clean sequence, --data " +
                             data + ":" + line(clean) + ", " + std::to_string(clean.lengths()[at]) +
                             ": a corrupted sequence must be exactly as long as its clean one");
-  }
-}
-
-// Each --scored-only NAME must be an "attend" pattern of the rows (`row`, one
-// of them: every pattern of the file is on each) that an expected role
-// names: the others are scored only already, and a typo would change nothing.
-void check_scored_only(const std::vector<std::string>& names, const train::Batch& row, const std::string& source) {
-  std::string expected;
-  for (const analysis::ExpectedRole& r : row.roles)
-    for (const analysis::AttendPattern& p : row.attend)
-      if (p.name == r.pattern && expected.find("'" + p.name + "'") == std::string::npos)
-        expected += (expected.empty() ? "'" : ", '") + p.name + "'";
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
-        names.begin() + static_cast<std::ptrdiff_t>(i))
-      throw train::UsageError("--scored-only " + names[i] + " is given twice");
-    if (expected.find("'" + names[i] + "'") == std::string::npos)
-      throw train::UsageError("--scored-only " + names[i] + " is no \"attend\" pattern that " + source +
-                              " expects as a role" +
-                              (expected.empty() ? std::string(" (it has none)") : "; those are " + expected));
   }
 }
 
@@ -377,9 +420,11 @@ int run_analyze(const AnalyzeArgs& args) {
   if (!own_folder && !args.out.empty()) check_analysis_out(out, "--out " + out, &analysis_of);
   // The run's own folder is written as its trainer writes it: not while a
   // trainer holds it (its heads.json would be overwritten by the next one).
-  if (!args.scored_only.empty() && own_folder && train::folder_marker(out) == "run")
-    throw train::UsageError("--scored-only " + args.scored_only.front() + " changes the roles the run's own heads.json "
-                            "expects (those it trained with, which its sweep and report count): give --out NEW_FOLDER");
+  if ((!args.scored_only.empty() || !args.expect.empty()) && own_folder && train::folder_marker(out) == "run")
+    throw train::UsageError((args.scored_only.empty() ? "--expect " + args.expect.front()
+                                                      : "--scored-only " + args.scored_only.front()) +
+                            " changes the roles the run's own heads.json expects (those it trained with, which its "
+                            "sweep and report count): give --out NEW_FOLDER");
   std::unique_ptr<train::RunLock> lock;
   if (own_folder && train::folder_marker(out) == "run") lock = std::make_unique<train::RunLock>(out);
   // Another task than the run's is read as eval --task reads it, at its own
@@ -424,7 +469,15 @@ int run_analyze(const AnalyzeArgs& args) {
                                 input.source() + "; drop one of them");
   }
   check_patterns_keyed(input, args.patterns, sequences);
-  check_scored_only(args.scored_only, first_row, input.source());
+  const RoleChanges roles{args.scored_only, args.expect};
+  {
+    // The --pattern's are the rows' patterns too, as the chunks will hold them.
+    train::Batch row = first_row;
+    for (const std::string& spec : args.patterns)
+      row.attend.push_back(analysis::positional_pattern(spec, row.batch, row.seq_len, input.model().spec().causal,
+                                                        row.targets, row.lengths));
+    check_role_changes(roles, row, input.source());
+  }
   analysis::AnalysisOptions options;
   options.labels = args.labels;
   options.example = args.example;
@@ -439,7 +492,7 @@ int run_analyze(const AnalyzeArgs& args) {
   AnalysisProgressBar bar(stderr_is_terminal());
   options.progress = [&bar](const analysis::AnalysisProgress& p) { bar.show(p); };
   core::Generator corruption_gen = train::patch_corruption_stream(input.config().seed);
-  const analysis::ReadChunk read = chunk_reader(input, args.patterns, args.scored_only, patch ? &corruption_gen : nullptr,
+  const analysis::ReadChunk read = chunk_reader(input, args.patterns, roles, patch ? &corruption_gen : nullptr,
                                                 own_corrupted ? &*own_corrupted : nullptr);
   // Ctrl-C ends the analysis between two forward passes; nothing is written.
   train::install_stop_handlers();
@@ -567,6 +620,10 @@ Command add_analyze(CLI::App& app) {
                  "an \"attend\" pattern of the data file that is scored and may label heads but is no expected role "
                  "(a hypothesis to test, not one the verdict counts); repeatable; needs --out unless the analysis "
                  "is not the run's own");
+  app.add_option("--expect", args->expect,
+                 "also expect this pattern as a role (a built-in one such as previous-token, an \"attend\" pattern "
+                 "of the data, or a --pattern): the verdict says whether a head carries it; repeatable; needs --out "
+                 "unless the analysis is not the run's own");
   app.add_option("--corrupted", args->corrupted,
                  "with --data: patch into these sequences instead (line b of this JSONL file is line b of --data "
                  "corrupted, exactly as long; its targets and attend are not read); implies --patch");
