@@ -626,6 +626,10 @@ TEST(DataFile, AnalyzeCorruptedPatchesIntoTheUsersOwnSequences) {
       run_headlab({"analyze", shared_run(), "--corrupted", cwd / "corrupted.jsonl", "--out", cwd / "x"}, cwd.path());
   EXPECT_TRUE(clean_failure(no_data, 2, {"--corrupted", "needs --data"}));
   EXPECT_FALSE(std::filesystem::exists(cwd / "x"));
+  // `headlab tasks`, where a data file's corruption is said, names the way to one's own.
+  const RunResult tasks = run_headlab({"tasks"}, cwd.path());
+  EXPECT_NE(tasks.out.find("analyze --data FILE --corrupted FILE2"), std::string::npos) << tasks.out;
+  EXPECT_NE(tasks.out.find("analyze --scored-only NAME"), std::string::npos) << tasks.out;
 }
 
 // A pipe (`--data <(cmd)`) is named /dev/fd/N, which says nothing later
