@@ -21,7 +21,6 @@
 #include "analysis/donors.h"
 #include "analysis/heads_json.h"
 #include "analysis/intervention_text.h"
-#include "analysis/patterns.h"
 #include "analysis/text_report.h"
 #include "core/interrupt.h"
 #include "core/shortest.h"
@@ -29,6 +28,7 @@
 #include "train/analysis_chunk.h"
 #include "train/checkpoint.h"
 #include "train/cli/analysis_input.h"
+#include "train/cli/analysis_roles.h"
 #include "train/cli/cli.h"
 #include "train/cli/progress_bar.h"
 #include "train/errors.h"
@@ -165,70 +165,6 @@ std::vector<int64_t> donors_beyond(const std::vector<int64_t>& donors, int64_t f
   std::sort(out.begin(), out.end(), [&](int64_t a, int64_t b) { return after(a) < after(b); });
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
-}
-
-// The expected roles analyze changes (--scored-only, --expect): by pattern name.
-struct RoleChanges {
-  std::vector<std::string> scored_only, expect;
-};
-
-// `rows`' roles less those of the scored-only patterns, plus one per
-// expected pattern, called by its name (as a data file's roles are).
-void change_roles(train::Batch& rows, const RoleChanges& changes) {
-  std::erase_if(rows.roles, [&changes](const analysis::ExpectedRole& r) {
-    return std::find(changes.scored_only.begin(), changes.scored_only.end(), r.pattern) != changes.scored_only.end();
-  });
-  for (const std::string& name : changes.expect) rows.roles.push_back({name, name});
-}
-
-// "'a', 'b'" of `names`, or "none".
-std::string quoted_list(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
-  return out.empty() ? "none" : out;
-}
-
-// Each --scored-only NAME must be an "attend" pattern of the rows (`row`, one
-// of them: every pattern of the file is on each) that an expected role names,
-// and each --expect NAME a built-in pattern or one of the rows' (a --pattern's
-// included) that none names yet: anything else would change nothing, or
-// nothing the user meant. Named once each, and not by both flags.
-void check_role_changes(const RoleChanges& changes, const train::Batch& row, const std::string& source) {
-  std::vector<std::string> expected, others;
-  for (const analysis::AttendPattern& p : row.attend) {
-    const bool is_role = std::any_of(row.roles.begin(), row.roles.end(),
-                                     [&p](const analysis::ExpectedRole& r) { return r.pattern == p.name; });
-    (is_role ? expected : others).push_back(p.name);
-  }
-  const auto has = [](const std::vector<std::string>& v, const std::string& n) {
-    return std::find(v.begin(), v.end(), n) != v.end();
-  };
-  const auto once = [](const std::vector<std::string>& v, const std::string& flag) {
-    for (auto it = v.begin(); it != v.end(); ++it)
-      if (std::find(v.begin(), it, *it) != it) throw train::UsageError(flag + " " + *it + " is given twice");
-  };
-  once(changes.scored_only, "--scored-only");
-  once(changes.expect, "--expect");
-  for (const std::string& name : changes.scored_only) {
-    if (has(changes.expect, name))
-      throw train::UsageError("--scored-only " + name + " and --expect " + name + " say opposite things; give one");
-    if (!has(expected, name))
-      throw train::UsageError("--scored-only " + name + " is no \"attend\" pattern that " + source +
-                              " expects as a role; those are " + quoted_list(expected));
-  }
-  for (const std::string& name : changes.expect) {
-    const bool role = has(expected, name) ||
-                      std::any_of(row.roles.begin(), row.roles.end(),
-                                  [&name](const analysis::ExpectedRole& r) { return r.pattern == name; });
-    if (role) throw train::UsageError("--expect " + name + ": " + source + " expects it already");
-    if (!analysis::is_pattern_name(name) && !has(others, name)) {
-      std::vector<std::string> known;
-      for (const analysis::Pattern& p : analysis::kPatterns) known.emplace_back(p.name);
-      known.insert(known.end(), others.begin(), others.end());
-      throw train::UsageError("--expect " + name + " is no pattern of the analysis; give one of " +
-                              quoted_list(known) + " (a --pattern offset:K is one once given)");
-    }
-  }
 }
 
 // The chunks of `input` as the analysis reads them: each with the
@@ -418,13 +354,14 @@ int run_analyze(const AnalyzeArgs& args) {
                             ") or give a new folder");
   // The folders analyze picks itself (a snapshot's, another task's) are its own.
   if (!own_folder && !args.out.empty()) check_analysis_out(out, "--out " + out, &analysis_of);
-  // The run's own folder is written as its trainer writes it: not while a
-  // trainer holds it (its heads.json would be overwritten by the next one).
+  // The run's own heads.json keeps the roles it trained with (its sweep and report count them).
   if ((!args.scored_only.empty() || !args.expect.empty()) && own_folder && train::folder_marker(out) == "run")
     throw train::UsageError((args.scored_only.empty() ? "--expect " + args.expect.front()
                                                       : "--scored-only " + args.scored_only.front()) +
                             " changes the roles the run's own heads.json expects (those it trained with, which its "
                             "sweep and report count): give --out NEW_FOLDER");
+  // The run's own folder is written as its trainer writes it: not while a
+  // trainer holds it (its heads.json would be overwritten by the next one).
   std::unique_ptr<train::RunLock> lock;
   if (own_folder && train::folder_marker(out) == "run") lock = std::make_unique<train::RunLock>(out);
   // Another task than the run's is read as eval --task reads it, at its own
