@@ -356,8 +356,8 @@ class Run:
         "step": step or None}}, by the rule of the run's report.html and of
         sweep.json (the first analysis logged in metrics.jsonl from which the
         pattern's score stays at the score that labels a head on the run's
-        set; None when it never stays there, or only the final analysis has
-        it). pattern=None: each head's own final label, for the heads whose
+        set, the final analysis the last point; None when the last score is
+        below that, or no analysis was logged). pattern=None: each head's own final label, for the heads whose
         label is a pattern; a name ("previous-token", a user pattern of the
         run's heads.json): that pattern, for every head."""
         if pattern is not None and not isinstance(pattern, str):
