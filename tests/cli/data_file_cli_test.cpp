@@ -622,6 +622,14 @@ TEST(DataFile, AnalyzeCorruptedPatchesIntoTheUsersOwnSequences) {
   const RunResult short_line =
       run_headlab(with(analyze, {"--corrupted", cwd / "shorter.jsonl", "--out", cwd / "x"}), cwd.path());
   EXPECT_TRUE(clean_failure(short_line, 2, {"shorter.jsonl:5 has 5 tokens", "clean.jsonl:5, 6", "exactly as long"}));
+  // Read as a data file: what its rules refuse (no target anywhere) says that only the tokens are used.
+  std::string no_target;
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    no_target += "{\"tokens\": " + rows[(r + 1) % rows.size()] + ", \"targets\": [-1, -1, -1, -1, -1, -1]}\n";
+  write_bytes(cwd / "no-targets.jsonl", no_target);
+  const RunResult no_targets =
+      run_headlab(with(analyze, {"--corrupted", cwd / "no-targets.jsonl", "--out", cwd / "x"}), cwd.path());
+  EXPECT_TRUE(clean_failure(no_targets, 2, {"--corrupted", "only the tokens are used", "no position has a target"}));
   const RunResult no_data =
       run_headlab({"analyze", shared_run(), "--corrupted", cwd / "corrupted.jsonl", "--out", cwd / "x"}, cwd.path());
   EXPECT_TRUE(clean_failure(no_data, 2, {"--corrupted", "needs --data"}));

@@ -379,7 +379,13 @@ int run_analyze(const AnalyzeArgs& args) {
   // The user's own corrupted sequences: line b of the file corrupts line b of --data.
   std::optional<AnalysisInput> own_corrupted;
   if (!args.corrupted.empty()) {
-    own_corrupted.emplace(AnalysisInput::of_file(ck, ck_path, args.corrupted, input.chunk_rows()));
+    try {
+      own_corrupted.emplace(AnalysisInput::of_file(ck, ck_path, args.corrupted, input.chunk_rows()));
+    } catch (const train::UsageError& e) {
+      // Read as a data file, whose rules (a target somewhere, keys in every pattern) are not this file's purpose.
+      throw train::UsageError("--corrupted " + args.corrupted + " is read as a --data file, of which only the tokens "
+                              "are used (leave out \"targets\" and \"attend\"): " + e.what());
+    }
     check_corrupted_rows(input, *own_corrupted, args.data, args.corrupted);
   }
   if (args.example >= input.rows())
@@ -563,7 +569,7 @@ Command add_analyze(CLI::App& app) {
                  "unless the analysis is not the run's own");
   app.add_option("--corrupted", args->corrupted,
                  "with --data: patch into these sequences instead (line b of this JSONL file is line b of --data "
-                 "corrupted, exactly as long; its targets and attend are not read); implies --patch");
+                 "corrupted, exactly as long; only its tokens are used); implies --patch");
   app.add_flag("--no-color", args->no_color, "no ANSI colours");
   for (const analysis::LabelFlag& f : analysis::kLabelFlags)
     app.add_option(f.flag, args->labels.*f.value, f.help)->default_val(args->labels.*f.value);
