@@ -214,8 +214,14 @@ void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis) {
   run.roles_found = analysis.expected_roles.empty() ? std::nullopt : std::optional<bool>(analysis.verdict.roles_found);
   run.head_results.clear();
   for (const analysis::HeadAnalysis& h : analysis.heads) {
-    SweepHead head{analysis::head_name(h.layer, h.head), h.label, analysis::label_score(h.scores, h.label), {}, std::nullopt};
+    SweepHead head{analysis::head_name(h.layer, h.head), h.label, analysis::label_score(h.scores, h.label), {}, std::nullopt,
+                   "", 0.0};
     for (const analysis::Pattern* p : sweep_patterns()) head.scores[std::string(p->name)] = h.scores[p->name].value_or(0.0);
+    for (const analysis::UserScore& u : h.scores.user)
+      if (u.score && (head.nearest_user.empty() || *u.score > head.nearest_user_score)) {
+        head.nearest_user = u.name;
+        head.nearest_user_score = *u.score;
+      }
     run.head_results.push_back(std::move(head));
   }
 }
@@ -247,7 +253,8 @@ std::string run_line(const SweepRun& run) {
       line += " " + fixed(h.score, 2);
       continue;
     }
-    std::string scores;
+    // A data run's own pattern first: "(marker-prev 0.42, prev 0.04, first 0.27)".
+    std::string scores = h.nearest_user.empty() ? "" : h.nearest_user + " " + fixed(h.nearest_user_score, 2);
     for (const analysis::Pattern* p : sweep_patterns())
       scores += (scores.empty() ? "" : ", ") + std::string(p->short_name) + " " + fixed(score_of(h.scores, p->name), 2);
     line += " (" + scores + ")";

@@ -40,6 +40,11 @@ struct SweepHead {
   // For a head with a pattern label: the logged step from which that
   // pattern's score stayed at or above the label threshold (record_history).
   std::optional<int64_t> emerged;
+  // The user pattern (a data file's "attend") this head scores highest on,
+  // and that score: what a data run's unlabelled head comes nearest to, in
+  // its run's line. Empty without user patterns; not in sweep.json.
+  std::string nearest_user;
+  double nearest_user_score = 0;
 };
 
 // One configuration of the sweep: the values of the varied flags other than

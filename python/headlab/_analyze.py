@@ -25,7 +25,9 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     "offset:K" or "position:K", or per-sequence key lists as a data file's
     "attend"; or (pattern, definition) pairs. Each must give some query a key.
     roles: the roles you expect, a dict role -> pattern name (built-in or
-    yours): the verdict says which were found. sources: the targets are
+    yours): the verdict says which were found; a pattern no role names is
+    scored only (`headlab analyze --scored-only NAME`; `--expect NAME` adds a
+    role). sources: the targets are
     copies of earlier tokens (as in induction): adds the task-position
     scores. `model.task_batch()` gives all of these for the run's own task.
     example: which sequence the example attention shows.
@@ -33,7 +35,8 @@ def analyze(model, tokens, targets=None, *, lengths=None, patterns=None, roles=N
     sequences with a target among the first this many. corrupted: tokens for activation patching (adds mean and
     resample ablation and patching), read with the clean sequences' lengths:
     a list of sequences, each as long as its clean one, or a [B, T] array
-    whose positions past a clean sequence's length are padding. threshold, margin,
+    whose positions past a clean sequence's length are padding (`headlab
+    analyze --data F --corrupted C` from the CLI). threshold, margin,
     diffuse_entropy, sink_delta_loss: the label rules (`headlab analyze
     --threshold ...`). chunk_rows: sequences run at a time (None: as `headlab
     analyze` picks them, about 64 MiB of activations per chunk), so memory

@@ -351,6 +351,25 @@ class Run:
         """heads.json: the final head analysis."""
         return json.loads((self.path / "heads.json").read_text())
 
+    def emergence(self, pattern=None):
+        """When each head's pattern emerged in training: {head: {"pattern": name,
+        "step": step or None}}, by the rule of the run's report.html and of
+        sweep.json (the first analysis logged in metrics.jsonl from which the
+        pattern's score stays at the score that labels a head on the run's
+        set, the final analysis the last point; None when the last score is
+        below that, or no analysis was logged). pattern=None: each head's own final label, for the heads whose
+        label is a pattern; a name ("previous-token", a user pattern of the
+        run's heads.json): that pattern, for every head."""
+        if pattern is not None and not isinstance(pattern, str):
+            raise TypeError(f"emergence: pattern must be a pattern's name (str) or None, got {pattern!r}")
+        if pattern == "":
+            raise ValueError("emergence: pattern is empty; give a pattern's name, or None for each head's own label")
+        heads = self.path / "heads.json"
+        if not heads.is_file():
+            raise FileNotFoundError(f"{heads}: no final analysis yet (headlab train --resume {self.path} writes it)")
+        found = _core.emergence(heads.read_text(), os.fsencode(self.path / "metrics.jsonl"), pattern or "")
+        return {head: {"pattern": name, "step": step} for head, name, step in found}
+
     @property
     def snapshots(self):
         """{step: path} of the checkpoints `--snapshot-every` kept

@@ -21,6 +21,7 @@
 namespace headlab::python {
 void bind_analyze(py::module_& m);
 void bind_command(py::module_& m);
+void bind_emergence(py::module_& m);
 void bind_folders(py::module_& m);
 void bind_memory(py::module_& m);
 void bind_task_batch(py::class_<Model>& model);
@@ -47,6 +48,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_analyze(m);
   python::bind_command(m);
   python::bind_folders(m);
+  python::bind_emergence(m);
   python::bind_memory(m);
   // names=None leaves out the copy points by the engine's own list, not a copy of it.
   m.def("is_copy_point", &layers::is_copy_point, py::arg("name"));

@@ -3,12 +3,13 @@ files the CLI reads, written from arrays and read back."""
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import headlab
-from conftest import HEADLAB, cli
+from conftest import HEADLAB, REPO, cli
 from test_train import without_timing
 
 # A tiny model: each run trains in a fraction of a second.
@@ -227,6 +228,56 @@ def test_analyze_of_read_data_equals_analyze_data(mlp_run, mlp_model, tmp_path):
     assert [(r["role"], r["pattern"]) for r in theirs["verdict"]["roles"]] == [("one-back", "one-back")]
     assert ours["verdict"]["roles"] == theirs["verdict"]["roles"]
     assert theirs["verdict"]["reasons"][0].startswith("expected roles found: ")
+
+
+def test_the_clis_roles_and_corruption_of_a_file_equal_pythons(mlp_run, mlp_model, tmp_path):
+    """`analyze --data F --scored-only P --expect Q --corrupted C` (QA26) gives
+    what analyze(**read_data(F)) gives with the roles changed alike and C's
+    tokens as `corrupted`."""
+    T = mlp_model.spec["max_seq_len"]
+    rows = [r for r in ragged_rows(6, lengths=(T, 3, T - 1, 4, T, 5))]
+    path, corrupted = tmp_path / "rows.jsonl", tmp_path / "corrupted.jsonl"
+    headlab.write_data(path, rows, attend={"one-back": previous(rows)})
+    flipped = [list(reversed(r)) for r in rows]  # each as long as its clean row
+    headlab.write_data(corrupted, flipped)
+    cli("analyze", mlp_run, "--data", path, "--out", tmp_path / "out", "--threads", "1", "--scored-only", "one-back",
+        "--expect", "previous-token", "--corrupted", corrupted)
+    theirs = json.loads((tmp_path / "out" / "heads.json").read_text())
+    batch = headlab.read_data(path, seq_len=T)
+    batch["roles"] = {"previous-token": "previous-token"}
+    ours = headlab.analyze(mlp_model, **batch, corrupted=flipped)
+    assert theirs["expected_roles"] == [{"role": "previous-token", "pattern": "previous-token"}]
+    assert theirs["patching"]["corruption"].startswith("the user's corrupted sequences of --corrupted")
+    for key in ("analyzed", "data", "data_file", "step", "checkpoint"):
+        theirs.pop(key)
+        ours.pop(key, None)
+    theirs["patching"].pop("corruption")
+    ours["patching"].pop("corruption")
+    assert_close(ours, theirs)
+
+
+def test_the_readme_walkthroughs_data_is_what_it_says(tmp_path):
+    """examples/marker_recall.py (README.md, "Your own data, pattern and
+    question"): each target is the token before the latest marker, where
+    "latest-marker" looks, the probe's corrupted lines change that token only,
+    and headlab reads every file."""
+    subprocess.run([sys.executable, str(REPO / "examples" / "marker_recall.py"), str(tmp_path)], check=True)
+    recall, probe = headlab.read_data(tmp_path / "recall.jsonl"), headlab.read_data(tmp_path / "probe.jsonl")
+    corrupted = headlab.read_data(tmp_path / "probe-corrupted.jsonl")
+    assert len(recall["tokens"]) == 400 and len(probe["tokens"]) == 200
+    assert list(recall["patterns"]) == ["latest-marker", "marker-prev"]
+    assert list(probe["patterns"]) == ["latest-marker", "marker-prev", "before-marker"]
+    for batch in (recall, probe):
+        latest = batch["patterns"]["latest-marker"][0]
+        for tokens, targets, keys in zip(batch["tokens"], batch["targets"], latest):
+            for q, key in enumerate(keys):
+                assert (targets[q] == -1) == (key is None)
+                if key is not None:
+                    assert tokens[key] == 1 and 1 not in tokens[key + 1:q + 1] and targets[q] == tokens[key - 1]
+    changed = probe["tokens"] != corrupted["tokens"]
+    assert (changed.sum(axis=1) == 1).all()
+    for row, tokens in zip(changed, probe["tokens"]):
+        assert row.argmax() == max(i for i, t in enumerate(tokens) if t == 1) - 1
 
 
 def assert_close(ours, theirs, where="records"):

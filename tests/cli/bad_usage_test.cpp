@@ -414,6 +414,10 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_flag_typo_with_value", with(train_tiny({}), {"--stpes=3"}), 2,
                  {"unknown flag --stpes (did you mean --steps?)"}});
     c.push_back({"sweep_flag_typo", {"sweep", "--seed_s", "3"}, 2, {"unknown flag --seed_s (did you mean --seeds?)"}});
+    // train's flags that a sweep leaves out on purpose say so, not a near name (--threads: "--heads?").
+    c.push_back({"sweep_threads", {"sweep", "--threads", "1", "--seeds", "0"}, 2,
+                 {"--threads is not a sweep flag", "--jobs N"}});
+    c.push_back({"sweep_quiet", {"sweep", "--quiet"}, 2, {"--quiet is not a sweep flag", "stdout.log"}});
     c.push_back({"eval_flag_typo", {"eval", "{ck}", "--bach", "3"}, 2, {"unknown flag --bach (did you mean --batch?)"}});
     c.push_back({"train_config_key_with_underscore", with(train_tiny({}), {"--config", "{cfg:{\"d_model\": 3}}"}), 2,
                  {"unknown key \"d_model\" (did you mean \"d-model\"?)"}});

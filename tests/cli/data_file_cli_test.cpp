@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -505,6 +506,138 @@ TEST(DataFile, AnalyzeDataRecordsWhatItReadAndKeepsOtherAnalyses) {
       run_headlab({"analyze", shared_run(), "--data", cwd / "other.jsonl", "--out", cwd / "x"}, cwd.path());
   EXPECT_TRUE(clean_failure(other_data, 2, {"of this checkpoint on data:" + cwd / "rows.jsonl", "new folder"}));
   EXPECT_EQ(snapshot(cwd / "x"), before);
+}
+
+// A hypothesis in a data file is an expected role unless the analysis is
+// told it is scored only, and a built-in pattern or a --pattern is one only
+// when told it is expected (QA26: only Python could say either):
+// --scored-only NAME keeps its scores and drops its role from the verdict,
+// --expect NAME adds one; both refuse a name that would change nothing, and
+// the run's own heads.json.
+TEST(DataFile, AnalyzeScoredOnlyAndExpectChangeTheRolesNotTheScores) {
+  TempDir cwd;
+  write_bytes(cwd / "rows.jsonl",
+              "{\"tokens\": [1, 2, 3, 4], \"attend\": {\"one-back\": [null, 0, 1, 2], \"start\": [0, 0, 0, 0]}}\n"
+              "{\"tokens\": [4, 3, 2, 1, 0], \"attend\": {\"start\": [0, 0, 0, 0, 0]}}\n");
+  const std::vector<std::string> analyze = {"analyze", shared_run(), "--data", cwd / "rows.jsonl", "--out"};
+  auto both = analyze, one = analyze;
+  both.push_back(cwd / "both");
+  one.insert(one.end(), {cwd / "one", "--scored-only", "start"});
+  const RunResult a = run_headlab(both, cwd.path()), b = run_headlab(one, cwd.path());
+  ASSERT_EQ(a.exit_code, 0) << a.describe();
+  ASSERT_EQ(b.exit_code, 0) << b.describe();
+  const nlohmann::json expected = nlohmann::json::parse(read_bytes(cwd / "both/heads.json"));
+  const nlohmann::json scored = nlohmann::json::parse(read_bytes(cwd / "one/heads.json"));
+  EXPECT_EQ(expected.at("expected_roles").size(), 2u);
+  EXPECT_EQ(scored.at("expected_roles"), nlohmann::json::parse(R"([{"role": "one-back", "pattern": "one-back"}])"));
+  EXPECT_EQ(scored.at("patterns").size(), 2u) << "both are still scored";
+  for (std::size_t h = 0; h < expected.at("heads").size(); ++h)
+    EXPECT_EQ(scored.at("heads")[h].at("scores").at("user"), expected.at("heads")[h].at("scores").at("user"));
+  EXPECT_NE(scored.at("verdict").at("reasons").at(0).get<std::string>().find("of 1"), std::string::npos)
+      << scored.at("verdict").dump();
+
+  // --expect adds a role: a built-in pattern, or a --pattern once given.
+  auto more = analyze;
+  more.insert(more.end(), {cwd / "more", "--expect", "first-token", "--pattern", "offset:2", "--expect", "offset:2"});
+  const RunResult c = run_headlab(more, cwd.path());
+  ASSERT_EQ(c.exit_code, 0) << c.describe();
+  const nlohmann::json roles = nlohmann::json::parse(read_bytes(cwd / "more/heads.json")).at("expected_roles");
+  EXPECT_EQ(roles, nlohmann::json::parse(R"([{"role": "one-back", "pattern": "one-back"},
+    {"role": "start", "pattern": "start"}, {"role": "first-token", "pattern": "first-token"},
+    {"role": "offset:2", "pattern": "offset:2"}])"));
+
+  const auto refused = [&](std::vector<std::string> flags, const std::vector<std::string>& mentions) {
+    auto args = analyze;
+    args.push_back(cwd / "x");
+    args.insert(args.end(), flags.begin(), flags.end());
+    return clean_failure(run_headlab(args, cwd.path()), 2, mentions);
+  };
+  EXPECT_TRUE(refused({"--scored-only", "strat"}, {"--scored-only strat", "'one-back', 'start'"}));
+  EXPECT_TRUE(refused({"--expect", "offset:2"}, {"--expect offset:2 is no pattern", "--pattern offset:K"}));
+  EXPECT_TRUE(refused({"--expect", "start"}, {"--expect start", "expects it already"}));
+  EXPECT_TRUE(refused({"--expect", "prev"}, {"--expect prev", "'previous-token'"}));
+  EXPECT_TRUE(refused({"--expect", "self", "--scored-only", "self"}, {"opposite"}));
+  const std::string run = cwd / "run";
+  std::filesystem::copy(shared_run(), run);
+  const auto before = snapshot(run);
+  const RunResult own = run_headlab({"analyze", run, "--scored-only", "start"}, cwd.path());
+  EXPECT_TRUE(clean_failure(own, 2, {"--scored-only start", "run's own heads.json", "--out NEW_FOLDER"}));
+  EXPECT_EQ(snapshot(run), before);
+  EXPECT_FALSE(std::filesystem::exists(cwd / "x"));
+}
+
+// A researcher's own corrupted inputs patch from the CLI as from Python
+// (QA26: only the task's next-row corruption could): `--corrupted FILE`
+// pairs its line b with --data's line b. Written as that next-row corruption
+// (rows of one length: row b takes row b + 1's tokens), it must give what
+// --patch computes by its own path, head for head; a file that does not pair
+// line for line is refused with nothing written.
+TEST(DataFile, AnalyzeCorruptedPatchesIntoTheUsersOwnSequences) {
+  TempDir cwd;
+  const std::vector<std::string> rows = {"[3, 0, 7, 1, 2, 5]", "[7, 0, 1, 4, 4, 2]", "[1, 1, 6, 0, 3, 7]",
+                                         "[5, 2, 2, 6, 1, 0]", "[0, 4, 3, 3, 7, 6]"};
+  std::string clean, corrupted;
+  for (std::size_t b = 0; b < rows.size(); ++b) {
+    clean += "{\"tokens\": " + rows[b] + "}\n";
+    corrupted += "{\"tokens\": " + rows[(b + 1) % rows.size()] + "}\n";
+  }
+  write_bytes(cwd / "clean.jsonl", clean);
+  write_bytes(cwd / "corrupted.jsonl", corrupted);
+  const std::vector<std::string> analyze = {"analyze", shared_run(), "--data", cwd / "clean.jsonl", "--batch", "2"};
+  const auto with = [&](std::vector<std::string> args, std::vector<std::string> more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const RunResult task = run_headlab(with(analyze, {"--patch", "--out", cwd / "task"}), cwd.path());
+  ASSERT_EQ(task.exit_code, 0) << task.describe();
+  const RunResult own = run_headlab(with(analyze, {"--corrupted", cwd / "corrupted.jsonl", "--out", cwd / "own"}), cwd.path());
+  ASSERT_EQ(own.exit_code, 0) << own.describe();
+  EXPECT_NE(own.out.find("corrupted.jsonl, line for line"), std::string::npos) << "--corrupted implies --patch: " << own.out;
+  const nlohmann::json a = nlohmann::json::parse(read_bytes(cwd / "task/heads.json"));
+  const nlohmann::json b = nlohmann::json::parse(read_bytes(cwd / "own/heads.json"));
+  EXPECT_NEAR(a.at("patching").at("corrupted_loss").get<double>(), b.at("patching").at("corrupted_loss").get<double>(),
+              1e-6);
+  ASSERT_EQ(a.at("heads").size(), b.at("heads").size());
+  for (std::size_t h = 0; h < a.at("heads").size(); ++h) {
+    ASSERT_TRUE(a.at("heads")[h].at("patch_restored").is_number()) << a.at("heads")[h].dump();
+    EXPECT_NEAR(a.at("heads")[h].at("patch_restored").get<double>(), b.at("heads")[h].at("patch_restored").get<double>(),
+                1e-6)
+        << "head " << h;
+  }
+  // The file is what the corrupted run reads: the clean rows themselves corrupt nothing.
+  const RunResult same = run_headlab(with(analyze, {"--corrupted", cwd / "clean.jsonl", "--out", cwd / "same"}), cwd.path());
+  ASSERT_EQ(same.exit_code, 0) << same.describe();
+  const nlohmann::json c = nlohmann::json::parse(read_bytes(cwd / "same/heads.json")).at("patching");
+  EXPECT_NEAR(c.at("corrupted_loss").get<double>(), c.at("clean_loss").get<double>(), 1e-6) << c.dump();
+  EXPECT_GT(std::abs(a.at("patching").at("corrupted_loss").get<double>() - c.at("clean_loss").get<double>()), 1e-3);
+  EXPECT_EQ(b.at("data_file").at("corrupted").at("path"), cwd / "corrupted.jsonl");
+  EXPECT_EQ(b.at("data_file").at("corrupted").at("size"), corrupted.size());
+
+  write_bytes(cwd / "fewer.jsonl", "{\"tokens\": " + rows[1] + "}\n");
+  std::string shorter = corrupted;
+  shorter.replace(shorter.find(", 5]"), 4, "]");  // line 5 (row 0's tokens) one token short
+  write_bytes(cwd / "shorter.jsonl", shorter);
+  const RunResult fewer = run_headlab(with(analyze, {"--corrupted", cwd / "fewer.jsonl", "--out", cwd / "x"}), cwd.path());
+  EXPECT_TRUE(clean_failure(fewer, 2, {"--corrupted", "holds 1 sequences", "5"}));
+  const RunResult short_line =
+      run_headlab(with(analyze, {"--corrupted", cwd / "shorter.jsonl", "--out", cwd / "x"}), cwd.path());
+  EXPECT_TRUE(clean_failure(short_line, 2, {"shorter.jsonl:5 has 5 tokens", "clean.jsonl:5, 6", "exactly as long"}));
+  // Read as a data file: what its rules refuse (no target anywhere) says that only the tokens are used.
+  std::string no_target;
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    no_target += "{\"tokens\": " + rows[(r + 1) % rows.size()] + ", \"targets\": [-1, -1, -1, -1, -1, -1]}\n";
+  write_bytes(cwd / "no-targets.jsonl", no_target);
+  const RunResult no_targets =
+      run_headlab(with(analyze, {"--corrupted", cwd / "no-targets.jsonl", "--out", cwd / "x"}), cwd.path());
+  EXPECT_TRUE(clean_failure(no_targets, 2, {"--corrupted", "only the tokens are used", "no position has a target"}));
+  const RunResult no_data =
+      run_headlab({"analyze", shared_run(), "--corrupted", cwd / "corrupted.jsonl", "--out", cwd / "x"}, cwd.path());
+  EXPECT_TRUE(clean_failure(no_data, 2, {"--corrupted", "needs --data"}));
+  EXPECT_FALSE(std::filesystem::exists(cwd / "x"));
+  // `headlab tasks`, where a data file's corruption is said, names the way to one's own.
+  const RunResult tasks = run_headlab({"tasks"}, cwd.path());
+  EXPECT_NE(tasks.out.find("analyze --data FILE --corrupted FILE2"), std::string::npos) << tasks.out;
+  EXPECT_NE(tasks.out.find("analyze --scored-only NAME"), std::string::npos) << tasks.out;
 }
 
 // A pipe (`--data <(cmd)`) is named /dev/fd/N, which says nothing later

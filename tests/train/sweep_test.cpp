@@ -60,7 +60,7 @@ std::vector<SweepCell> head_cells(const std::vector<int64_t>& heads) {
 }
 
 SweepHead head(const char* name, Label label, double score, double prev, double first) {
-  return {name, label, score, {{"previous-token", prev}, {"first-token", first}}, std::nullopt};
+  return {name, label, score, {{"previous-token", prev}, {"first-token", first}}, std::nullopt, "", 0.0};
 }
 
 SweepRun done_run(int64_t heads, int64_t seed, double accuracy, bool specialized, std::vector<SweepHead> results) {
@@ -113,6 +113,16 @@ TEST(RecordAnalysis, TakesAccuracyVerdictAndEachHeadsLabelAndTopScore) {
   EXPECT_DOUBLE_EQ(r.head_results[1].score, 0.52);  // a mixed head's best pattern: first-token
   EXPECT_EQ(run_line(r),
             "h2 s4: acc 99.5%, specialized, L0H0 previous-token 0.95, L0H1 mixed (prev 0.45, first 0.52) (3.1 s)");
+
+  // With a data file's patterns, an unlabelled head's line leads with the one it comes nearest to
+  // (QA26: a data run's line showed only prev and first, none of the researcher's own patterns).
+  a.heads[1].scores.user = {{"latest-marker", 0.31, {}}, {"marker-prev", 0.42, {}}, {"none-scored", std::nullopt, {}}};
+  record_analysis(r, a);
+  EXPECT_EQ(r.head_results[1].nearest_user, "marker-prev");
+  EXPECT_NE(run_line(r).find("L0H1 mixed (marker-prev 0.42, prev 0.45, first 0.52)"), std::string::npos)
+      << run_line(r);
+  EXPECT_EQ(run_json(r, 0.99)["head_results"][1].dump().find("marker-prev"), std::string::npos)
+      << "sweep.json keeps its keys";
 }
 
 // F14: on `induction` a run can find the task's one expected role (its

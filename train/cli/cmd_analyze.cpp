@@ -4,7 +4,8 @@
 // folder named after the checkpoint file (a snapshot's included); another task or batch than the run's
 // goes beside those (analysis-TASK/, analysis-batch-N/), never over them. With --patch, also the interventions:
 // mean and resample ablation, and activation patching from the clean batch
-// into the task's corrupted one (Task::corrupt). A data file is analyzed
+// into the task's corrupted one (Task::corrupt), or into the user's own
+// (--corrupted FILE, line b of it for line b of --data). A data file is analyzed
 // --batch sequences at a time (analysis/analyze_model.h, analyze_chunks),
 // with a progress bar on a terminal; a stop signal ends it with nothing written.
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "train/analysis_chunk.h"
 #include "train/checkpoint.h"
 #include "train/cli/analysis_input.h"
+#include "train/cli/analysis_roles.h"
 #include "train/cli/cli.h"
 #include "train/cli/progress_bar.h"
 #include "train/errors.h"
@@ -48,8 +50,10 @@ namespace {
 namespace fs = std::filesystem;
 
 struct AnalyzeArgs {
-  std::string target, task, out, data;
+  std::string target, task, out, data, corrupted;  // corrupted: --corrupted FILE
   std::vector<std::string> patterns;  // --pattern offset:K / position:K
+  std::vector<std::string> scored_only;  // --scored-only NAME: "attend" patterns scored, not expected
+  std::vector<std::string> expect;       // --expect NAME: patterns expected as roles besides the input's
   int64_t batch = 0, example = 0, step = 0;  // step: a snapshot's, if step_given
   int threads = 0;
   std::string gemm;  // empty: the checkpoint's backend
@@ -164,20 +168,25 @@ std::vector<int64_t> donors_beyond(const std::vector<int64_t>& donors, int64_t f
 }
 
 // The chunks of `input` as the analysis reads them: each with the
-// positional `patterns` over its rows and, given `corruption`, the corrupted
-// tokens for patching.
+// positional `patterns` over its rows, its expected roles as `roles` changes
+// them, and, given `corruption`, the corrupted
+// tokens for patching: the same rows of `own` (--corrupted's file) when
+// given, else the task's corruption drawn from `corruption`.
 analysis::ReadChunk chunk_reader(AnalysisInput& input, const std::vector<std::string>& patterns,
-                                 core::Generator* corruption) {
+                                 const RoleChanges& roles, core::Generator* corruption, const AnalysisInput* own) {
   const std::vector<int64_t> donors =
       analysis::next_donors(input.lengths(), input.rows(), analysis::DonorRule::at_least_as_long);
-  return [&input, &patterns, corruption, donors](int64_t first, int64_t count, bool corrupted) {
+  return [&input, &patterns, &roles, corruption, own, donors](int64_t first, int64_t count, bool corrupted) {
     auto chunk = std::make_shared<Chunk>();
     chunk->rows = input.read(first, count);
     train::Batch& rows = chunk->rows;
+    change_roles(rows, roles);
     for (const std::string& spec : patterns)
       rows.attend.push_back(analysis::positional_pattern(spec, rows.batch, rows.seq_len, input.model().spec().causal,
                                                          rows.targets, rows.lengths));
-    if (corrupted && corruption != nullptr) {
+    if (corrupted && own != nullptr) {
+      chunk->corrupted = own->read(first, count).tokens;
+    } else if (corrupted && corruption != nullptr) {
       // Rows that take another row's tokens take the set's, across chunks,
       // as a corruption of all of it at once would.
       train::Batch with = rows;
@@ -217,6 +226,26 @@ void check_patterns_keyed(AnalysisInput& input, const std::vector<std::string>& 
                               "target), so no head could be scored on it; give another K or leave it out");
 }
 
+// --corrupted's file must pair with --data's line for line: as many
+// sequences, each as long as its clean one (a corrupted row is real
+// wherever its clean row is), as headlab.analyze(corrupted=...) requires.
+void check_corrupted_rows(const AnalysisInput& clean, const AnalysisInput& corrupted, const std::string& data,
+                          const std::string& file) {
+  if (corrupted.rows() != clean.rows())
+    throw train::UsageError("--corrupted " + file + " holds " + std::to_string(corrupted.rows()) +
+                            " sequences and --data " + data + " " + std::to_string(clean.rows()) +
+                            ": give one corrupted line per line of --data, in its order");
+  for (int64_t b = 0; b < clean.rows(); ++b) {
+    const auto at = static_cast<std::size_t>(b);
+    if (corrupted.lengths()[at] == clean.lengths()[at]) continue;
+    const auto line = [b](const AnalysisInput& in) { return std::to_string(in.read(b, 1).lines.at(0)); };
+    throw train::UsageError("--corrupted " + file + ":" + line(corrupted) + " has " +
+                            std::to_string(corrupted.lengths()[at]) + " tokens and its clean sequence, --data " +
+                            data + ":" + line(clean) + ", " + std::to_string(clean.lengths()[at]) +
+                            ": a corrupted sequence must be exactly as long as its clean one");
+  }
+}
+
 int run_analyze(const AnalyzeArgs& args) {
   const bool is_dir = fs::is_directory(args.target);
   if (args.step_given && args.step < 0)
@@ -239,6 +268,9 @@ int run_analyze(const AnalyzeArgs& args) {
   if (args.example < 0) throw train::UsageError("--example must be 0 or more, got " + std::to_string(args.example));
   check_label_options(args.labels);
   if (!args.data.empty() && !args.task.empty()) throw train::UsageError("give --task or --data, not both");
+  if (!args.corrupted.empty() && args.data.empty())
+    throw train::UsageError("--corrupted " + args.corrupted + " needs --data FILE: its line b is line b of that "
+                            "file corrupted, as long as it (the run's own batch is corrupted by --patch)");
   check_data_out(args.data, args.out);
   train::Checkpoint ck = train::read_checkpoint(ck_path);
   use_threads(args.threads, train_flops_per_step(ck.info.config, ck.model));  // 0: as the run's training would
@@ -322,6 +354,12 @@ int run_analyze(const AnalyzeArgs& args) {
                             ") or give a new folder");
   // The folders analyze picks itself (a snapshot's, another task's) are its own.
   if (!own_folder && !args.out.empty()) check_analysis_out(out, "--out " + out, &analysis_of);
+  // The run's own heads.json keeps the roles it trained with (its sweep and report count them).
+  if ((!args.scored_only.empty() || !args.expect.empty()) && own_folder && train::folder_marker(out) == "run")
+    throw train::UsageError((args.scored_only.empty() ? "--expect " + args.expect.front()
+                                                      : "--scored-only " + args.scored_only.front()) +
+                            " changes the roles the run's own heads.json expects (those it trained with, which its "
+                            "sweep and report count): give --out NEW_FOLDER");
   // The run's own folder is written as its trainer writes it: not while a
   // trainer holds it (its heads.json would be overwritten by the next one).
   std::unique_ptr<train::RunLock> lock;
@@ -338,10 +376,22 @@ int run_analyze(const AnalyzeArgs& args) {
       std::cerr << "headlab analyze: warning: " << warning << '\n';
   const std::string sequences =
       args.data.empty() ? "sequences of the batch" : "sequences of --data " + args.data;
+  // The user's own corrupted sequences: line b of the file corrupts line b of --data.
+  std::optional<AnalysisInput> own_corrupted;
+  if (!args.corrupted.empty()) {
+    try {
+      own_corrupted.emplace(AnalysisInput::of_file(ck, ck_path, args.corrupted, input.chunk_rows()));
+    } catch (const train::UsageError& e) {
+      // Read as a data file, whose rules (a target somewhere, keys in every pattern) are not this file's purpose.
+      throw train::UsageError("--corrupted " + args.corrupted + " is read as a --data file, of which only the tokens "
+                              "are used (leave out \"targets\" and \"attend\"): " + e.what());
+    }
+    check_corrupted_rows(input, *own_corrupted, args.data, args.corrupted);
+  }
   if (args.example >= input.rows())
     throw train::UsageError("--example " + std::to_string(args.example) + " is beyond the " +
                             std::to_string(input.rows()) + " " + sequences);
-  if (args.patch && input.rows() < 2)
+  if ((args.patch || !args.corrupted.empty()) && input.rows() < 2)
     throw train::UsageError("--patch needs at least 2 sequences (resample ablation takes another sequence's head "
                             "outputs); " + (args.data.empty() ? std::string("give --batch 2 or more")
                                                               : "--data " + args.data + " holds 1"));
@@ -362,16 +412,31 @@ int run_analyze(const AnalyzeArgs& args) {
                                 input.source() + "; drop one of them");
   }
   check_patterns_keyed(input, args.patterns, sequences);
+  const RoleChanges roles{args.scored_only, args.expect};
+  {
+    // The --pattern's are the rows' patterns too, as the chunks will hold them.
+    train::Batch row = first_row;
+    for (const std::string& spec : args.patterns)
+      row.attend.push_back(analysis::positional_pattern(spec, row.batch, row.seq_len, input.model().spec().causal,
+                                                        row.targets, row.lengths));
+    check_role_changes(roles, row, input.source());
+  }
   analysis::AnalysisOptions options;
   options.labels = args.labels;
   options.example = args.example;
-  options.interventions = args.patch;
-  if (args.patch) options.corruption_text = input.task().corruption();
+  const bool patch = args.patch || own_corrupted.has_value();
+  options.interventions = patch;
+  if (own_corrupted)
+    options.corruption_text = "the user's corrupted sequences of --corrupted " + args.corrupted +
+                              ", line for line in place of those of --data " + args.data + ".";
+  else if (patch)
+    options.corruption_text = input.task().corruption();
   options.chunk_rows = input.chunk_rows();
   AnalysisProgressBar bar(stderr_is_terminal());
   options.progress = [&bar](const analysis::AnalysisProgress& p) { bar.show(p); };
   core::Generator corruption_gen = train::patch_corruption_stream(input.config().seed);
-  const analysis::ReadChunk read = chunk_reader(input, args.patterns, args.patch ? &corruption_gen : nullptr);
+  const analysis::ReadChunk read = chunk_reader(input, args.patterns, roles, patch ? &corruption_gen : nullptr,
+                                                own_corrupted ? &*own_corrupted : nullptr);
   // Ctrl-C ends the analysis between two forward passes; nothing is written.
   train::install_stop_handlers();
   const core::InterruptScope stoppable(train::throw_if_stopped);
@@ -417,6 +482,8 @@ int run_analyze(const AnalyzeArgs& args) {
   source.edited = ck.info.edited;
   source.checkpoint = fs::absolute(ck_file).lexically_normal().string();
   source.data_file = input.data_record();
+  // What the corrupted run read, as the clean file is recorded: its path, size and hash.
+  if (own_corrupted) source.data_file["corrupted"] = own_corrupted->data_record();
   // Two files of one folder are told apart by their names, not their folder's ("edits").
   if (own_file) source.title = (fs::absolute(ck_file).parent_path().filename() / ck_file.filename()).string();
   // The run's own sequences (its data files where they were found, for a moved
@@ -438,7 +505,7 @@ int run_analyze(const AnalyzeArgs& args) {
     analysis::TextOptions text;
     text.color = stdout_is_terminal() && !args.no_color;
     std::cout << analysis::text_report(run, text);
-    if (args.patch) std::cout << '\n' << analysis::intervention_table(run);
+    if (patch) std::cout << '\n' << analysis::intervention_table(run);
     std::cout << "\nreport: " << folder.report() << "\nheads:  " << folder.heads() << '\n';
   }
   return 0;
@@ -492,6 +559,17 @@ Command add_analyze(CLI::App& app) {
                "also intervene: mean and resample ablation of each head, and activation patching of each head's "
                "output from the clean batch into the task's corrupted batch (see `headlab tasks`), with the share "
                "of the loss gap it restores");
+  app.add_option("--scored-only", args->scored_only,
+                 "an \"attend\" pattern of the data file that is scored and may label heads but is no expected role "
+                 "(a hypothesis to test, not one the verdict counts); repeatable; needs --out unless the analysis "
+                 "is not the run's own");
+  app.add_option("--expect", args->expect,
+                 "also expect this pattern as a role (a built-in one such as previous-token, an \"attend\" pattern "
+                 "of the data, or a --pattern): the verdict says whether a head carries it; repeatable; needs --out "
+                 "unless the analysis is not the run's own");
+  app.add_option("--corrupted", args->corrupted,
+                 "with --data: patch into these sequences instead (line b of this JSONL file is line b of --data "
+                 "corrupted, exactly as long; only its tokens are used); implies --patch");
   app.add_flag("--no-color", args->no_color, "no ANSI colours");
   for (const analysis::LabelFlag& f : analysis::kLabelFlags)
     app.add_option(f.flag, args->labels.*f.value, f.help)->default_val(args->labels.*f.value);

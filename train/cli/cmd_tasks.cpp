@@ -38,9 +38,11 @@ Command add_tasks(CLI::App& app) {
     std::cout << "--data FILE.jsonl: your own sequences, one {\"tokens\": [...], \"targets\": [...]} per line\n"
                  "  (targets optional: next-token prediction); --vocab and --seq-len default to what the file needs.\n"
                  "  expected roles: each pattern of the lines' \"attend\": {\"NAME\": [a key, a list of keys or null per\n"
-                 "  position]}, e.g. \"after-marker\"\n"
+                 "  position]}, e.g. \"after-marker\" (analyze --scored-only NAME: scored, not expected; --expect NAME:\n"
+                 "  a built-in pattern such as previous-token expected too)\n"
                  "  corrupted for analyze --patch: "
-              << train::Task::next_row_corruption() << "\n";
+              << train::Task::next_row_corruption()
+              << "\n  (analyze --data FILE --corrupted FILE2: line b of FILE2 in place of line b of FILE)\n";
     return 0;
   };
 }

@@ -142,6 +142,19 @@ std::string empty_value_message(const CLI::App& sub) {
   return "";
 }
 
+// A flag of `train` that `sweep` leaves out on purpose: why, and what does
+// its job there; "" for any other flag. The nearest name would mislead here
+// ("--threads (did you mean --heads?)").
+std::string not_a_sweep_flag(const std::string& flag) {
+  if (flag == "--threads")
+    return "--threads is not a sweep flag: each run trains on one thread (train --threads 1), and --jobs N runs N "
+           "of them at a time (0: one per core)";
+  if (flag == "--quiet")
+    return "--quiet is not a sweep flag: a sweep prints one line per run and its summary; each run's own output "
+           "is in its folder's stdout.log";
+  return "";
+}
+
 // CLI11 calls an unknown flag "The following arguments were not expected: 64
 // --d_model" and a repeated one "At Most 1 required but received 2". Say
 // which flag and how to fix it; "" leaves CLI11's message (a stray argument).
@@ -157,6 +170,8 @@ std::string usage_message(const CLI::App& sub, const std::vector<std::string>& a
     if (opt != nullptr && arg == flag + "=" && dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr)
       return empty_value(flag);
     if (opt == nullptr && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      if (sub.get_name() == "sweep")
+        if (std::string why = not_a_sweep_flag(flag); !why.empty()) return why;
       std::vector<std::string> names;
       for (const CLI::Option* o : sub.get_options())
         for (const std::string& name : o->get_lnames()) names.push_back(name);
