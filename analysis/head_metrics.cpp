@@ -402,7 +402,7 @@ int64_t add_js(std::vector<std::vector<double>>& total, std::span<const int64_t>
                const LayerVisit& visit) {
   const auto L = static_cast<int64_t>(heads.size());
   std::vector<std::size_t> offsets{0};
-  for (const int64_t h : heads) offsets.push_back(offsets.back() + static_cast<std::size_t>(h));
+  for (const int64_t h : heads) offsets.push_back(offsets.back() + static_cast<std::size_t>(std::max<int64_t>(h, 0)));
   int64_t batch = 0, len = 0;  // layer 0's, which every layer needs
   const auto ask = [&](int64_t l, bool checked) {
     JsLayer layer{attention(l), offsets[static_cast<std::size_t>(l)]};

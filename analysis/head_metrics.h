@@ -156,12 +156,12 @@ class JsSums {
   // One chunk: layer l's attention (heads[l] heads) asked of `attention`, a
   // pair of layers at a time, so that at most two layers' attention are held
   // at once, whatever the number of layers (docs/head-metrics.md, "What the
-  // analysis holds"). The order: layer 0, then L-1, L-2, ..., 1 (each paired
-  // with 0); layer 1, kept, is paired with L-1, ..., 2; layer 2, kept, with
-  // L-1, ..., 3; and so on. So layer 0 is asked for once, first, and L-1 next;
-  // the others again, each of 1 .. L-2 kept from its last asking. `visit`
-  // (optional) is handed each layer's attention once, in layer order, when
-  // its pairs with the layers before it are added.
+  // analysis holds"). The order: layer 0, then L-1, L-2, ..., 1, each paired
+  // with 0; layer 1, kept from that last asking, is paired with L-1, ..., 2;
+  // layer 2, kept, with L-1, ..., 3; and so on. So layer 0 is asked for once,
+  // first, and L-1 second; a later layer again by each layer before it but
+  // the one before it. `visit` (optional) is handed each layer's attention
+  // once, in layer order.
   void add(std::span<const int64_t> heads, const LayerAttention& attention, bool causal,
            std::span<const int32_t> lengths = {}, const LayerVisit& visit = {});
   std::vector<std::vector<double>> value() const;
