@@ -13,6 +13,7 @@
 #include "analysis/analyze_model.h"
 #include "analysis/direct_logit.h"
 #include "analysis/pruning.h"
+#include "core/gemm.h"
 
 namespace headlab::analysis {
 namespace {
@@ -142,6 +143,7 @@ TEST(Prefix, ASetAblatedFromItsFirstLayerIsTheWholePass) {
 }
 
 TEST(Prefix, ALayersAttentionComputedAgainIsThePassesOwnAndTheScoresAreThoseOfEveryLayerHeldAtOnce) {
+  const core::F32Gemms f32_gemms;  // as analyze_model's passes are, under any HEADLAB_PRECISION
   const ThreeLayers m;
   const Examples ex = m.examples();
   layers::Probe probe(ThreeLayers::L);
