@@ -161,26 +161,33 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
     if (ex.batch != n)
       throw std::invalid_argument("analyze_chunks: rows " + std::to_string(first) + " .. " +
                                   std::to_string(first + n - 1) + " read as " + std::to_string(ex.batch) + " rows");
+    // The scoring pass keeps the attention of the first and the last layer,
+    // the first two the scores ask for; they ask for the others (and the
+    // last again) when they pair them, computed again from the residual
+    // stream entering the layer: two layers' [B, h, T, T] at a time, not L.
     layers::Probe probe(L);
+    for (int64_t l = 1; l + 1 < L; ++l) probe.layers[static_cast<std::size_t>(l)].keep.attention = false;
     const core::Tensor logits = Prefix().logits(model, ex, probe, 0);
     // What every pass that ablates or patches from a later layer on starts from.
     const Prefix prefix(probe);
     base.add(logits, ex.targets);
     positions.add(logits, ex.targets);
-    std::vector<core::Tensor> attn, clean;
-    for (layers::LayerProbe& layer : probe.layers) {
-      attn.push_back(std::move(layer.attention));
-      clean.push_back(layer.head_outputs);
-    }
-    attention.add(attn, ex.tokens, first, {ex.targets, ex.attend, ex.roles, ex.lengths});
+    std::vector<core::Tensor> clean;
+    for (const layers::LayerProbe& layer : probe.layers) clean.push_back(layer.head_outputs);
+    // A kept layer is handed over the first time it is asked for.
+    const LayerAttention attention_of = [&](int64_t l) {
+      core::Tensor& kept = probe.layers[static_cast<std::size_t>(l)].attention;
+      return kept.defined() ? std::exchange(kept, {}) : prefix.attention(model, ex, l);
+    };
     // Only a task with sources: elsewhere an earlier copy is chance, and the
     // "sources" it names mean nothing.
     if (first == 0) sources = ex.sources;
-    for (int64_t l = 0; l < L && sources; ++l)
-      task[static_cast<std::size_t>(l)].add(attn[static_cast<std::size_t>(l)], ex.tokens, ex.targets, causal);
-    // Nothing reads the attention past here: every layer's [B, h, T, T] goes
-    // before the chunk's many passes run.
-    attn.clear();
+    const LayerVisit task_positions = [&](int64_t l, const core::Tensor& a) {
+      if (sources) task[static_cast<std::size_t>(l)].add(a, ex.tokens, ex.targets, causal);
+    };
+    // Nothing reads the attention past here: the chunk's many passes run without it.
+    attention.add(L, H, attention_of, ex.tokens, first, {ex.targets, ex.attend, ex.roles, ex.lengths},
+                  task_positions);
     for (std::size_t i = 0; i < heads; ++i) add_ablated(zero[i], model, ex, {i}, {}, prefix);
     // The first importance_examples rows of the set.
     const int64_t gradients = std::clamp<int64_t>(options.importance_examples - first, 0, n);

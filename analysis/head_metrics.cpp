@@ -318,9 +318,9 @@ namespace {
 
 // JS = H(m) - (H(p) + H(q)) / 2 with m = (p + q) / 2, written term by term
 // so that zeros contribute nothing and rounding cannot make it negative; in
-// doubles whatever T is (a float is exact as a double).
-template <class T>
-double js_of_rows(const T* p, const T* q, std::size_t n) {
+// doubles whatever P and Q are (a float is exact as a double).
+template <class P, class Q>
+double js_of_rows(const P* p, const Q* q, std::size_t n) {
   double js = 0;
   for (std::size_t k = 0; k < n; ++k) {
     const double pk = p[k], qk = q[k];
@@ -342,57 +342,97 @@ double js_divergence(std::span<const double> p, std::span<const double> q) {
 
 namespace {
 
-// Adds the JS divergence of every pair of heads over the (example, query)
-// pairs of checked layers to total[a][c] (a < c), term by term; returns the
-// number of those pairs.
-int64_t add_js(std::vector<std::vector<double>>& total, const std::vector<core::Tensor>& layers, bool causal,
-               std::span<const int32_t> lengths) {
-  const int64_t batch = layers[0].size(0), len = layers[0].size(2);
-  // The layers in one dtype, read where they are (a float64 copy of every
-  // head's rows was twice the attention's own bytes, 2.1 GB at 4 layers of
-  // 8 heads on 512 sequences of 128 tokens): f32 when they all are.
-  const bool all_f32 = std::all_of(layers.begin(), layers.end(),
-                                   [](const core::Tensor& l) { return l.dtype() == core::DType::f32; });
-  std::vector<core::Tensor> data;
-  for (const core::Tensor& layer : layers)
-    data.push_back(all_f32 ? layer.contiguous() : layer.to(core::DType::f64).contiguous());
-  // Every head, layer-major: the layer that holds its maps.
-  struct HeadRows {
-    const core::Tensor* layer;
-    int64_t head, heads;
-  };
-  std::vector<HeadRows> rows;
-  for (const core::Tensor& layer : data)
-    for (int64_t h = 0; h < layer.size(1); ++h) rows.push_back({&layer, h, layer.size(1)});
-  const std::size_t n = rows.size();
-  if (total.empty()) total.assign(n, std::vector<double>(n, 0.0));
-  if (total.size() != n)
-    throw std::invalid_argument("js_distance_matrix: a chunk of " + std::to_string(n) + " heads after chunks of " +
-                                std::to_string(total.size()));
-  // The (example, real query) pairs whose query sees two real keys or more:
-  // a row with one key is forced to [1] in every head.
+// One layer's attention, read where it is (a float64 copy of every head's
+// rows was twice the attention's own bytes, 2.1 GB at 4 layers of 8 heads on
+// 512 sequences of 128 tokens), and where its heads sit in the matrix.
+struct JsLayer {
+  core::Tensor probs;  // contiguous [B, h, T, T], f32 or f64
+  std::size_t offset = 0;  // its head 0's index among all heads
+};
+
+// Adds the JS divergence of every pair of heads (a, c), a < c, a of layer
+// `x` and c of layer `y` (x's own pairs when both are one layer) over the
+// (example, query) pairs of real queries that see two real keys or more to
+// total[a][c], term by term in the order of the examples and queries: each
+// pair's sum is the same whatever order the pairs come in.
+void add_js_pairs(std::vector<std::vector<double>>& total, const JsLayer& x, const JsLayer& y, bool causal,
+                  std::span<const int32_t> lengths) {
+  const bool same = &x == &y;
+  const int64_t batch = x.probs.size(0), len = x.probs.size(2);
+  core::dispatch(x.probs.dtype(), [&](auto xzero) {
+    core::dispatch(y.probs.dtype(), [&](auto yzero) {
+      using TX = decltype(xzero);
+      using TY = decltype(yzero);
+      const int64_t hx = x.probs.size(1), hy = y.probs.size(1);
+      for (int64_t i = 0; i < hx; ++i)
+        for (int64_t j = same ? i + 1 : 0; j < hy; ++j) {
+          double& sum = total[x.offset + static_cast<std::size_t>(i)][y.offset + static_cast<std::size_t>(j)];
+          for (int64_t b = 0; b < batch; ++b) {
+            const int64_t real = lengths.empty() ? len : lengths[static_cast<std::size_t>(b)];
+            // Query q of example b of each head: its row of T keys.
+            const TX* p = x.probs.data<TX>() + (b * hx + i) * len * len;
+            const TY* r = y.probs.data<TY>() + (b * hy + j) * len * len;
+            for (int64_t q = 0; q < real; ++q) {
+              // A row with one key is forced to [1] in every head.
+              const auto keys = static_cast<std::size_t>(visible_keys(q, real, causal));
+              if (keys >= 2) sum += js_of_rows(p + q * len, r + q * len, keys);
+            }
+          }
+        }
+    });
+  });
+}
+
+// The (example, real query) pairs whose query sees two real keys or more.
+int64_t js_query_pairs(int64_t batch, int64_t len, bool causal, std::span<const int32_t> lengths) {
   int64_t pairs = 0;
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t real = lengths.empty() ? len : lengths[static_cast<std::size_t>(b)];
     for (int64_t q = 0; q < real; ++q) pairs += visible_keys(q, real, causal) >= 2;
   }
-  core::dispatch(data[0].dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    // Query q of example b of a head: its row of T keys.
-    const auto row = [&](const HeadRows& r, int64_t b, int64_t q) {
-      return r.layer->data<T>() + ((b * r.heads + r.head) * len + q) * len;
-    };
-    for (std::size_t a = 0; a < n && pairs > 0; ++a)
-      for (std::size_t c = a + 1; c < n; ++c)
-        for (int64_t b = 0; b < batch; ++b) {
-          const int64_t real = lengths.empty() ? len : lengths[static_cast<std::size_t>(b)];
-          for (int64_t q = 0; q < real; ++q) {
-            const auto keys = static_cast<std::size_t>(visible_keys(q, real, causal));
-            if (keys < 2) continue;
-            total[a][c] += js_of_rows(row(rows[a], b, q), row(rows[c], b, q), keys);
-          }
-        }
-  });
+  return pairs;
+}
+
+// Adds every pair of heads of one chunk's layers to total (sized for them),
+// a pair of layers at a time in JsSums::add's order; returns the number of
+// (example, query) pairs. Each layer is checked the first time it is asked
+// for (`one_long_row` as in check_attention), before any of its pairs is added.
+int64_t add_js(std::vector<std::vector<double>>& total, std::span<const int64_t> heads,
+               const LayerAttention& attention, bool causal, std::span<const int32_t> lengths, bool one_long_row,
+               const LayerVisit& visit) {
+  const auto L = static_cast<int64_t>(heads.size());
+  std::vector<std::size_t> offsets{0};
+  for (const int64_t h : heads) offsets.push_back(offsets.back() + static_cast<std::size_t>(std::max<int64_t>(h, 0)));
+  int64_t batch = 0, len = 0;  // layer 0's, which every layer needs
+  const auto ask = [&](int64_t l, bool checked) {
+    JsLayer layer{attention(l), offsets[static_cast<std::size_t>(l)]};
+    const core::Tensor& p = layer.probs;
+    if (!checked) check_attention(p, {}, causal, "js_distance_matrix", lengths, one_long_row);
+    if (l == 0 && p.defined() && p.dim() == 4) batch = p.size(0), len = p.size(2);
+    const int64_t h = heads[static_cast<std::size_t>(l)];
+    if (!p.defined() || p.dim() != 4 || p.size(0) != batch || p.size(1) != h || p.size(2) != len || p.size(3) != len)
+      throw std::invalid_argument("js_distance_matrix: layer " + std::to_string(l) + " has attention " +
+                                  (p.defined() ? shape_of(p) : std::string("undefined")) + ", expected [" +
+                                  std::to_string(batch) + ", " + std::to_string(h) + ", " + std::to_string(len) +
+                                  ", " + std::to_string(len) + "]; every layer needs layer 0's batch and T");
+    layer.probs = p.contiguous();
+    return layer;
+  };
+  // Layer x (kept from the pass over x - 1) with each later layer, the last
+  // of them (x + 1) kept for the next: two layers' attention at a time.
+  JsLayer x = ask(0, false);
+  const int64_t pairs = js_query_pairs(batch, len, causal, lengths);
+  for (int64_t l = 0; l < L; ++l) {
+    if (visit) visit(l, x.probs);
+    if (pairs > 0) add_js_pairs(total, x, x, causal, lengths);
+    JsLayer next;
+    for (int64_t y = L - 1; y > l; --y) {
+      JsLayer other = ask(y, l > 0);
+      if (pairs > 0) add_js_pairs(total, x, other, causal, lengths);
+      if (y == l + 1) next = std::move(other);
+    }
+    x = std::move(next);
+  }
   return pairs;
 }
 
@@ -404,32 +444,41 @@ std::vector<std::vector<double>> js_means(const std::vector<std::vector<double>>
   return js;
 }
 
-void check_js_layers(const std::vector<core::Tensor>& layers, bool causal, std::span<const int32_t> lengths,
-                     bool one_long_row) {
-  if (layers.empty()) throw std::invalid_argument("js_distance_matrix: no layers given");
-  for (std::size_t l = 0; l < layers.size(); ++l) {
-    check_attention(layers[l], {}, causal, "js_distance_matrix", lengths, one_long_row);
-    if (layers[l].size(0) != layers[0].size(0) || layers[l].size(2) != layers[0].size(2))
-      throw std::invalid_argument("js_distance_matrix: layer " + std::to_string(l) + " has attention " +
-                                  shape_of(layers[l]) + " but layer 0 has " + shape_of(layers[0]) +
-                                  "; every layer needs the same batch and T");
-  }
+// The matrix's size for `heads`, or the error of a chunk with other heads.
+std::size_t js_heads(std::span<const int64_t> heads, const std::vector<std::vector<double>>& total) {
+  if (heads.empty()) throw std::invalid_argument("js_distance_matrix: no layers given");
+  std::size_t n = 0;
+  for (const int64_t h : heads) n += static_cast<std::size_t>(std::max<int64_t>(h, 0));
+  if (!total.empty() && total.size() != n)
+    throw std::invalid_argument("js_distance_matrix: a chunk of " + std::to_string(n) + " heads after chunks of " +
+                                std::to_string(total.size()));
+  return n;
 }
 
 }  // namespace
 
 std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tensor>& layers, bool causal,
                                                     std::span<const int32_t> lengths) {
-  check_js_layers(layers, causal, lengths, true);
-  std::vector<std::vector<double>> total;
-  const int64_t pairs = add_js(total, layers, causal, lengths);
+  std::vector<int64_t> heads;
+  for (const core::Tensor& layer : layers) heads.push_back(layer.defined() && layer.dim() == 4 ? layer.size(1) : 0);
+  std::vector<std::vector<double>> total(js_heads(heads, {}));
+  for (std::vector<double>& row : total) row.assign(total.size(), 0.0);
+  const LayerAttention given = [&](int64_t l) { return layers[static_cast<std::size_t>(l)]; };
+  const int64_t pairs = add_js(total, heads, given, causal, lengths, true, {});
   return js_means(total, pairs);
 }
 
-void JsSums::add(const std::vector<core::Tensor>& layers, bool causal, std::span<const int32_t> lengths) {
-  check_js_layers(layers, causal, lengths, false);
-  pairs_ += add_js(total_, layers, causal, lengths);
-  longest_ = std::max(longest_, longest(lengths, layers[0]));
+void JsSums::add(std::span<const int64_t> heads, const LayerAttention& attention, bool causal,
+                 std::span<const int32_t> lengths, const LayerVisit& visit) {
+  const std::size_t n = js_heads(heads, total_);
+  if (total_.empty()) total_.assign(n, std::vector<double>(n, 0.0));
+  int32_t longest_here = 0;
+  const LayerVisit each = [&](int64_t l, const core::Tensor& probs) {
+    if (l == 0) longest_here = longest(lengths, probs);
+    if (visit) visit(l, probs);
+  };
+  pairs_ += add_js(total_, heads, attention, causal, lengths, false, each);
+  longest_ = std::max(longest_, longest_here);
 }
 
 std::vector<std::vector<double>> JsSums::value() const {

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -132,6 +133,13 @@ std::vector<HeadScores> example_head_scores(const core::Tensor& attn, std::span<
 // for rows with disjoint support. p and q are probability rows of equal length.
 double js_divergence(std::span<const double> p, std::span<const double> q);
 
+// A chunk's attention of one layer [B, h, T, T], asked for by its layer: a
+// layer asked for again must give the same values (its pass's attention
+// computed again from the residual stream entering the layer, analysis/prefix.h).
+using LayerAttention = std::function<core::Tensor(int64_t layer)>;
+// Handed each layer's attention once, in layer order.
+using LayerVisit = std::function<void(int64_t layer, const core::Tensor& attention)>;
+
 // The head-to-head distance matrix over all heads of all layers, in the order
 // (layer 0 head 0, layer 0 head 1, ..., layer 1 head 0, ...): entry (a, b) is
 // the mean JS divergence (bits) between heads a and b over the same (example,
@@ -145,7 +153,17 @@ std::vector<std::vector<double>> js_distance_matrix(const std::vector<core::Tens
 // js_distance_matrix over a set read in chunks, as HeadScoreSums is head_scores.
 class JsSums {
  public:
-  void add(const std::vector<core::Tensor>& layers, bool causal, std::span<const int32_t> lengths = {});
+  // One chunk: layer l's attention (heads[l] heads) asked of `attention`, a
+  // pair of layers at a time, so that at most two layers' attention are held
+  // at once, whatever the number of layers (docs/head-metrics.md, "What the
+  // analysis holds"). The order: layer 0, then L-1, L-2, ..., 1, each paired
+  // with 0; layer 1, kept from that last asking, is paired with L-1, ..., 2;
+  // layer 2, kept, with L-1, ..., 3; and so on. So layer 0 is asked for once,
+  // first, and L-1 second; a later layer again by each layer before it but
+  // the one before it. `visit` (optional) is handed each layer's attention
+  // once, in layer order.
+  void add(std::span<const int64_t> heads, const LayerAttention& attention, bool causal,
+           std::span<const int32_t> lengths = {}, const LayerVisit& visit = {});
   std::vector<std::vector<double>> value() const;
 
  private:

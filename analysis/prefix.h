@@ -35,6 +35,15 @@ class Prefix {
   core::Tensor logits(const layers::Transformer& model, const Examples& examples, layers::Probe& probe,
                       int64_t first) const;
 
+  // Block `layer`'s attention probabilities [B, h, T, T] in the prefix's
+  // pass, computed again from the residual stream entering it (layer >= 1):
+  // ln1 and the attention, nothing after. The same bits as that pass's probe
+  // would have kept, for the same examples; the scores ask for a layer's
+  // attention again rather than hold every layer's (docs/head-metrics.md,
+  // "What the analysis holds"). Throws std::invalid_argument as logits does,
+  // and for layer 0 (whose input, the embedding, no prefix keeps).
+  core::Tensor attention(const layers::Transformer& model, const Examples& examples, int64_t layer) const;
+
   // After a pass run by logits(..., first): its residuals from block `first`
   // on replace these, so that the prefix is that pass's (its blocks before
   // `first` were this one's). The pruning curve goes on this way from each

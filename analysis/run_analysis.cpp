@@ -31,9 +31,8 @@ HeadAnalysis& RunAnalysis::at(int64_t layer, int64_t head) {
 namespace {
 
 // [B, 1, T, T]: each query's mass spread evenly over the keys it sees (its row's real ones; at most q when
-// causal), as `like` ([B, h, T, T]) has them; a padded query sees every real key, as a real last one does.
-core::Tensor uniform_attention(const core::Tensor& like, bool causal, std::span<const int32_t> lengths) {
-  const int64_t B = like.size(0), T = like.size(2);
+// causal); a padded query sees every real key, as a real last one does.
+core::Tensor uniform_attention(int64_t B, int64_t T, bool causal, std::span<const int32_t> lengths) {
   std::vector<double> v(static_cast<std::size_t>(B * T * T), 0.0);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = lengths.empty() ? T : lengths[static_cast<std::size_t>(b)];
@@ -57,7 +56,15 @@ RunAnalysis analyze_attention(const std::vector<core::Tensor>& layers, std::span
 
 void AttentionSums::add(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, int64_t first,
                         const BatchContext& context) {
-  if (layers.empty()) throw std::invalid_argument("analyze_attention: no layers given");
+  const int64_t heads = !layers.empty() && layers[0].dim() == 4 ? layers[0].size(1) : 0;
+  add(static_cast<int64_t>(layers.size()), heads, [&](int64_t l) { return layers[static_cast<std::size_t>(l)]; },
+      tokens, first, context);
+}
+
+void AttentionSums::add(int64_t layers, int64_t heads, const LayerAttention& attention,
+                        std::span<const int32_t> tokens, int64_t first, const BatchContext& context,
+                        const LayerVisit& visit) {
+  if (layers < 1) throw std::invalid_argument("analyze_attention: no layers given");
   std::vector<PatternInfo> patterns;
   for (const AttendPattern& p : context.attend) {
     check_pattern_name(p.name);
@@ -65,29 +72,28 @@ void AttentionSums::add(const std::vector<core::Tensor>& layers, std::span<const
       if (seen.name == p.name) throw std::invalid_argument("analyze_attention: two patterns called '" + p.name + "'");
     patterns.push_back({p.name, p.definition, {}});
   }
-  const int64_t heads = layers[0].dim() == 4 ? layers[0].size(1) : 0;
+  const auto L = static_cast<std::size_t>(layers);
   if (rows_ == 0) {
     run_.user_patterns = patterns;
     run_.expected_roles.assign(context.roles.begin(), context.roles.end());
-    run_.num_layers = static_cast<int64_t>(layers.size());
+    run_.num_layers = layers;
     run_.num_heads = heads;
     run_.causal = causal_;
-    scores_.resize(layers.size());
-    user_.assign(layers.size(), std::vector<AttendScoreSums>(patterns.size()));
+    scores_.resize(L);
+    user_.assign(L, std::vector<AttendScoreSums>(patterns.size()));
     chance_user_.assign(patterns.size(), AttendScoreSums());
-  } else if (run_.num_layers != static_cast<int64_t>(layers.size()) || run_.num_heads != heads ||
-             run_.user_patterns != patterns) {
-    throw std::invalid_argument("analyze_attention: a chunk of " + std::to_string(layers.size()) + " layers of " +
+  } else if (run_.num_layers != layers || run_.num_heads != heads || run_.user_patterns != patterns) {
+    throw std::invalid_argument("analyze_attention: a chunk of " + std::to_string(layers) + " layers of " +
                                 std::to_string(heads) + " heads (" + std::to_string(patterns.size()) +
                                 " user patterns) after chunks of " + std::to_string(run_.num_layers) + " x " +
                                 std::to_string(run_.num_heads) + " (" + std::to_string(run_.user_patterns.size()) + ")");
   }
-  const int64_t batch = layers[0].dim() == 4 ? layers[0].size(0) : 0;
-  const bool has_example = example_ >= first && example_ < first + batch;
-  const int64_t row = example_ - first;  // the example's row in this chunk
+  int64_t batch = 0, T = 0;    // layer 0's
+  bool has_example = false;
+  int64_t row = 0;             // the example's row in this chunk
   int64_t example_length = 0;  // the heatmaps' example's real positions
-  for (std::size_t l = 0; l < layers.size(); ++l) {
-    const core::Tensor& a = layers[l];
+  const LayerVisit each = [&](int64_t layer, const core::Tensor& a) {
+    const auto l = static_cast<std::size_t>(layer);
     if (a.dim() != 4 || a.size(1) != run_.num_heads)
       throw std::invalid_argument("analyze_attention: layer " + std::to_string(l) + " has attention " +
                                   core::to_string(a.shape()) + " but layer 0 has " + std::to_string(run_.num_heads) +
@@ -95,33 +101,40 @@ void AttentionSums::add(const std::vector<core::Tensor>& layers, std::span<const
     if (example_ < 0)
       throw std::invalid_argument("analyze_attention: example " + std::to_string(example_) +
                                   " is outside the batch of " + std::to_string(a.size(0)));
+    if (layer == 0) {
+      batch = a.size(0);
+      T = a.size(2);
+      has_example = example_ >= first && example_ < first + batch;
+      row = example_ - first;
+    }
     scores_[l].add(a, tokens, causal_, context.targets, context.lengths);
     for (std::size_t p = 0; p < context.attend.size(); ++p) user_[l][p].add(a, context.attend[p], causal_);
-    if (!has_example) continue;
+    if (visit) visit(layer, a);
+    if (!has_example) return;
     // The example's maps over its real positions, copied (as doubles) so
     // that the analysis outlives the tensors.
     example_length = context.lengths.empty() ? a.size(2) : context.lengths[static_cast<std::size_t>(row)];
     const core::Tensor ex = a.select(0, row).contiguous();
-    const int64_t T = ex.size(1), n = example_length;
+    const int64_t n = example_length, len = ex.size(1);
     std::vector<std::vector<double>> maps;
     core::dispatch(ex.dtype(), [&](auto zero) {
       const auto* d = ex.data<decltype(zero)>();
       for (int64_t h = 0; h < run_.num_heads; ++h) {
         std::vector<double> map;
-        for (int64_t q = 0; q < n; ++q) map.insert(map.end(), d + (h * T + q) * T, d + (h * T + q) * T + n);
+        for (int64_t q = 0; q < n; ++q) map.insert(map.end(), d + (h * len + q) * len, d + (h * len + q) * len + n);
         maps.push_back(std::move(map));
       }
     });
     run_.example.attention.push_back(std::move(maps));
-  }
-  js_.add(layers, causal_, context.lengths);
-  const core::Tensor uniform = uniform_attention(layers[0], causal_, context.lengths);
+  };
+  js_.add(std::vector<int64_t>(L, heads), attention, causal_, context.lengths, each);
+  const core::Tensor uniform = uniform_attention(batch, T, causal_, context.lengths);
   chance_.add(uniform, tokens, causal_, context.targets, context.lengths);
   for (std::size_t p = 0; p < context.attend.size(); ++p) chance_user_[p].add(uniform, context.attend[p], causal_);
   nesting_.add(context.attend, tokens, causal_, context.targets, context.lengths);
   if (has_example) {
     if (!tokens.empty()) {
-      const auto at = tokens.begin() + row * layers[0].size(2);
+      const auto at = tokens.begin() + row * T;
       run_.example.tokens.assign(at, at + example_length);
     } else {
       for (int32_t t = 0; t < static_cast<int32_t>(example_length); ++t) run_.example.tokens.push_back(t);

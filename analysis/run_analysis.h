@@ -151,6 +151,12 @@ class AttentionSums {
   AttentionSums(bool causal, int64_t example) : causal_(causal), example_(example) {}
   void add(const std::vector<core::Tensor>& layers, std::span<const int32_t> tokens, int64_t first,
            const BatchContext& context = {});
+  // The same, the `layers` layers of `heads` heads asked of `attention` in
+  // JsSums::add's order (head_metrics.h): at most two layers' attention are
+  // held at once. `visit` (optional) is handed each layer's attention once,
+  // in layer order.
+  void add(int64_t layers, int64_t heads, const LayerAttention& attention, std::span<const int32_t> tokens,
+           int64_t first, const BatchContext& context = {}, const LayerVisit& visit = {});
   RunAnalysis value(const LabelOptions& options = {}) const;
 
  private:

@@ -13,6 +13,7 @@
 #include "analysis/analyze_model.h"
 #include "analysis/direct_logit.h"
 #include "analysis/pruning.h"
+#include "core/gemm.h"
 
 namespace headlab::analysis {
 namespace {
@@ -139,6 +140,46 @@ TEST(Prefix, ASetAblatedFromItsFirstLayerIsTheWholePass) {
   // A prefix of other examples is refused, not read.
   EvalSums sums;
   EXPECT_THROW(add_ablated(sums, m.model, ex.rows(0, 4), {4}, {}, clean), std::invalid_argument);
+}
+
+TEST(Prefix, ALayersAttentionComputedAgainIsThePassesOwnAndTheScoresAreThoseOfEveryLayerHeldAtOnce) {
+  const core::F32Gemms f32_gemms;  // as analyze_model's passes are, under any HEADLAB_PRECISION
+  const ThreeLayers m;
+  const Examples ex = m.examples();
+  layers::Probe probe(ThreeLayers::L);
+  (void)Prefix().logits(m.model, ex, probe, 0);
+  const Prefix clean(probe);
+  std::vector<core::Tensor> attention;
+  for (std::size_t l = 0; l < probe.layers.size(); ++l) attention.push_back(probe.layers[l].attention);
+  for (int64_t l = 1; l < ThreeLayers::L; ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    const core::Tensor again = clean.attention(m.model, ex, l);
+    ASSERT_EQ(again.shape(), attention[static_cast<std::size_t>(l)].shape());
+    EXPECT_EQ(again.to_vector(), attention[static_cast<std::size_t>(l)].to_vector());
+  }
+  // Layer 0 reads the embedding, which no prefix keeps; other examples are refused.
+  EXPECT_THROW((void)clean.attention(m.model, ex, 0), std::invalid_argument);
+  EXPECT_THROW((void)clean.attention(m.model, ex.rows(0, 4), 1), std::invalid_argument);
+
+  // analyze_model holds two layers at a time and asks for the others again:
+  // the scores, the JS matrix and the heatmaps are those of every layer's
+  // attention held at once, bit for bit (rows of mixed lengths).
+  const RunAnalysis run = analyze_model(m.model, ex);
+  const RunAnalysis held = analyze_attention(attention, ex.tokens, true, {}, 0, {ex.targets, {}, {}, ex.lengths});
+  ASSERT_EQ(run.heads.size(), held.heads.size());
+  for (std::size_t i = 0; i < run.heads.size(); ++i) {
+    SCOPED_TRACE("head " + std::to_string(i));
+    const HeadScores &a = run.heads[i].scores, &b = held.heads[i].scores;
+    EXPECT_EQ(a.patterns, b.patterns);
+    EXPECT_EQ(a.patterns_all, b.patterns_all);
+    EXPECT_EQ(a.entropy, b.entropy);
+    EXPECT_EQ(a.distance, b.distance);
+    EXPECT_EQ(a.detector.previous_token, b.detector.previous_token);
+    EXPECT_EQ(a.detector.induction, b.detector.induction);
+  }
+  EXPECT_EQ(run.js, held.js);
+  EXPECT_GT(run.js[0][ThreeLayers::H * 2 + 1], 0.0) << "a pair of heads of the first and the last layer";
+  EXPECT_EQ(run.example.attention, held.example.attention);
 }
 
 TEST(Prefix, TheWorkCountedIsEachHeadsPassFromItsLayer) {
