@@ -68,6 +68,7 @@ struct ThreeLayers {
 };
 
 TEST(Prefix, EveryNumberOfTheAnalysisIsThatOfPassesFromTheEmbedding) {
+  const core::F32Gemms f32_gemms;  // as analyze_model's passes are, under any HEADLAB_PRECISION
   const ThreeLayers m;
   const Examples ex = m.examples();
   AnalysisOptions options;
