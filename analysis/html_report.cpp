@@ -165,6 +165,16 @@ std::optional<int64_t> emergence_step(const std::vector<nlohmann::json>& history
   return since;
 }
 
+std::vector<std::optional<int64_t>> label_emergence_steps(const std::vector<nlohmann::json>& history,
+                                                          const RunAnalysis& run, const LabelOptions& options) {
+  std::vector<std::optional<int64_t>> steps;
+  for (const HeadAnalysis& h : run.heads)
+    steps.push_back(h.label.is_pattern()
+                        ? pattern_emergence_step(history, head_name(h.layer, h.head), h.label, run, options)
+                        : std::nullopt);
+  return steps;
+}
+
 std::optional<int64_t> pattern_emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                               const Label& pattern, const RunAnalysis& run,
                                               const LabelOptions& options) {

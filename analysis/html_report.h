@@ -73,6 +73,13 @@ std::optional<int64_t> pattern_emergence_step(const std::vector<nlohmann::json>&
                                               const Label& pattern, const RunAnalysis& run,
                                               const LabelOptions& options = {});
 
+// Per head of `run`, in its order: the pattern_emergence_step of the head's
+// label, none for a head without a pattern label (mixed, diffuse): the
+// terminal table's "emerged" column after training (report.html shows the
+// same steps, and for unlabelled heads their top pattern's too).
+std::vector<std::optional<int64_t>> label_emergence_steps(const std::vector<nlohmann::json>& history,
+                                                          const RunAnalysis& run, const LabelOptions& options = {});
+
 // The step of the loss drop: the first logged step whose eval loss (the
 // training loss on lines without one) is at most halfway from the first
 // logged value down to the lowest; absent when the loss never falls by

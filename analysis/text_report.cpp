@@ -182,9 +182,14 @@ std::string verdict_text(const RunAnalysis& run, const TextOptions& options) {
 }
 
 std::string head_table(const RunAnalysis& run, const TextOptions& options) {
-  const std::vector<std::pair<std::string, int64_t>> cols = {
+  std::vector<std::pair<std::string, int64_t>> cols = {
       {"layer", 5}, {"head", 4},    {"label", 15},    {"top scores", 22},
       {"entropy", 7}, {"distance", 8}, {"ablation Δacc", 13}, {"importance", 10}};
+  const bool emerged = !options.emerged.empty();
+  if (emerged && options.emerged.size() != run.heads.size())
+    throw std::invalid_argument("head_table: " + std::to_string(options.emerged.size()) + " emergence steps for " +
+                                std::to_string(run.heads.size()) + " heads");
+  if (emerged) cols.push_back({"emerged", 7});
   std::ostringstream out;
   std::string header, rule;
   for (std::size_t i = 0; i < cols.size(); ++i) {
@@ -193,11 +198,12 @@ std::string head_table(const RunAnalysis& run, const TextOptions& options) {
     rule += (i ? "  " : "") + std::string(static_cast<std::size_t>(cols[i].second), '-');
   }
   out << paint(header, "1", options.color) << "\n" << rule << "\n";
-  for (const HeadAnalysis& h : run.heads) {
+  for (std::size_t i = 0; i < run.heads.size(); ++i) {
+    const HeadAnalysis& h = run.heads[i];
     const std::vector<PatternScore> ranked = ranked_patterns(h.scores);
     std::string top;
-    for (std::size_t i = 0; i < std::min<std::size_t>(2, ranked.size()); ++i)
-      top += (i ? "  " : "") + short_name(ranked[i].pattern) + " " + fixed(ranked[i].score, 2);
+    for (std::size_t r = 0; r < std::min<std::size_t>(2, ranked.size()); ++r)
+      top += (r ? "  " : "") + short_name(ranked[r].pattern) + " " + fixed(ranked[r].score, 2);
     const std::string abl = h.ablation_delta_acc ? fixed(100.0 * *h.ablation_delta_acc, 1) + " pts" : "-";
     // Normalized margin importance when measured (it agrees with ablation where
     // the loss gradient has vanished); the raw loss gradient only for older files.
@@ -207,7 +213,9 @@ std::string head_table(const RunAnalysis& run, const TextOptions& options) {
     out << pad_left(std::to_string(h.layer), 5) << "  " << pad_left(std::to_string(h.head), 4) << "  "
         << paint(pad_right(label_name(h.label), 15), label_colour(h.label), options.color) << "  "
         << pad_right(top, 22) << "  " << pad_left(fixed(h.scores.entropy, 2), 7) << "  "
-        << pad_left(fixed(h.scores.distance, 2), 8) << "  " << pad_left(abl, 13) << "  " << pad_left(imp, 10) << "\n";
+        << pad_left(fixed(h.scores.distance, 2), 8) << "  " << pad_left(abl, 13) << "  " << pad_left(imp, 10);
+    if (emerged) out << "  " << pad_left(options.emerged[i] ? std::to_string(*options.emerged[i]) : "-", 7);
+    out << "\n";
   }
   return out.str();
 }

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "analysis/run_analysis.h"
 
@@ -17,6 +19,10 @@ struct TextOptions {
   bool color = false;          // ANSI colours
   int64_t max_positions = 24;  // a heatmap shows at most this many (the first) positions
   int64_t width = 100;         // terminal columns; one layer's heatmaps sit side by side when they fit
+  // Per head, in run.heads' order: the training step its label emerged at
+  // (label_emergence_steps), shown as the table's "emerged" column; empty:
+  // no such column (no training history, as for analyze).
+  std::vector<std::optional<int64_t>> emerged;
 };
 
 // "L0H0 previous-token 0.95 | L0H1 first-token 0.86 | JS 0.61" (JS = mean
@@ -29,7 +35,8 @@ std::string verdict_text(const RunAnalysis& run, const TextOptions& options = {}
 
 // One row per head: layer, head, label, top two scores, entropy, distance,
 // ablation delta accuracy (points), importance (the per-layer normalized
-// margin importance; the raw loss gradient only for files without it).
+// margin importance; the raw loss gradient only for files without it), and
+// with options.emerged the step the label emerged at ("-": never held).
 std::string head_table(const RunAnalysis& run, const TextOptions& options = {});
 
 // One head's attention on the example, queries down, keys across, each cell

@@ -62,6 +62,30 @@ TEST(HeadTable, HasOneRowPerHeadWithLabelScoresAndAblation) {
   EXPECT_EQ(table.find("\x1b["), std::string::npos) << "no colour unless asked";
 }
 
+// After training, the table adds when each head's label emerged: the steps
+// report.html shows for the labelled heads, "-" for one that never held it,
+// a head without a pattern label (mixed, diffuse) none.
+TEST(HeadTable, AddsEachLabelsEmergenceStepFromTheTrainingsHistory) {
+  RunAnalysis run = planted_run();
+  const std::vector<std::optional<int64_t>> steps = label_emergence_steps(history(), run);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0], std::optional<int64_t>(200));  // report.html's heads_extra[0].emerged
+  EXPECT_EQ(steps[1], std::nullopt);                  // first-token stays at 0.3 in the history
+  TextOptions options;
+  options.emerged = steps;
+  const std::string table = head_table(run, options);
+  EXPECT_NE(table.find("importance  emerged\n"), std::string::npos) << table;
+  const std::size_t row1 = table.find("    0     1");
+  ASSERT_NE(row1, std::string::npos) << table;
+  EXPECT_EQ(table.substr(row1 - 6, 6), "  200\n") << table;  // row 0 ends with its step
+  EXPECT_EQ(table.substr(table.size() - 4, 4), "  -\n") << table;
+  EXPECT_EQ(head_table(run).find("emerged"), std::string::npos) << "no history: no column";
+  options.emerged.pop_back();
+  EXPECT_THROW(head_table(run, options), std::invalid_argument);
+  run.at(0, 0).label = Label::mixed();
+  EXPECT_EQ(label_emergence_steps(history(), run)[0], std::nullopt);
+}
+
 TEST(Heatmap, ShadesEachCellAndLabelsTheAxes) {
   RunAnalysis run = planted_run();
   const std::string map = attention_heatmap(run, 0, 0);

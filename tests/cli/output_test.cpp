@@ -525,6 +525,37 @@ TEST(Train, QuietPrintsASummaryAndTheLogKeepsEverything) {
                             2, {"--steps 'abc' is not a whole number"}));
 }
 
+// After training with analyses logged, the table's last column is the step
+// each head's label emerged at: report.html's step for a labelled head, "-"
+// for one without a pattern label. Without logged analyses, no such column.
+TEST(Train, TheTableSaysWhenEachLabelEmergedAsTheReportDoes) {
+  TempDir tmp;
+  const RunResult r =
+      run_headlab(train_command(tmp / "run", {{"--d-model", "-"}, {"--steps", "300"}, {"--analyze-every", "50"}}),
+                  tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<std::string> lines = lines_of(r.out);
+  const auto header =
+      std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.starts_with("layer  head"); });
+  ASSERT_NE(header, lines.end()) << r.out;
+  EXPECT_TRUE(header->ends_with("  emerged")) << *header;
+  const nlohmann::json data = page_data(read_bytes(tmp / "run/report.html"));
+  const nlohmann::json& heads = data.at("run").at("heads");
+  int labelled = 0;
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    const std::string& row = *(header + 2 + static_cast<std::ptrdiff_t>(i));
+    const std::string last = row.substr(row.find_last_of(' ') + 1);
+    const nlohmann::json& emerged = data.at("heads_extra")[i].at("emerged");
+    const bool pattern = analysis::label_from_name(heads[i].at("label").get<std::string>()).is_pattern();
+    labelled += pattern;
+    EXPECT_EQ(last, pattern && !emerged.is_null() ? std::to_string(emerged.get<int64_t>()) : "-") << row;
+  }
+  EXPECT_GT(labelled, 0) << r.out << "\nno head labelled: the test shows nothing";
+  const RunResult plain = run_headlab(train_command(tmp / "plain"), tmp.path());
+  ASSERT_EQ(plain.exit_code, 0) << plain.describe();
+  EXPECT_EQ(plain.out.find("emerged"), std::string::npos) << plain.out;
+}
+
 // The final analysis's cost is said at the first log line when it is long
 // (minutes): its forward passes of the eval batch, the time of one (that
 // line's evaluation) and the --eval-batch that would take about a minute.

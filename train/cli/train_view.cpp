@@ -5,11 +5,14 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <spdlog/fmt/fmt.h>
 
+#include "analysis/html_report.h"
 #include "analysis/text_report.h"
 #include "train/cli/progress_bar.h"
+#include "train/run_folder.h"
 #include "train/shell_word.h"
 
 namespace headlab::cli {
@@ -127,6 +130,11 @@ void TrainView::finished(int64_t steps, double seconds) {
 void TrainView::report(const analysis::RunAnalysis& analysis, bool color) const {
   analysis::TextOptions text;
   text.color = color;
+  // When each head's label emerged, from the analyses logged while training
+  // (report.html's steps): none logged (--analyze-every 0), no column.
+  const std::vector<nlohmann::json> history = train::read_metrics(folder_.metrics());
+  if (std::any_of(history.begin(), history.end(), [](const nlohmann::json& line) { return line.contains("heads"); }))
+    text.emerged = analysis::label_emergence_steps(history, analysis);
   if (quiet_) {
     const std::string verdict = analysis::verdict_text(analysis, text);
     std::cout << finished_ << '\n' << verdict.substr(0, verdict.find('\n')) << '\n';
