@@ -82,11 +82,11 @@ Bf16Copy held_bf16_copy(const Tensor& x) {
 Bf16Copy spare_bf16_copy(int64_t rows, int64_t cols, bf16_t** writable) {
   // Few at once: one per backward running on this thread.
   thread_local std::vector<std::shared_ptr<std::vector<bf16_t>>> spares;
-  auto free = std::find_if(spares.begin(), spares.end(), [](const auto& b) { return b.use_count() == 1; });
-  if (free == spares.end()) free = spares.insert(spares.end(), std::make_shared<std::vector<bf16_t>>());
-  (*free)->resize(static_cast<std::size_t>(rows * cols));
-  *writable = (*free)->data();
-  return {*free, rows, cols};
+  auto spare = std::find_if(spares.begin(), spares.end(), [](const auto& b) { return b.use_count() == 1; });
+  if (spare == spares.end()) spare = spares.insert(spares.end(), std::make_shared<std::vector<bf16_t>>());
+  (*spare)->resize(static_cast<std::size_t>(rows * cols));
+  *writable = (*spare)->data();
+  return {*spare, rows, cols};
 }
 
 namespace detail {
