@@ -319,9 +319,11 @@ TEST(Activations, AnalyzeDataReadsTheWholeFileAChunkAtATime) {
   EXPECT_EQ(read_bytes(tmp / "default/heads.json"), read_bytes(tmp / "whole/heads.json"))
       << "the default chunk holds the tiny model's 2500 rows at once";
 #if !defined(__SANITIZE_ADDRESS__)
-  // The whole file's attention, logits and head outputs at once: some 40 MB
-  // more than 32 sequences at a time, which stay near the process's own size.
-  EXPECT_GT(whole.peak_rss_kib, chunked.peak_rss_kib + 20 * 1024) << "the comparison proves nothing";
+  // The whole file's attention, logits and head outputs at once: some 20 MB
+  // more than 32 sequences at a time, which stay near the process's own size
+  // (39 against 18.4-18.9 MB here since each pass keeps only what is read of
+  // it; a 20 MB bound failed now and then on that margin).
+  EXPECT_GT(whole.peak_rss_kib, chunked.peak_rss_kib + 10 * 1024) << "the comparison proves nothing";
   EXPECT_LT(chunked.peak_rss_kib, 40 * 1024) << "the analysis is not bounded by the chunk";
 #endif
 }
