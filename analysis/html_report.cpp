@@ -175,6 +175,13 @@ std::vector<std::optional<int64_t>> label_emergence_steps(const std::vector<nloh
   return steps;
 }
 
+std::vector<std::optional<int64_t>> logged_emergence_steps(const std::vector<nlohmann::json>& history,
+                                                           const RunAnalysis& run) {
+  const bool logged = std::any_of(history.begin(), history.end(),
+                                  [](const nlohmann::json& line) { return line.is_object() && line.contains("heads"); });
+  return logged ? label_emergence_steps(history, run) : std::vector<std::optional<int64_t>>{};
+}
+
 std::optional<int64_t> pattern_emergence_step(const std::vector<nlohmann::json>& history, const std::string& head,
                                               const Label& pattern, const RunAnalysis& run,
                                               const LabelOptions& options) {

@@ -80,6 +80,12 @@ std::optional<int64_t> pattern_emergence_step(const std::vector<nlohmann::json>&
 std::vector<std::optional<int64_t>> label_emergence_steps(const std::vector<nlohmann::json>& history,
                                                           const RunAnalysis& run, const LabelOptions& options = {});
 
+// TextOptions::emerged for `run` after training (train's table, analyze
+// RUN's): label_emergence_steps when `history` holds a logged analysis, else
+// none (no column: a run with --analyze-every 0, a checkpoint file alone).
+std::vector<std::optional<int64_t>> logged_emergence_steps(const std::vector<nlohmann::json>& history,
+                                                           const RunAnalysis& run);
+
 // The step of the loss drop: the first logged step whose eval loss (the
 // training loss on lines without one) is at most halfway from the first
 // logged value down to the lowest; absent when the loss never falls by

@@ -21,7 +21,7 @@ struct TextOptions {
   int64_t width = 100;         // terminal columns; one layer's heatmaps sit side by side when they fit
   // Per head, in run.heads' order: the training step its label emerged at
   // (label_emergence_steps), shown as the table's "emerged" column; empty:
-  // no such column (no training history, as for analyze).
+  // no such column (no training history: --analyze-every 0, a checkpoint file).
   std::vector<std::optional<int64_t>> emerged;
 };
 

@@ -308,7 +308,8 @@ void write_analysis_files(const RunFolder& folder, const analysis::RunAnalysis& 
   analysis::ReportOptions options;
   options.run_name = source.title.empty() ? folder.name() : source.title;
   options.snapshots = source.snapshots;
-  write_file_atomic(folder.report(), analysis::report_html(run, read_metrics(folder.metrics()), shown, options));
+  const std::vector<nlohmann::json> history = source.history ? *source.history : read_metrics(folder.metrics());
+  write_file_atomic(folder.report(), analysis::report_html(run, history, shown, options));
   // The paths it names (checkpoint, data_file) are the user's: never a failure here, after the analysis.
   write_file_atomic(folder.heads(), heads.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }

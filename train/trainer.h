@@ -160,6 +160,10 @@ struct AnalysisSource {
   // `--task`, whose config names what was read, as heads.json's task or data
   // do); null: the config itself.
   nlohmann::json run_config;
+  // The training history the report draws and takes emergence steps from
+  // (metrics.jsonl's lines); none: the folder's own metrics.jsonl. `analyze
+  // RUN --out DIR` passes the run's, as its folder's would be.
+  std::optional<std::vector<nlohmann::json>> history;
 };
 
 // `text` as heads.json records it: JSON holds UTF-8 only, so a byte that is

@@ -556,6 +556,56 @@ TEST(Train, TheTableSaysWhenEachLabelEmergedAsTheReportDoes) {
   EXPECT_EQ(plain.out.find("emerged"), std::string::npos) << plain.out;
 }
 
+// The table's "emerged" column of a train or analyze output: one entry per
+// head, empty when the table has no such column.
+std::vector<std::string> emerged_column(const std::string& out) {
+  const std::vector<std::string> lines = lines_of(out);
+  const auto header =
+      std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.starts_with("layer  head"); });
+  std::vector<std::string> column;
+  if (header == lines.end() || !header->ends_with("  emerged")) return column;
+  for (auto row = header + 2; row != lines.end() && !row->empty(); ++row)
+    column.push_back(row->substr(row->find_last_of(' ') + 1));
+  return column;
+}
+
+// report.html's emergence step of each head ("null" for none).
+std::vector<std::string> report_emerged(const std::string& report) {
+  std::vector<std::string> steps;
+  const nlohmann::json data = page_data(read_bytes(report));
+  for (const nlohmann::json& h : data.at("heads_extra")) steps.push_back(h.at("emerged").dump());
+  return steps;
+}
+
+// `analyze RUN` reads the run's own history, as train does: its table's
+// "emerged" column and report.html's steps are train's, into the run folder
+// or into another --out. A checkpoint file alone has no history: no column,
+// and no steps in its report.
+TEST(Analyze, SaysWhenEachLabelEmergedFromTheRunsHistory) {
+  TempDir tmp;
+  const RunResult trained =
+      run_headlab(train_command(tmp / "run", {{"--d-model", "-"}, {"--steps", "300"}, {"--analyze-every", "50"}}),
+                  tmp.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  const std::vector<std::string> column = emerged_column(trained.out);
+  const std::vector<std::string> steps = report_emerged(tmp / "run/report.html");
+  ASSERT_EQ(column.size(), 2u) << trained.out;
+  ASSERT_NE(std::count(steps.begin(), steps.end(), "null"), 2) << "nothing emerged: the test shows nothing";
+  for (const std::vector<std::string>& out : {std::vector<std::string>{}, std::vector<std::string>{"--out", tmp / "elsewhere"}}) {
+    std::vector<std::string> command{"analyze", tmp / "run"};
+    command.insert(command.end(), out.begin(), out.end());
+    const RunResult r = run_headlab(command, tmp.path());
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    EXPECT_EQ(emerged_column(r.out), column) << r.out;
+    EXPECT_EQ(report_emerged((out.empty() ? tmp / "run" : out[1]) + "/report.html"), steps);
+  }
+  std::filesystem::copy_file(tmp / "run/checkpoint.safetensors", tmp / "alone.safetensors");
+  const RunResult alone = run_headlab({"analyze", tmp / "alone.safetensors"}, tmp.path());
+  ASSERT_EQ(alone.exit_code, 0) << alone.describe();
+  EXPECT_EQ(alone.out.find("emerged"), std::string::npos) << alone.out;
+  EXPECT_EQ(report_emerged(tmp / "alone/report.html"), std::vector<std::string>(2, "null"));
+}
+
 // The final analysis's cost is said at the first log line when it is long
 // (minutes): its forward passes of the eval batch, the time of one (that
 // line's evaluation) and the --eval-batch that would take about a minute.

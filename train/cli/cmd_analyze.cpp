@@ -20,6 +20,7 @@
 #include "analysis/attend.h"
 #include "analysis/donors.h"
 #include "analysis/heads_json.h"
+#include "analysis/html_report.h"
 #include "analysis/intervention_text.h"
 #include "analysis/text_report.h"
 #include "core/interrupt.h"
@@ -360,6 +361,16 @@ int run_analyze(const AnalyzeArgs& args) {
                                                       : "--scored-only " + args.scored_only.front()) +
                             " changes the roles the run's own heads.json expects (those it trained with, which its "
                             "sweep and report count): give --out NEW_FOLDER");
+  // The run's training history (its metrics.jsonl: the analyses logged with
+  // --analyze-every), for the emergence steps of the table and report.html,
+  // wherever they go (--out too): only for the run's final checkpoint on its
+  // own task's sequences, which that history measured. A snapshot (the history
+  // runs past it), a checkpoint file of its own, --data or another --task has none.
+  std::optional<std::vector<nlohmann::json>> history;
+  if (!named_folder && !args.step_given && args.data.empty() && !other_task) {
+    const train::RunFolder run_folder{home.empty() ? "." : home, nullptr};
+    if (fs::is_regular_file(run_folder.metrics(), same_ec)) history = train::read_metrics(run_folder.metrics());
+  }
   // The run's own folder is written as its trainer writes it: not while a
   // trainer holds it (its heads.json would be overwritten by the next one).
   std::unique_ptr<train::RunLock> lock;
@@ -475,6 +486,7 @@ int run_analyze(const AnalyzeArgs& args) {
     train::write_folder_marker(home, "analysis");
   train::RunFolder folder{out, nullptr};
   train::AnalysisSource source;
+  source.history = history;
   // A run folder's report steps through its snapshots as the trainer's does
   // (on the run's own batch: a --data analysis has no snapshots to show).
   if (is_dir && !args.step_given && args.data.empty())
@@ -496,14 +508,18 @@ int run_analyze(const AnalyzeArgs& args) {
   if (args.json) {
     // heads.json as written, every key of it ("data", "data_file", "checkpoint", ...).
     std::cout << train::read_input(folder.heads(), "the heads.json just written", std::size_t{1} << 30);
-  } else if (args.quiet) {
-    // The verdict's first line and where everything is.
-    const std::string verdict = analysis::verdict_text(run);
-    std::cout << verdict.substr(0, verdict.find('\n')) << "\nreport: " << folder.report() << "\nheads:  "
-              << folder.heads() << '\n';
   } else {
     analysis::TextOptions text;
     text.color = stdout_is_terminal() && !args.no_color;
+    // When each head's label emerged in training, as train's table says (none without a history).
+    if (history) text.emerged = analysis::logged_emergence_steps(*history, run);
+    if (args.quiet) {
+      // The verdict's first line and where everything is.
+      const std::string verdict = analysis::verdict_text(run, text);
+      std::cout << verdict.substr(0, verdict.find('\n')) << "\nreport: " << folder.report() << "\nheads:  "
+                << folder.heads() << '\n';
+      return 0;
+    }
     std::cout << analysis::text_report(run, text);
     if (patch) std::cout << '\n' << analysis::intervention_table(run);
     std::cout << "\nreport: " << folder.report() << "\nheads:  " << folder.heads() << '\n';

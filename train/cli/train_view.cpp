@@ -1,6 +1,5 @@
 #include "train/cli/train_view.h"
 
-#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -132,9 +131,7 @@ void TrainView::report(const analysis::RunAnalysis& analysis, bool color) const 
   text.color = color;
   // When each head's label emerged, from the analyses logged while training
   // (report.html's steps): none logged (--analyze-every 0), no column.
-  const std::vector<nlohmann::json> history = train::read_metrics(folder_.metrics());
-  if (std::any_of(history.begin(), history.end(), [](const nlohmann::json& line) { return line.contains("heads"); }))
-    text.emerged = analysis::label_emergence_steps(history, analysis);
+  text.emerged = analysis::logged_emergence_steps(train::read_metrics(folder_.metrics()), analysis);
   if (quiet_) {
     const std::string verdict = analysis::verdict_text(analysis, text);
     std::cout << finished_ << '\n' << verdict.substr(0, verdict.find('\n')) << '\n';
