@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "train/errors.h"
+#include "train/shell_word.h"
 
 namespace headlab::train {
 namespace {
@@ -118,6 +119,42 @@ void require_regular_file(const std::string& path, const std::string& what, cons
     const std::string own = S_ISREG(info.st_mode) ? fs::canonical(path, ec).string() : "";
     throw UsageError(what + " names its file by a descriptor of this process, which names another file, or none, "
                      "later: " + because + (own.empty() || ec ? "" : "; its own path is " + own));
+  }
+}
+
+void check_data_path(const std::string& flag, const std::string& path) {
+  const std::string named = flag + " " + shell_word(path);
+  const std::string give = "give the path of a JSONL file, one sequence a line (README.md, \"Your own data, pattern "
+                           "and question\")";
+  std::error_code ec;
+  const std::string absolute = fs::absolute(path, ec).lexically_normal().string();
+  const std::string looked = absolute == path ? "" : " (looked for " + absolute + ")";
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    const int error = errno;
+    struct stat link {};
+    if (error == ENOENT && ::lstat(path.c_str(), &link) == 0)
+      throw UsageError(named + " is a link to " + fs::read_symlink(path, ec).string() +
+                       ", which does not exist" + looked + ": " + give);
+    if (error == ENOENT) throw UsageError(named + ": no such file" + looked + "; " + give);
+    throw UsageError(named + ": cannot read it" + looked + " (" + std::strerror(error) + "); " + give);
+  }
+  if (S_ISDIR(info.st_mode)) {
+    // A JSONL file in it, as the fix names it (the first by name).
+    std::vector<std::string> files;
+    for (const fs::directory_entry& e : fs::directory_iterator(path, ec))
+      if (e.path().extension() == ".jsonl") files.push_back(e.path().filename().string());
+    const auto first = std::min_element(files.begin(), files.end());
+    throw UsageError(named + " is a folder, not a file: " +
+                     (first == files.end() ? give + " (it holds no .jsonl file)"
+                                           : "give one of its " + std::to_string(files.size()) +
+                                                 " JSONL file(s), such as " + flag + " " +
+                                                 shell_word((fs::path(path) / *first).string())));
+  }
+  if (::access(path.c_str(), R_OK) != 0) {
+    const int error = errno;
+    throw UsageError(named + ": cannot read it" + looked + " (" + std::strerror(error) +
+                     "): make it readable (chmod u+r " + shell_word(path) + ") or give a copy you can read");
   }
 }
 

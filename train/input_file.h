@@ -69,6 +69,14 @@ ByteHash hash_file(const std::string& path, const std::string& what, const std::
 // wrong with it.
 void require_regular_file(const std::string& path, const std::string& what, const std::string& because);
 
+// A data file the user named by `flag` ("--data", "--eval-data",
+// "--corrupted"), checked before anything is read or written: a UsageError
+// naming the flag, the path (and where a relative one was looked for), the
+// system's reason and the fix, when it is missing, a folder (with the JSONL
+// files in it) or not readable. Only looked at (stat, access), never opened:
+// a pipe or a FIFO is left to its reader.
+void check_data_path(const std::string& flag, const std::string& path);
+
 // A small input whole, but never more than max_bytes + 1 bytes of it: a
 // longer text tells the caller the file is too large (a config that is
 // /dev/zero by mistake) without reading all of it.

@@ -150,7 +150,7 @@ const std::vector<BadCase>& cases() {
     c.push_back({"train_data_missing", train_tiny({{"--data", "{missing}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
                  {"{missing}"}});
     c.push_back({"train_data_is_a_folder", train_tiny({{"--data", "{dir}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
-                 {"{dir}", "directory"}});
+                 {"{dir}", "is a folder, not a file"}});
     c.push_back({"train_data_not_jsonl", train_tiny({{"--data", "{file}"}, {"--vocab", "8"}, {"--seq-len", "6"}}), 2,
                  {"notes.txt:1", "JSON"}});
     // JSON input that could crash or mislead: deep nesting, NUL bytes,

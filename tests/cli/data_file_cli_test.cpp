@@ -71,6 +71,48 @@ TEST_P(BadDataFile, TrainAndEvalRefuseItCleanly) {
 INSTANTIATE_TEST_SUITE_P(Cli, BadDataFile, ::testing::ValuesIn(bad_data()),
                          [](const ::testing::TestParamInfo<BadData>& p) { return p.param.name; });
 
+// A data file that cannot be opened -- missing, a folder -- is named by the
+// flag that gave it, with its path and the fix, by every command that takes
+// one, before anything is read or written.
+TEST(DataFile, AFileThatCannotBeOpenedIsNamedByItsFlag) {
+  TempDir cwd;
+  write_bytes(cwd / "ok.jsonl", kGood);
+  std::filesystem::create_directory(cwd / "rows");
+  write_bytes(cwd / "rows/b.jsonl", kGood);
+  write_bytes(cwd / "rows/a.jsonl", kGood);
+  std::filesystem::create_directory(cwd / "empty");
+  write_bytes(cwd / "config.json", "{\"data\": \"gone.jsonl\"}\n");
+  const std::string missing = "no such file (looked for " + cwd / "gone.jsonl" + ")";
+  const std::string folder = "is a folder, not a file";
+  const std::string run = shared_run();
+  struct Case {
+    std::vector<std::string> args, mentions;
+  };
+  const std::vector<Case> cases = {
+      {train_command(cwd / "out", {{"--data", "gone.jsonl"}}), {"--data gone.jsonl: ", missing, "JSONL file"}},
+      {train_command(cwd / "out", {{"--config", "config.json"}}),
+       {"\"data\" of --config config.json gone.jsonl: ", missing}},
+      {train_command(cwd / "out", {{"--eval-data", "rows"}}),
+       {"--eval-data rows " + folder, "2 JSONL file(s), such as --eval-data rows/a.jsonl"}},
+      {train_command(cwd / "out", {{"--data", "empty"}}), {"--data empty " + folder, "holds no .jsonl file"}},
+      {{"eval", run, "--data", "gone.jsonl"}, {"--data gone.jsonl: ", missing}},
+      {{"analyze", run, "--data", "rows", "--out", cwd / "out"}, {"--data rows " + folder, "--data rows/a.jsonl"}},
+      {{"analyze", run, "--data", "ok.jsonl", "--corrupted", "gone.jsonl", "--out", cwd / "out"},
+       {"--corrupted gone.jsonl: ", missing}},
+      {{"sweep", "--data", "gone.jsonl", "--seeds", "0", "--steps", "1", "--out", cwd / "out"},
+       {"--data gone.jsonl: ", missing}},
+      {{"sweep", "--data", "ok.jsonl", "--eval-data", "empty", "--seeds", "0", "--steps", "1", "--out", cwd / "out"},
+       {"--eval-data ", "empty " + folder}},
+      {{"sweep", "--config", "config.json", "--seeds", "0", "--steps", "1", "--out", cwd / "out"},
+       {"\"data\" of --config config.json gone.jsonl: ", missing}},
+  };
+  const auto before = snapshot(cwd.path());
+  for (const Case& c : cases) {
+    EXPECT_TRUE(clean_failure(run_headlab(c.args, cwd.path()), 2, c.mentions)) << c.args.front();
+    EXPECT_EQ(snapshot(cwd.path()), before) << c.args.front() << " wrote something";
+  }
+}
+
 TEST(DataFile, EvalReadsADataFileWithTheCheckpointsOwnSizes) {
   TempDir cwd;
   const std::string data = cwd / "data.jsonl";

@@ -106,6 +106,10 @@ std::vector<std::string> apply_config_file(train::TrainConfig& config, const std
 // a "precision" key, f32); UsageError on any problem, after `where`, which
 // names the file.
 train::TrainConfig stored_config_file(const std::string& path, const std::string& where);
+// The config's data files (--data, --eval-data) checked before anything is
+// read (train::check_data_path), each named by what gave it: its flag, or
+// its key of --config `config_file` when the command line did not type it.
+void check_data_paths(const train::TrainConfig& config, const ConfigFlags& flags, const std::string& config_file);
 
 // Whether a stream may carry ANSI codes (colours, the progress bar): a
 // terminal, NO_COLOR unset or empty, and no MPI launcher in between.

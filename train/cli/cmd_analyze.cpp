@@ -273,6 +273,8 @@ int run_analyze(const AnalyzeArgs& args) {
     throw train::UsageError("--corrupted " + args.corrupted + " needs --data FILE: its line b is line b of that "
                             "file corrupted, as long as it (the run's own batch is corrupted by --patch)");
   check_data_out(args.data, args.out);
+  if (!args.data.empty()) train::check_data_path("--data", args.data);
+  if (!args.corrupted.empty()) train::check_data_path("--corrupted", args.corrupted);
   train::Checkpoint ck = train::read_checkpoint(ck_path);
   use_threads(args.threads, train_flops_per_step(ck.info.config, ck.model));  // 0: as the run's training would
   use_gemm_backend(args.gemm.empty() ? ck.info.config.gemm : args.gemm);

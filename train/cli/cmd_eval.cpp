@@ -19,6 +19,7 @@
 #include "train/cli/cli.h"
 #include "train/cli/dump_activations.h"
 #include "train/errors.h"
+#include "train/input_file.h"
 #include "train/fixed_sets.h"
 #include "train/folder_kind.h"
 #include "train/run_builder.h"
@@ -79,6 +80,7 @@ int run_eval(const EvalArgs& args) {
   if (args.batch_given && args.batch < 1)
     throw train::UsageError("--batch must be at least 1, got " + std::to_string(args.batch));
   if (args.threads < 0) throw train::UsageError("--threads must be 0 (picked from the model's size) or more");
+  if (!args.data.empty()) train::check_data_path("--data", args.data);
   // A run before its first checkpoint, a sweep's folder, ... are said to be
   // what they are, not a file that cannot be opened.
   if (std::error_code ec; !std::filesystem::exists(args.checkpoint, ec))

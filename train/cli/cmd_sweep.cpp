@@ -637,7 +637,8 @@ void validate_plan(Sweep& sweep) {
 // A sweep names its data files absolutely, as a run's config.json does
 // (train::make_data_paths_absolute): --resume, --collect and the other
 // shards find them from any folder, and compare them whatever their spelling.
-void name_data_files(train::TrainConfig& config) {
+// A list, or a file that cannot be opened, is refused first, named by its flag.
+void name_data_files(train::TrainConfig& config, const ConfigFlags& flags, const std::string& config_file) {
   for (auto [flag, path] :
        {std::pair<const char*, std::string*>{"--data", &config.data}, {"--eval-data", &config.eval_data}}) {
     std::error_code ec;
@@ -645,6 +646,7 @@ void name_data_files(train::TrainConfig& config) {
       throw train::UsageError(std::string(flag) + " '" + *path + "': a sweep trains on one " + flag +
                               " file, and a file name takes no list; run one sweep per file, each with its own --out");
   }
+  check_data_paths(config, flags, config_file);
   train::make_data_paths_absolute(config);
 }
 
@@ -693,7 +695,7 @@ void read_new_plan(Sweep& sweep, const SweepArgs& args, const ConfigFlags& flags
     if (axis.values.size() > 1) sweep.plan.axes.push_back(std::move(axis));
     else train::apply_json(sweep.config, {{name, axis.values.front()}}, "--" + std::string(name));
   });
-  name_data_files(sweep.config);
+  name_data_files(sweep.config, flags, args.config_file);
   sweep.config.threads = 1;
   if (args.target_accuracy && !(*args.target_accuracy > 0 && *args.target_accuracy <= 1))
     throw train::UsageError("--target-accuracy must be a fraction in (0, 1], like 0.99; got " +

@@ -210,6 +210,7 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
       // On the command line only: a config file (a sweep's, a run's config.json) holds every key.
       const std::vector<std::string>& typed = flags.given();
       const auto has = [&](const char* key) { return std::find(typed.begin(), typed.end(), key) != typed.end(); };
+      check_data_paths(config, flags, args.config_file);  // before anything is read
       if (has("data") && has("task"))
         throw train::UsageError("--data " + config.data + " trains on the file's sequences, so --task " + config.task +
                                 " would be ignored: give one of them");

@@ -183,6 +183,16 @@ nlohmann::json read_config_json(const std::string& path, const std::string& wher
 
 }  // namespace
 
+void check_data_paths(const train::TrainConfig& config, const ConfigFlags& flags, const std::string& config_file) {
+  const std::vector<std::string> typed = flags.given();
+  for (const auto& [key, path] :
+       {std::pair<std::string, const std::string*>{"data", &config.data}, {"eval-data", &config.eval_data}}) {
+    if (path->empty()) continue;
+    const bool flag = config_file.empty() || std::find(typed.begin(), typed.end(), key) != typed.end();
+    train::check_data_path(flag ? "--" + key : "\"" + key + "\" of --config " + config_file, *path);
+  }
+}
+
 std::vector<std::string> apply_config_file(train::TrainConfig& config, const std::string& path) {
   const std::string where = "--config " + path;
   const nlohmann::json j = read_config_json(path, where);
