@@ -54,6 +54,13 @@ std::string interval_text(Interval ci) { return "[" + fixed(100 * ci.lo, 0) + "-
 
 nlohmann::ordered_json interval_json(Interval ci) { return {rounded(ci.lo, 1e4), rounded(ci.hi, 1e4)}; }
 
+// {name: score} at sweep.json's precision: the user patterns' scores.
+nlohmann::ordered_json rounded_scores(const std::map<std::string, double, std::less<>>& scores) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [name, score] : scores) out[name] = rounded(score, 1e4);
+  return out;
+}
+
 nlohmann::ordered_json optional_json(const std::optional<int64_t>& v) {
   return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
 }
@@ -91,6 +98,7 @@ ConfigSummary summarize_where(std::span<const SweepRun> runs, const SweepCell& c
   c.heads = cell.heads;
   for (const Label& l : analysis::all_labels()) c.labels[l] = {};
   double seconds = 0;
+  std::map<std::pair<Label, std::string>, int64_t> user_heads;  // the heads scored on each user pattern, by label
   for (const SweepRun& r : runs) {
     if (!belongs(r)) continue;
     if (r.status != RunStatus::done) {
@@ -110,6 +118,10 @@ ConfigSummary summarize_where(std::span<const SweepRun> runs, const SweepCell& c
       ++s.heads;
       s.score += head.score;
       for (const analysis::Pattern* p : sweep_patterns()) s.scores[std::string(p->name)] += score_of(head.scores, p->name);
+      for (const auto& [name, score] : head.user_scores) {
+        s.user_scores[name] += score;
+        ++user_heads[{head.label, name}];
+      }
     }
   }
   for (auto& [label, s] : c.labels) {
@@ -117,6 +129,7 @@ ConfigSummary summarize_where(std::span<const SweepRun> runs, const SweepCell& c
     const auto n = static_cast<double>(s.heads);
     s.score /= n;
     for (auto& [name, total] : s.scores) total /= n;
+    for (auto& [name, total] : s.user_scores) total /= static_cast<double>(user_heads[{label, name}]);
   }
   if (c.runs > 0) c.mean_seconds = seconds / static_cast<double>(c.runs);
   return c;
@@ -215,13 +228,15 @@ void record_analysis(SweepRun& run, const analysis::RunAnalysis& analysis) {
   run.head_results.clear();
   for (const analysis::HeadAnalysis& h : analysis.heads) {
     SweepHead head{analysis::head_name(h.layer, h.head), h.label, analysis::label_score(h.scores, h.label), {}, std::nullopt,
-                   "", 0.0};
+                   "", 0.0, {}};
     for (const analysis::Pattern* p : sweep_patterns()) head.scores[std::string(p->name)] = h.scores[p->name].value_or(0.0);
-    for (const analysis::UserScore& u : h.scores.user)
+    for (const analysis::UserScore& u : h.scores.user) {
+      if (u.score) head.user_scores[u.name] = *u.score;
       if (u.score && (head.nearest_user.empty() || *u.score > head.nearest_user_score)) {
         head.nearest_user = u.name;
         head.nearest_user_score = *u.score;
       }
+    }
     run.head_results.push_back(std::move(head));
   }
 }
@@ -363,6 +378,7 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
   }
   int64_t interrupted = 0;
   std::string scores;
+  bool user = false;  // a data run's patterns shown: the note below names them so
   for (const ConfigSummary& c : configs) {
     interrupted += c.interrupted;
     for (const auto& [l, s] : c.labels) {
@@ -370,8 +386,11 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
       std::snprintf(buf, sizeof buf, "  %-*s %-16s %4lld heads  top %.2f", grid ? static_cast<int>(width) : 4, c.cell.name().c_str(),
                     label_name(l).c_str(), static_cast<long long>(s.heads), s.score);
       scores += buf;
-      for (const analysis::Pattern* p : sweep_patterns())
-        scores += "  " + std::string(p->short_name) + " " + fixed(score_of(s.scores, p->name), 2);
+      user = user || !s.user_scores.empty();
+      for (const auto& [name, score] : s.user_scores) scores += "  " + name + " " + fixed(score, 2);
+      if (s.user_scores.empty())
+        for (const analysis::Pattern* p : sweep_patterns())
+          scores += "  " + std::string(p->short_name) + " " + fixed(score_of(s.scores, p->name), 2);
       scores += "\n";
     }
   }
@@ -383,7 +402,9 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
     out += "roles found: n/a, the runs' task expects no roles\n";
   if (interrupted > 0) out += "(" + std::to_string(interrupted) + " run(s) stopped by a signal are not counted)\n";
   if (!scores.empty())
-    out += "\nmean scores per label (top pattern score; attention on the previous and on the first token):\n" + scores;
+    out += user ? "\nmean scores per label (top pattern score; each of the data's patterns):\n" + scores
+                : "\nmean scores per label (top pattern score; attention on the previous and on the first token):\n" +
+                      scores;
   return out;
 }
 
@@ -393,6 +414,7 @@ nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy) {
     nlohmann::ordered_json head = {{"name", h.name}, {"label", label_name(h.label)}, {"score", rounded(h.score, 1e4)}};
     for (const analysis::Pattern* p : sweep_patterns())
       head[analysis::pattern_key(*p)] = rounded(score_of(h.scores, p->name), 1e4);
+    if (!h.user_scores.empty()) head["user"] = rounded_scores(h.user_scores);
     head["emerged"] = optional_json(h.emerged);
     heads.push_back(std::move(head));
   }
@@ -420,6 +442,7 @@ nlohmann::ordered_json config_json(const ConfigSummary& c) {
     nlohmann::ordered_json stats = {{"heads", s.heads}, {"score", rounded(s.score, 1e4)}};
     for (const analysis::Pattern* p : sweep_patterns())
       stats[analysis::pattern_key(*p)] = rounded(score_of(s.scores, p->name), 1e4);
+    if (!s.user_scores.empty()) stats["user"] = rounded_scores(s.user_scores);
     labels[label_name(l)] = std::move(stats);
   }
   // No finished run: no rate (null), as roles_found_share has none without

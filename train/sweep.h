@@ -45,6 +45,10 @@ struct SweepHead {
   // its run's line. Empty without user patterns; not in sweep.json.
   std::string nearest_user;
   double nearest_user_score = 0;
+  // By name, the head's score on each user pattern the run scored (a data
+  // file's "attend" patterns): what a data run's summary shows in place of
+  // the in_sweep patterns, which its data may not be about.
+  std::map<std::string, double, std::less<>> user_scores;
 };
 
 // One configuration of the sweep: the values of the varied flags other than
@@ -122,6 +126,9 @@ struct LabelStats {
   // pattern name, the in_sweep pattern scores.
   double score = 0;
   std::map<std::string, double, std::less<>> scores;
+  // By name, the user patterns' scores (SweepHead::user_scores), each a mean
+  // over the heads that were scored on it.
+  std::map<std::string, double, std::less<>> user_scores;
 };
 
 // The aggregate of the runs of one configuration (or of one value of a flag).
@@ -170,7 +177,9 @@ FlagSummary summarize_flag(std::span<const SweepRun> runs, const std::string& fl
 // The table printed at the end of a sweep: per configuration, the runs, the share
 // that reached the target, the share that specialized and the share that found
 // the task's expected roles ("n/a" when it expects none), each with its Wilson
-// 95% interval, and the labels; then the mean scores per label.
+// 95% interval, and the labels; then the mean scores per label: the user
+// patterns' (a data file's "attend") where the runs scored any, else the
+// in_sweep patterns' (previous and first token).
 std::string summary_text(std::span<const ConfigSummary> configs, double target_accuracy);
 
 // The parts of sweep.json. The whole file (written by the CLI):
@@ -182,12 +191,13 @@ std::string summary_text(std::span<const ConfigSummary> configs, double target_a
 //   "loss", "accuracy" (null unless done), "reached_target", "specialized",
 //   "roles_found" (null when the run expects no roles), "specialized_step" (or null),
 //   "head_results": [{"name", "label", "score", then each in_sweep pattern's key: "previous_token", "first_token",
-//   then "emerged" (or null)}]}
+//   then "user": {each user pattern's name: score} when the run scored any, then "emerged" (or null)}]}
 // config_json: {"name", "settings", "heads", "runs", "failed", "interrupted", "reached_target", "reached_target_share",
 //   "reached_target_ci": [lo, hi], "specialized", "specialized_share", "specialized_ci": [lo, hi],
 //   "runs_expecting_roles", "roles_found", "roles_found_share" and "roles_found_ci" (both null without
 //   runs expecting roles), "mean_seconds",
-//   "labels": {"previous-token": {"heads", "score", "previous_token", "first_token"}, ...}}
+//   "labels": {"previous-token": {"heads", "score", "previous_token", "first_token", and "user": {name: mean
+//   score} when the heads were scored on user patterns}, ...}}
 // flag_json: {"flag", "values": [config_json with "value"...]}.
 // Keys keep the order above (ordered_json).
 nlohmann::ordered_json run_json(const SweepRun& run, double target_accuracy);

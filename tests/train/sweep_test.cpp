@@ -60,7 +60,7 @@ std::vector<SweepCell> head_cells(const std::vector<int64_t>& heads) {
 }
 
 SweepHead head(const char* name, Label label, double score, double prev, double first) {
-  return {name, label, score, {{"previous-token", prev}, {"first-token", first}}, std::nullopt, "", 0.0};
+  return {name, label, score, {{"previous-token", prev}, {"first-token", first}}, std::nullopt, "", 0.0, {}};
 }
 
 SweepRun done_run(int64_t heads, int64_t seed, double accuracy, bool specialized, std::vector<SweepHead> results) {
@@ -121,8 +121,44 @@ TEST(RecordAnalysis, TakesAccuracyVerdictAndEachHeadsLabelAndTopScore) {
   EXPECT_EQ(r.head_results[1].nearest_user, "marker-prev");
   EXPECT_NE(run_line(r).find("L0H1 mixed (marker-prev 0.42, prev 0.45, first 0.52)"), std::string::npos)
       << run_line(r);
-  EXPECT_EQ(run_json(r, 0.99)["head_results"][1].dump().find("marker-prev"), std::string::npos)
-      << "sweep.json keeps its keys";
+  EXPECT_EQ(nlohmann::json(run_json(r, 0.99)["head_results"][1]["user"]),
+            nlohmann::json::parse(R"({"latest-marker": 0.31, "marker-prev": 0.42})"))
+      << "a pattern no head was scored on has no score";
+  EXPECT_FALSE(run_json(r, 0.99)["head_results"][0].contains("user")) << "no user pattern: sweep.json as before";
+}
+
+// A data sweep's summary shows the mean score of each of the data's own
+// patterns per label, where a task's shows previous and first token (QA27:
+// it showed prev and first only); sweep.json's labels hold the same numbers.
+TEST(Summarize, ADataSweepShowsTheDatasPatternsPerLabel) {
+  const auto user = [](Label label, double score, double marker_prev, double latest) {
+    SweepHead h = head("L0H0", label, score, 0.1, 0.2);
+    h.user_scores = {{"marker-prev", marker_prev}, {"latest-marker", latest}};
+    return h;
+  };
+  const std::vector<SweepRun> runs = {
+      done_run(2, 0, 1.0, true,
+               {user(Label::user("marker-prev"), 0.8, 0.8, 0.1), user(Label::user("latest-marker"), 0.9, 0.2, 0.9)}),
+      done_run(2, 1, 1.0, true,
+               {user(Label::user("marker-prev"), 0.6, 0.6, 0.3), user(Label::user("latest-marker"), 0.7, 0.0, 0.7)})};
+  const std::vector<ConfigSummary> s = summarize(runs, head_cells({2}), 0.99);
+  const LabelStats& marker = s[0].labels.at(Label::user("marker-prev"));
+  EXPECT_DOUBLE_EQ(marker.user_scores.at("marker-prev"), 0.7);
+  EXPECT_DOUBLE_EQ(marker.user_scores.at("latest-marker"), 0.2);
+  const std::string text = summary_text(s, 0.99);
+  EXPECT_NE(text.find("mean scores per label (top pattern score; each of the data's patterns):"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("h2   marker-prev         2 heads  top 0.70  latest-marker 0.20  marker-prev 0.70\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("h2   latest-marker       2 heads  top 0.80  latest-marker 0.80  marker-prev 0.10\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("  prev 0."), std::string::npos) << "the built-in patterns give way to the data's: " << text;
+  const nlohmann::json labels = config_json(s[0])["labels"];
+  EXPECT_EQ(labels["marker-prev"]["user"], nlohmann::json::parse(R"({"latest-marker": 0.2, "marker-prev": 0.7})"));
+  EXPECT_EQ(labels["latest-marker"]["user"], nlohmann::json::parse(R"({"latest-marker": 0.8, "marker-prev": 0.1})"));
+  EXPECT_FALSE(labels["mixed"].contains("user")) << "no head of the label: no scores";
 }
 
 // F14: on `induction` a run can find the task's one expected role (its
