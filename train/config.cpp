@@ -55,6 +55,8 @@ bool fits(const nlohmann::json& value) {
   else if constexpr (std::is_floating_point_v<T>) return value.is_number();
   else if constexpr (std::is_same_v<T, std::vector<double>>)
     return value.is_array() && std::all_of(value.begin(), value.end(), [](const auto& v) { return v.is_number(); });
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    return value.is_array() && std::all_of(value.begin(), value.end(), [](const auto& v) { return v.is_string(); });
   else if constexpr (std::is_unsigned_v<T>)
     return value.is_number_unsigned() && value.get<uint64_t>() <= std::numeric_limits<T>::max();
   else
@@ -72,6 +74,8 @@ std::string what_fits(const nlohmann::json& value) {
   else if constexpr (std::is_same_v<T, std::string>) return "a string (in double quotes)";
   else if constexpr (std::is_floating_point_v<T>) return "a number";
   else if constexpr (std::is_same_v<T, std::vector<double>>) return "a list of numbers (such as [0.9, 0.98])";
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    return "a list of names (such as [\"previous-token\"])";
   else if (value.is_number_integer())  // a whole number out of the field's range
     return "a whole number from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
            std::to_string(std::numeric_limits<T>::max());

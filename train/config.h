@@ -49,6 +49,11 @@ struct TrainConfig {
   double train_fraction = 0;
   std::string eval_data;  // a JSONL file to evaluate on instead of the task's held-out batch
   double eval_fraction = 0;  // with --data: the share of its sequences held out (0: evaluate on training ones)
+  // The roles every analysis of the run expects, changed from the data's or
+  // the task's as `analyze --expect/--scored-only` changes them
+  // (train/analysis_roles.h): pattern names. Kept in config.json and the
+  // checkpoint, so that `analyze RUN` and the run's sweep count the same roles.
+  std::vector<std::string> expect, scored_only;
   // The checkpoint the weights started from (`train --init`; a run folder or
   // a snapshot is resolved to its file, absolute); empty: the seed's.
   std::string init;
@@ -117,6 +122,12 @@ struct TrainConfig {
     f("eval-fraction", c.eval_fraction,
       "with --data: hold this fraction of the file's sequences out of training (drawn with the seed) and evaluate "
       "on them (0: without --eval-data, the held-out metrics are on training sequences)");
+    f("expect", c.expect,
+      "also expect this pattern as a role (a built-in one such as previous-token, or an \"attend\" pattern of the "
+      "data that --scored-only leaves out): the verdict says whether a head carries it; repeatable or a comma list");
+    f("scored-only", c.scored_only,
+      "an \"attend\" pattern of the data that is scored and may label heads but is no expected role (a hypothesis "
+      "to test, not one the verdict counts); repeatable or a comma list");
     f("init", c.init,
       "start from this checkpoint's model and weights: a checkpoint, a snapshot or a run folder (model flags must "
       "agree with it)");

@@ -17,6 +17,7 @@
 #include "optim/clip.h"
 #include "optim/factory.h"
 #include "optim/param_groups.h"
+#include "train/analysis_roles.h"
 #include "train/errors.h"
 #include "train/fixed_sets.h"
 #include "train/input_file.h"
@@ -238,6 +239,16 @@ void Session::build(const layers::ModelSpec& spec) {
   data_gen_.reseed(config_.seed ^ kDataStream);
   eval_batch_ = task_->eval_batch(config_.eval_batch, config_.seed);
   task_->describe(eval_batch_);
+  // The roles the run was told to expect otherwise (--expect, --scored-only):
+  // every analysis of this batch counts them, analyze RUN's too.
+  const RoleChanges roles{config_.scored_only, config_.expect};
+  if (!roles.scored_only.empty() || !roles.expect.empty()) {
+    check_role_changes(roles, eval_batch_,
+                       !config_.eval_data.empty() ? "--eval-data " + config_.eval_data
+                       : !config_.data.empty()    ? "--data " + config_.data
+                                                  : "task " + task_->name());
+    change_roles(eval_batch_, roles);
+  }
   if (train_eval_rows > 0) train_eval_batch_ = task_->rows(0, train_eval_rows);
 }
 

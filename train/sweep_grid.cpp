@@ -33,7 +33,8 @@ Kind kind_of(const std::string& flag) {
     // A switch (--attn-only, and --no-layernorm, whose field is its negation:
     // config.json holds the switch's own value) takes true,false.
     if constexpr (std::is_same_v<T, bool> || is_negated_v<T>) kind = Kind::boolean;
-    else if constexpr (std::is_same_v<T, std::vector<double>>) kind = Kind::none;
+    else if constexpr (std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<std::string>>)
+      kind = Kind::none;  // a list per run (--betas, --expect), not one a sweep varies
     else if constexpr (std::is_integral_v<T>) kind = Kind::whole;
     else if constexpr (std::is_floating_point_v<T>) kind = Kind::number;
     else if constexpr (std::is_same_v<T, std::string>) kind = Kind::choice;

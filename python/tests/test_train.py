@@ -82,6 +82,25 @@ def test_resume_from_python_and_flags_as_arrays(tmp_path):
     assert resumed.model().step == 4
 
 
+def test_roles_to_expect_are_the_runs_for_every_analysis(tmp_path):
+    # train's --expect / --scored-only from Python: lists as the flags' comma lists,
+    # kept in config.json, and the run's own batch (analyze RUN's) counts the same roles.
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"tokens": [1, 2, 3, 4], "attend": {"one-back": [null, 0, 1, 2], "start": [0, 0, 0, 0]}}\n'
+                    '{"tokens": [4, 3, 2, 1, 0], "attend": {"start": [0, 0, 0, 0, 0]}}\n')
+    tiny = {k: v for k, v in TINY.items() if k != "task"}
+    run = headlab.train(out=tmp_path / "run", data=data, steps=2, scored_only=["start"], expect=["first-token", "self"],
+                        **tiny)
+    assert run.config["scored-only"] == ["start"]
+    assert run.config["expect"] == ["first-token", "self"]
+    roles = [r["pattern"] for r in run.heads["expected_roles"]]
+    assert roles == ["one-back", "first-token", "self"]
+    assert list(run.model().task_batch()["roles"].values()) == roles
+    with pytest.raises(ValueError, match="--scored-only one-bak"):
+        headlab.train(out=tmp_path / "bad", data=data, steps=2, scored_only=["one-bak"], **tiny)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_snapshots_are_models_of_their_step(tmp_path):
     run = headlab.train(out=tmp_path / "run", steps=4, snapshot_every=2, **TINY)
     assert list(run.snapshots) == [2, 4]

@@ -210,6 +210,54 @@ TEST(DataFile, AnalyzeDataGivesTheFilesPatternsTheRolesOfARunTrainedOnIt) {
   }
 }
 
+// train and sweep take analyze's --scored-only and --expect: every analysis
+// of the run counts the roles they say, its config.json keeps them, and a
+// later `analyze RUN` (into another folder) counts the same. A name that fits
+// no pattern is refused before anything is written; a resume cannot change them.
+TEST(DataFile, TrainAndSweepTakeTheRolesToExpectAndAnalyzeKeepsThem) {
+  TempDir cwd;
+  const std::string data = cwd / "data.jsonl";
+  write_bytes(data, "{\"tokens\": [1, 2, 3, 4], \"attend\": {\"one-back\": [null, 0, 1, 2], \"start\": [0, 0, 0, 0]}}\n"
+                    "{\"tokens\": [4, 3, 2, 1, 0], \"attend\": {\"start\": [0, 0, 0, 0, 0]}}\n");
+  const RunResult trained = run_headlab(
+      train_command(cwd / "run", {{"--data", data}, {"--steps", "5"}, {"--scored-only", "start"}, {"--expect", "first-token"}}),
+      cwd.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.describe();
+  EXPECT_NE(trained.out.find("expected roles found: "), std::string::npos) << trained.out;
+  EXPECT_NE(trained.out.find(" of 2"), std::string::npos) << trained.out;
+  const nlohmann::json expected = nlohmann::json::parse(R"([{"role": "one-back", "pattern": "one-back"},
+                                                            {"role": "first-token", "pattern": "first-token"}])");
+  const nlohmann::json config = nlohmann::json::parse(read_bytes(cwd / "run/config.json"));
+  EXPECT_EQ(config.at("scored-only"), nlohmann::json::parse(R"(["start"])"));
+  EXPECT_EQ(config.at("expect"), nlohmann::json::parse(R"(["first-token"])"));
+  const RunResult analyzed = run_headlab({"analyze", cwd / "run", "--out", cwd / "out"}, cwd.path());
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.describe();
+  for (const std::string& heads : {cwd / "run/heads.json", cwd / "out/heads.json"}) {
+    const nlohmann::json j = nlohmann::json::parse(read_bytes(heads));
+    EXPECT_EQ(j.at("expected_roles"), expected) << heads;
+    EXPECT_EQ(j.at("patterns").size(), 2u) << heads << ": start is still scored";
+    EXPECT_NE(j.at("verdict").at("reasons").at(0).get<std::string>().find(" of 2"), std::string::npos)
+        << heads << ": " << j.at("verdict").dump();
+  }
+  const auto before = snapshot(cwd.path());
+  EXPECT_TRUE(clean_failure(run_headlab(train_command(cwd / "bad", {{"--data", data}, {"--scored-only", "strat"}}), cwd.path()),
+                            2, {"--scored-only strat", "'one-back', 'start'"}));
+  EXPECT_TRUE(clean_failure(run_headlab({"sweep", "--data", data, "--seeds", "0", "--steps", "2", "--expect", "prev",
+                                         "--out", cwd / "bad"},
+                                        cwd.path()),
+                            2, {"--expect prev", "'previous-token'"}));
+  EXPECT_TRUE(clean_failure(run_headlab({"train", "--resume", cwd / "run", "--expect", "previous-token"}, cwd.path()), 2,
+                            {"--expect", "cannot change when resuming"}));
+  EXPECT_EQ(snapshot(cwd.path()), before);
+
+  const RunResult swept = run_headlab({"sweep", "--data", data, "--seeds", "0", "--steps", "2", "--d-model", "16",
+                                       "--jobs", "1", "--scored-only", "start", "--expect", "first-token", "--out",
+                                       cwd / "sweep"},
+                                      cwd.path());
+  ASSERT_EQ(swept.exit_code, 0) << swept.describe();
+  EXPECT_EQ(nlohmann::json::parse(read_bytes(cwd / "sweep/h2-s0/heads.json")).at("expected_roles"), expected);
+}
+
 // A file whose every token and target is 0 makes a model of one class,
 // which died at its first head analysis (step 10) with an internal message,
 // after --force had removed the run it replaced (QA19 F17): refused before

@@ -27,9 +27,9 @@
 #include "core/shortest.h"
 #include "core/threads.h"
 #include "train/analysis_chunk.h"
+#include "train/analysis_roles.h"
 #include "train/checkpoint.h"
 #include "train/cli/analysis_input.h"
-#include "train/cli/analysis_roles.h"
 #include "train/cli/cli.h"
 #include "train/cli/progress_bar.h"
 #include "train/errors.h"
@@ -174,14 +174,14 @@ std::vector<int64_t> donors_beyond(const std::vector<int64_t>& donors, int64_t f
 // tokens for patching: the same rows of `own` (--corrupted's file) when
 // given, else the task's corruption drawn from `corruption`.
 analysis::ReadChunk chunk_reader(AnalysisInput& input, const std::vector<std::string>& patterns,
-                                 const RoleChanges& roles, core::Generator* corruption, const AnalysisInput* own) {
+                                 const train::RoleChanges& roles, core::Generator* corruption, const AnalysisInput* own) {
   const std::vector<int64_t> donors =
       analysis::next_donors(input.lengths(), input.rows(), analysis::DonorRule::at_least_as_long);
   return [&input, &patterns, &roles, corruption, own, donors](int64_t first, int64_t count, bool corrupted) {
     auto chunk = std::make_shared<Chunk>();
     chunk->rows = input.read(first, count);
     train::Batch& rows = chunk->rows;
-    change_roles(rows, roles);
+    train::change_roles(rows, roles);
     for (const std::string& spec : patterns)
       rows.attend.push_back(analysis::positional_pattern(spec, rows.batch, rows.seq_len, input.model().spec().causal,
                                                          rows.targets, rows.lengths));
@@ -425,14 +425,14 @@ int run_analyze(const AnalyzeArgs& args) {
                                 input.source() + "; drop one of them");
   }
   check_patterns_keyed(input, args.patterns, sequences);
-  const RoleChanges roles{args.scored_only, args.expect};
+  const train::RoleChanges roles{args.scored_only, args.expect};
   {
     // The --pattern's are the rows' patterns too, as the chunks will hold them.
     train::Batch row = first_row;
     for (const std::string& spec : args.patterns)
       row.attend.push_back(analysis::positional_pattern(spec, row.batch, row.seq_len, input.model().spec().causal,
                                                         row.targets, row.lengths));
-    check_role_changes(roles, row, input.source());
+    train::check_role_changes(roles, row, input.source());
   }
   analysis::AnalysisOptions options;
   options.labels = args.labels;

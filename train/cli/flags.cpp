@@ -41,6 +41,9 @@ ConfigFlags::ConfigFlags(CLI::App& app, std::vector<std::string> only)
       std::string shown;
       for (const double v : field) shown += (shown.empty() ? "" : ",") + CLI::detail::to_string(v);
       app.add_option(flag, field, help)->delimiter(',')->default_str(shown);
+    } else if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::vector<std::string>>) {
+      // Pattern names: repeatable, or a comma list (headlab.train(expect=[...]) passes one).
+      app.add_option(flag, field, help)->delimiter(',')->type_name("NAME");
     } else if constexpr (std::is_unsigned_v<std::decay_t<decltype(field)>>) {
       // CLI11 reads "-1" into an unsigned field as 2^64-1.
       app.add_option(flag, field, help)->default_val(field)->check(non_negative())->check(
