@@ -13,6 +13,7 @@ from ._metric_gradient import seed_function
 from ._names import get_act_name, is_copy_point, short_or_full
 from ._targets import mean_loss, token_losses, warn_if_not_next_token
 from ._tl_config import config
+from ._tl_circuits import TLCircuits
 from ._tl_weights import TLWeights
 
 
@@ -67,11 +68,13 @@ def _called_as_transformer_lens_would(fn):
         return lambda activation, name: fn(activation, hook=name)
     return fn
 
-class Model(TLWeights):
+class Model(TLWeights, TLCircuits):
     """The model of one checkpoint. Its weights never change: hooks and
     patches act on one forward pass at a time, and `with_params` makes
     another Model with some of them replaced. TransformerLens's weight
-    names (W_Q, W_OV, ...) come from TLWeights (_tl_weights.py)."""
+    names (W_Q, W_OV, ...) come from TLWeights (_tl_weights.py), its
+    all_composition_scores and tokens_to_residual_directions from
+    TLCircuits (_tl_circuits.py)."""
 
     def __init__(self, core_model):
         if not isinstance(core_model, _core.Model):
