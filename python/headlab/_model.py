@@ -136,6 +136,13 @@ class Model(TLWeights, TLCircuits):
                 f"vocab {s['vocab']}, {s['max_seq_len']} positions, step {self.step}>")
 
     @property
+    def threads(self):
+        """The threads this model's calls run on: headlab.set_num_threads's
+        count, or by default the one `headlab analyze` picks for its run (1
+        below 10 GFLOP per training step; docs/python.md, "Threads")."""
+        return self._core.threads
+
+    @property
     def params(self):
         """name -> numpy array, the checkpoint's names and PyTorch layouts
         (docs/model.md); copies, read-only."""
