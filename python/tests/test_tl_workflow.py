@@ -1,13 +1,15 @@
 """What TransformerLens's exploratory workflow needed and did not find, from a
 QA pass through it on a trained induction model: a normalized stack handed to
 logit_attrs (the LayerNorm's scale applied twice, silently), the composition
-scores of every head pair, the unembedding's directions."""
+scores of every head pair, the unembedding's directions; and the workflow
+itself, examples/tl_workflow.py."""
+import importlib.util
 import json
 
 import numpy as np
 import pytest
 
-from conftest import random_tokens
+from conftest import REPO, random_tokens
 
 
 def test_logit_attrs_refuses_a_stack_the_layernorm_was_applied_to(mlp_model):
@@ -94,3 +96,21 @@ def test_tokens_to_residual_directions_are_the_unembedding_s_columns(mlp_model):
         mlp_model.tokens_to_residual_directions([0, classes])
     with pytest.raises(ValueError, match="class ids"):
         mlp_model.tokens_to_residual_directions(np.array([0.5]))
+
+
+def test_the_tl_workflow_example_runs_and_its_checks_hold(tmp_path):
+    """examples/tl_workflow.py, on a model of 20 steps (its numbers need no trained circuit)."""
+    spec = importlib.util.spec_from_file_location("tl_workflow", REPO / "examples" / "tl_workflow.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    lines = []
+    got = example.main(tmp_path / "run", steps=20, show=lines.append)
+    assert sorted({line[:2] for line in lines if line[0].isdigit()}) == [f"{i}." for i in range(1, 8)]
+    np.testing.assert_allclose(got["dla"], got["dla_normed"], rtol=0, atol=1e-9)
+    for mine, theirs in got["scores"]:
+        assert mine == pytest.approx(theirs, abs=1e-9)  # numpy from the cache, the analysis's scores
+    assert got["head_out"].shape == got["path_v"].shape == got["path_k"].shape == (2, 2)
+    assert np.isnan(got["path_k"][1]).all()  # the last layer's heads have no later receiver
+    assert ((0 <= got["k_composition"]) & (got["k_composition"] <= 1)).all()
+    if "torch_gap" in got:
+        assert got["torch_gap"] < 1e-4
