@@ -24,6 +24,7 @@ from ._attribution import logit_attribution
 from ._cache import ActivationCache
 from ._names import get_act_name
 from ._data import read_data, write_data
+from ._factored import FactoredMatrix
 from ._memory import release_memory
 from ._threads import get_num_threads, set_num_threads
 from . import _patching as patching
@@ -32,6 +33,6 @@ from . import _patching as patching
 import sys as _sys
 _sys.modules[__name__ + ".patching"] = patching
 
-__all__ = ["ActivationCache", "Model", "Run", "Sweep", "analyze", "get_act_name", "get_num_threads", "load",
-           "logit_attribution", "patching", "read_data", "release_memory", "set_num_threads", "sweep", "train",
-           "write_data"]
+__all__ = ["ActivationCache", "FactoredMatrix", "Model", "Run", "Sweep", "analyze", "get_act_name",
+           "get_num_threads", "load", "logit_attribution", "patching", "read_data", "release_memory",
+           "set_num_threads", "sweep", "train", "write_data"]
