@@ -114,3 +114,12 @@ def test_the_tl_workflow_example_runs_and_its_checks_hold(tmp_path):
     assert ((0 <= got["k_composition"]) & (got["k_composition"] <= 1)).all()
     if "torch_gap" in got:
         assert got["torch_gap"] < 1e-4
+
+
+def test_patching_lists_its_grids_not_its_imports():
+    from headlab import patching
+    listed = dir(patching)
+    assert {"np", "sys", "time", "mean_loss", "warn_if_not_next_token"}.isdisjoint(listed)
+    assert all(callable(getattr(patching, name)) for name in listed if name not in ("KINDS", "MIN_GAP"))
+    assert {"resid_pre", "head_out", "head_q", "path", "grid"} <= set(listed)
+    assert {kind for kind in patching.KINDS} <= set(listed) | {"resid_post"}  # resid_post: through grid only
