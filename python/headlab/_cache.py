@@ -293,7 +293,7 @@ _normalized = {}
 
 
 def _mark_normalized(array, ln):
-    for key in [k for k, (ref, _) in _normalized.items() if ref() is None]:
+    for key in [k for k, (ref, _) in list(_normalized.items()) if ref() is None]:
         del _normalized[key]
     _normalized[id(array)] = (weakref.ref(array), ln)
     return array
