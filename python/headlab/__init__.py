@@ -24,12 +24,15 @@ from ._attribution import logit_attribution
 from ._cache import ActivationCache
 from ._names import get_act_name
 from ._data import read_data, write_data
+from ._factored import FactoredMatrix
 from ._memory import release_memory
+from ._threads import get_num_threads, set_num_threads
 from . import _patching as patching
 
 # `import headlab.patching as patching` too, as TransformerLens users write it.
 import sys as _sys
 _sys.modules[__name__ + ".patching"] = patching
 
-__all__ = ["ActivationCache", "Model", "Run", "Sweep", "analyze", "get_act_name", "load", "logit_attribution",
-           "patching", "read_data", "release_memory", "sweep", "train", "write_data"]
+__all__ = ["ActivationCache", "FactoredMatrix", "Model", "Run", "Sweep", "analyze", "get_act_name",
+           "get_num_threads", "load", "logit_attribution", "patching", "read_data", "release_memory",
+           "set_num_threads", "sweep", "train", "write_data"]

@@ -2,6 +2,7 @@
 array with TransformerLens's methods for reading the residual stream as a sum
 of components (docs/python.md, "Direct logit attribution")."""
 import warnings
+import weakref
 
 import numpy as np
 
@@ -224,6 +225,8 @@ class ActivationCache(FullResid, dict):
         or block `layer`'s ln1 (ln2 with mlp_input=True). pos_slice: the one
         the stack was made with. A model without LayerNorm gives the stack
         back, in float64."""
+        _refuse_normalized(stack, "apply_ln_to_stack", "it would be normalized twice: pass the stack as stacked "
+                           "(apply_ln=False)")
         stack = np.asarray(stack, dtype=np.float64)
         if not self.model.spec["layernorm"]:
             return stack
@@ -243,7 +246,7 @@ class ActivationCache(FullResid, dict):
                              f"[components, {', '.join(map(str, scale.shape[:-1]))}, {weight.shape[0]}] "
                              f"(give the pos_slice the stack was made with)")
         centered = stack - stack.mean(axis=-1, keepdims=True)
-        return centered / scale * weight.astype(np.float64)
+        return _mark_normalized(centered / scale * weight.astype(np.float64), ln)
 
     def logit_attrs(self, stack, classes=None, incorrect=None, pos_slice=None, *, tokens=None,
                     incorrect_tokens=None):
@@ -260,6 +263,10 @@ class ActivationCache(FullResid, dict):
         if classes is None:
             raise TypeError("logit_attrs: give the classes whose logit the components write (class ids: an int or "
                             "an array broadcast to the stack's positions)")
+        _refuse_normalized(stack, "logit_attrs", "logit_attrs applies the final LayerNorm itself, so its scale would "
+                           "count twice: pass the stack made with apply_ln=False, or take the normalized stack's "
+                           "logit directly, (stack * model.tokens_to_residual_directions(classes)).sum(-1) "
+                           "(docs/python.md, \"Direct logit attribution\")")
         scaled = self.apply_ln_to_stack(stack, pos_slice=pos_slice)
         directions, none = self._directions(classes, scaled.shape[1:-1], "classes")
         if incorrect is not None:
@@ -274,6 +281,32 @@ class ActivationCache(FullResid, dict):
         w_u = self.model.params["head.weight"].astype(np.float64)
         ids = _class_ids(classes, shape, w_u.shape[0], what)
         return w_u[np.where(ids < 0, 0, ids)], ids < 0
+
+
+# The arrays apply_ln_to_stack returned (and so apply_ln=True's stacks), by id,
+# each with a weak reference that says whether that id is still the array:
+# handing one to logit_attrs or apply_ln_to_stack again would divide by the
+# LayerNorm's scale twice, a result off by that factor (x9 on the induction
+# model) with nothing to show it. A view of one (stack[:2]) counts as it; an
+# array computed from one (stack * 2, np.asarray copies) does not.
+_normalized = {}
+
+
+def _mark_normalized(array, ln):
+    for key in [k for k, (ref, _) in list(_normalized.items()) if ref() is None]:
+        del _normalized[key]
+    _normalized[id(array)] = (weakref.ref(array), ln)
+    return array
+
+
+def _refuse_normalized(stack, what, why):
+    array = stack
+    while isinstance(array, np.ndarray):
+        ref, ln = _normalized.get(id(array), (None, None))
+        if ref is not None and ref() is array:
+            raise ValueError(f"{what}: this stack has been through {ln} already (apply_ln=True or "
+                             f"apply_ln_to_stack); {why}")
+        array = array.base
 
 
 def _one_of(value, alias, name, alias_name):

@@ -13,6 +13,7 @@ from ._metric_gradient import seed_function
 from ._names import get_act_name, is_copy_point, short_or_full
 from ._targets import mean_loss, token_losses, warn_if_not_next_token
 from ._tl_config import config
+from ._tl_circuits import TLCircuits
 from ._tl_weights import TLWeights
 
 
@@ -67,11 +68,13 @@ def _called_as_transformer_lens_would(fn):
         return lambda activation, name: fn(activation, hook=name)
     return fn
 
-class Model(TLWeights):
+class Model(TLWeights, TLCircuits):
     """The model of one checkpoint. Its weights never change: hooks and
     patches act on one forward pass at a time, and `with_params` makes
     another Model with some of them replaced. TransformerLens's weight
-    names (W_Q, W_OV, ...) come from TLWeights (_tl_weights.py)."""
+    names (W_Q, W_OV, ...) come from TLWeights (_tl_weights.py), its
+    all_composition_scores and tokens_to_residual_directions from
+    TLCircuits (_tl_circuits.py)."""
 
     def __init__(self, core_model):
         if not isinstance(core_model, _core.Model):
@@ -131,6 +134,13 @@ class Model(TLWeights):
         heads = f"{s['heads']} head{'' if s['heads'] == 1 else 's'}"
         return (f"<headlab.Model {where}: {kind}{layers} x {heads}, d_model {s['d_model']}, "
                 f"vocab {s['vocab']}, {s['max_seq_len']} positions, step {self.step}>")
+
+    @property
+    def threads(self):
+        """The threads this model's calls run on: headlab.set_num_threads's
+        count, or by default the one `headlab analyze` picks for its run (1
+        below 10 GFLOP per training step; docs/python.md, "Threads")."""
+        return self._core.threads
 
     @property
     def params(self):

@@ -315,4 +315,12 @@ def __getattr__(name):
     raise AttributeError(f"module 'headlab.patching' has no attribute {name!r}")
 
 
+def __dir__():
+    """What dir() and a notebook's tab completion list: the grids and their
+    constants, not this module's imports (np, sys, time, mean_loss ...)."""
+    mine = (__name__, __name__.rsplit(".", 1)[0] + "._path_patching")
+    return sorted(name for name, value in globals().items() if not name.startswith("_") and (
+        name in ("KINDS", "MIN_GAP") or getattr(value, "__module__", None) in mine))
+
+
 from ._path_patching import path  # noqa: E402  (it reads this module's helpers)

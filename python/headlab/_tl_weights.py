@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ._factored import FactoredMatrix
+
 
 # TransformerLens's name -> (headlab's parameter, "{l}" for each layer;
 # from headlab's layout to TransformerLens's; back). `h` is the head count.
@@ -120,11 +122,20 @@ class TLWeights:
                              "transposed).")
     b_out = _weight("b_out", "[L, d]: fc2.bias.")
     W_QK = _weight("W_QK", "[L, h, d, d]: W_Q @ W_K^T per head (the biases and 1/sqrt(d_k) left out), dense; "
-                           "TransformerLens's QK is a FactoredMatrix of the same product.")
-    W_OV = _weight("W_OV", "[L, h, d, d]: W_V @ W_O per head (the biases left out), dense; TransformerLens's OV is a "
-                           "FactoredMatrix of the same product.")
-    QK = W_QK
-    OV = W_OV
+                           "model.QK is the same product as a FactoredMatrix.")
+    W_OV = _weight("W_OV", "[L, h, d, d]: W_V @ W_O per head (the biases left out), dense; model.OV is the same "
+                           "product as a FactoredMatrix.")
+
+    @property
+    def QK(self):
+        """FactoredMatrix(W_Q, W_K^T) [L, h, d, d], TransformerLens's: np.asarray(model.QK) is W_QK."""
+        return FactoredMatrix(self.W_Q, self.W_K.swapaxes(-1, -2))
+
+    @property
+    def OV(self):
+        """FactoredMatrix(W_V, W_O) [L, h, d, d], TransformerLens's: (model.W_E @ model.OV[l, h] @ model.W_U).AB
+        is what head h of layer l adds to the logits per attended token, without LayerNorm and biases."""
+        return FactoredMatrix(self.W_V, self.W_O)
 
     def with_tl_params(self, params):
         """A new Model with the parameters given under TransformerLens's names

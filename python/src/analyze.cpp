@@ -13,6 +13,7 @@
 #include "arrays.h"
 #include "attend.h"
 #include "interrupt.h"
+#include "threads.h"
 #include "model.h"
 #include "train/analysis_chunk.h"
 
@@ -78,6 +79,7 @@ std::string analyze(const Model& model, const IntArray& tokens, const IntArray& 
                                   shape_text({c->batch, c->seq_len}));
   }
   const Interruptible interruptible;  // Ctrl-C stops the analysis between two forward passes
+  const CallThreads threads(model);
   py::gil_scoped_release release;
   analysis::AnalysisOptions options;
   for (const analysis::LabelFlag& f : analysis::kLabelFlags)

@@ -20,6 +20,7 @@
 
 #include "arrays.h"
 #include "interrupt.h"
+#include "threads.h"
 #include "autograd/variable.h"
 #include "layers/hook_set.h"
 #include "layers/hooks.h"
@@ -121,6 +122,7 @@ py::tuple run(const Model& model, const IntArray& tokens, const std::vector<std:
   bool failed = false;
   {
     const Interruptible interruptible;  // Ctrl-C stops the pass between two blocks
+    const CallThreads threads(model);
     py::gil_scoped_release release;
     autograd::NoGradGuard no_grad;
     layers::Probe probe;
@@ -171,6 +173,7 @@ py::dict gradients(const Model& model, const IntArray& tokens, const std::option
   bool failed = false;
   {
     const Interruptible interruptible;
+    const CallThreads threads(model);
     py::gil_scoped_release release;
     try {
       if (!seed.is_none()) {

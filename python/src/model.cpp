@@ -8,6 +8,7 @@
 
 #include "arrays.h"
 #include "interrupt.h"
+#include "threads.h"
 #include "autograd/variable.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -71,6 +72,7 @@ Model load_model(const std::string& path) {
     source->path = fs::absolute(file).lexically_normal().string();
     source->size = hash.size;
     source->hash = hash.hash;
+    source->threads = threads_for_run(ck.info.config, m.transformer->spec());
     source->info = std::move(ck.info);
     for (auto& [name, tensor] : ck.file.tensors)
       if (name.starts_with("optimizer.")) source->optimizer.tensors.emplace_back(name, std::move(tensor));
@@ -91,6 +93,7 @@ py::array forward(const Model& model, const IntArray& tokens, const std::optiona
   core::Tensor logits;
   {
     const Interruptible interruptible;  // Ctrl-C stops the pass between two blocks
+    const CallThreads threads(model);
     py::gil_scoped_release release;
     autograd::NoGradGuard no_grad;
     logits = model.transformer->forward(t.ids, t.batch, t.seq_len, &mask).value();

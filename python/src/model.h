@@ -31,6 +31,8 @@ struct Source {
   // Its weights, which an edit's `replaced` is measured against (an edit of an
   // edit that gives a parameter back its value replaces it no longer).
   std::shared_ptr<const layers::Transformer> weights;
+  // The threads its calls run at, as `headlab analyze` picks them for its run (threads.h).
+  int threads = 1;
 };
 
 struct Model {

@@ -25,6 +25,7 @@ void bind_emergence(py::module_& m);
 void bind_folders(py::module_& m);
 void bind_memory(py::module_& m);
 void bind_task_batch(py::class_<Model>& model);
+void bind_threads(py::module_& m, py::class_<Model>& model);
 }  // namespace headlab::python
 
 PYBIND11_MODULE(_core, m) {
@@ -50,6 +51,7 @@ PYBIND11_MODULE(_core, m) {
   python::bind_folders(m);
   python::bind_emergence(m);
   python::bind_memory(m);
+  python::bind_threads(m, model);
   // names=None leaves out the copy points by the engine's own list, not a copy of it.
   m.def("is_copy_point", &layers::is_copy_point, py::arg("name"));
   // TransformerLens's short names by the rule the CLI's --hooks reads (layers/hooks_short_names.h).
