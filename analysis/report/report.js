@@ -370,7 +370,7 @@
     const caption = series.length
       ? (emerged.length ? 'Emerged (score stays ≥ ' + th.toFixed(2) + ' from then on, circled): ' + emerged.join(' · ') + '.' : 'No head’s score stays above the threshold ' + th.toFixed(2) + '.')
       : logLines.length ? 'No per-head records in the metrics history (train with --analyze-every).'
-        // An analysis folder (analyze --out, a snapshot's, another task's) holds no metrics.jsonl.
+        // No history: the analysis of a snapshot, of another task's or file's data, or of a checkpoint away from its run.
         : 'No training history in this folder: it holds an analysis of a checkpoint, whose run folder’s report.html has the curves.';
     charts.append(chartBox('Head scores over training (each head’s final top pattern)', headSvg, 'head-scores.svg', true, caption));
     progressCharts(charts);

@@ -2,8 +2,9 @@
 # report.html in headless Chromium, for what a run's history adds: the
 # "Attention over training" slider over the run's snapshots (one step per
 # snapshot, then the final analysis), y labels of a log-scale loss that stay
-# apart over ten decades, the pruning chart's ticks at whole heads only, and
-# an analysis folder's page, which has no history, saying so.
+# apart over ten decades, the pruning chart's ticks at whole heads only; an
+# analysis of a checkpoint file alone, which has no history, saying so; and
+# `analyze RUN --out DIR` drawing the run's own history there.
 #
 #   tests/cli/report_workflow_test.sh [HEADLAB]   (default: $HEADLAB_BUILD_DIR/headlab, else build/headlab)
 #
@@ -31,17 +32,28 @@ data["history"] = [{"step": 10 * i, "loss": 10.0 ** (1 - i / 2), "eval_loss": 10
 text = json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 open(sys.argv[2], "w", encoding="utf-8").write(html[:m.start(2)] + text + html[m.end(2):])
 PY
-# An analysis folder has no history of its own: its page says so, not "train with --analyze-every".
-"$headlab" analyze "$tmp/run" --batch 8 --out "$tmp/analysis" --quiet >"$tmp/analyze.txt" 2>&1 ||
+# A checkpoint file away from its run has no history: its page says so, not "train with --analyze-every".
+# `analyze RUN --out DIR` draws the run's own history (trained without per-head records:
+# that page does send the reader to --analyze-every).
+mkdir "$tmp/alone" && cp "$tmp/run/checkpoint.safetensors" "$tmp/alone/" || exit 1
+"$headlab" analyze "$tmp/alone/checkpoint.safetensors" --batch 8 --out "$tmp/analysis" --quiet >"$tmp/analyze.txt" 2>&1 ||
   { cat "$tmp/analyze.txt" >&2; exit 1; }
-REPORT_DOM="$tmp/analysis.dom" "$root/scripts/screenshot_report.sh" "$tmp/analysis/report.html" "$tmp/shot.png" 1400x2600 ||
-  exit 1
-python3 - "$tmp/analysis.dom" <<'PY' || exit 1
+"$headlab" analyze "$tmp/run" --batch 8 --out "$tmp/analysis-run" --quiet >"$tmp/analyze-run.txt" 2>&1 ||
+  { cat "$tmp/analyze-run.txt" >&2; exit 1; }
+for folder in analysis analysis-run; do
+  REPORT_DOM="$tmp/$folder.dom" "$root/scripts/screenshot_report.sh" "$tmp/$folder/report.html" "$tmp/shot.png" \
+    1400x2600 || exit 1
+done
+python3 - "$tmp/analysis.dom" "$tmp/analysis-run.dom" <<'PY' || exit 1
 import re, sys
-dom = open(sys.argv[1], encoding="utf-8").read()
-captions = re.findall(r'<div class="caption">([^<]*)</div>', dom)  # what the page drew, not its script
-if not any("No training history in this folder" in c for c in captions) or any("--analyze-every" in c for c in captions):
-    print("report_workflow_test: an analysis folder's page sends the reader to --analyze-every: %s" % captions, file=sys.stderr)
+def captions(path):  # what the page drew, not its script
+    return re.findall(r'<div class="caption">([^<]*)</div>', open(path, encoding="utf-8").read())
+alone, run = captions(sys.argv[1]), captions(sys.argv[2])
+if not any("No training history in this folder" in c for c in alone) or any("--analyze-every" in c for c in alone):
+    print("report_workflow_test: a checkpoint's page sends the reader to --analyze-every: %s" % alone, file=sys.stderr)
+    sys.exit(1)
+if any("No training history" in c for c in run) or not any("--analyze-every" in c for c in run):
+    print("report_workflow_test: analyze RUN --out lost the run's history: %s" % run, file=sys.stderr)
     sys.exit(1)
 PY
 for page in run/report.html decades.html; do
