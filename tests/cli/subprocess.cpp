@@ -137,8 +137,18 @@ const std::string& headlab_path() {
 }
 
 RunResult run_headlab(const std::vector<std::string>& args, const std::string& cwd, double timeout_s) {
-  Child child(headlab_path(), args, cwd, fs::temp_directory_path().string());
-  return child.wait(timeout_s);
+  const std::string rss_file = fs::temp_directory_path().string() + "/peak" + std::to_string(::getpid()) + "-" +
+                               std::to_string(capture_counter) + ".rss";
+  std::vector<std::string> through = {rss_file, headlab_path()};
+  through.insert(through.end(), args.begin(), args.end());
+  Child child(HEADLAB_PEAK_RSS_EXEC, through, cwd, fs::temp_directory_path().string());
+  RunResult r = child.wait(timeout_s);
+  std::ifstream rss(rss_file);
+  r.peak_rss_kib = 0;  // none if the child was killed at the deadline
+  rss >> r.peak_rss_kib;
+  std::error_code ec;
+  fs::remove(rss_file, ec);
+  return r;
 }
 
 }  // namespace headlab::cli_test

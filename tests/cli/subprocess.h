@@ -14,7 +14,10 @@ struct RunResult {
   int exit_code = -1;  // -1 if the child did not exit normally
   int signal = 0;      // the signal that ended it, or 0
   bool timed_out = false;
-  long peak_rss_kib = 0;  // the child's largest resident set (getrusage's ru_maxrss)
+  // The child's largest resident set, its ru_maxrss: from run_headlab,
+  // headlab's own; from a Child, at least the test process's own peak (Linux
+  // carries it into a forked child through exec: tests/cli/peak_rss_exec.cpp).
+  long peak_rss_kib = 0;
   std::string out, err;
 
   // exit=N or signal=N plus both streams, for failure messages.
@@ -53,7 +56,8 @@ class Child {
 // found from this test binary's own location in the build tree.
 const std::string& headlab_path();
 
-// headlab ARGS... in `cwd`, to completion.
+// headlab ARGS... in `cwd`, to completion, through peak_rss_exec, so that
+// peak_rss_kib is headlab's own.
 RunResult run_headlab(const std::vector<std::string>& args, const std::string& cwd, double timeout_s = 120);
 
 }  // namespace headlab::cli_test
