@@ -168,7 +168,7 @@ void check_rows(const LayerMaps& maps, const char* op) {
 #pragma omp parallel if (n > 1)
   {
     const LayerMaps own = maps;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
     for (int64_t i = 0; i < n; ++i) {
       try {
         check_map(own, i / heads, i % heads, op);
