@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "analysis/mean.h"
 
@@ -124,41 +126,60 @@ LayerMaps layer_maps(const core::Tensor& attn, std::span<const int32_t> tokens, 
   return {attn.contiguous(), tokens, causal, targets, lengths};
 }
 
-// The real queries' rows: probabilities over the keys, none on a later key
-// when causal nor on padding (attention computed without the padding mask
+// One map's real query rows: probabilities over the keys, none on a later
+// key when causal nor on padding (attention computed without the padding mask
 // would be scored wrongly). Padding queries are never scored, so not checked.
-void check_rows(const LayerMaps& maps, const char* op) {
-  for (int64_t b = 0; b < maps.batch(); ++b)
-    for (int64_t h = 0; h < maps.heads(); ++h) {
-      const HeadMap a = maps.map(b, h);
-      for (int64_t q = 0; q < a.len; ++q) {
-        double sum = 0;
-        for (int64_t k = 0; k < a.stride; ++k) {
-          const double v = a(q, k);
-          if (k >= a.len && !(std::abs(v) <= 1e-6))
-            throw std::invalid_argument(std::string(op) + ": attention[" + std::to_string(b) + ", " +
-                                        std::to_string(h) + ", " + std::to_string(q) + ", " + std::to_string(k) +
-                                        "] = " + std::to_string(v) + " falls on padding (example " +
-                                        std::to_string(b) + " has " + std::to_string(a.len) +
-                                        " real positions); run the forward with the padding mask");
-          const bool hidden = a.causal && k > q;
-          if (!(v >= -1e-6) || (hidden && v > 1e-6))
-            throw std::invalid_argument(std::string(op) + ": attention[" + std::to_string(b) + ", " +
-                                        std::to_string(h) + ", " + std::to_string(q) + ", " + std::to_string(k) +
-                                        "] = " + std::to_string(v) +
-                                        (hidden ? " lies above the diagonal of a causal head (pass causal=false for "
-                                                  "bidirectional attention)"
-                                                : " is not a probability; pass softmax outputs, not scores"));
-          sum += v;
-        }
-        if (!(std::abs(sum - 1.0) <= 1e-3))
-          throw std::invalid_argument(std::string(op) + ": attention row [" + std::to_string(b) + ", " +
-                                      std::to_string(h) + ", " + std::to_string(q) + ", :] sums to " +
-                                      std::to_string(sum) + ", expected 1 (softmax over keys)");
-      }
+// Throws at the first bad value.
+void check_map(const LayerMaps& maps, int64_t b, int64_t h, const char* op) {
+  const HeadMap a = maps.map(b, h);
+  for (int64_t q = 0; q < a.len; ++q) {
+    double sum = 0;
+    for (int64_t k = 0; k < a.stride; ++k) {
+      const double v = a(q, k);
+      if (k >= a.len && !(std::abs(v) <= 1e-6))
+        throw std::invalid_argument(std::string(op) + ": attention[" + std::to_string(b) + ", " +
+                                    std::to_string(h) + ", " + std::to_string(q) + ", " + std::to_string(k) +
+                                    "] = " + std::to_string(v) + " falls on padding (example " +
+                                    std::to_string(b) + " has " + std::to_string(a.len) +
+                                    " real positions); run the forward with the padding mask");
+      const bool hidden = a.causal && k > q;
+      if (!(v >= -1e-6) || (hidden && v > 1e-6))
+        throw std::invalid_argument(std::string(op) + ": attention[" + std::to_string(b) + ", " +
+                                    std::to_string(h) + ", " + std::to_string(q) + ", " + std::to_string(k) +
+                                    "] = " + std::to_string(v) +
+                                    (hidden ? " lies above the diagonal of a causal head (pass causal=false for "
+                                              "bidirectional attention)"
+                                            : " is not a probability; pass softmax outputs, not scores"));
+      sum += v;
     }
+    if (!(std::abs(sum - 1.0) <= 1e-3))
+      throw std::invalid_argument(std::string(op) + ": attention row [" + std::to_string(b) + ", " +
+                                  std::to_string(h) + ", " + std::to_string(q) + ", :] sums to " +
+                                  std::to_string(sum) + ", expected 1 (softmax over keys)");
+  }
 }
 
+void check_rows(const LayerMaps& maps, const char* op) {
+  // The maps are checked in parallel, each thread with a map buffer of its
+  // own; the first bad one in (example, head) order is checked again alone,
+  // so the error is the one a check in that order throws.
+  const int64_t heads = maps.heads(), n = maps.batch() * heads;
+  std::vector<char> bad(static_cast<std::size_t>(n), 0);
+#pragma omp parallel if (n > 1)
+  {
+    const LayerMaps own = maps;
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t i = 0; i < n; ++i) {
+      try {
+        check_map(own, i / heads, i % heads, op);
+      } catch (const std::invalid_argument&) {
+        bad[static_cast<std::size_t>(i)] = 1;
+      }
+    }
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (bad[static_cast<std::size_t>(i)]) check_map(maps, i / heads, i % heads, op);
+}
 
 void add_example(HeadScoreSums::Means& m, const ExampleScores& example) {
   const auto& [s, spread] = example;
@@ -192,8 +213,13 @@ HeadScores mean_scores(const HeadScoreSums::Means& sums) {
 // Every head's per-example scores of a checked layer, added example by example.
 void add_scores(std::vector<HeadScoreSums::Means>& heads, const LayerMaps& maps) {
   heads.resize(static_cast<std::size_t>(maps.heads()));
-  for (int64_t h = 0; h < maps.heads(); ++h)
-    for (int64_t b = 0; b < maps.batch(); ++b) add_example(heads[static_cast<std::size_t>(h)], example_scores(maps.map(b, h)));
+  // A head's sums are its own: each thread takes whole heads, each adding its
+  // examples in order, with a map buffer of its own.
+#pragma omp parallel for schedule(dynamic, 1) if (maps.heads() > 1)
+  for (int64_t h = 0; h < maps.heads(); ++h) {
+    const LayerMaps own = maps;
+    for (int64_t b = 0; b < own.batch(); ++b) add_example(heads[static_cast<std::size_t>(h)], example_scores(own.map(b, h)));
+  }
 }
 
 // The longest example's real positions.
@@ -364,21 +390,28 @@ void add_js_pairs(std::vector<std::vector<double>>& total, const JsLayer& x, con
       using TX = decltype(xzero);
       using TY = decltype(yzero);
       const int64_t hx = x.probs.size(1), hy = y.probs.size(1);
+      // The pairs (i, j) share nothing but the maps they read: each thread
+      // takes whole pairs, so each sum adds its terms in the order above.
+      std::vector<std::pair<int64_t, int64_t>> heads;
       for (int64_t i = 0; i < hx; ++i)
-        for (int64_t j = same ? i + 1 : 0; j < hy; ++j) {
-          double& sum = total[x.offset + static_cast<std::size_t>(i)][y.offset + static_cast<std::size_t>(j)];
-          for (int64_t b = 0; b < batch; ++b) {
-            const int64_t real = lengths.empty() ? len : lengths[static_cast<std::size_t>(b)];
-            // Query q of example b of each head: its row of T keys.
-            const TX* p = x.probs.data<TX>() + (b * hx + i) * len * len;
-            const TY* r = y.probs.data<TY>() + (b * hy + j) * len * len;
-            for (int64_t q = 0; q < real; ++q) {
-              // A row with one key is forced to [1] in every head.
-              const auto keys = static_cast<std::size_t>(visible_keys(q, real, causal));
-              if (keys >= 2) sum += js_of_rows(p + q * len, r + q * len, keys);
-            }
+        for (int64_t j = same ? i + 1 : 0; j < hy; ++j) heads.emplace_back(i, j);
+      const auto n = static_cast<int64_t>(heads.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
+      for (int64_t pair = 0; pair < n; ++pair) {
+        const auto [i, j] = heads[static_cast<std::size_t>(pair)];
+        double& sum = total[x.offset + static_cast<std::size_t>(i)][y.offset + static_cast<std::size_t>(j)];
+        for (int64_t b = 0; b < batch; ++b) {
+          const int64_t real = lengths.empty() ? len : lengths[static_cast<std::size_t>(b)];
+          // Query q of example b of each head: its row of T keys.
+          const TX* p = x.probs.data<TX>() + (b * hx + i) * len * len;
+          const TY* r = y.probs.data<TY>() + (b * hy + j) * len * len;
+          for (int64_t q = 0; q < real; ++q) {
+            // A row with one key is forced to [1] in every head.
+            const auto keys = static_cast<std::size_t>(visible_keys(q, real, causal));
+            if (keys >= 2) sum += js_of_rows(p + q * len, r + q * len, keys);
           }
         }
+      }
     });
   });
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -14,24 +15,34 @@ namespace {
 // removed to points[0 .. N]: 0 is the unablated pass (all-ones gates change
 // no bit); each next point changes only the gates of the layer of the head
 // it removes, so it runs from that layer on, the blocks before as the point
-// before left them.
+// before left them. The last point, every head removed, is one pass whatever
+// the order (every gate 0, each block's input the one a pass from the
+// embedding gives): with `with_last`, its logits are also added to each of
+// `same_last`'s last points; without, the last point is left to the order
+// that has it in its `same_last`.
 void add_curve(std::vector<EvalSums>& points, const layers::Transformer& model, const Examples& examples,
-               const std::vector<int64_t>& order, const core::Tensor& clean_logits, const Prefix& clean) {
+               const std::vector<int64_t>& order, const core::Tensor& clean_logits, const Prefix& clean,
+               bool with_last, std::span<std::vector<EvalSums>> same_last) {
   const int64_t L = model.num_layers(), H = model.spec().heads;
   std::vector<core::Tensor> gates(static_cast<std::size_t>(L));
   for (core::Tensor& g : gates) g = core::Tensor::ones({H}, model.dtype());
-  points.resize(order.size() + 1);
   points[0].add(clean_logits, examples.targets);
   Prefix prefix = clean;
-  for (std::size_t removed = 1; removed <= order.size(); ++removed) {
+  const std::size_t last = with_last ? order.size() : order.size() - 1;
+  for (std::size_t removed = 1; removed <= last; ++removed) {
     const int64_t head = order[removed - 1], layer = head / H;
     gates[static_cast<std::size_t>(layer)].set({head % H}, 0.0);
     // Its residuals are the next point's prefix; nothing else is read.
     layers::Probe probe(L, layers::ProbeOutputs::only_residual());
     for (int64_t l = 0; l < L; ++l)
       probe.layers[static_cast<std::size_t>(l)].gates = autograd::Variable(gates[static_cast<std::size_t>(l)].clone());
-    points[removed].add(prefix.logits(model, examples, probe, layer), examples.targets);
-    prefix.advance(probe, layer);
+    const core::Tensor logits = prefix.logits(model, examples, probe, layer);
+    points[removed].add(logits, examples.targets);
+    if (removed == order.size()) {
+      for (std::vector<EvalSums>& other : same_last) other[removed].add(logits, examples.targets);
+    } else {
+      prefix.advance(probe, layer);
+    }
   }
 }
 
@@ -75,7 +86,10 @@ void PruningSums::add(const layers::Transformer& model, const Examples& examples
   if (static_cast<int64_t>(orders_[0].size()) != model.num_layers() * model.spec().heads)
     throw std::invalid_argument("pruning_curve: " + std::to_string(orders_[0].size()) + " importances for " +
                                 std::to_string(model.num_layers() * model.spec().heads) + " heads");
-  for (std::size_t o = 0; o < orders_.size(); ++o) add_curve(points_[o], model, examples, orders_[o], clean_logits, clean);
+  for (std::vector<EvalSums>& points : points_) points.resize(orders_[0].size() + 1);
+  const std::span<std::vector<EvalSums>> random(points_.begin() + 1, points_.end());
+  for (std::size_t o = 0; o < orders_.size(); ++o)
+    add_curve(points_[o], model, examples, orders_[o], clean_logits, clean, o == 0, o == 0 ? random : decltype(random){});
 }
 
 PruningCurve PruningSums::value() const {
