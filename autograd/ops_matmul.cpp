@@ -144,13 +144,15 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
   core::GeluWithSlope r = core::bias_gelu_forward(f.y, bias.defined() ? bias.value() : Tensor(), want_slope);
   return Variable::from_op(
       r.y.reshape(f.out_shape), {x, weight, bias},
-      [in = f.in, out = f.out, slope = r.slope, x16 = f.x16](std::vector<Variable>& inputs, const Tensor& g) {
+      [in = f.in, out = f.out, slope = r.slope, slope16 = r.slope16, x16 = f.x16](std::vector<Variable>& inputs,
+                                                                                   const Tensor& g) {
         // dh = g * slope [N, out], and db = its column sums, in one pass.
         // In bf16 precision the products alone read dh, rounded: it is
         // made rounded, never stored in float32.
         if (g.dtype() == core::DType::f32 && core::gemm_precision() == core::GemmPrecision::bf16) {
           const core::GeluSlopeRounded dh =
-              core::gelu_backward_rounded(g.reshape({-1, out}), slope, inputs[2].requires_grad());
+              slope16 ? core::gelu_backward_rounded(g.reshape({-1, out}), slope16, inputs[2].requires_grad())
+                      : core::gelu_backward_rounded(g.reshape({-1, out}), slope, inputs[2].requires_grad());
           accumulate_linear_grads(inputs, Tensor(), in, false, x16, dh.dh);
           if (inputs[2].requires_grad()) inputs[2].accumulate_grad(dh.column_sums);
           return;
@@ -158,7 +160,9 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
         // dh is written over g when this backward holds g alone (then g is
         // fc2's fresh dx, which nothing reads after this).
         const bool own_g = g.is_contiguous() && g.storage().use_count() == 1;
-        const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g.reshape({-1, out}), slope,
+        // A bf16 forward's slope, widened, should the backward run in float32.
+        const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g.reshape({-1, out}),
+                                                                       slope16 ? core::widen_bf16(slope16) : slope,
                                                                        inputs[2].requires_grad(), own_g);
         accumulate_linear_grads(inputs, dh.dh, in, false, x16);
         if (inputs[2].requires_grad()) inputs[2].accumulate_grad(dh.column_sums);

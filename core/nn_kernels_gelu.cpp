@@ -8,9 +8,11 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/bf16.h"
 #include "core/bf16_operands.h"
+#include "core/gemm.h"
 #include "core/nn_kernels_rows.h"
 #include "core/vec_math.h"
 
@@ -34,6 +36,11 @@ inline double gelu_cdf(double x, double& pdf) {
 }
 inline float gelu_cdf(float x, float& pdf) { return detail::normal_cdf(x, pdf); }
 
+// A slope as stored, as float: itself, or widened from bf16.
+template <class T>
+inline T widen(T x) { return x; }
+inline float widen(bf16_t x) { return from_bf16(x); }
+
 template <class T>
 void gelu_fwd(const T* x, T* y, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (parallel(n))
@@ -43,29 +50,40 @@ void gelu_fwd(const T* x, T* y, int64_t n) {
   }
 }
 
-template <class T>
+// RoundSlope (float only): the slope rounded to bf16 (see gelu_backward).
+template <class T, bool RoundSlope = false>
 void gelu_bwd(const T* x, const T* dy, T* dx, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (parallel(n))
   for (int64_t i = 0; i < n; ++i) {
     T pdf;
     const T cdf = gelu_cdf(x[i], pdf);
-    dx[i] = dy[i] * (cdf + x[i] * pdf);
+    if constexpr (RoundSlope)
+      dx[i] = dy[i] * from_bf16(to_bf16(cdf + x[i] * pdf));
+    else
+      dx[i] = dy[i] * (cdf + x[i] * pdf);
   }
 }
+
+// Whether a float32 GELU's slope is kept rounded (bf16 mixed precision).
+bool rounds_slope(const Tensor& t) { return t.dtype() == DType::f32 && gemm_precision() == GemmPrecision::bf16; }
 
 // h [rows, C] -> y = gelu(h + bias) over h and, WithSlope, slope [rows, C]
 // = gelu'(h + bias): one pass that reads the GEMM's product once. Each
 // element on its own, so the bits never depend on the thread count. The
 // slope is a template flag so that both loops stay branch-free and vectorize.
 // With `y16` (float only), each row of y also goes rounded to bf16 there,
-// for the Linear that reads y next (core/bf16_operands.h).
+// for the Linear that reads y next (core/bf16_operands.h); with `slope16`
+// (float only), the slope goes there rounded, and not to `slope`.
 template <class T, bool WithSlope>
-void bias_gelu_fwd(T* h, const T* bias, T* slope, RowView v, bf16_t* y16) {
+void bias_gelu_fwd(T* h, const T* bias, T* slope, RowView v, bf16_t* y16, bf16_t* slope16 = nullptr) {
   const int64_t C = v.cols;
 #pragma omp parallel for schedule(static) if (parallel(v.rows * C))
   for (int64_t r = 0; r < v.rows; ++r) {
+    thread_local std::vector<T> row;  // the row's slope, before it is rounded
+    if (WithSlope && slope16 != nullptr && row.size() < static_cast<std::size_t>(C))
+      row.resize(static_cast<std::size_t>(C));
     T* hr = h + r * C;
-    T* sr = slope + (WithSlope ? r * C : 0);
+    T* sr = !WithSlope ? nullptr : slope16 != nullptr ? row.data() : slope + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       const T x = hr[c] + bias[c];
@@ -74,8 +92,10 @@ void bias_gelu_fwd(T* h, const T* bias, T* slope, RowView v, bf16_t* y16) {
       hr[c] = x * cdf;
       if constexpr (WithSlope) sr[c] = cdf + x * pdf;
     }
-    if constexpr (std::is_same_v<T, float>)
+    if constexpr (std::is_same_v<T, float>) {
       if (y16) pack_bf16(hr, 1, C, C, y16 + r * C);
+      if (WithSlope && slope16) pack_bf16(sr, 1, C, C, slope16 + r * C);
+    }
   }
 }
 
@@ -84,8 +104,8 @@ void bias_gelu_fwd(T* h, const T* bias, T* slope, RowView v, bf16_t* y16) {
 // columns and walk the rows in order. With dh16 (float only), dh is not
 // stored: each row's block goes rounded to dh16 instead, from the float
 // values the sums add, while it is in cache.
-template <class T>
-void gelu_slope_bwd(const T* dy, const T* slope, T* dh, T* sums, RowView v, bf16_t* dh16 = nullptr) {
+template <class T, class S = T>
+void gelu_slope_bwd(const T* dy, const S* slope, T* dh, T* sums, RowView v, bf16_t* dh16 = nullptr) {
   constexpr int64_t kCols = 256;
   const int64_t C = v.cols, blocks = (C + kCols - 1) / kCols;
 #pragma omp parallel for schedule(static) if (parallel(v.rows * C) && blocks > 1)
@@ -95,11 +115,11 @@ void gelu_slope_bwd(const T* dy, const T* slope, T* dh, T* sums, RowView v, bf16
     T row[kCols];
     for (int64_t r = 0; r < v.rows; ++r) {
       const T* dyr = dy + r * C + c0;
-      const T* sr = slope + r * C + c0;
+      const S* sr = slope + r * C + c0;
       T* dr = dh16 != nullptr ? row : dh + r * C + c0;
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c) {
-        dr[c] = dyr[c] * sr[c];
+        dr[c] = dyr[c] * widen(sr[c]);
         acc[c] += static_cast<double>(dr[c]);
       }
       if constexpr (std::is_same_v<T, float>)
@@ -127,6 +147,10 @@ Tensor gelu_backward(const Tensor& x, const Tensor& dy) {
   check_same(x, dy, "gelu_backward", "x", "dy");
   const Tensor xc = x.contiguous(), dyc = dy.contiguous();
   Tensor dx = Tensor::empty(x.shape(), x.dtype());
+  if (rounds_slope(x)) {
+    gelu_bwd<float, true>(xc.data<float>(), dyc.data<float>(), dx.data<float>(), x.numel());
+    return dx;
+  }
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     gelu_bwd<T>(xc.data<T>(), dyc.data<T>(), dx.data<T>(), x.numel());
@@ -139,13 +163,18 @@ GeluWithSlope bias_gelu_forward(Tensor h, const Tensor& bias, bool want_slope) {
   const RowView v = rows_of(h, op);
   if (!h.is_contiguous()) throw std::invalid_argument(std::string(op) + ": h must be contiguous (it is written over)");
   if (bias.defined()) check_vector(bias, v.cols, h.dtype(), op, "bias");
-  GeluWithSlope r{h, want_slope ? Tensor::empty(h.shape(), h.dtype()) : Tensor()};
   bf16_t* y16 = bf16_copy_of_output(h, v.cols);
+  // With or without a Bf16Operands scope, so that the bits are the same.
+  const bool rounded = want_slope && rounds_slope(h);
+  bf16_t* slope16 = nullptr;
+  GeluWithSlope r{h, want_slope && !rounded ? Tensor::empty(h.shape(), h.dtype()) : Tensor(),
+                  rounded ? spare_bf16_copy(v.rows, v.cols, &slope16) : Bf16Copy{}};
   dispatch(h.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const Tensor b = bias.defined() ? bias.contiguous() : Tensor::zeros({v.cols}, h.dtype());
     if (want_slope)
-      bias_gelu_fwd<T, true>(h.data<T>(), b.data<T>(), r.slope.data<T>(), v, y16);
+      bias_gelu_fwd<T, true>(h.data<T>(), b.data<T>(), r.slope.defined() ? r.slope.data<T>() : nullptr, v, y16,
+                             slope16);
     else
       bias_gelu_fwd<T, false>(h.data<T>(), b.data<T>(), nullptr, v, y16);
   });
@@ -184,6 +213,36 @@ GeluSlopeRounded gelu_backward_rounded(const Tensor& dy, const Tensor& slope, bo
                         want_column_sums ? g.column_sums.data<float>() : nullptr, v, dh16);
   if (want_column_sums && v.rows == 0) g.column_sums.fill_(0.0);
   return g;
+}
+
+GeluSlopeRounded gelu_backward_rounded(const Tensor& dy, const Bf16Copy& slope16, bool want_column_sums) {
+  const RowView v = rows_of(dy, "gelu_backward_rounded");
+  if (dy.dtype() != DType::f32)
+    throw std::invalid_argument("gelu_backward_rounded: dy is " + to_string(dy.dtype()) +
+                                "; only float32 rounds to bf16");
+  if (!slope16 || slope16.rows != v.rows || slope16.cols != v.cols)
+    throw std::invalid_argument("gelu_backward_rounded: the rounded slope is not [" + std::to_string(v.rows) + ", " +
+                                std::to_string(v.cols) + "] as dy is");
+  const Tensor dyc = dy.contiguous();
+  bf16_t* dh16 = nullptr;
+  GeluSlopeRounded g{spare_bf16_copy(v.rows, v.cols, &dh16),
+                     want_column_sums ? Tensor::empty({v.cols}, dy.dtype()) : Tensor()};
+  gelu_slope_bwd<float, bf16_t>(dyc.data<float>(), slope16.data(), nullptr,
+                                want_column_sums ? g.column_sums.data<float>() : nullptr, v, dh16);
+  if (want_column_sums && v.rows == 0) g.column_sums.fill_(0.0);
+  return g;
+}
+
+Tensor GeluWithSlope::slope_values() const { return slope16 ? widen_bf16(slope16) : slope; }
+
+Tensor widen_bf16(const Bf16Copy& copy) {
+  Tensor out = Tensor::empty({copy.rows, copy.cols});
+  float* o = out.data<float>();
+  const bf16_t* in = copy.data();
+  const int64_t n = copy.rows * copy.cols;
+#pragma omp parallel for simd schedule(static) if (parallel(n))
+  for (int64_t i = 0; i < n; ++i) o[i] = from_bf16(in[i]);
+  return out;
 }
 
 }  // namespace headlab::core

@@ -12,6 +12,7 @@
 #include "core/bf16_operands.h"
 #include "core/ops.h"
 #include "core/shortest.h"
+#include "core/threads.h"
 #include "layers/init_scale.h"
 #include "layers/padding_mask.h"
 #include "optim/clip.h"
@@ -23,6 +24,7 @@
 #include "train/input_file.h"
 #include "train/run_data.h"
 #include "train/signals.h"
+#include "train/step_lanes.h"
 
 namespace headlab::train {
 namespace {
@@ -103,6 +105,32 @@ void set_grads(const std::vector<autograd::Variable>& params, const std::vector<
     std::copy(flat.data() + at, flat.data() + at + n, g.data<float>());
     p.set_grad(std::move(g));
     at += n;
+  }
+}
+
+// Adds a lane's gradients (train/step_lanes.h) to the parameters' own, both
+// in model order, and drops the lane's: the bits of add_grads of the two in
+// turn and set_grads, in one pass and no flat buffer. A parameter without a
+// gradient counts as zeros, and ends with one.
+void add_lane_grads(const std::vector<autograd::Variable>& params, const std::vector<autograd::Variable>& lane) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const autograd::Variable &p = params[i], &q = lane[i];
+    if (!p.has_grad()) p.set_grad(core::Tensor::zeros(p.value().shape(), p.value().dtype()));
+    if (!q.has_grad()) continue;
+    const core::Tensor &mine = p.grad(), &theirs = q.grad();
+    // In place where the parameter alone holds its gradient (a leaf's is its
+    // own copy): medium's 13 MB of gradients are not allocated again.
+    if (mine.dtype() == core::DType::f32 && theirs.dtype() == core::DType::f32 && mine.is_contiguous() &&
+        theirs.is_contiguous() && mine.storage().use_count() == 1) {
+      float* to = mine.data<float>();
+      const float* from = theirs.data<float>();
+      const int64_t n = mine.numel();
+#pragma omp parallel for simd schedule(static) if (n >= core::kParallelGrain)
+      for (int64_t j = 0; j < n; ++j) to[j] += from[j];
+    } else {
+      p.set_grad(core::add(mine, theirs));
+    }
+    q.zero_grad();
   }
 }
 
@@ -259,7 +287,9 @@ StepResult Session::step() {
   const double lr = schedule_->lr_at(step_);
   optimizer_->set_lr(lr);
   StepResult r;
-  if (config_.micro_batches == 1) {
+  // One slice on one thread: the plain step. Otherwise the slices, or the
+  // batch split among the threads (train/step_lanes.h).
+  if (config_.micro_batches == 1 && (core::num_threads() == 1 || batch.batch < 2)) {
     optimizer_->zero_grad();
     // bf16: each weight and Linear input rounded once for forward and backward; closed before the optimizer.
     const core::Bf16Operands rounded_once;
@@ -291,40 +321,74 @@ StepResult Session::step() {
 
 StepResult Session::forward_backward_slices(const Batch& batch) {
   const int64_t slices = config_.micro_batches, mine = slices / world_->size(), rows = batch.batch / slices;
-  // Each slice's loss is its share of the mean over the whole batch's
+  // A lone process splits a lone slice among its threads; the ranks of
+  // several keep theirs whole, so that N processes still train the bits of
+  // --micro-batches N in one.
+  const std::vector<Piece> pieces =
+      step_pieces(world_->rank() * mine * rows, mine, rows, world_->size() == 1 ? core::num_threads() : 1);
+  const int lanes = static_cast<int>(std::min<int64_t>(core::num_threads(), static_cast<int64_t>(pieces.size())));
+  // Each piece's loss is its share of the mean over the whole batch's
   // targets, so the summed gradient is the whole batch's.
   const auto targets = static_cast<double>(count_targets(batch.targets));
-  const auto params = optimizer_->parameters();
+  const std::vector<autograd::Variable> params = model_->parameters();  // each lane's in the same order
+  // One round of lanes in a lone process adds its lanes' gradients into the
+  // parameters' own; otherwise they go through one flat buffer.
+  const bool direct = world_->size() == 1 && static_cast<int64_t>(pieces.size()) <= lanes && lanes > 1;
   std::vector<float> grads;
   std::vector<double> sums(3, 0.0);  // loss, correct predictions, targets
-  for (int64_t j = 0; j < mine; ++j) {
+  struct LaneResult {
+    double loss = 0, correct = 0, count = 0;
+  };
+  std::vector<LaneResult> results(static_cast<std::size_t>(lanes));
+  std::vector<const layers::Transformer*> models(static_cast<std::size_t>(lanes));
+  for (int lane = 0; lane < lanes; ++lane) models[static_cast<std::size_t>(lane)] = &lanes_.model(*model_, lane);
+  for (std::size_t p0 = 0; p0 < pieces.size(); p0 += static_cast<std::size_t>(lanes)) {
     // A long step (many slices) stops within a slice of a signal. Across
     // processes the stop is agreed on after the step (every rank must join
     // the sums below), so only a lone process stops here.
-    if (j > 0 && world_->size() == 1 && stop_signal() != 0) return StepResult{.stopped = true};
-    const Batch slice = rows_of(batch, (world_->rank() * mine + j) * rows, rows);
-    optimizer_->zero_grad();
-    const core::Bf16Operands rounded_once;  // this slice's forward and backward (see step)
-    const core::Tensor mask = layers::padding_mask(slice.lengths, slice.batch, slice.seq_len);
-    const autograd::Variable logits = model_->forward(slice.tokens, slice.batch, slice.seq_len, &mask);
-    const EvalResult scored = accuracy_of(logits.value(), slice.targets);
-    const double share = targets > 0 ? static_cast<double>(scored.count) / targets : 0.0;
-    const autograd::Variable loss = autograd::cross_entropy(logits, slice.targets, loss_dtype()) * share;
-    loss.backward();
-    add_grads(params, grads, j == 0);
-    sums[0] += loss.value().item();
-    sums[1] += std::round(scored.accuracy * static_cast<double>(scored.count));
-    sums[2] += static_cast<double>(scored.count);
+    if (p0 > 0 && world_->size() == 1 && stop_signal() != 0) return StepResult{.stopped = true};
+    const int n = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(lanes), pieces.size() - p0));
+    run_lanes(n, [&](int lane) {
+      const Piece& piece = pieces[p0 + static_cast<std::size_t>(lane)];
+      const layers::Transformer& model = *models[static_cast<std::size_t>(lane)];
+      const Batch slice = rows_of(batch, piece.first, piece.rows);
+      for (const autograd::Variable& p : model.parameters()) p.zero_grad();
+      const core::Bf16Operands rounded_once;  // this piece's forward and backward (see step)
+      const core::Tensor mask = layers::padding_mask(slice.lengths, slice.batch, slice.seq_len);
+      const autograd::Variable logits = model.forward(slice.tokens, slice.batch, slice.seq_len, &mask);
+      const EvalResult scored = accuracy_of(logits.value(), slice.targets);
+      const double share = targets > 0 ? static_cast<double>(scored.count) / targets : 0.0;
+      const autograd::Variable loss = autograd::cross_entropy(logits, slice.targets, loss_dtype()) * share;
+      loss.backward();
+      results[static_cast<std::size_t>(lane)] = {loss.value().item(),
+                                                 std::round(scored.accuracy * static_cast<double>(scored.count)),
+                                                 static_cast<double>(scored.count)};
+    });
+    // In piece order: the bits of the pieces run one after another.
+    for (int lane = 0; lane < n; ++lane) {
+      if (direct) {
+        if (lane > 0) add_lane_grads(params, models[static_cast<std::size_t>(lane)]->parameters());
+      } else {
+        add_grads(lane == 0 ? params : models[static_cast<std::size_t>(lane)]->parameters(), grads,
+                  p0 + static_cast<std::size_t>(lane) == 0);
+      }
+      const LaneResult& lr = results[static_cast<std::size_t>(lane)];
+      sums[0] += lr.loss;
+      sums[1] += lr.correct;
+      sums[2] += lr.count;
+    }
   }
-  world_->sum_in_rank_order(grads);
-  world_->sum_in_rank_order(sums);
+  if (!direct) {
+    world_->sum_in_rank_order(grads);
+    world_->sum_in_rank_order(sums);
+  }
   StepResult r;
   r.loss = sums[0];
   r.accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
   r.tokens = static_cast<int64_t>(sums[2]);
   // Every rank sees the same sums, so every rank stops here.
   if (!std::isfinite(r.loss)) throw SharedError(not_finite("the loss", r.loss, step_ + 1));
-  set_grads(params, grads);
+  if (!direct) set_grads(params, grads);
   return r;
 }
 

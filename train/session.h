@@ -18,6 +18,7 @@
 #include "train/config.h"
 #include "train/dist.h"
 #include "train/run_builder.h"
+#include "train/step_lanes.h"
 #include "train/tasks.h"
 
 namespace headlab::train {
@@ -111,6 +112,7 @@ class Session {
   nlohmann::json trainer_state_;
   nlohmann::json init_;
   const dist::World* world_;
+  ModelLanes lanes_;  // the models the step's slices run on side by side
 };
 
 }  // namespace headlab::train

@@ -13,6 +13,7 @@
 #include "analysis/head_metrics.h"
 #include "core/random.h"
 #include "core/threads.h"
+#include "tests/threads_scope.h"
 
 namespace headlab::analysis {
 namespace {
@@ -20,17 +21,7 @@ namespace {
 constexpr int64_t kRows = 7, kHeads = 3, kLen = 9;
 const std::vector<int32_t> kThreadedLengths = {9, 4, 9, 2, 9, 6, 9};
 
-// Sets the thread count for one scope.
-class Threads {
- public:
-  explicit Threads(int n) : before_(core::num_threads()) { core::set_num_threads(n); }
-  ~Threads() { core::set_num_threads(before_); }
-  Threads(const Threads&) = delete;
-  Threads& operator=(const Threads&) = delete;
-
- private:
-  int before_;
-};
+using Threads = headlab::test::ThreadsScope;
 
 // [kRows, kHeads, kLen, kLen] f32 attention: each real query's softmax of random scores over
 // the keys it sees (causal: 0..q) within its example's length, zeros elsewhere.

@@ -134,7 +134,7 @@ TEST(Bf16Release, TheGeluLinearsGradientsFromItsRoundedOutputGradientAreTheFloat
   const test::PrecisionScope bf16(core::GemmPrecision::bf16);
   // The float path, by the kernels: dh stored, then both products and the sums.
   const core::GeluWithSlope r = core::bias_gelu_forward(core::linear(x, w, Tensor()), b, true);
-  const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g, r.slope, true);
+  const core::GeluSlopeGrads dh = core::gelu_backward_with_slope(g, r.slope_values(), true);  // the slope as kept
   const core::LinearGrads want = core::linear_backward(dh.dh, x, w, true, true);
   for (const bool scope : {false, true}) {
     SCOPED_TRACE(scope ? "in a scope" : "no scope");
