@@ -146,6 +146,18 @@ std::vector<std::string> heatmap_lines(const RunAnalysis& run, int64_t layer, in
   return lines;
 }
 
+// Why a run whose expected roles are all there is not called specialized:
+// specialization asks for two counted heads with different patterns, which
+// a one-role task or a one-head model cannot show, so that "found" and "not
+// specialized" do not read as a contradiction.
+std::string why_not_specialized(const RunAnalysis& run) {
+  const Verdict& v = run.verdict;
+  if (run.heads.size() < 2) return "a single head: there are no heads to tell apart";
+  if (v.roles.size() < 2)
+    return "the task expects one role; specialization asks for heads with 2 distinct patterns";
+  return "but the heads did not specialize: see the reasons";
+}
+
 }  // namespace
 
 std::string layer_summary(const RunAnalysis& run, int64_t layer) {
@@ -166,7 +178,7 @@ std::string verdict_text(const RunAnalysis& run, const TextOptions& options) {
   if (v.specialized)
     out = paint("Verdict: heads specialized", "1;32", options.color) + (roles.empty() ? "" : "; " + roles);
   else if (v.roles_found)
-    out = paint("Verdict: " + roles, "1;32", options.color) + " (heads did not specialize: one role or one head)";
+    out = paint("Verdict: " + roles, "1;32", options.color) + " (" + why_not_specialized(run) + ")";
   else
     out = paint("Verdict: heads did not specialize", "1;31", options.color) + (roles.empty() ? "" : "; " + roles);
   if (run.loss || run.accuracy) {

@@ -319,13 +319,16 @@ StepResult Session::step() {
   return r;
 }
 
-StepResult Session::forward_backward_slices(const Batch& batch) {
-  const int64_t slices = config_.micro_batches, mine = slices / world_->size(), rows = batch.batch / slices;
+std::vector<Piece> Session::step_pieces() const {
+  const int64_t slices = config_.micro_batches, mine = slices / world_->size(), rows = batch_rows_ / slices;
   // A lone process splits a lone slice among its threads; the ranks of
   // several keep theirs whole, so that N processes still train the bits of
   // --micro-batches N in one.
-  const std::vector<Piece> pieces =
-      step_pieces(world_->rank() * mine * rows, mine, rows, world_->size() == 1 ? core::num_threads() : 1);
+  return train::step_pieces(world_->rank() * mine * rows, mine, rows, world_->size() == 1 ? core::num_threads() : 1);
+}
+
+StepResult Session::forward_backward_slices(const Batch& batch) {
+  const std::vector<Piece> pieces = step_pieces();
   const int lanes = static_cast<int>(std::min<int64_t>(core::num_threads(), static_cast<int64_t>(pieces.size())));
   // Each piece's loss is its share of the mean over the whole batch's
   // targets, so the summed gradient is the whole batch's.

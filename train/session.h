@@ -78,6 +78,10 @@ class Session {
   const std::optional<Batch>& train_eval_batch() const { return train_eval_batch_; }
   // Sequences per step: --batch, or for --batch 0 the whole training set.
   int64_t batch_rows() const { return batch_rows_; }
+  // The rows of a step this process computes, in the order their gradients
+  // are added: its slices, or, alone with one slice and several threads,
+  // that slice split among the threads (train/step_lanes.h).
+  std::vector<Piece> step_pieces() const;
 
   CheckpointInfo checkpoint_info() const;
   // What the trainer keeps across a resume (see CheckpointInfo::trainer).

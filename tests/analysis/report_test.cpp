@@ -121,6 +121,20 @@ TEST(VerdictText, StatesTheVerdictAndEveryReason) {
   for (const std::string& r : run.verdict.reasons) EXPECT_NE(text.find(r), std::string::npos);
 }
 
+// A one-role task whose role is found: a success, and the line says why it
+// is not called specialized instead of seeming to contradict itself.
+TEST(VerdictText, AFoundSingleRoleSaysWhySpecializationDoesNotApply) {
+  RunAnalysis run = planted_run();
+  run.verdict.specialized = false;
+  run.verdict.roles_found = true;
+  run.verdict.roles = {{"the token after the earlier copy", "induction", {"L1H0"}}};
+  const std::string text = verdict_text(run);
+  EXPECT_EQ(text.rfind("Verdict: expected roles found: 1 of 1 (the task expects one role", 0), 0u) << text;
+  EXPECT_EQ(text.find("did not specialize"), std::string::npos) << text;
+  run.verdict.roles.push_back({"looks at the start", "first", {"L0H0"}});
+  EXPECT_NE(verdict_text(run).find("2 of 2 (but the heads did not specialize"), std::string::npos);
+}
+
 TEST(HtmlEscape, EscapesTheFiveSpecialCharacters) {
   EXPECT_EQ(html_escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
 }

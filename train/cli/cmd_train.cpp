@@ -298,9 +298,19 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
   if (const std::string inferred = session->task().inferred_sizes(); !inferred.empty()) log->info("{}", inferred);
   log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, session->batch_rows(), m.max_seq_len,
             config.optimizer, config.lr, config.seed);
+  // With several threads the slices run side by side (train/step_lanes.h).
+  const std::vector<train::Piece> pieces = session->step_pieces();
+  const auto lanes = std::min<int64_t>(core::num_threads(), static_cast<int64_t>(pieces.size()));
   if (world.size() > 1 || config.micro_batches > 1)
-    log->info("each step: {} slices of {} sequences, {} on each of {} process(es)", config.micro_batches,
-              session->batch_rows() / config.micro_batches, config.micro_batches / world.size(), world.size());
+    log->info("each step: {} slices of {} sequences, {} on each of {} process(es){}", config.micro_batches,
+              session->batch_rows() / config.micro_batches, config.micro_batches / world.size(), world.size(),
+              lanes > 1 ? ", " + std::to_string(lanes) + " at a time, one per thread" : std::string());
+  else if (pieces.size() > 1)
+    log->info("each step: its {} sequences as {} slices side by side, one per thread{}", session->batch_rows(),
+              pieces.size(),
+              session->batch_rows() % static_cast<int64_t>(pieces.size()) == 0
+                  ? " (the bits of --micro-batches " + std::to_string(pieces.size()) + " --threads 1)"
+                  : std::string());
   if (!config.data.empty() && config.eval_data.empty() && config.eval_fraction == 0)
     log->info("the held-out metrics (eval loss, eval acc) are computed on the first {} sequences of --data, which "
               "it also trains on: hold part of the file out with --eval-fraction F (such as 0.1), or give "
