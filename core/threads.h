@@ -14,11 +14,13 @@ int hardware_threads();
 
 // --threads 0: the thread count for a training step of `flops_per_step`
 // FLOPs: 1 below kAutoThreadsFlops, else one per core. A smaller step gains
-// at most ~1.5x from a second thread on a quiet machine and loses 3-4x when
-// anything else runs on the cores: each of its parallel regions then waits
-// for a descheduled thread, a cost per region, not per FLOP. Measured on the
-// presets (docs/performance.md, "Threads that fit the work"): small (2.5
-// GFLOP per step) lost 2.9x under load, medium (42) 1.1x.
+// 1.3-2x from a second thread on a quiet machine (its slices side by side,
+// train/step_lanes.h) and loses about 2x when anything else runs on the
+// cores: the step's remaining parallel regions (the lanes' join, clipping,
+// AdamW) each wait for a descheduled thread, a cost per region, not per
+// FLOP. Measured on the presets (docs/performance.md, "Threads that fit the
+// work"): the demo and tiny 2.2x slower under load, small 1.8x (before the
+// lanes 3-4x), medium 1.1x.
 constexpr double kAutoThreadsFlops = 1e10;
 int threads_for_work(double flops_per_step);
 

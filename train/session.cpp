@@ -344,7 +344,8 @@ StepResult Session::forward_backward_slices(const Batch& batch) {
   };
   std::vector<LaneResult> results(static_cast<std::size_t>(lanes));
   std::vector<const layers::Transformer*> models(static_cast<std::size_t>(lanes));
-  for (int lane = 0; lane < lanes; ++lane) models[static_cast<std::size_t>(lane)] = &lanes_.model(*model_, lane);
+  for (int lane = 0; lane < lanes; ++lane)
+    models[static_cast<std::size_t>(lane)] = &lanes_.model(*model_, params, lane);
   for (std::size_t p0 = 0; p0 < pieces.size(); p0 += static_cast<std::size_t>(lanes)) {
     // A long step (many slices) stops within a slice of a signal. Across
     // processes the stop is agreed on after the step (every rank must join
@@ -355,7 +356,7 @@ StepResult Session::forward_backward_slices(const Batch& batch) {
       const Piece& piece = pieces[p0 + static_cast<std::size_t>(lane)];
       const layers::Transformer& model = *models[static_cast<std::size_t>(lane)];
       const Batch slice = rows_of(batch, piece.first, piece.rows);
-      for (const autograd::Variable& p : model.parameters()) p.zero_grad();
+      for (const autograd::Variable& p : lanes_.parameters(params, lane)) p.zero_grad();
       const core::Bf16Operands rounded_once;  // this piece's forward and backward (see step)
       const core::Tensor mask = layers::padding_mask(slice.lengths, slice.batch, slice.seq_len);
       const autograd::Variable logits = model.forward(slice.tokens, slice.batch, slice.seq_len, &mask);
@@ -370,10 +371,9 @@ StepResult Session::forward_backward_slices(const Batch& batch) {
     // In piece order: the bits of the pieces run one after another.
     for (int lane = 0; lane < n; ++lane) {
       if (direct) {
-        if (lane > 0) add_lane_grads(params, models[static_cast<std::size_t>(lane)]->parameters());
+        if (lane > 0) add_lane_grads(params, lanes_.parameters(params, lane));
       } else {
-        add_grads(lane == 0 ? params : models[static_cast<std::size_t>(lane)]->parameters(), grads,
-                  p0 + static_cast<std::size_t>(lane) == 0);
+        add_grads(lanes_.parameters(params, lane), grads, p0 + static_cast<std::size_t>(lane) == 0);
       }
       const LaneResult& lr = results[static_cast<std::size_t>(lane)];
       sums[0] += lr.loss;

@@ -11,10 +11,9 @@
 namespace headlab::train {
 namespace {
 
-// Whether every parameter of `replica` is a leaf over main's value (the
-// same storage and view), requiring a gradient as main's does.
-bool shares_values(const layers::Transformer& replica, const layers::Transformer& main) {
-  const std::vector<autograd::Variable> mine = replica.parameters(), theirs = main.parameters();
+// Whether every parameter of a replica (`mine`) is a leaf over main's value
+// (the same storage and view), requiring a gradient as main's does.
+bool shares_values(const std::vector<autograd::Variable>& mine, const std::vector<autograd::Variable>& theirs) {
   if (mine.size() != theirs.size()) return false;
   for (std::size_t i = 0; i < mine.size(); ++i) {
     const core::Tensor &a = mine[i].value(), &b = theirs[i].value();
@@ -22,7 +21,7 @@ bool shares_values(const layers::Transformer& replica, const layers::Transformer
         mine[i].requires_grad() != theirs[i].requires_grad())
       return false;
   }
-  return replica.is_training() == main.is_training();
+  return true;
 }
 
 std::unique_ptr<layers::Transformer> replica_of(const layers::Transformer& main) {
@@ -51,12 +50,22 @@ std::vector<Piece> step_pieces(int64_t first, int64_t slices, int64_t rows, int 
   return pieces;
 }
 
-const layers::Transformer& ModelLanes::model(const layers::Transformer& main, int lane) {
+const layers::Transformer& ModelLanes::model(const layers::Transformer& main,
+                                             const std::vector<autograd::Variable>& params, int lane) {
   if (lane == 0) return main;
   const auto i = static_cast<std::size_t>(lane - 1);
   if (replicas_.size() <= i) replicas_.resize(i + 1);
-  if (!replicas_[i] || !shares_values(*replicas_[i], main)) replicas_[i] = replica_of(main);
-  return *replicas_[i];
+  Replica& r = replicas_[i];
+  if (!r.model || r.model->is_training() != main.is_training() || !shares_values(r.params, params)) {
+    r.model = replica_of(main);
+    r.params = r.model->parameters();
+  }
+  return *r.model;
+}
+
+const std::vector<autograd::Variable>& ModelLanes::parameters(const std::vector<autograd::Variable>& params,
+                                                              int lane) const {
+  return lane == 0 ? params : replicas_.at(static_cast<std::size_t>(lane - 1)).params;
 }
 
 void run_lanes(int n, const std::function<void(int lane)>& fn) {

@@ -39,11 +39,20 @@ class ModelLanes {
   // The model lane `lane` computes with: `main` for lane 0, else a replica
   // sharing main's parameter values, built on first use and rebuilt when
   // main's parameters no longer hold the values it shares (a parameter
-  // replaced, or a checkpoint loaded into new tensors).
-  const layers::Transformer& model(const layers::Transformer& main, int lane);
+  // replaced, or a checkpoint loaded into new tensors). `params`:
+  // main.parameters(), which the caller has at hand every step.
+  const layers::Transformer& model(const layers::Transformer& main, const std::vector<autograd::Variable>& params,
+                                   int lane);
+  // The parameters of model(main, params, lane), in model order (params
+  // themselves for lane 0).
+  const std::vector<autograd::Variable>& parameters(const std::vector<autograd::Variable>& params, int lane) const;
 
  private:
-  std::vector<std::unique_ptr<layers::Transformer>> replicas_;  // lanes 1, 2, ...
+  struct Replica {
+    std::unique_ptr<layers::Transformer> model;
+    std::vector<autograd::Variable> params;
+  };
+  std::vector<Replica> replicas_;  // lanes 1, 2, ...
 };
 
 // Runs fn(0) .. fn(n - 1) at once, one per OpenMP thread, each with one

@@ -116,10 +116,12 @@ TEST(ModelLanes, AReplicaSharesTheWeightsAndKeepsItsOwnGradients) {
   spec.d_model = 16;
   layers::Transformer main(spec, gen);
   ModelLanes lanes;
-  EXPECT_EQ(&lanes.model(main, 0), &main);
-  const layers::Transformer& replica = lanes.model(main, 1);
+  EXPECT_EQ(&lanes.model(main, main.parameters(), 0), &main);
+  const layers::Transformer& replica = lanes.model(main, main.parameters(), 1);
   ASSERT_NE(&replica, &main);
   const auto mine = replica.parameters(), theirs = main.parameters();
+  ASSERT_EQ(lanes.parameters(theirs, 1).size(), mine.size());
+  EXPECT_EQ(lanes.parameters(theirs, 1)[0].node(), mine[0].node());
   ASSERT_EQ(mine.size(), theirs.size());
   for (std::size_t i = 0; i < mine.size(); ++i) {
     EXPECT_TRUE(mine[i].value().shares_storage(theirs[i].value())) << i;
@@ -136,7 +138,8 @@ TEST(ModelLanes, AReplicaSharesTheWeightsAndKeepsItsOwnGradients) {
   // A parameter replaced in the model: the replica is built again over it.
   const auto [name, first] = main.named_parameters()[0];
   main.replace_parameter(name, autograd::Variable(first.value().clone(), true));
-  EXPECT_TRUE(lanes.model(main, 1).parameters()[0].value().shares_storage(main.parameters()[0].value()));
+  EXPECT_TRUE(lanes.model(main, main.parameters(), 1).parameters()[0].value().shares_storage(
+      main.parameters()[0].value()));
 }
 
 TEST(RunLanes, EachLaneRunsOnAThreadOfItsOwnWithOneThreadInside) {
