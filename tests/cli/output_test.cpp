@@ -187,6 +187,25 @@ TEST(Bench, SizesLeftToTheTaskAreTheRunsOwn) {
   EXPECT_GT(j.at("mfu").get<double>(), 0.0) << r.out;
 }
 
+// How the step ran on the threads is in the report: at 2 threads the batch as
+// 2 slices side by side (train/step_lanes.h), at 1 thread one slice.
+TEST(Bench, SaysHowTheStepsSlicesRanOnTheThreads) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "--threads 2 is capped at this machine's one core";
+  TempDir cwd;
+  for (const int threads : {1, 2}) {
+    const std::vector<std::string> command{"bench", "--preset", "tiny", "--d-model", "16", "--bench-steps", "1",
+                                           "--runs", "1", "--warmup-steps", "0", "--threads", std::to_string(threads)};
+    const RunResult text = run_headlab(command, cwd.path());
+    ASSERT_EQ(text.exit_code, 0) << text.describe();
+    EXPECT_EQ(text.out.find("2 slices side by side, one per thread") != std::string::npos, threads == 2) << text.out;
+    std::vector<std::string> with_json = command;
+    with_json.push_back("--json");
+    const RunResult r = run_headlab(with_json, cwd.path());
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    EXPECT_EQ(nlohmann::json::parse(r.out).at("slices_side_by_side").get<int64_t>(), threads) << r.out;
+  }
+}
+
 // A task with a length of its own refuses the preset's: the error says the
 // 8 is the preset's (the user never typed it) and how to take the task's.
 TEST(Bench, APresetsLengthATaskRefusesIsNamedAsThePresets) {

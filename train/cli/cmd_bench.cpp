@@ -264,12 +264,15 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
   const core::FmaPeak bf16_peak = bf16 ? core::bf16_peak(core::num_threads()) : core::FmaPeak{"none", 0};
   const core::FmaPeak peak = bf16_peak.gflops > 0 ? bf16_peak : fma;
   const bool widened = bf16 && core::bf16_products_widened(core::gemm_backend());
+  // How the step ran on the threads: its slices side by side (train/step_lanes.h), or one slice op by op.
+  const auto lanes = std::min<int64_t>(core::num_threads(), static_cast<int64_t>(session.step_pieces().size()));
   nlohmann::json result = {{"preset", args.preset},
                            {"model_flags", custom_model},
                            {"batch_rows", session.batch_rows()},
                            {"seq_len", m.max_seq_len},
                            {"gflop_per_step", flops_per_step / 1e9},
                                  {"threads", core::num_threads()},
+                                 {"slices_side_by_side", lanes},
                                  {"processes", world.size()},
                                  {"comm_ms_per_step", comm_ms},
                                  {"parameters", session.model().num_parameters()},
@@ -315,11 +318,12 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
     return 0;
   }
   const std::string label = custom_model ? args.preset + " preset with the model flags given" : args.preset;
-  std::printf("%s: %lld layer(s), d_model %lld, %lld heads, batch %lld x %lld tokens, %lld parameters, %d thread(s)\n",
+  std::printf("%s: %lld layer(s), d_model %lld, %lld heads, batch %lld x %lld tokens, %lld parameters, %d thread(s)%s\n",
               label.c_str(), static_cast<long long>(m.layers), static_cast<long long>(m.d_model),
               static_cast<long long>(m.heads), static_cast<long long>(session.batch_rows()),
               static_cast<long long>(m.max_seq_len), static_cast<long long>(session.model().num_parameters()),
-              core::num_threads());
+              core::num_threads(),
+              lanes > 1 ? (" (" + std::to_string(lanes) + " slices side by side, one per thread)").c_str() : "");
   std::printf("  %.3f ms/step (median of %lld runs of %lld steps; min %.3f, max %.3f)\n", median,
               static_cast<long long>(args.runs), static_cast<long long>(args.steps), ms.front(), ms.back());
   if (world.size() > 1)
