@@ -53,9 +53,16 @@ std::vector<std::pair<std::string, Variable>> Module::named_parameters() const {
   return out;
 }
 
+// named_parameters' order without building the names: a training step asks
+// for its parameters every step.
+void Module::collect_values(std::vector<Variable>& out) const {
+  for (const auto& [name, p] : params_) out.push_back(p);
+  for (const auto& [name, child] : children_) child->collect_values(out);
+}
+
 std::vector<Variable> Module::parameters() const {
   std::vector<Variable> out;
-  for (auto& [name, p] : named_parameters()) out.push_back(p);
+  collect_values(out);
   return out;
 }
 

@@ -80,6 +80,7 @@ class Module {
   void check_new_name(const std::string& name, const char* what) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Variable>>& out) const;
+  void collect_values(std::vector<Variable>& out) const;
 
   std::vector<std::pair<std::string, Variable>> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
