@@ -1,9 +1,11 @@
 // Internal: headlab's threads over the GEMMs of core/gemm.h.
 //
 // A backend's GEMM always runs single-threaded; headlab's threads split the
-// work above it, into blocks fixed by the shape alone, so the bits never
-// depend on the thread count. One fork and one join cover all the products
-// handed in at once (a Linear's backward passes both of its products).
+// work above it, into blocks fixed by the shape alone, so the bits are the
+// same at any thread count above one. A product on one thread (a 1-thread
+// process, a lane of the training step) runs whole. One fork and one join
+// cover all the products handed in at once (a Linear's backward passes both
+// of its products).
 #pragma once
 
 #include <omp.h>
@@ -37,6 +39,12 @@ inline BlockRange block_range(int64_t extent, int64_t blk, int64_t count) {
   const int64_t start = std::min(extent, blk * step);
   return {start, blk + 1 == count ? extent : std::min(extent, start + step)};
 }
+
+// Whether the products started here run on this thread alone: in a
+// 1-thread process, or inside a parallel region (a lane of the training
+// step, train/step_lanes.h, or any other), where run_calls opens no region
+// of its own.
+inline bool on_one_thread() { return omp_in_parallel() || omp_get_max_threads() == 1; }
 
 // One GEMM's arguments, as for detail::gemm() (core/gemm.h). Op is the
 // operands' type: T, or bf16_t for float products whose operands were
@@ -82,13 +90,23 @@ struct GemmCall {
   int64_t a_source_ld = 0;
   const T* bias = nullptr;
 
-  // Blocks of C's rows (or columns, when C is wider than tall): a power of
-  // two, one per kGemmBlockWork multiply-adds, at most kMaxGemmBlocks, each
-  // at least 16 rows (or columns). They depend on the shape only, so the bits
-  // never depend on the thread count. Every block packs its own copy of the
-  // shared operand, so more blocks cost single-threaded speed: 16 made the
-  // small preset's 1-thread step 6% slower than 4, for no gain on 2 threads.
-  int64_t blocks() const {
+  // Blocks of C's rows (or columns, when C is wider than tall), for the
+  // threads to share: a power of two, one per kGemmBlockWork multiply-adds,
+  // at most kMaxGemmBlocks, each at least 16 rows (or columns). They depend
+  // on the shape only, so the bits are the same at 2 threads or 64. Every
+  // block packs its own copy of the shared operand, so more blocks cost
+  // single-threaded speed: 16 made the small preset's 1-thread step 6%
+  // slower than 4, for no gain on 2 threads.
+  //
+  // A product on one thread (on_one_thread) runs whole: there its blocks
+  // only cost, in copies of strided blocks, per-block rounding and oneDNN
+  // calls on smaller shapes (4-14% of a 1-thread step, docs/performance.md
+  // "Products whole on one thread"). oneDNN's bf16 kernels sum a block's
+  // products in another order than the whole's, so a product's bits on one
+  // thread and on several may differ: results are reproducible per thread
+  // count, as the README promises, not across thread counts.
+  int64_t blocks() const { return on_one_thread() ? 1 : blocks_by_shape(); }
+  int64_t blocks_by_shape() const {
     const int64_t extent = by_rows() ? m : n;
     int64_t count = 1;
     while (count < kMaxGemmBlocks && m * n * k >= 2 * count * kGemmBlockWork && extent >= 2 * count * 16) count *= 2;
@@ -291,7 +309,7 @@ void run_calls(const GemmCall<T, Op>* calls, std::size_t count, const std::initi
     if (i < total) blocks[i].call->run_block(blocks[i].index, blocks[i].count);
     else sums->run_block(i - total);
   };
-  if (items <= 1 || omp_in_parallel()) {
+  if (items <= 1 || on_one_thread()) {
     for (int64_t p = 0; p < packs; ++p) pack(p);
     for (int64_t i = 0; i < items; ++i) run(i);
     return;

@@ -5,9 +5,10 @@
 //
 // row-major, op = transpose where ta / tb, computed on the calling thread
 // only: headlab's own threads split the work above it (core/blas.h), into
-// blocks fixed by the shape alone. Each backend gives the same bits run to
-// run for the same shapes; the two backends differ from each other in the
-// last bits (their kernels sum in different orders).
+// blocks fixed by the shape alone (on one thread a product runs whole).
+// Each backend gives the same bits run to run for the same shapes and
+// thread count; the two backends differ from each other in the last bits
+// (their kernels sum in different orders).
 //
 // float64 always runs on OpenBLAS: oneDNN's matmul has no f64 on CPUs. The
 // float64 gradient checks therefore test OpenBLAS's products under either

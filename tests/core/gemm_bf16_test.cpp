@@ -35,6 +35,7 @@
 #include "core/random.h"
 #include "tests/core/gemm_test_util.h"
 #include "tests/precision.h"
+#include "tests/threads_scope.h"
 #include "core/tensor.h"
 #include "core/threads.h"
 
@@ -295,8 +296,8 @@ TEST(Bf16Gemm, StridedChunksOfAttentionMatchTheReferenceOnBrgemm) {
 
 // A product large enough to split into blocks over the threads
 // (core/blas.h: its operands packed once, shared by the blocks), on both
-// backends and at 1 and 2 threads: the rounded reference, the same bits at
-// either thread count.
+// backends, at 2 threads in blocks and at 1 thread whole: each the rounded
+// reference, and the same bits run to run.
 TEST(Bf16Gemm, BlockedMatmulMatchesTheRoundedReference) {
   SKIP_WITHOUT_BF16_UNITS();
   const int64_t m = 300, k = 200, n = 100;
@@ -308,21 +309,22 @@ TEST(Bf16Gemm, BlockedMatmulMatchesTheRoundedReference) {
   const int threads = num_threads();
   for (const GemmBackend backend : {GemmBackend::onednn, GemmBackend::openblas}) {
     const Scope scope(backend, GemmPrecision::bf16);
-    set_num_threads(1);
-    const std::vector<double> one = matmul(ta, tb).to_vector();
-    set_num_threads(2);
-    const std::vector<double> two = matmul(ta, tb).to_vector();
-    set_num_threads(threads);
-    EXPECT_EQ(one, two) << gemm_backend_name(backend);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double want = 0, size = 0;
-        for (int64_t p = 0; p < k; ++p) {
-          want += rounded(a[i * k + p]) * rounded(b[p * n + j]);
-          size += std::abs(static_cast<double>(a[i * k + p]) * b[p * n + j]);
+    for (const int t : {1, 2}) {
+      set_num_threads(t);
+      const std::vector<double> got = matmul(ta, tb).to_vector();
+      EXPECT_EQ(matmul(ta, tb).to_vector(), got) << gemm_backend_name(backend) << " " << t << " thread(s)";
+      set_num_threads(threads);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0, size = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            want += rounded(a[i * k + p]) * rounded(b[p * n + j]);
+            size += std::abs(static_cast<double>(a[i * k + p]) * b[p * n + j]);
+          }
+          ASSERT_NEAR(got[i * n + j], want, 1e-5 * (size + 1))
+              << gemm_backend_name(backend) << " " << t << " thread(s) " << i << "," << j;
         }
-        ASSERT_NEAR(one[i * n + j], want, 1e-5 * (size + 1)) << gemm_backend_name(backend) << " " << i << "," << j;
-      }
+    }
   }
 }
 
@@ -361,8 +363,10 @@ TEST(Bf16Gemm, LinearBackwardSharesTheGradientsPackingAndMatchesTheReference) {
 // path first copies dense (and, with beta 0, computes its C block in a
 // dense buffer too). Both backends (OpenBLAS's bf16 fallback widens a
 // block's whole extent), both precisions, beta 0 and 1, against the
-// reference (of the rounded operands in bf16).
+// reference (of the rounded operands in bf16). On 2 threads: on one, a
+// product runs whole.
 TEST(Bf16Gemm, BlocksOfTransposedOperandsMatchTheReferenceInEitherPrecision) {
+  const headlab::test::ThreadsScope two(2);
   for (const auto& [m, n] : {std::pair<int64_t, int64_t>{300, 64}, {64, 300}})
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
@@ -399,11 +403,13 @@ TEST(Bf16Gemm, BlocksOfTransposedOperandsMatchTheReferenceInEitherPrecision) {
 // dW = g^T x in bf16 on oneDNN, split into blocks by rows of g^T (out >=
 // in: g's column blocks, each rounded by its block) or by columns of x
 // (out < in): odd shapes, 2 and 4 blocks, a trailing block short or empty.
-// Each against the double product of the rounded operands (a block that
-// read a wrong column range of g or x would miss it by far), and bit for
-// bit against the blocks computed as they were when g was rounded whole:
-// each block's strided operand copied dense, a column block's C computed
-// dense and copied out.
+// At 2 threads, against the double product of the rounded operands (a
+// block that read a wrong column range of g or x would miss it by far), and
+// bit for bit against the blocks computed as they were when g was rounded
+// whole: each block's strided operand copied dense, a column block's C
+// computed dense and copied out. At 1 thread the product runs whole, g
+// rounded whole: the reference again, and the bits of the whole product of
+// the rounded operands.
 TEST(Bf16Gemm, WeightGradientBlocksMatchTheReferenceAndTheCopiedBlocksBits) {
   SKIP_WITHOUT_BF16_UNITS();
   struct Case {
@@ -420,13 +426,16 @@ TEST(Bf16Gemm, WeightGradientBlocksMatchTheReferenceAndTheCopiedBlocksBits) {
     const std::vector<float> g = random_floats(t.rows * t.out, 50), x = random_floats(t.rows * t.in, 51),
                              w = random_floats(t.out * t.in, 52);
     const detail::GemmCall<float> dw{true, false, t.out, t.in, t.rows, g.data(), t.out, x.data(), t.in};
-    ASSERT_EQ(dw.blocks(), t.blocks) << name;
     const detail::GemmCall<float> dx{false, false, t.rows, t.in, t.out, g.data(), t.out, w.data(), t.in};
-    const detail::PackedOperands packed = detail::pack_operands({dx, dw});
-    // g is rounded by the blocks that read it where both products split it
-    // (dx by its rows, dW by its columns); else whole, once for both.
-    EXPECT_EQ(packed.calls[1].a_source != nullptr, t.out >= t.in) << name;
-    EXPECT_EQ(packed.calls[0].a_source != nullptr, t.out >= t.in) << name;
+    for (const int n : {1, 2}) {
+      const headlab::test::ThreadsScope threads_now(n);
+      ASSERT_EQ(dw.blocks(), n == 1 ? 1 : t.blocks) << name << ", " << n << " thread(s)";
+      const detail::PackedOperands packed = detail::pack_operands({dx, dw});
+      // g is rounded by the blocks that read it where both products split it
+      // (dx by its rows, dW by its columns); else whole, once for both.
+      EXPECT_EQ(packed.calls[1].a_source != nullptr, n == 2 && t.out >= t.in) << name << ", " << n << " thread(s)";
+      EXPECT_EQ(packed.calls[0].a_source != nullptr, n == 2 && t.out >= t.in) << name << ", " << n << " thread(s)";
+    }
 
     const auto tensor = [](const std::vector<float>& v, int64_t r, int64_t c) {
       return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), {r, c}, DType::f32);
@@ -439,7 +448,6 @@ TEST(Bf16Gemm, WeightGradientBlocksMatchTheReferenceAndTheCopiedBlocksBits) {
                         .dweight.to_vector());
     }
     set_num_threads(threads);
-    EXPECT_EQ(got[0], got[1]) << name << ": 1 and 2 threads";
 
     std::vector<bf16_t> g16(g.size()), x16(x.size());
     pack_bf16(g.data(), t.rows, t.out, t.out, g16.data());
@@ -452,8 +460,16 @@ TEST(Bf16Gemm, WeightGradientBlocksMatchTheReferenceAndTheCopiedBlocksBits) {
           want += term;
           size += std::abs(term);
         }
-        ASSERT_NEAR(got[0][i * t.in + j], want, 1e-5 * (size + 1)) << name << " element " << i << "," << j;
+        for (const std::vector<double>& each : got)
+          ASSERT_NEAR(each[i * t.in + j], want, 1e-5 * (size + 1)) << name << " element " << i << "," << j;
       }
+
+    // 1 thread: the whole product of the rounded operands.
+    std::vector<float> whole(static_cast<std::size_t>(t.out * t.in));
+    detail::packed_bf16_gemm({.ta = true, .m = t.out, .n = t.in, .k = t.rows, .a = g16.data(), .lda = t.out,
+                              .b = x16.data(), .ldb = t.in, .ldc = t.in},
+                             1.0f, 0.0f, whole.data());
+    EXPECT_EQ(got[0], std::vector<double>(whole.begin(), whole.end())) << name << ": not the whole product's bits";
 
     // The blocks as copied before: the same dense operands, the same products.
     std::vector<float> copied(static_cast<std::size_t>(t.out * t.in));
@@ -479,7 +495,7 @@ TEST(Bf16Gemm, WeightGradientBlocksMatchTheReferenceAndTheCopiedBlocksBits) {
         for (int64_t r = 0; r < t.out; ++r) std::copy_n(c.data() + r * width, width, copied.data() + r * t.in + start);
       }
     }
-    EXPECT_EQ(got[0], std::vector<double>(copied.begin(), copied.end())) << name << ": not the copied blocks' bits";
+    EXPECT_EQ(got[1], std::vector<double>(copied.begin(), copied.end())) << name << ": not the copied blocks' bits";
   }
 }
 
@@ -508,11 +524,11 @@ TEST(Bf16Gemm, ALinearBackwardFromTheRoundedGradientGivesTheFloatGradientsBits) 
       const Scope scope(backend, GemmPrecision::bf16);
       const std::vector<float> g = random_floats(rows * out, 60), x = random_floats(rows * in, 61),
                                w = random_floats(out * in, 62);
-      const LinearGrads want =
-          linear_backward(tensor(g, rows, out), tensor(x, rows, in), tensor(w, out, in), true, true);
       const Bf16Copy g16 = rounded_copy(g, rows, out), x16 = rounded_copy(x, rows, in);
       for (const int n : {1, 2}) {
         set_num_threads(n);
+        const LinearGrads want =
+            linear_backward(tensor(g, rows, out), tensor(x, rows, in), tensor(w, out, in), true, true);
         const LinearGrads from_x =
             linear_backward(g16, tensor(x, rows, in), Bf16Copy{}, tensor(w, out, in), true, true);
         const LinearGrads from_x16 = linear_backward(g16, Tensor(), x16, tensor(w, out, in), true, true);
@@ -564,8 +580,10 @@ TEST(GemmKernels, WeightGradientBlocksRunOnBrgemmWithAvx512) {
 
 // Under bf16 a blocked product's blocks are the packed bf16 products the
 // replay counts (core/gemm_replay.h), each once, with the result unchanged.
+// On 2 threads: on one, a product runs whole.
 TEST(GemmReplay, CountsTheBlocksOfAPackedBf16Product) {
   SKIP_WITHOUT_BF16_UNITS();
+  const headlab::test::ThreadsScope two(2);
   const Scope scope(GemmBackend::onednn, GemmPrecision::bf16);
   const int64_t m = 300, n = 64, k = 120;
   const std::vector<float> a = random_floats(m * k, 40), b = random_floats(k * n, 41);

@@ -17,6 +17,7 @@
 #include "core/gemm.h"
 #include "core/gemm_replay.h"
 #include "tests/core/gemm_test_util.h"
+#include "tests/threads_scope.h"
 
 namespace headlab::core {
 namespace {
@@ -134,7 +135,9 @@ TEST(GemmBias, NeedsAlphaOneAndBetaZero) {
 
 // parallel_gemms splits a product into blocks of C's rows, or of its
 // columns when C is wider than tall: each block adds its own part of the bias.
+// On 2 threads: on one, a product runs whole.
 TEST(GemmBias, EachBlockOfAParallelProductAddsItsColumnsOfTheBias) {
+  const headlab::test::ThreadsScope two(2);
   struct Case {
     int64_t m, n, k;
   };
