@@ -20,7 +20,14 @@ pthread build would fight OpenMP for the cores), and the same warm-up
 headlab's process gets: one large GEMM at N threads before the first step
 (on these 2-vCPU VMs it separates OpenMP's threads onto their own CPUs; see
 docs/performance.md). The worker checks which libopenblas it loaded and
-reports it.
+reports it, with the kernels OpenBLAS picked. OpenBLAS picks them from the
+CPU's model number, and a model newer than its release (Debian 12's 0.3.21
+on an Intel Xeon of family 6 model 207) leaves it on its generic SSE3
+kernels ("Prescott"), at a fraction of the CPU's speed. Where
+OPENBLAS_CORETYPE is unset and OpenBLAS would fall back so, the twin gets
+OPENBLAS_CORETYPE set to the kernels the CPU's flags allow (SkylakeX with
+AVX-512, Haswell with AVX2 and FMA), and the script says so; a value set in
+the environment is left alone.
 
 Both run in each precision of --precisions (default f32,bf16), and each
 precision is compared with its twin: headlab f32 with PyTorch f32, headlab
@@ -201,21 +208,53 @@ def run_headlab(binary, preset, threads, a, precision):
                     + (["--gemm", backend] if backend else []), env=env)
 
 
+def cpu_flags():
+    """The CPU's flags, as /proc/cpuinfo lists them (empty where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return set(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), []))
+    except OSError:
+        return set()
+
+
+# OpenBLAS's generic x86-64 kernels, where it lands on a CPU it does not know.
+GENERIC_OPENBLAS_CORES = {"prescott", "core2", "nehalem", "atom", "katmai", "coppermine", "northwood", "banias"}
+
+
+def openblas_coretype():
+    """OPENBLAS_CORETYPE for PyTorch's OpenBLAS: None where the environment sets it or OpenBLAS knows the CPU."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return None
+    import ctypes
+    import glob
+    libs = sorted(glob.glob(OPENBLAS_OPENMP + "/libopenblas*.so*"))
+    if not libs:
+        return None
+    lib = ctypes.CDLL(libs[0])
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    if lib.openblas_get_corename().decode().lower() not in GENERIC_OPENBLAS_CORES:
+        return None
+    flags = cpu_flags()
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"} <= flags:
+        return "SkylakeX"
+    if {"avx2", "fma"} <= flags:
+        return "Haswell"
+    return None
+
+
 def run_torch(preset, threads, a, precision):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = OPENBLAS_OPENMP + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env["OMP_NUM_THREADS"] = str(threads)
+    if a.openblas_coretype:
+        env["OPENBLAS_CORETYPE"] = a.openblas_coretype
     return run_json([sys.executable, os.path.abspath(__file__), "--worker", preset, str(threads),
                      str(a.warmup_steps), str(a.bench_steps), str(a.runs), str(int(a.foreach)), precision], env=env)
 
 
 def native_bf16():
     """Whether this CPU computes bf16 itself (AVX512_BF16 or AMX-BF16), as /proc/cpuinfo says."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return False
+    flags = cpu_flags()
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
@@ -283,6 +322,10 @@ def main():
         p.error("--precisions bf16: this CPU has no bf16 units, so headlab has nothing to run (add f32)")
     if a.env:
         print(f"# headlab's environment adds {' '.join(a.env)}")
+    a.openblas_coretype = None if a.no_torch else openblas_coretype()
+    if a.openblas_coretype:
+        print(f"# OpenBLAS does not know this CPU and would run PyTorch's f32 products on its generic SSE3 kernels: "
+              f"PyTorch runs with OPENBLAS_CORETYPE={a.openblas_coretype}, the kernels its flags allow")
     load = os.getloadavg()
     print(f"# load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cpus; "
           f"rounds {a.rounds}, each of {a.runs} timed runs")
@@ -339,7 +382,7 @@ def main():
         t = rows[0][3][twins[0][0]][0]
         print(f"# torch {t['torch']}, OpenBLAS loaded: {', '.join(t['openblas']) or 'none'}"
               f" (core {', '.join(t.get('openblas_core', [])) or '?'}; OPENBLAS_CORETYPE="
-              f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
+              f"{a.openblas_coretype or os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
     # A Markdown table for the docs: each headlab entry's ratio to its twin.
     print()
     cols = names + [t for t, _ in twins]
