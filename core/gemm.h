@@ -44,6 +44,27 @@ const char* gemm_backend_name(GemmBackend backend);
 // HEADLAB_GEMM's text if set, else "onednn": the default a CLI flag shows.
 std::string default_gemm_backend_name();
 
+// The kernels OpenBLAS chose for this CPU when it loaded
+// (openblas_get_corename: "SkylakeX", "Haswell", "Prescott", ...).
+std::string openblas_kernels();
+// OpenBLAS picks its kernels by the CPU's model number; on a CPU newer than
+// the library (Debian 12's 0.3.21 on an Intel Xeon of family 6 model 207)
+// it falls back to its generic x86-64 ones ("Prescott": SSE3), 2-3x slower
+// than its AVX-512 ones there. Where it did (and OPENBLAS_CORETYPE is
+// unset: a value the user set is left alone), the value of
+// OPENBLAS_CORETYPE that selects the kernels the CPU's features allow
+// ("SkylakeX" with AVX-512, "Haswell" with AVX2 and FMA); else empty.
+// OpenBLAS reads the variable when it loads, so only the environment of
+// the next process can take it.
+std::string openblas_better_coretype();
+// The rule, apart from the machine: `kernels` as openblas_kernels says,
+// `coretype_set` whether OPENBLAS_CORETYPE is set, and the CPU's features.
+std::string better_openblas_coretype(const std::string& kernels, bool coretype_set, bool avx512, bool avx2_fma);
+// Where openblas_better_coretype has a value, the sentence that says so
+// (for bench's output and train.log, when the products run on OpenBLAS);
+// else empty.
+std::string openblas_fallback_note();
+
 enum class GemmPrecision { f32, bf16 };
 
 // The precision of every float32 GEMM from now on (process-wide), as the

@@ -10,7 +10,11 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 #include "core/gemm.h"
 #include "core/gemm_kernels.h"
@@ -104,3 +108,39 @@ void openblas_batched_gemm_bf16(const BatchedGemm<bf16_t>& product, float alpha,
 bool openblas_has_sbgemm() { return has_sbgemm(); }
 
 }  // namespace headlab::core::detail
+
+namespace headlab::core {
+
+std::string openblas_kernels() {
+  const char* name = openblas_get_corename();
+  return name != nullptr ? name : "";
+}
+
+std::string better_openblas_coretype(const std::string& kernels, bool coretype_set, bool avx512, bool avx2_fma) {
+  // OpenBLAS's x86-64 kernels older than AVX, where an unknown CPU lands.
+  static const char* const generic[] = {"prescott", "core2", "nehalem", "atom", "katmai", "coppermine", "northwood",
+                                        "banias"};
+  std::string lower = kernels;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (coretype_set || std::find(std::begin(generic), std::end(generic), lower) == std::end(generic)) return "";
+  return avx512 ? "SkylakeX" : avx2_fma ? "Haswell" : "";
+}
+
+std::string openblas_better_coretype() {
+  const char* set = std::getenv("OPENBLAS_CORETYPE");
+  // SkylakeX's kernels need AVX-512 F, BW, VL, DQ and CD.
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512cd");
+  const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return better_openblas_coretype(openblas_kernels(), set != nullptr && *set != '\0', avx512, avx2_fma);
+}
+
+std::string openblas_fallback_note() {
+  const std::string better = openblas_better_coretype();
+  if (better.empty()) return "";
+  return "OpenBLAS does not know this CPU and runs its generic " + openblas_kernels() +
+         " kernels; OPENBLAS_CORETYPE=" + better + " in the environment selects the faster ones the CPU allows";
+}
+
+}  // namespace headlab::core

@@ -165,6 +165,44 @@ TEST(Bench, KernelsOfBf16ProductsOnF32KernelsAreMarkedEmulated) {
   }
 }
 
+// On OpenBLAS, bench names the kernels OpenBLAS chose (in its JSON) and,
+// where they are its generic ones on a CPU that allows faster (an OpenBLAS
+// older than the CPU, OPENBLAS_CORETYPE unset), the OPENBLAS_CORETYPE that
+// selects them, as train.log does under --gemm openblas. A value the user
+// set stands and draws no advice: OPENBLAS_CORETYPE=Prescott forces the
+// generic kernels on any CPU.
+TEST(Bench, NamesOpenBlasKernelsAndTheCoretypeACpuItDoesNotKnowNeeds) {
+  TempDir cwd;
+  const std::vector<std::string> command{"bench", "--preset", "tiny", "--d-model", "16", "--gemm", "openblas",
+                                         "--bench-steps", "1", "--runs", "1", "--warmup-steps", "0", "--threads", "1"};
+  std::vector<std::string> with_json = command;
+  with_json.push_back("--json");
+  const std::vector<std::string> train{"train", "--d-model", "16", "--steps", "2", "--analyze-every", "0",
+                                       "--eval-batch", "8", "--gemm", "openblas", "--threads", "1", "--out", "run"};
+  const auto expect_runs = [&](const std::string& kernels, const std::string& better, const std::string& name) {
+    const RunResult j = run_headlab(with_json, cwd.path());
+    ASSERT_EQ(j.exit_code, 0) << name << "\n" << j.describe();
+    const nlohmann::json result = nlohmann::json::parse(j.out);
+    EXPECT_EQ(result.at("openblas_kernels").get<std::string>(), kernels) << name;
+    EXPECT_EQ(result.at("openblas_better_coretype").get<std::string>(), better) << name;
+    const RunResult text = run_headlab(command, cwd.path());
+    ASSERT_EQ(text.exit_code, 0) << name << "\n" << text.describe();
+    const std::string advice = "OPENBLAS_CORETYPE=" + better + " in the environment";
+    EXPECT_EQ(text.out.find(advice) != std::string::npos, !better.empty()) << name << "\n" << text.out;
+    std::filesystem::remove_all(cwd / "run");
+    const RunResult t = run_headlab(train, cwd.path());
+    ASSERT_EQ(t.exit_code, 0) << name << "\n" << t.describe();
+    EXPECT_EQ(read_bytes(cwd / "run/train.log").find(advice) != std::string::npos, !better.empty()) << name;
+  };
+  {
+    const EnvFor generic("OPENBLAS_CORETYPE", "Prescott");
+    expect_runs("Prescott", "", "OPENBLAS_CORETYPE=Prescott");
+  }
+  // This machine as it is: the child's OpenBLAS chooses as this process's did.
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr)
+    expect_runs(core::openblas_kernels(), core::openblas_better_coretype(), "OPENBLAS_CORETYPE unset");
+}
+
 // Sizes left to the task are the run's own in the report: modular addition's
 // 3 tokens (--seq-len 0) and, under --batch 0, its whole training set (61 of
 // the 11 x 11 pairs at --train-fraction 0.5). Counted as 0 they read "batch

@@ -134,6 +134,28 @@ TEST(Gemm, BackendsByName) {
   }
 }
 
+// OpenBLAS on a CPU it does not know runs its generic x86-64 kernels: the
+// rule names the ones the CPU's features allow, unless OPENBLAS_CORETYPE is
+// set (the user's choice stands) or OpenBLAS chose well.
+TEST(Gemm, OpenBlasGenericKernelsNameTheCoretypeTheCpuAllows) {
+  EXPECT_EQ(better_openblas_coretype("Prescott", false, true, true), "SkylakeX");
+  EXPECT_EQ(better_openblas_coretype("PRESCOTT", false, false, true), "Haswell");
+  EXPECT_EQ(better_openblas_coretype("Nehalem", false, false, true), "Haswell");
+  EXPECT_EQ(better_openblas_coretype("Core2", false, false, false), "");
+  EXPECT_EQ(better_openblas_coretype("Prescott", true, true, true), "");
+  EXPECT_EQ(better_openblas_coretype("SkylakeX", false, true, true), "");
+  EXPECT_EQ(better_openblas_coretype("Haswell", false, true, true), "");
+  EXPECT_EQ(better_openblas_coretype("Zen", false, true, true), "");
+  // This process: the library's own choice, and a note exactly where there is advice.
+  EXPECT_FALSE(openblas_kernels().empty());
+  const std::string better = openblas_better_coretype();
+  EXPECT_EQ(openblas_fallback_note().empty(), better.empty());
+  if (!better.empty()) {
+    EXPECT_NE(openblas_fallback_note().find("OPENBLAS_CORETYPE=" + better), std::string::npos)
+        << openblas_fallback_note();
+  }
+}
+
 // --- Which oneDNN kernel ran (core/gemm_kernels.h) ---
 
 TEST(GemmKernels, ParsesExecLinesOfMatmulsAndCountsRepeats) {

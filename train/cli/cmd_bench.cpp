@@ -282,6 +282,8 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
                                  {"tokens_per_s", tokens / (median / 1000)},
                                  {"gflops", gflops},
                                  {"gemm_backend", backend},
+                                 {"openblas_kernels", core::openblas_kernels()},
+                                 {"openblas_better_coretype", core::openblas_better_coretype()},
                                  {"precision", config.precision},
                                  {"emulated_bf16", widened},
                                  {"gemm_peak_gflops", gemm_peak},
@@ -342,6 +344,9 @@ int run_bench(const BenchArgs& args, const ConfigFlags& flags) {
               backend, bf16 ? (widened ? "bf16 operands emulated on f32 kernels" : "bf16 operands") : "f32", gemm_peak, static_cast<long long>(kPeakGemmSize),
               bf16 ? "bf16" : "f32", 100 * gemm_peak / peak.gflops, bf16 && bf16_peak.gflops > 0 ? "bf16" : "FMA",
               100 * gflops / gemm_peak);
+  if (const std::string note = core::openblas_fallback_note();
+      !note.empty() && core::gemm_backend() == core::GemmBackend::openblas)
+    std::printf("  %s\n", note.c_str());
   if (!hooks.empty())
     std::printf("  forward (no grad, median): %.3f ms plain, %.3f ms caching %zu hook point(s): %.2fx\n",
                 forwards.plain_ms, forwards.hooked_ms, hooks.size(), forwards.hooked_ms / forwards.plain_ms);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/gemm.h"
 #include "core/shortest.h"
 #include "core/threads.h"
 #include "train/checkpoint.h"
@@ -294,6 +295,9 @@ int run_train(const TrainArgs& args, const ConfigFlags& flags) {
             resumed_from.empty() ? "" : " from its snapshot of step " + std::to_string(session->steps_done()),
             m.layers, m.heads, m.d_model, m.d_k(), m.attn_only ? "attention only" : "d_ff " + std::to_string(m.d_ff),
             session->model().num_parameters(), core::num_threads());
+  if (const std::string note = core::openblas_fallback_note();
+      !note.empty() && core::gemm_backend() == core::GemmBackend::openblas)
+    log->info("--gemm openblas: {}", note);
   // config.json keeps the 0 that asked for them; the model's sizes are the checkpoint's.
   if (const std::string inferred = session->task().inferred_sizes(); !inferred.empty()) log->info("{}", inferred);
   log->info("{} steps of {} sequences x {} tokens, {} lr {}, seed {}", target, session->batch_rows(), m.max_seq_len,
