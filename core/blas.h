@@ -100,7 +100,7 @@ struct GemmCall {
   //
   // A product on one thread (on_one_thread) runs whole: there its blocks
   // only cost, in copies of strided blocks, per-block rounding and oneDNN
-  // calls on smaller shapes (4-14% of a 1-thread step, docs/performance.md
+  // calls on smaller shapes (2-14% of a 1-thread step, docs/performance.md
   // "Products whole on one thread"). oneDNN's bf16 kernels sum a block's
   // products in another order than the whole's, so a product's bits on one
   // thread and on several may differ: results are reproducible per thread

@@ -49,8 +49,8 @@ std::string default_gemm_backend_name();
 std::string openblas_kernels();
 // OpenBLAS picks its kernels by the CPU's model number; on a CPU newer than
 // the library (Debian 12's 0.3.21 on an Intel Xeon of family 6 model 207)
-// it falls back to its generic x86-64 ones ("Prescott": SSE3), 2-3x slower
-// than its AVX-512 ones there. Where it did (and OPENBLAS_CORETYPE is
+// it falls back to its generic x86-64 ones ("Prescott": SSE3), a fifth of
+// its AVX-512 ones' speed there. Where it did (and OPENBLAS_CORETYPE is
 // unset: a value the user set is left alone), the value of
 // OPENBLAS_CORETYPE that selects the kernels the CPU's features allow
 // ("SkylakeX" with AVX-512, "Haswell" with AVX2 and FMA); else empty.
