@@ -185,10 +185,12 @@ TEST(Bench, NamesOpenBlasKernelsAndTheCoretypeACpuItDoesNotKnowNeeds) {
     const nlohmann::json result = nlohmann::json::parse(j.out);
     EXPECT_EQ(result.at("openblas_kernels").get<std::string>(), kernels) << name;
     EXPECT_EQ(result.at("openblas_better_coretype").get<std::string>(), better) << name;
-    const RunResult text = run_headlab(command, cwd.path());
-    ASSERT_EQ(text.exit_code, 0) << name << "\n" << text.describe();
     const std::string advice = "OPENBLAS_CORETYPE=" + better + " in the environment";
-    EXPECT_EQ(text.out.find(advice) != std::string::npos, !better.empty()) << name << "\n" << text.out;
+    if (!better.empty()) {  // bench's text says it too (a second bench, only where there is advice)
+      const RunResult text = run_headlab(command, cwd.path());
+      ASSERT_EQ(text.exit_code, 0) << name << "\n" << text.describe();
+      EXPECT_NE(text.out.find(advice), std::string::npos) << name << "\n" << text.out;
+    }
     std::filesystem::remove_all(cwd / "run");
     const RunResult t = run_headlab(train, cwd.path());
     ASSERT_EQ(t.exit_code, 0) << name << "\n" << t.describe();
