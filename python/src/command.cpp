@@ -62,7 +62,7 @@ class SessionState {
 };
 
 // argv without the program's name -> (exit status, the error line or "").
-std::pair<int, std::string> run(const std::vector<std::string>& args) {
+std::pair<int, std::string> run_command(const std::vector<std::string>& args) {
   std::vector<std::string> owned{"headlab"};
   owned.insert(owned.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -81,6 +81,6 @@ std::pair<int, std::string> run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-void bind_command(py::module_& m) { m.def("run_command_line", &run, py::arg("args")); }
+void bind_command(py::module_& m) { m.def("run_command_line", &run_command, py::arg("args")); }
 
 }  // namespace headlab::python
