@@ -21,6 +21,33 @@
 namespace headlab::analysis {
 namespace {
 
+// The scoring pass over `examples`: the logits, the residual stream each
+// later pass starts from, and each layer's attention as the scores ask for
+// it. The probe keeps the attention of the first and the last layer, the
+// first two the scores ask for; they ask for the others (and the last again)
+// when they pair them, computed again from the residual stream entering the
+// layer: two layers' [B, h, T, T] at a time, not L (docs/head-metrics.md,
+// "What the analysis holds").
+struct ScoringPass {
+  layers::Probe probe;
+  core::Tensor logits;
+  Prefix prefix;
+
+  ScoringPass(const layers::Transformer& model, const Examples& examples) : probe(model.num_layers()) {
+    for (int64_t l = 1; l + 1 < model.num_layers(); ++l) probe.layers[static_cast<std::size_t>(l)].keep.attention = false;
+    logits = Prefix().logits(model, examples, probe, 0);
+    prefix = Prefix(probe);
+  }
+
+  // A kept layer is handed over the first time it is asked for.
+  LayerAttention attention(const layers::Transformer& model, const Examples& examples) {
+    return [this, &model, &examples](int64_t l) {
+      core::Tensor& kept = probe.layers[static_cast<std::size_t>(l)].attention;
+      return kept.defined() ? std::exchange(kept, {}) : prefix.attention(model, examples, l);
+    };
+  }
+};
+
 // The passes of one head's ablation (or patching, resample) from its layer
 // on, summed over the heads: a head of layer l runs L - l of the L blocks.
 double per_head_passes(int64_t L, int64_t H) { return static_cast<double>(H * (L + 1)) / 2.0; }
@@ -117,6 +144,15 @@ RunAnalysis analyze_model(const layers::Transformer& model, const Examples& exam
   return analyze_chunks(model, examples.batch, examples.lengths, read, options);
 }
 
+RunAnalysis analyze_model_attention(const layers::Transformer& model, const Examples& examples,
+                                    const LabelOptions& options, int64_t example, const BatchContext& context) {
+  const core::F32Gemms f32_gemms;  // as analyze_chunks
+  ScoringPass scoring(model, examples);
+  AttentionSums sums(model.spec().causal, example);
+  sums.add(model.num_layers(), model.spec().heads, scoring.attention(model, examples), examples.tokens, 0, context);
+  return sums.value(options);
+}
+
 RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::span<const int32_t> lengths,
                            const ReadChunk& read, const AnalysisOptions& options) {
   // Head metrics describe the model, not the arithmetic it trained with: the
@@ -161,24 +197,15 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
     if (ex.batch != n)
       throw std::invalid_argument("analyze_chunks: rows " + std::to_string(first) + " .. " +
                                   std::to_string(first + n - 1) + " read as " + std::to_string(ex.batch) + " rows");
-    // The scoring pass keeps the attention of the first and the last layer,
-    // the first two the scores ask for; they ask for the others (and the
-    // last again) when they pair them, computed again from the residual
-    // stream entering the layer: two layers' [B, h, T, T] at a time, not L.
-    layers::Probe probe(L);
-    for (int64_t l = 1; l + 1 < L; ++l) probe.layers[static_cast<std::size_t>(l)].keep.attention = false;
-    const core::Tensor logits = Prefix().logits(model, ex, probe, 0);
+    ScoringPass scoring(model, ex);
+    const core::Tensor& logits = scoring.logits;
+    const layers::Probe& probe = scoring.probe;
     // What every pass that ablates or patches from a later layer on starts from.
-    const Prefix prefix(probe);
+    const Prefix& prefix = scoring.prefix;
     base.add(logits, ex.targets);
     positions.add(logits, ex.targets);
     std::vector<core::Tensor> clean;
     for (const layers::LayerProbe& layer : probe.layers) clean.push_back(layer.head_outputs);
-    // A kept layer is handed over the first time it is asked for.
-    const LayerAttention attention_of = [&](int64_t l) {
-      core::Tensor& kept = probe.layers[static_cast<std::size_t>(l)].attention;
-      return kept.defined() ? std::exchange(kept, {}) : prefix.attention(model, ex, l);
-    };
     // Only a task with sources: elsewhere an earlier copy is chance, and the
     // "sources" it names mean nothing.
     if (first == 0) sources = ex.sources;
@@ -186,7 +213,7 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
       if (sources) task[static_cast<std::size_t>(l)].add(a, ex.tokens, ex.targets, causal);
     };
     // Nothing reads the attention past here: the chunk's many passes run without it.
-    attention.add(L, H, attention_of, ex.tokens, first, {ex.targets, ex.attend, ex.roles, ex.lengths},
+    attention.add(L, H, scoring.attention(model, ex), ex.tokens, first, {ex.targets, ex.attend, ex.roles, ex.lengths},
                   task_positions);
     for (std::size_t i = 0; i < heads; ++i) add_ablated(zero[i], model, ex, {i}, {}, prefix);
     // The first importance_examples rows of the set.

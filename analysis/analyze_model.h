@@ -77,6 +77,15 @@ double set_ablation_passes(const std::vector<SetAblation>& sets, int64_t layers,
 RunAnalysis analyze_model(const layers::Transformer& model, const Examples& examples,
                           const AnalysisOptions& options = {});
 
+// The attention half of analyze_model: analyze_attention (run_analysis.h)
+// of the model's attention on `examples` (scores, labels and verdict; no
+// ablations), from one forward pass that holds two layers' attention at a
+// time, as analyze_model does. In f32 under any --precision. The report's
+// snapshot slider runs it on each snapshot.
+RunAnalysis analyze_model_attention(const layers::Transformer& model, const Examples& examples,
+                                    const LabelOptions& options = {}, int64_t example = 0,
+                                    const BatchContext& context = {});
+
 // One chunk of the set analyze_chunks reads.
 struct ExampleChunk {
   Examples examples;                        // its rows, with their patterns, the roles and sources
