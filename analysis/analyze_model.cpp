@@ -34,7 +34,8 @@ struct ScoringPass {
   Prefix prefix;
 
   ScoringPass(const layers::Transformer& model, const Examples& examples) : probe(model.num_layers()) {
-    for (int64_t l = 1; l + 1 < model.num_layers(); ++l) probe.layers[static_cast<std::size_t>(l)].keep.attention = false;
+    for (int64_t l = 1; l + 1 < model.num_layers(); ++l)
+      probe.layers[static_cast<std::size_t>(l)].keep.attention = false;
     logits = Prefix().logits(model, examples, probe, 0);
     prefix = Prefix(probe);
   }
@@ -213,8 +214,8 @@ RunAnalysis analyze_chunks(const layers::Transformer& model, int64_t rows, std::
       if (sources) task[static_cast<std::size_t>(l)].add(a, ex.tokens, ex.targets, causal);
     };
     // Nothing reads the attention past here: the chunk's many passes run without it.
-    attention.add(L, H, scoring.attention(model, ex), ex.tokens, first, {ex.targets, ex.attend, ex.roles, ex.lengths},
-                  task_positions);
+    attention.add(L, H, scoring.attention(model, ex), ex.tokens, first,
+                  {ex.targets, ex.attend, ex.roles, ex.lengths}, task_positions);
     for (std::size_t i = 0; i < heads; ++i) add_ablated(zero[i], model, ex, {i}, {}, prefix);
     // The first importance_examples rows of the set.
     const int64_t gradients = std::clamp<int64_t>(options.importance_examples - first, 0, n);
