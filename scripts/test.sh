@@ -92,13 +92,23 @@ run_python() {
 # CLI's handling of input, files and processes are the same on both.
 gemm_labels="^(core_tests|autograd_tests|layers_tests|optim_tests|train_tests|cli_mpi)$"
 
+# Says how long the part just done took, so that CI's log shows where its
+# half hour goes (the whole run must stay under 30 minutes on 2 cores).
+mark=$SECONDS
+took() {
+  echo "test.sh: $1 took $((SECONDS - mark)) s (at $SECONDS s)"
+  mark=$SECONDS
+}
+
 scripts/setup.sh --all --python
+took "setting up and the Release build"
 # What the tests need beyond the build: python3 (the script tests read JSON),
 # chromium (the page tests), clang and its libFuzzer runtime (the fuzzers),
 # pytest, nbclient, ipykernel, matplotlib and pandas for the Python package
 # and its notebook.
 scripts/install_packages.sh python3 chromium clang libclang-rt-14-dev \
   python3-pytest python3-nbclient python3-ipykernel python3-matplotlib python3-pandas
+took "installing the tests' tools"
 # The fuzzers' clang build runs from here on beside everything else, at the
 # lowest priority, so that it takes only the time the rest leaves idle: the
 # tests wait on the processes they start and the builds on their slowest
@@ -128,25 +138,33 @@ if ! grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
     "the bf16 tests run on emulated bf16 products (HEADLAB_EMULATE_BF16=1)"
 fi
 HEADLAB_GEMM=onednn HEADLAB_PRECISION=f32 run_ctest build
+took "the Release tests"
 HEADLAB_GEMM=openblas HEADLAB_PRECISION=f32 run_ctest build --label-regex "$gemm_labels"
+took "the OpenBLAS tests"
 # The same tests with every float32 product in bf16 mixed precision (docs/performance.md).
 HEADLAB_GEMM=onednn HEADLAB_PRECISION=bf16 run_ctest build --label-regex "$gemm_labels"
+took "the bf16 tests"
 run_python
+took "the Python package's tests and notebook"
 if [ "$fast" -eq 1 ]; then
   echo "tests: $passed passed, $failed failed"
   exit 0
 fi
 
 scripts/setup.sh --sanitize
+took "the sanitizer build"
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 run_ctest build-san --label-exclude '^browser$'
+took "the sanitizer tests"
 
 if ! wait "$fuzz_build"; then
   echo "test.sh: building the fuzzers failed:" >&2
   tail -n 30 "$fuzz_log" >&2
   exit 1
 fi
+took "waiting for the fuzzers' build"
 fuzz/run.sh "${HEADLAB_FUZZ_SECONDS:-30}"
+took "the fuzzers"
 echo "Release and ASan + UBSan suites passed; fuzzers found nothing."
 echo "tests: $passed passed, $failed failed"
