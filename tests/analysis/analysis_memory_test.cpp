@@ -50,14 +50,13 @@ TEST(AnalysisMemory, TheAnalysisHoldsTwoLayersAttentionWhateverTheLayersAndNothi
   const Setting s;
   const layers::Transformer& model = s.model;
   const Examples& examples = s.examples;
-  const std::size_t probs = kProbs;
 
   // The control: the scoring pass's probe holds every layer's.
   EXPECT_GE(test::peak_tensor_bytes([&] {
               layers::Probe probe(L);
               (void)evaluate(model, examples, &probe);
             }),
-            L * probs);
+            L * kProbs);
   // Everything: the pruning curve, the set ablations, mean and resample
   // ablation and patching (the importance's one-row passes keep a row's
   // attention for their backward: left out here).
@@ -67,8 +66,8 @@ TEST(AnalysisMemory, TheAnalysisHoldsTwoLayersAttentionWhateverTheLayersAndNothi
   options.interventions = true;
   options.corruption.tokens = s.corrupted;
   const std::size_t held = test::peak_tensor_bytes([&] { (void)analyze_model(model, examples, options); });
-  EXPECT_LT(held, 2 * probs + probs / 2) << "the analysis held " << held << " bytes of tensors at its peak, at most; "
-                                         << "one layer's attention is " << probs;
+  EXPECT_LT(held, 2 * kProbs + kProbs / 2) << "the analysis held " << held << " bytes of tensors at its peak, at most; "
+                                           << "one layer's attention is " << kProbs;
 }
 
 // The attention half alone scores what analyze_attention over every layer's
