@@ -162,7 +162,7 @@ Variable dropout(const Variable& x, double p, core::Generator& gen, bool trainin
   core::dispatch(v.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* k = keep.data<T>();
-    for (int64_t i = 0; i < keep.numel(); ++i) k[i] = gen.uniform() < p ? T(0) : static_cast<T>(scale);
+    for (int64_t i = 0, n = keep.numel(); i < n; ++i) k[i] = gen.uniform() < p ? T(0) : static_cast<T>(scale);
   });
   Tensor y = core::mul(v, keep);
   return Variable::from_op(

@@ -44,6 +44,14 @@ ratio to PyTorch is taken per round (so both sides of a ratio saw the same
 moment of the machine), and the median of those ratios is reported with
 their spread (min-max).
 
+Where docs/performance.md sets a target for an entry (headlab's step at most
+that fraction of its twin's), a line says whether it was met and what it asks
+of the arithmetic: the step's FLOPs in the target's time, as a share of the
+peak headlab's own process measured then (MFU: the FMA peak in f32, the bf16
+units' in bf16), beside the share its step reached. A target that asks for
+more than about 90% of the FMA peak cannot be met by a step that does its
+arithmetic in float32 on that CPU, whatever its GEMM library.
+
 Usage (Debian's python3 with python3-torch, not a virtualenv's):
   /usr/bin/python3 bench/compare_torch.py --headlab build/headlab
   /usr/bin/python3 bench/compare_torch.py --headlab build/headlab --presets tiny,small --threads 1,2 --rounds 3
@@ -69,6 +77,8 @@ PRESETS = {  # vocab, seq_len, batch, d_model, heads, layers
     "medium": (256, 128, 16, 256, 8, 4),
 }
 OPENBLAS_OPENMP = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+# docs/performance.md's targets: headlab's step at most this fraction of its twin's.
+TARGETS = {"f32": {"tiny": 0.25, "small": 0.35, "medium": 0.45}, "bf16": {"small": 0.5, "medium": 0.5}}
 
 
 # --------------------------------------------------------------------------
@@ -258,6 +268,22 @@ def native_bf16():
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+def target_line(preset, threads, name, target, ratio, mine, twins):
+    """Whether `name` met its target, and the MFU the target asks for in each
+    round (the step's FLOPs in target x the twin's time, over the peak this
+    round's headlab process measured) beside the MFU its step reached."""
+    asks = [r["gflop_per_step"] / (target * q["ms_per_step"] / 1000) / r["mfu_peak_gflops"]
+            for r, q in zip(mine, twins)]
+    reached = [r["mfu"] for r in mine]
+
+    def span(xs):
+        lo, hi = 100 * min(xs), 100 * max(xs)
+        return f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f}%"
+    return (f"{preset:6s} {threads}T {name:16s} target x{target} of its twin: {'met' if ratio <= target else 'missed'};"
+            f" it asks for {span(asks)} of the {mine[0]['mfu_peak_isa']} peak (MFU, per round), the step reached "
+            f"{span(reached)}")
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         preset, threads, warmup, steps, runs, foreach, precision = sys.argv[2:9]
@@ -376,6 +402,10 @@ def main():
                 print(f"{preset:6s} {threads}T {n:16s} {s['ms']:9.2f} ms/step  x{s['ratio']:5.3f} of {ref_name:10s}"
                       f" ({s['ratio_min']:.3f}-{s['ratio_max']:.3f})"
                       f"  peak RSS {s['rss']:7.1f} MiB (x{rss_ratio:4.2f})   runs {s['all']}", flush=True)
+                target = TARGETS.get(precision_of[n], {}).get(preset)
+                if target and n in names and twins:
+                    print(target_line(preset, threads, n, target, s["ratio"], results[n], results[ref_name]),
+                          flush=True)
     load = os.getloadavg()
     print(f"# load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if twins:

@@ -72,7 +72,7 @@ Tensor Generator::uniform(const Shape& shape, double low, double high, DType dty
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(uniform(low, high));
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(uniform(low, high));
   });
   return t;
 }
@@ -82,7 +82,7 @@ Tensor Generator::normal(const Shape& shape, double mean, double stddev, DType d
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(normal(mean, stddev));
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(normal(mean, stddev));
   });
   return t;
 }

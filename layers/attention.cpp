@@ -26,7 +26,7 @@ Tensor padded_keys(const Tensor& padding_mask) {
   Tensor pad = Tensor::zeros({real.size(0), 1, 1, real.size(1)}, DType::f64);
   const double* r = real.data<double>();
   double* p = pad.data<double>();
-  for (int64_t i = 0; i < real.numel(); ++i) p[i] = r[i] == 0.0 ? 1.0 : 0.0;
+  for (int64_t i = 0, n = real.numel(); i < n; ++i) p[i] = r[i] == 0.0 ? 1.0 : 0.0;
   return pad;
 }
 

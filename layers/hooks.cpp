@@ -177,7 +177,7 @@ Variable patch(const Variable& x, const core::Tensor& replacement) {
     using T = decltype(tag);
     const T *a = v.template data<T>(), *b = r.template data<T>();
     T *m = changed.template data<T>(), *c = constant.template data<T>();
-    for (int64_t i = 0; i < v.numel(); ++i) {
+    for (int64_t i = 0, n = v.numel(); i < n; ++i) {
       const bool same = a[i] == b[i] || (a[i] != a[i] && b[i] != b[i]);
       m[i] = same ? T(0) : T(1);
       c[i] = same ? T(0) : b[i];

@@ -61,7 +61,7 @@ namespace {
 
 std::optional<int64_t> first_beyond_float(const core::Tensor& t) {
   const double* p = t.data<double>();
-  for (int64_t i = 0; i < t.numel(); ++i)
+  for (int64_t i = 0, n = t.numel(); i < n; ++i)
     if (std::abs(p[i]) > static_cast<double>(std::numeric_limits<float>::max())) return i;
   return std::nullopt;
 }
